@@ -1,0 +1,231 @@
+"""Find the project's .engram/ folder and read its settings (config.yaml, or config.json).
+
+config.yaml is edited with ruamel.yaml in round-trip mode so that a user's comments survive
+every change engram makes. This module reads and writes only config files; it never touches
+memories.jsonl or the index.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from engram.errors import ConfigError, NotInitialized
+
+ENGRAM_DIR: Final = ".engram"
+
+DEFAULTS: Final[dict[str, Any]] = {
+    "project": "",
+    "search": {
+        "backend": "tantivy",
+        "min_score_ratio": 0.2,
+        "field_weights": {"title": 6.0, "tags": 3.0, "content": 1.0, "files": 1.5},
+        "kind_weights": {
+            "decision": 1.25,
+            "pitfall": 1.25,
+            "principle": 1.2,
+            "architecture": 1.15,
+            "bugfix": 1.1,
+            "pattern": 1.1,
+            "config": 1.0,
+            "fact": 1.0,
+            "discovery": 1.0,
+            "insight": 1.0,
+            "preference": 1.0,
+            "note": 0.9,
+            "prompt": 0.8,
+            "session": 0.8,
+        },
+        "status_weights": {
+            "active": 1.0,
+            "proposed": 0.95,
+            "rejected": 0.85,
+            "superseded": 0.6,
+            "archived": 0.4,
+        },
+        "importance_step": 0.15,
+        "freshness_max_loss": 0.3,
+        "freshness_days": 365,
+    },
+    "store": {
+        "max_content_bytes": 1_048_576,
+        "dedupe_window_minutes": 15,
+        "history_limit": 20,
+        "lock_timeout_seconds": 60,
+    },
+    "redact": {"extra_patterns": []},
+}
+
+CONFIG_TEMPLATE: Final = """\
+# engram project settings (https://pypi.org/project/engram-git/).
+# engram edits this file in place and keeps your comments.
+
+# Project name stored on every memory; defaults to the repository folder name.
+project: {project}
+
+search:
+  # Full-text backend for ranking: tantivy (default) or fts5 (SQLite).
+  backend: tantivy
+  # Hits scoring under this share of the best hit are dropped.
+  min_score_ratio: 0.2
+  # BM25 weight of each field.
+  field_weights: {{title: 6.0, tags: 3.0, content: 1.0, files: 1.5}}
+  # Multipliers applied after BM25 (DESIGN.md section 6). Unlisted kinds weigh 1.0.
+  kind_weights:
+    decision: 1.25
+    pitfall: 1.25
+    principle: 1.2
+    architecture: 1.15
+    bugfix: 1.1
+    pattern: 1.1
+    note: 0.9
+    prompt: 0.8
+    session: 0.8
+  status_weights: {{active: 1.0, proposed: 0.95, rejected: 0.85, superseded: 0.6, archived: 0.4}}
+  importance_step: 0.15      # score x (1 + step x (importance - 3))
+  freshness_max_loss: 0.3    # a memory loses up to this share of its score ...
+  freshness_days: 365        # ... over this many days since its last update
+
+store:
+  max_content_bytes: 1048576   # larger content is refused, not truncated
+  dedupe_window_minutes: 15    # an identical re-save within this window only counts
+  history_limit: 20            # earlier versions kept on a memory (topic-key saves, updates)
+  lock_timeout_seconds: 60
+
+redact:
+  # Extra regular expressions whose matches are replaced by [REDACTED] before saving.
+  extra_patterns: []
+"""
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Turn ruamel's comment-carrying containers into plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one .engram/ folder, defaults filled in."""
+
+    root: Path
+    engram_dir: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def project(self) -> str:
+        return str(self.data.get("project") or self.root.name)
+
+    def get(self, dotted: str) -> Any:
+        """Return a setting by dotted path, e.g. ``search.backend``."""
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                raise ConfigError(f"unknown setting {dotted!r}")
+            node = node[part]
+        return node
+
+    def number(self, dotted: str) -> float:
+        """Return a numeric setting, with an error naming it if it is not a number."""
+        value = self.get(dotted)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"setting {dotted!r} must be a number, got {value!r}")
+        return float(value)
+
+
+def find_root(start: Path | None = None) -> Path:
+    """Return the nearest folder at or above ``start`` that holds .engram/."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ENGRAM_DIR).is_dir():
+            return folder
+    raise NotInitialized(f"no {ENGRAM_DIR}/ in {here} or any parent folder")
+
+
+def find_repo_root(start: Path | None = None) -> Path:
+    """Return the git work tree holding ``start`` (or ``start`` itself outside git)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ENGRAM_DIR).is_dir() or (folder / ".git").exists():
+            return folder
+    return here
+
+
+def personal_dir() -> Path:
+    """Return the personal store's folder: ENGRAM_HOME, default ~/.engram."""
+    home = os.environ.get("ENGRAM_HOME")
+    return Path(home).expanduser().resolve() if home else Path.home() / ENGRAM_DIR
+
+
+def load(root: Path, engram_dir: Path | None = None) -> Config:
+    """Read config.yaml (or config.json) in the .engram folder, defaults filled in."""
+    folder = engram_dir or root / ENGRAM_DIR
+    yaml_path, json_path = folder / "config.yaml", folder / "config.json"
+    raw: Any = {}
+    if yaml_path.exists():
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        try:
+            raw = YAML(typ="safe", pure=True).load(yaml_path.read_text(encoding="utf-8")) or {}
+        except (YAMLError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{yaml_path}: cannot be read: {exc}") from exc
+    elif json_path.exists():
+        try:
+            raw = json.loads(json_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{json_path}: not valid JSON: {exc}") from exc
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{yaml_path if yaml_path.exists() else json_path}: expected a mapping")
+    data = _merge(DEFAULTS, _plain(raw))
+    backend = data["search"].get("backend")
+    if backend not in ("tantivy", "fts5"):
+        raise ConfigError(f"search.backend must be tantivy or fts5, got {backend!r}")
+    return Config(root=root, engram_dir=folder, data=data)
+
+
+def write_template(engram_dir: Path, project: str) -> Path:
+    """Create config.yaml from the commented template; an existing file is left alone."""
+    path = engram_dir / "config.yaml"
+    if not path.exists():
+        path.write_text(CONFIG_TEMPLATE.format(project=json.dumps(project)), encoding="utf-8")
+    return path
+
+
+def set_value(engram_dir: Path, dotted: str, value: Any) -> None:
+    """Change one setting in config.yaml in place, keeping comments and layout."""
+    from ruamel.yaml import YAML
+
+    path = engram_dir / "config.yaml"
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    doc = yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None
+    if doc is None:
+        doc = {}
+    node = doc
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if part not in node or not isinstance(node[part], Mapping):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+    with path.open("w", encoding="utf-8") as handle:
+        yaml.dump(doc, handle)

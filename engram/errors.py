@@ -1,0 +1,81 @@
+"""The one exception tree of engram; every error carries a hint: the next thing to run.
+
+    EngramError
+    ├── ConfigError          config.yaml / config.json unreadable or invalid
+    ├── NotInitialized       no .engram/ found for this project
+    ├── InvalidInput         a field, id, option or query argument a caller passed is wrong
+    ├── NotFound             no memory has this id (or prefix)
+    ├── AmbiguousId          the prefix names more than one memory
+    ├── CorruptStore         memories.jsonl has a bad line, a duplicate id or conflict markers
+    ├── LockTimeout          another process held the store lock for too long
+    └── IndexError_          the derived index could not be read or written
+
+Adapters catch ``EngramError`` at their one boundary and show ``message`` and ``hint``; this
+module must not import anything from engram.
+"""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Base of every error engram raises on purpose."""
+
+    hint: str = ""
+    code: str = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the error as a JSON-ready mapping (code, message, hint)."""
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+class ConfigError(EngramError):
+    code = "config"
+    hint = "fix .engram/config.yaml (engram doctor shows what is read)"
+
+
+class NotInitialized(EngramError):
+    code = "not_initialized"
+    hint = "run `engram init` in the project, or pass -C PATH"
+
+
+class InvalidInput(EngramError):
+    code = "invalid_input"
+    hint = "see `engram COMMAND --help`"
+
+
+class NotFound(EngramError):
+    code = "not_found"
+    hint = "run `engram recall WORDS` to find the id"
+
+
+class AmbiguousId(EngramError):
+    code = "ambiguous_id"
+    hint = "type more characters of the id"
+
+
+class CorruptStore(EngramError):
+    code = "corrupt_store"
+    hint = "run `engram doctor` to see every problem, `engram doctor --fix` to repair"
+
+    def __init__(
+        self, message: str, *, path: str = "", line: int = 0, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.line = line
+
+
+class LockTimeout(EngramError):
+    code = "lock_timeout"
+    hint = "another engram process is writing; retry, or remove a stale .engram/state/store.lock"
+
+
+class IndexError_(EngramError):  # noqa: N801 - trailing underscore avoids the builtin
+    code = "index"
+    hint = "run `engram index --rebuild`"

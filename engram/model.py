@@ -1,0 +1,369 @@
+"""The memory record: kinds, statuses, links, canonical JSON, ids, hashes and validation.
+
+A memory is a plain ``dict`` (``Record``) so that unknown fields survive every read and write
+verbatim (DESIGN.md §2). This module owns the canonical line format of memories.jsonl
+(DESIGN.md §3) and the rules that turn caller input into a valid record. It does no I/O and
+imports nothing from engram but ``errors``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from engram.errors import CorruptStore, InvalidInput
+
+Record = dict[str, Any]
+
+KINDS: Final = (
+    "decision",
+    "pitfall",
+    "principle",
+    "pattern",
+    "bugfix",
+    "architecture",
+    "fact",
+    "discovery",
+    "config",
+    "preference",
+    "insight",
+    "session",
+    "prompt",
+    "note",
+)
+
+# Names other memory tools use for the same kinds (go-engram types, engram-rs memory_type, …).
+KIND_ALIASES: Final = {
+    "antipattern": "pitfall",
+    "anti-pattern": "pitfall",
+    "gotcha": "pitfall",
+    "warning": "pitfall",
+    "learning": "discovery",
+    "context": "fact",
+    "manual": "note",
+    "bug": "bugfix",
+    "fix": "bugfix",
+    "adr": "decision",
+    "rule": "principle",
+    "convention": "pattern",
+    "summary": "session",
+    "session_summary": "session",
+    "configuration": "config",
+    "observation": "note",
+}
+
+STATUSES: Final = ("active", "proposed", "rejected", "superseded", "archived")
+SCOPES: Final = ("project", "personal")
+LINK_RELS: Final = ("supersedes", "relates", "caused_by", "fixes", "derived_from", "contradicts")
+REQUIRED: Final = ("id", "kind", "title", "created_at", "updated_at", "rev")
+
+# Fields that change without the memory's meaning changing; left out of the content hash.
+VOLATILE: Final = frozenset(
+    {
+        "id",
+        "created_at",
+        "updated_at",
+        "rev",
+        "duplicate_count",
+        "judgements",
+        "history",
+        "session_id",
+        "author",
+        "anchors",
+        "source",
+    }
+)
+
+MAX_TITLE_CHARS: Final = 500
+MAX_LIST_ITEMS: Final = 200
+MAX_ITEM_CHARS: Final = 500
+_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_WS_RE: Final = re.compile(r"\s+")
+_CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
+
+
+def new_id() -> str:
+    """Return a fresh id: 128 random bits in lowercase base32 (26 characters)."""
+    return base64.b32encode(os.urandom(16)).decode("ascii").rstrip("=").lower()
+
+
+def now() -> str:
+    """Return the current UTC time as RFC 3339 with milliseconds (``…T…Z``)."""
+    return format_time(datetime.now(UTC))
+
+
+def format_time(moment: datetime) -> str:
+    """Render an aware datetime as the RFC 3339 UTC string engram stores."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: str) -> datetime:
+    """Parse an RFC 3339 (or ``YYYY-MM-DD HH:MM:SS`` UTC) string into an aware datetime."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidInput(f"not an RFC 3339 time: {value!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def dumps(record: Mapping[str, Any]) -> str:
+    """Return the canonical JSON of a record (sorted keys, compact, raw UTF-8), no newline."""
+    try:
+        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except ValueError as exc:
+        raise InvalidInput(f"record {record.get('id', '?')} is not valid JSON: {exc}") from exc
+
+
+def canonical_line(record: Mapping[str, Any]) -> bytes:
+    """Return the exact bytes of a record's line in memories.jsonl, newline included."""
+    try:
+        return (dumps(record) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"record {record.get('id', '?')} holds text that is not valid Unicode "
+            f"(a lone surrogate at {exc.start})"
+        ) from exc
+
+
+def is_conflict_marker(line: bytes) -> bool:
+    """Tell whether a raw line is a git conflict marker."""
+    return line.startswith(_CONFLICT_PREFIXES)
+
+
+def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
+    """Parse one raw line of memories.jsonl, raising CorruptStore naming file and line."""
+    if is_conflict_marker(line):
+        raise CorruptStore(
+            f"{path}:{lineno}: git conflict marker {line[:7].decode('ascii', 'replace')!r}",
+            path=path,
+            line=lineno,
+            hint="run `engram doctor --fix` to merge both sides",
+        )
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptStore(
+            f"{path}:{lineno}: invalid UTF-8 at byte {exc.start}", path=path, line=lineno
+        ) from exc
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CorruptStore(f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno) from exc
+    if not isinstance(value, dict):
+        raise CorruptStore(
+            f"{path}:{lineno}: expected a JSON object, got {type(value).__name__}",
+            path=path,
+            line=lineno,
+        )
+    missing = [key for key in ("id", "updated_at", "rev") if key not in value]
+    if not value.get("deleted_at"):
+        missing += [key for key in ("kind", "title", "created_at") if key not in value]
+    if missing:
+        raise CorruptStore(
+            f"{path}:{lineno}: missing required field(s) {', '.join(missing)}",
+            path=path,
+            line=lineno,
+        )
+    if not isinstance(value["id"], str) or not _ID_RE.match(value["id"]):
+        raise CorruptStore(f"{path}:{lineno}: invalid id {value['id']!r}", path=path, line=lineno)
+    return value
+
+
+def check_id(value: str) -> str:
+    """Validate a full id or an id prefix typed by a user or agent."""
+    text = str(value).strip()
+    if not _PREFIX_RE.match(text):
+        raise InvalidInput(f"not a memory id: {value!r}")
+    return text
+
+
+def is_tombstone(record: Mapping[str, Any]) -> bool:
+    """Tell whether a record is a tombstone (a deleted memory)."""
+    return bool(record.get("deleted_at"))
+
+
+def normalize_kind(value: str) -> str:
+    """Map a kind or an alias from another tool onto one of KINDS."""
+    key = str(value).strip().lower().replace(" ", "_")
+    key = KIND_ALIASES.get(key, key)
+    if key not in KINDS:
+        raise InvalidInput(
+            f"unknown kind {value!r}; use one of: {', '.join(KINDS)}",
+            hint="aliases such as antipattern, learning, context are accepted too",
+        )
+    return key
+
+
+def normalize_content(text: str) -> str:
+    """Return content as compared for duplicates: whitespace collapsed, case folded."""
+    return _WS_RE.sub(" ", text).strip().casefold()
+
+
+def content_hash(record: Mapping[str, Any]) -> str:
+    """Hash a record's meaning: its canonical fields with the volatile ones left out."""
+    stable = {key: value for key, value in record.items() if key not in VOLATILE}
+    return hashlib.sha256(dumps(stable).encode("utf-8")).hexdigest()
+
+
+def dedupe_key(record: Mapping[str, Any]) -> str:
+    """Hash what makes two saves the same memory: kind, title, normalised content, scope."""
+    parts = [
+        str(record.get("kind", "")),
+        normalize_content(str(record.get("title", ""))),
+        normalize_content(str(record.get("content", ""))),
+        str(record.get("project", "")),
+        str(record.get("scope", "project")),
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def _check_text(field: str, value: Any, *, limit: int, required: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"field {field!r} must be text, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(
+            f"field {field!r} looks binary (NUL byte at character {value.index(chr(0))})",
+            hint="store text; put binary artefacts in the repo and cite their path in files",
+        )
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"field {field!r} is not valid Unicode (lone surrogate at {exc.start})"
+        ) from exc
+    if size > limit:
+        raise InvalidInput(
+            f"field {field!r} is {size:,} bytes; the limit is {limit:,}",
+            hint="store a summary and cite the file; raise store.max_content_bytes if needed",
+        )
+    if required and not value.strip():
+        raise InvalidInput(f"field {field!r} must not be empty")
+    return value
+
+
+def _string_list(field: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [part for part in value.split(",")]
+    if not isinstance(value, list | tuple):
+        raise InvalidInput(f"field {field!r} must be a list of strings")
+    items: list[str] = []
+    for item in value:
+        text = _check_text(field, item, limit=MAX_ITEM_CHARS).strip()
+        if text and text not in items:
+            items.append(text)
+    if len(items) > MAX_LIST_ITEMS:
+        raise InvalidInput(f"field {field!r} has {len(items)} items; the limit is {MAX_LIST_ITEMS}")
+    return sorted(items)
+
+
+def normalize_path(value: str) -> str:
+    """Return a repo-relative path or glob; refuse absolute paths and ones escaping the repo."""
+    text = value.strip().replace("\\", "/")
+    while text.startswith("./"):
+        text = text[2:]
+    if text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
+        raise InvalidInput(f"file {value!r} must be relative to the repository root")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise InvalidInput(f"file {value!r} leaves the repository ('..' is not allowed)")
+    return "/".join(parts)
+
+
+def normalize_links(value: Any) -> list[dict[str, str]]:
+    """Validate links (``[{rel, to}]`` or ``["rel:id"]``), sorted and without repeats."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise InvalidInput("field 'links' must be a list")
+    links: list[dict[str, str]] = []
+    for item in value:
+        if isinstance(item, str):
+            rel, sep, target = item.partition(":")
+            if not sep:
+                raise InvalidInput(f"link {item!r} must look like REL:ID, e.g. supersedes:7f3k")
+            item = {"rel": rel, "to": target}
+        if not isinstance(item, Mapping) or "rel" not in item or "to" not in item:
+            raise InvalidInput(f"link {item!r} must have 'rel' and 'to'")
+        rel = str(item["rel"]).strip().lower()
+        if rel not in LINK_RELS:
+            raise InvalidInput(f"unknown link relation {rel!r}; use one of: {', '.join(LINK_RELS)}")
+        link = {**{str(k): v for k, v in item.items()}, "rel": rel, "to": check_id(item["to"])}
+        if link not in links:
+            links.append(link)
+    return sorted(links, key=lambda link: (link["rel"], link["to"]))
+
+
+def normalize_fields(fields: Mapping[str, Any], *, max_content_bytes: int) -> Record:
+    """Validate and coerce user-settable fields; unknown fields pass through untouched."""
+    out: Record = dict(fields)
+    if "kind" in out:
+        out["kind"] = normalize_kind(out["kind"])
+    if "title" in out:
+        out["title"] = _check_text("title", out["title"], limit=MAX_TITLE_CHARS * 4, required=True)
+        out["title"] = " ".join(out["title"].split())
+        if len(out["title"]) > MAX_TITLE_CHARS:
+            raise InvalidInput(
+                f"title is {len(out['title'])} characters; the limit is {MAX_TITLE_CHARS}",
+                hint="keep the title short and put the detail in content",
+            )
+    if "content" in out:
+        out["content"] = _check_text("content", out["content"] or "", limit=max_content_bytes)
+    for field in ("tags", "files"):
+        if field in out:
+            out[field] = _string_list(field, out[field])
+    if "tags" in out:
+        out["tags"] = sorted({tag.lower() for tag in out["tags"]})
+    if "files" in out:
+        out["files"] = sorted({normalize_path(path) for path in out["files"]} - {""})
+    if "importance" in out:
+        try:
+            importance = int(out["importance"])
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"importance must be 1–5, got {out['importance']!r}") from exc
+        if not 1 <= importance <= 5:
+            raise InvalidInput(f"importance must be 1–5, got {importance}")
+        out["importance"] = importance
+    if "status" in out:
+        out["status"] = str(out["status"]).strip().lower()
+        if out["status"] not in STATUSES:
+            raise InvalidInput(
+                f"unknown status {out['status']!r}; use one of: {', '.join(STATUSES)}"
+            )
+    if "scope" in out:
+        out["scope"] = str(out["scope"]).strip().lower()
+        if out["scope"] not in SCOPES:
+            raise InvalidInput(f"unknown scope {out['scope']!r}; use project or personal")
+    if "links" in out:
+        out["links"] = normalize_links(out["links"])
+    for field in ("topic_key", "project", "source", "session_id", "author"):
+        if field in out and out[field] is not None:
+            out[field] = _check_text(field, str(out[field]), limit=MAX_ITEM_CHARS).strip()
+    # Drop empty optional values so that the canonical line stays short and stable.
+    for field in ("tags", "files", "links", "topic_key", "session_id", "author"):
+        if field in out and out[field] in ([], "", None):
+            del out[field]
+    return out
+
+
+def iter_strings(record: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    """Yield (field, text) for each free-text field a secret could hide in."""
+    for field in ("title", "content"):
+        value = record.get(field)
+        if isinstance(value, str):
+            yield field, value

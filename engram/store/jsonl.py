@@ -1,0 +1,325 @@
+"""memories.jsonl: the canonical file, its cross-process lock and its spliced atomic writes.
+
+The file is the source of truth (DESIGN.md §3): one canonical line per record, sorted by id.
+Random ids land anywhere, so a write finds its place by binary search over the raw bytes and
+splices the new line in: the cost of a write is one streaming copy of the file, never a parse
+and dump of every record. Every write is atomic (temp file in the same folder, fsync,
+``os.replace``, fsync of the folder) and happens under a file lock after reading the current
+file.
+
+The fast path trusts the file only while its stat signature equals the one this store recorded
+after its last write or check (``state/store.sig``); a file changed behind our back (hand edit,
+``git pull``, checkout) is read and checked in full before the next write, and rewritten
+canonically if it parses but is out of order. A file with a bad line, a duplicate id or conflict
+markers is never written: the error names file and line, and nothing in it is lost.
+
+This module owns the bytes of memories.jsonl; it knows nothing of the index or the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from engram.errors import CorruptStore, InvalidInput, LockTimeout
+from engram.model import (
+    REQUIRED,
+    Record,
+    canonical_line,
+    is_conflict_marker,
+    is_tombstone,
+    parse_line,
+)
+
+MEMORIES: Final = "memories.jsonl"
+_ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
+_TMP_PREFIX: Final = ".memories."
+_TMP_SUFFIX: Final = ".tmp"
+
+
+def line_id(line: bytes, *, path: str = MEMORIES, lineno: int = 0) -> str:
+    """Return the top-level id of a canonical line without parsing all of it."""
+    found = _ID_FIELD_RE.findall(line)
+    if len(found) == 1:
+        return bytes(found[0]).decode("utf-8")
+    # Zero or several candidates (a nested "id" in some field): parse to be sure.
+    return str(parse_line(line, path=path, lineno=lineno)["id"])
+
+
+@dataclass
+class Problem:
+    """One defect found in memories.jsonl, with the line it is on."""
+
+    line: int
+    message: str
+    raw: bytes = b""
+
+
+@dataclass
+class Scan:
+    """Everything readable in memories.jsonl, and every defect found on the way."""
+
+    records: list[Record] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    canonical: bool = True
+
+
+class MemoryStore:
+    """The canonical files of one .engram/ folder; the only writer of memories.jsonl."""
+
+    def __init__(self, engram_dir: Path, *, lock_timeout: float = 60.0) -> None:
+        self.dir = engram_dir
+        self.path = engram_dir / MEMORIES
+        self.state_dir = engram_dir / "state"
+        self.lock_timeout = lock_timeout
+        self._lock: object | None = None
+        self._depth = 0
+
+    # -- locking -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the cross-process write lock of this store (re-entrant in one process)."""
+        from filelock import FileLock, Timeout
+
+        if self._lock is None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.state_dir / "store.lock"), timeout=self.lock_timeout)
+        lock = self._lock
+        assert isinstance(lock, FileLock)
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise LockTimeout(
+                f"could not lock {self.path} within {self.lock_timeout:g}s"
+            ) from exc
+        self._depth += 1
+        try:
+            if self._depth == 1:
+                self._remove_stale_temp_files()
+            yield
+        finally:
+            self._depth -= 1
+            lock.release()
+
+    def _remove_stale_temp_files(self) -> None:
+        # Under the lock no other writer is mid-write, so any temp file is a crash leftover.
+        for leftover in self.dir.glob(f"{_TMP_PREFIX}*{_TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Tell whether memories.jsonl exists."""
+        return self.path.exists()
+
+    def signature(self) -> str:
+        """Return the file's stat signature (size, mtime, inode): cheap change detection."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return "missing"
+        return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+    def read_bytes(self) -> tuple[bytes, str]:
+        """Return the file's bytes and the signature of exactly those bytes."""
+        try:
+            with self.path.open("rb") as handle:
+                st = os.fstat(handle.fileno())
+                data = handle.read()
+        except FileNotFoundError:
+            return b"", "missing"
+        return data, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+    def scan(self, data: bytes | None = None) -> Scan:
+        """Parse every line, collecting defects instead of stopping at the first."""
+        if data is None:
+            data, _ = self.read_bytes()
+        result = Scan()
+        seen: dict[str, int] = {}
+        previous = ""
+        name = str(self.path)
+        for lineno, raw in enumerate(data.splitlines(keepends=True), start=1):
+            body = raw.rstrip(b"\r\n")
+            if not body.strip():
+                result.canonical = False
+                continue
+            try:
+                record = parse_line(body, path=name, lineno=lineno)
+            except CorruptStore as exc:
+                result.problems.append(Problem(lineno, exc.message, raw))
+                result.canonical = False
+                continue
+            rid = record["id"]
+            if rid in seen:
+                result.problems.append(
+                    Problem(lineno, f"{name}:{lineno}: duplicate id {rid} (first on line "
+                            f"{seen[rid]})", raw)
+                )
+                result.canonical = False
+                continue
+            seen[rid] = lineno
+            if rid < previous or canonical_line(record) != body + b"\n":
+                result.canonical = False
+            previous = max(previous, rid)
+            result.records.append(record)
+        return result
+
+    def read_all(self) -> list[Record]:
+        """Return every record (tombstones included); raise CorruptStore on any defect."""
+        scan = self.scan()
+        if scan.problems:
+            first = scan.problems[0]
+            more = f" (and {len(scan.problems) - 1} more)" if len(scan.problems) > 1 else ""
+            raise CorruptStore(first.message + more, path=str(self.path), line=first.line)
+        return scan.records
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _sig_path(self) -> Path:
+        return self.state_dir / "store.sig"
+
+    def _trusted(self, signature: str) -> bool:
+        try:
+            return self._sig_path().read_text(encoding="ascii") == signature
+        except OSError:
+            return False
+
+    def _trust(self, signature: str) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._sig_path().write_text(signature, encoding="ascii")
+
+    def _checked_bytes(self) -> bytes:
+        """Return current bytes, verified canonical (rewritten if they only need sorting)."""
+        data, signature = self.read_bytes()
+        if signature == "missing" or self._trusted(signature):
+            return data
+        scan = self.scan(data)
+        if scan.problems:
+            first = scan.problems[0]
+            more = f" (and {len(scan.problems) - 1} more)" if len(scan.problems) > 1 else ""
+            raise CorruptStore(
+                f"refusing to write: {first.message}{more}",
+                path=str(self.path),
+                line=first.line,
+            )
+        if not scan.canonical:
+            data = b"".join(
+                canonical_line(record) for record in sorted(scan.records, key=lambda r: r["id"])
+            )
+            self._replace(data)
+        else:
+            self._trust(signature)
+        return data
+
+    def put(self, records: Sequence[Record]) -> str:
+        """Insert or replace records by id in one atomic write; return the new signature."""
+        lines: dict[str, bytes] = {}
+        for record in records:
+            missing = [key for key in REQUIRED if key not in record]
+            if is_tombstone(record):
+                missing = [key for key in ("id", "rev", "updated_at") if key not in record]
+            if missing:
+                raise InvalidInput(
+                    f"record {record.get('id', '?')} lacks required field(s) {', '.join(missing)}"
+                )
+            lines[str(record["id"])] = canonical_line(record)
+        with self.lock():
+            data = self._checked_bytes()
+            return self._replace_pieces(_splice(data, lines))
+
+    def rewrite(self, records: Sequence[Record]) -> str:
+        """Replace the whole file with these records, canonical and sorted (repairs, imports)."""
+        ids = [str(record["id"]) for record in records]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("rewrite got the same id twice")
+        data = b"".join(canonical_line(r) for r in sorted(records, key=lambda r: r["id"]))
+        with self.lock():
+            return self._replace(data)
+
+    def _replace(self, data: bytes) -> str:
+        return self._replace_pieces([memoryview(data)])
+
+    def _replace_pieces(self, pieces: Sequence[memoryview | bytes]) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=self.dir)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                for piece in pieces:
+                    handle.write(piece)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if self.path.exists():
+                # Keep the mode of the file the user has (mkstemp creates 0600).
+                os.chmod(tmp, self.path.stat().st_mode & 0o777)
+            else:
+                os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(self.dir)
+        signature = self.signature()
+        self._trust(signature)
+        return signature
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _find(data: bytes, target: str, lo: int) -> tuple[int, int]:
+    """Binary-search the sorted lines from offset ``lo``: (start, end) of the first id >= target.
+
+    ``end`` is the end of that line when its id equals ``target``, else ``start``.
+    """
+    key = target
+    hi = len(data)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = data.rfind(b"\n", 0, mid) + 1
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        if line_id(data[start:end]) < key:
+            lo = end
+        else:
+            hi = start
+    if lo < len(data):
+        end = data.find(b"\n", lo)
+        end = len(data) if end < 0 else end + 1
+        if line_id(data[lo:end]) == key:
+            return lo, end
+    return lo, lo
+
+
+def _splice(data: bytes, lines: dict[str, bytes]) -> list[memoryview | bytes]:
+    """Return the pieces of the new file: old bytes around new or replaced lines."""
+    view = memoryview(data)
+    pieces: list[memoryview | bytes] = []
+    cursor = 0
+    for rid in sorted(lines):
+        if is_conflict_marker(lines[rid]):
+            raise InvalidInput(f"record {rid} would start with a git conflict marker")
+        start, end = _find(data, rid, cursor)
+        pieces.append(view[cursor:start])
+        pieces.append(lines[rid])
+        cursor = end
+    pieces.append(view[cursor:])
+    return pieces
