@@ -229,3 +229,28 @@ def set_value(engram_dir: Path, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
     with path.open("w", encoding="utf-8") as handle:
         yaml.dump(doc, handle)
+
+
+def git_user_name(root: Path) -> str:
+    """Return who is writing: ENGRAM_AUTHOR, GIT_AUTHOR_NAME, or git's user.name (no git run)."""
+    for variable in ("ENGRAM_AUTHOR", "GIT_AUTHOR_NAME"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return value
+    import configparser
+
+    candidates = [root / ".git" / "config"]
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    candidates.append(Path(xdg) / "git" / "config" if xdg else Path.home() / ".config/git/config")
+    candidates.append(Path.home() / ".gitconfig")
+    for path in candidates:
+        if not path.is_file():
+            continue
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            continue
+        if parser.has_option("user", "name"):
+            return parser.get("user", "name").strip().strip('"')
+    return ""

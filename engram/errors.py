@@ -76,6 +76,6 @@ class LockTimeout(EngramError):
     hint = "another engram process is writing; retry, or remove a stale .engram/state/store.lock"
 
 
-class IndexError_(EngramError):  # noqa: N801 - trailing underscore avoids the builtin
+class IndexError_(EngramError):  # trailing underscore: not the builtin IndexError
     code = "index"
     hint = "run `engram index --rebuild`"

@@ -122,8 +122,9 @@ def parse_time(value: str) -> datetime:
 def dumps(record: Mapping[str, Any]) -> str:
     """Return the canonical JSON of a record (sorted keys, compact, raw UTF-8), no newline."""
     try:
-        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        return json.dumps(
+            record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
     except ValueError as exc:
         raise InvalidInput(f"record {record.get('id', '?')} is not valid JSON: {exc}") from exc
 

@@ -96,9 +96,7 @@ class MemoryStore:
         try:
             lock.acquire()
         except Timeout as exc:
-            raise LockTimeout(
-                f"could not lock {self.path} within {self.lock_timeout:g}s"
-            ) from exc
+            raise LockTimeout(f"could not lock {self.path} within {self.lock_timeout:g}s") from exc
         self._depth += 1
         try:
             if self._depth == 1:
@@ -160,8 +158,11 @@ class MemoryStore:
             rid = record["id"]
             if rid in seen:
                 result.problems.append(
-                    Problem(lineno, f"{name}:{lineno}: duplicate id {rid} (first on line "
-                            f"{seen[rid]})", raw)
+                    Problem(
+                        lineno,
+                        f"{name}:{lineno}: duplicate id {rid} (first on line {seen[rid]})",
+                        raw,
+                    )
                 )
                 result.canonical = False
                 continue

@@ -1,0 +1,719 @@
+"""The ``engram`` command line: a typer adapter over ``engram.service.Engram``.
+
+One error boundary (``EngramGroup.invoke``) turns every ``EngramError`` into a message and a
+hint on stderr and a non-zero exit; no traceback reaches a user. Every command that prints data
+takes ``--json``. Heavy modules (the service and its index, rich) are imported inside the
+commands that need them, so ``engram --help`` starts fast. This module must not be imported by
+the core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from engram.errors import EngramError, InvalidInput
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engram.index.db import Hit
+    from engram.service import Engram
+
+SNIPPET_CHARS = 200
+
+
+class EngramGroup(TyperGroup):
+    """The command group with engram's one error boundary."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except EngramError as exc:
+            _fail(exc.message, exc.hint)
+        except BrokenPipeError:
+            # The reader went away (e.g. `engram recall x | head`): not an error of ours.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141) from None
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            _fail(f"{exc.strerror or exc}{where}", "check the path and its permissions")
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+
+def _fail(message: str, hint: str = "") -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(1)
+
+
+app = typer.Typer(
+    cls=EngramGroup,
+    name="engram",
+    help="Git-native, file-first memory for AI coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ListOpt = Annotated[
+    list[str] | None,
+    typer.Option(help="Comma-separated values; the option may also be repeated."),
+]
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "-C", help="Run as if engram was started in PATH (like git -C).", metavar="PATH"
+        ),
+    ] = None,
+) -> None:
+    """Git-native, file-first memory for AI coding agents."""
+    ctx.obj = {"dir": directory}
+
+
+def _start(ctx: typer.Context) -> Path | None:
+    directory = (ctx.obj or {}).get("dir")
+    if directory is not None and not Path(directory).is_dir():
+        raise InvalidInput(f"-C {directory}: no such folder")
+    return Path(directory) if directory is not None else None
+
+
+def _open(ctx: typer.Context) -> Engram:
+    from engram.service import Engram
+
+    return Engram.open(_start(ctx))
+
+
+def _emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def _warn_problems(engram: Engram) -> None:
+    problems = engram.problems()
+    for _, message in problems[:3]:
+        typer.echo(f"warning: skipped {message}", err=True)
+    if problems:
+        typer.echo(
+            "hint: run `engram doctor` for the full list, `engram doctor --fix` to repair", err=True
+        )
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"standard input is not valid UTF-8 (byte {exc.start})") from exc
+
+
+def _stdin_has_data() -> bool:
+    """Tell whether stdin is a pipe or file with something to read now (never blocks)."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return False
+        import select
+
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+        return bool(ready)
+    except (OSError, ValueError):
+        return False
+
+
+def _progress(label: str) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """Return a (callback, close) pair drawing a rich progress bar on a terminal."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    bar.start()
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update, bar.stop
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1].rstrip() + "…"
+
+
+def _hit_dict(hit: Hit) -> dict[str, Any]:
+    record = hit.record
+    return {
+        "id": hit.id,
+        "score": hit.score,
+        "kind": record.get("kind"),
+        "status": record.get("status", "active"),
+        "title": record.get("title"),
+        "snippet": _snippet(str(record.get("content", ""))),
+        "matched": hit.matched,
+        "memory": record,
+    }
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    project: Annotated[
+        str | None, typer.Option(help="Project name (default: folder name).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create .engram/ here: config.yaml, an empty memories.jsonl and a .gitignore."""
+    from engram.service import Engram
+
+    engram, created = Engram.init(_start(ctx), project)
+    with engram:
+        root = engram.root
+        if as_json:
+            _emit_json(
+                {
+                    "root": str(root),
+                    "project": engram.project,
+                    "created": [str(p.relative_to(root)) for p in created],
+                }
+            )
+            return
+        if created:
+            for path in created:
+                typer.echo(f"created {path.relative_to(root)}")
+        else:
+            typer.echo(f"{root / '.engram'} already set up; nothing changed")
+        typer.echo(f"project: {engram.project}")
+
+
+def _remember(
+    ctx: typer.Context,
+    title: str,
+    content: str | None,
+    kind: str,
+    tags: list[str] | None,
+    files: list[str] | None,
+    importance: int,
+    topic_key: str | None,
+    scope: str,
+    link: list[str] | None,
+    status: str,
+    source: str,
+    session: str | None,
+    as_json: bool,
+) -> None:
+    if content == "-" or (content is None and _stdin_has_data()):
+        content = _read_stdin()
+    with _open(ctx) as engram:
+        result = engram.remember(
+            title,
+            content or "",
+            kind=kind,
+            tags=tags,
+            files=files,
+            importance=importance,
+            topic_key=topic_key,
+            scope=scope,
+            links=link or [],
+            status=status,
+            source=source,
+            session_id=session,
+        )
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    typer.echo(result.record["id"])
+    if result.action == "duplicate":
+        typer.echo(
+            f"already saved: duplicate_count is now {result.record['duplicate_count']}", err=True
+        )
+    elif result.action == "updated":
+        typer.echo(
+            f"updated the memory with topic key {result.record.get('topic_key')} "
+            f"(rev {result.record['rev']})",
+            err=True,
+        )
+    if result.redactions:
+        typer.echo(f"redacted {result.redactions} secret(s) before saving", err=True)
+    for rid in result.superseded:
+        typer.echo(f"marked {rid} as superseded", err=True)
+
+
+KindOpt = Annotated[
+    str,
+    typer.Option(
+        "--kind",
+        "-k",
+        help="decision, pitfall, bugfix, pattern, "
+        "principle, architecture, fact, note, … (aliases work).",
+    ),
+]
+
+
+@app.command()
+def remember(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Argument(help="Short summary.")],
+    content: Annotated[
+        str | None, typer.Argument(help="Full text (markdown); '-' or a pipe reads standard input.")
+    ] = None,
+    kind: KindOpt = "note",
+    tags: Annotated[
+        list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
+    ] = None,
+    files: Annotated[
+        list[str] | None,
+        typer.Option("--files", "-f", help="Repo-relative paths or globs it is about."),
+    ] = None,
+    importance: Annotated[int, typer.Option("--importance", "-i", min=1, max=5, help="1–5.")] = 3,
+    topic_key: Annotated[
+        str | None, typer.Option(help="Stable key: a later save with it updates this memory.")
+    ] = None,
+    scope: Annotated[str, typer.Option(help="project, or personal (ENGRAM_HOME).")] = "project",
+    link: Annotated[
+        list[str] | None, typer.Option(help="REL:ID, e.g. supersedes:7f3k; repeatable.")
+    ] = None,
+    status: Annotated[
+        str, typer.Option(help="active, proposed, rejected, superseded, archived.")
+    ] = "active",
+    source: Annotated[str, typer.Option(help="Where it came from.")] = "cli",
+    session: Annotated[str | None, typer.Option(help="Session id that wrote it.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Save a memory and print its id (an identical recent save only counts)."""
+    _remember(
+        ctx,
+        title,
+        content,
+        kind,
+        tags,
+        files,
+        importance,
+        topic_key,
+        scope,
+        link,
+        status,
+        source,
+        session,
+        as_json,
+    )
+
+
+@app.command("save")
+def save(
+    ctx: typer.Context,
+    title: Annotated[str, typer.Argument(help="Short summary.")],
+    content: Annotated[str | None, typer.Argument(help="Full text; '-' reads stdin.")] = None,
+    kind: KindOpt = "note",
+    tags: Annotated[list[str] | None, typer.Option("--tags", "-t")] = None,
+    files: Annotated[list[str] | None, typer.Option("--files", "-f")] = None,
+    importance: Annotated[int, typer.Option("--importance", "-i", min=1, max=5)] = 3,
+    topic_key: Annotated[str | None, typer.Option()] = None,
+    scope: Annotated[str, typer.Option()] = "project",
+    link: Annotated[list[str] | None, typer.Option()] = None,
+    status: Annotated[str, typer.Option()] = "active",
+    source: Annotated[str, typer.Option()] = "cli",
+    session: Annotated[str | None, typer.Option()] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Alias of remember."""
+    _remember(
+        ctx,
+        title,
+        content,
+        kind,
+        tags,
+        files,
+        importance,
+        topic_key,
+        scope,
+        link,
+        status,
+        source,
+        session,
+        as_json,
+    )
+
+
+def _recall(
+    ctx: typer.Context,
+    query: str,
+    kind: list[str] | None,
+    tag: list[str] | None,
+    file: list[str] | None,
+    status: list[str] | None,
+    scope: list[str] | None,
+    project: list[str] | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
+) -> None:
+    with _open(ctx) as engram:
+        hits = engram.recall(
+            query,
+            kinds=kind,
+            tags=tag,
+            files=file,
+            statuses=status,
+            scopes=scope,
+            projects=project,
+            limit=limit,
+            offset=offset,
+        )
+        _warn_problems(engram)
+    if as_json:
+        _emit_json({"query": query, "count": len(hits), "hits": [_hit_dict(h) for h in hits]})
+        return
+    if not hits:
+        typer.echo("no memories match", err=True)
+        return
+    for number, hit in enumerate(hits, start=offset + 1):
+        record = hit.record
+        status_text = record.get("status", "active")
+        flag = "" if status_text == "active" else f" [{status_text}]"
+        typer.echo(
+            f"{number:>2}. {hit.id[:8]}  {record.get('kind', ''):<12} "
+            f"{record.get('title', '')}{flag}  ({hit.score:.2f})"
+        )
+        snippet = _snippet(str(record.get("content", "")))
+        if snippet:
+            typer.echo(f"    {snippet}")
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Any words; no query syntax to get wrong.")] = "",
+    kind: Annotated[
+        list[str] | None, typer.Option("--kind", "-k", help="Only these kinds.")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only with a tag.")] = None,
+    file: Annotated[
+        list[str] | None,
+        typer.Option("--file", "-f", help="Only about these paths (exact, folder or glob)."),
+    ] = None,
+    status: Annotated[list[str] | None, typer.Option(help="Only these statuses.")] = None,
+    scope: Annotated[list[str] | None, typer.Option(help="project and/or personal.")] = None,
+    project: Annotated[list[str] | None, typer.Option(help="Only these projects.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many.")] = 10,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many (paging).")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search memories, best first (ranked by relevance, kind, importance, status, age)."""
+    _recall(ctx, query, kind, tag, file, status, scope, project, limit, offset, as_json)
+
+
+@app.command("search")
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument()] = "",
+    kind: Annotated[list[str] | None, typer.Option("--kind", "-k")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t")] = None,
+    file: Annotated[list[str] | None, typer.Option("--file", "-f")] = None,
+    status: Annotated[list[str] | None, typer.Option()] = None,
+    scope: Annotated[list[str] | None, typer.Option()] = None,
+    project: Annotated[list[str] | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0)] = 10,
+    offset: Annotated[int, typer.Option(min=0)] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Alias of recall."""
+    _recall(ctx, query, kind, tag, file, status, scope, project, limit, offset, as_json)
+
+
+def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
+    with _open(ctx) as engram:
+        record = engram.get(ref)
+    if as_json:
+        _emit_json(record)
+        return
+    typer.echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
+    typer.echo(f"# {record.get('title', '')}")
+    if record.get("content"):
+        typer.echo("")
+        typer.echo(str(record["content"]))
+    typer.echo("")
+    for label in ("tags", "files"):
+        if record.get(label):
+            typer.echo(f"{label}: {', '.join(record[label])}")
+    for link in record.get("links", []) or []:
+        typer.echo(f"link: {link.get('rel')} {link.get('to')}")
+    typer.echo(
+        f"importance: {record.get('importance', 3)}  scope: {record.get('scope', 'project')}"
+        f"  project: {record.get('project', '')}"
+    )
+    provenance = ", ".join(
+        f"{key} {record[key]}" for key in ("source", "author", "session_id") if record.get(key)
+    )
+    if provenance:
+        typer.echo(f"from: {provenance}")
+    typer.echo(
+        f"created {record.get('created_at')}  updated {record.get('updated_at')}  "
+        f"rev {record.get('rev')}"
+    )
+    if record.get("duplicate_count"):
+        typer.echo(f"saved again {record['duplicate_count']} time(s)")
+    for old in record.get("history", []) or []:
+        typer.echo(f"earlier (rev {old.get('rev')}, {old.get('updated_at')}): {old.get('title')}")
+
+
+@app.command()
+def get(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one memory in full."""
+    _show(ctx, ref, as_json)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context, ref: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonOpt = False
+) -> None:
+    """Alias of get."""
+    _show(ctx, ref, as_json)
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    title: Annotated[str | None, typer.Option(help="New title.")] = None,
+    content: Annotated[str | None, typer.Option(help="New content; '-' reads stdin.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", "-k")] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tags", "-t", help="Replace the tags.")
+    ] = None,
+    files: Annotated[
+        list[str] | None, typer.Option("--files", "-f", help="Replace the files.")
+    ] = None,
+    importance: Annotated[int | None, typer.Option("--importance", "-i", min=1, max=5)] = None,
+    status: Annotated[str | None, typer.Option()] = None,
+    topic_key: Annotated[str | None, typer.Option()] = None,
+    link: Annotated[
+        list[str] | None, typer.Option(help="Replace links: REL:ID, repeatable.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change fields of a memory (rev+1; the earlier text stays retrievable)."""
+    if content == "-":
+        content = _read_stdin()
+    with _open(ctx) as engram:
+        record = engram.update(
+            ref,
+            title=title,
+            content=content,
+            kind=kind,
+            tags=tags,
+            files=files,
+            importance=importance,
+            status=status,
+            topic_key=topic_key,
+            links=link,
+        )
+    if as_json:
+        _emit_json(record)
+    else:
+        typer.echo(f"{record['id']} rev {record['rev']}")
+
+
+def _forget(ctx: typer.Context, ref: str, hard: bool, as_json: bool) -> None:
+    with _open(ctx) as engram:
+        record = engram.forget(ref, hard=hard)
+    if as_json:
+        _emit_json(record)
+    else:
+        how = "hard-deleted (text dropped)" if hard else "forgotten (tombstone kept)"
+        typer.echo(f"{record['id']} {how}")
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    hard: Annotated[bool, typer.Option("--hard", help="Also drop the text from the file.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a memory; a tombstone stays so the delete reaches other clones."""
+    _forget(ctx, ref, hard, as_json)
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID")],
+    hard: Annotated[bool, typer.Option("--hard")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Alias of forget."""
+    _forget(ctx, ref, hard, as_json)
+
+
+@app.command()
+def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Count memories by kind, status, scope and project."""
+    with _open(ctx) as engram:
+        data = engram.stats()
+    if as_json:
+        _emit_json(data)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for store in data["stores"]:
+        console.print(
+            f"[bold]{store['scope']} store[/] {store['path']} "
+            f"({store['file_bytes']:,} bytes, backend {store['backend']})"
+        )
+        console.print(
+            f"  {store['memories']} memories, {store['tombstones']} tombstones, "
+            f"{store['links']} links, {store['indexed']} in the full-text index"
+        )
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("kind")
+        table.add_column("count", justify="right")
+        for name, count in store["by_kind"].items():
+            table.add_row(name, str(count))
+        console.print(table)
+        statuses = ", ".join(f"{k} {v}" for k, v in store["by_status"].items())
+        console.print(f"  status: {statuses}")
+        if store["top_tags"]:
+            console.print(
+                "  top tags: " + ", ".join(f"{k} ({v})" for k, v in store["top_tags"].items())
+            )
+
+
+@app.command("export")
+def export_(
+    ctx: typer.Context,
+    file: Annotated[Path | None, typer.Argument(help="Write here (default: stdout).")] = None,
+    scope: Annotated[str, typer.Option(help="project or personal.")] = "project",
+) -> None:
+    """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
+    with _open(ctx) as engram:
+        document = engram.export(scope=scope)
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if file is None or str(file) == "-":
+        typer.echo(text, nl=False)
+    else:
+        file.write_text(text, encoding="utf-8")
+        typer.echo(f"exported {document['count']} records to {file}", err=True)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="An `engram export` file, or - for stdin.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge an engram export into this store (the same merge as git and sync use)."""
+    if str(file) == "-":
+        text = _read_stdin()
+        name = "stdin"
+    else:
+        try:
+            text = file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start})") from exc
+        name = str(file)
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"{name}: not valid JSON: {exc}") from exc
+    update_bar, close_bar = _progress("importing")
+    try:
+        with _open(ctx) as engram:
+            result = engram.import_(document, progress=update_bar)
+    finally:
+        close_bar()
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    typer.echo(f"added {result.added}, updated {result.updated}, unchanged {result.unchanged}")
+    for error in result.errors[:20]:
+        typer.echo(f"skipped {error}", err=True)
+    if len(result.errors) > 20:
+        typer.echo(f"… and {len(result.errors) - 20} more skipped", err=True)
+
+
+@app.command()
+def index(
+    ctx: typer.Context,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Drop the index and build it from memories.jsonl.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring the search index up to date with memories.jsonl (or rebuild it)."""
+    update_bar, close_bar = _progress("indexing")
+    try:
+        with _open(ctx) as engram:
+            result = engram.reindex(rebuild=rebuild, progress=update_bar)
+    finally:
+        close_bar()
+    if as_json:
+        _emit_json(result)
+    elif rebuild:
+        typer.echo(f"rebuilt the index: {result['records']} records")
+    else:
+        typer.echo(f"index up to date ({result['changed']} changed)")
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what can be repaired safely.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the store: parse errors, duplicate ids, conflict markers, secrets, index drift."""
+    with _open(ctx) as engram:
+        findings = engram.doctor(fix=fix)
+    if as_json:
+        _emit_json([finding.to_dict() for finding in findings])
+    else:
+        for finding in findings:
+            mark = "fixed" if finding.fixed else finding.severity
+            typer.echo(f"{mark:<8} {finding.check}: {finding.message}")
+    if any(f.severity == "error" and not f.fixed for f in findings):
+        raise typer.Exit(1)
+
+
+@app.command()
+def version(as_json: JsonOpt = False) -> None:
+    """Print the versions of engram, Python and its main libraries."""
+    from engram.service import version_info
+
+    info = version_info()
+    if as_json:
+        _emit_json(info)
+    else:
+        typer.echo(f"engram {info.pop('engram')}")
+        for name, value in info.items():
+            typer.echo(f"  {name} {value}")
+
+
+def main() -> None:
+    """Run the CLI (the ``engram`` console script)."""
+    os.environ.setdefault("PYTHONIOENCODING", "utf-8")
+    app()

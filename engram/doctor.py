@@ -1,0 +1,168 @@
+"""``engram doctor``: find what is wrong with a store and repair what can be repaired safely.
+
+Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, order and
+canonical bytes), .gitignore keeps index/ and state/ out of git, no secrets sit in the store,
+and the index agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids
+with the one merge function, moves unreadable lines to ``state/quarantine-*.jsonl`` (never
+deleting them), redacts secrets, repairs .gitignore and rebuilds a drifted index. Feature layer:
+called by the service, prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from engram.config import Config
+from engram.index.db import Index
+from engram.model import is_conflict_marker, is_tombstone, now
+from engram.store import GITIGNORE, MemoryStore
+
+
+@dataclass
+class Finding:
+    """One thing ``doctor`` found: severity ``error`` / ``warning`` / ``ok``, and if fixed."""
+
+    severity: str
+    check: str
+    message: str
+    fixed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {
+            "severity": self.severity,
+            "check": self.check,
+            "message": self.message,
+            "fixed": self.fixed,
+        }
+
+
+def run_checks(config: Config, store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
+    """Run every check on one store; repair what is safe when ``fix`` is set."""
+    from engram.store.redact import find_secrets, redact
+    from engram.sync.merge import merge_sets
+
+    findings: list[Finding] = []
+
+    # 1. The canonical file.
+    with store.lock():
+        data, _ = store.read_bytes()
+        scan = store.scan(data)
+        for problem in scan.problems:
+            findings.append(Finding("error", "memories.jsonl", problem.message))
+        if not scan.problems and not scan.canonical:
+            findings.append(
+                Finding(
+                    "warning", "memories.jsonl", f"{store.path} is not in canonical order or form"
+                )
+            )
+        if fix and (scan.problems or not scan.canonical):
+            records = list(scan.records)
+            unreadable = []
+            for problem in scan.problems:
+                body = problem.raw.rstrip(b"\r\n")
+                if not body or is_conflict_marker(body):
+                    continue
+                try:
+                    value = json.loads(body)
+                    if isinstance(value, dict) and "id" in value:
+                        records.append(value)  # a duplicate id: merge it below
+                        continue
+                except ValueError:
+                    pass
+                unreadable.append(
+                    problem.raw if problem.raw.endswith(b"\n") else problem.raw + b"\n"
+                )
+            merged = merge_sets(records)
+            if unreadable:
+                store.state_dir.mkdir(parents=True, exist_ok=True)
+                stamp = now().replace(":", "").replace("-", "")
+                target = store.state_dir / f"quarantine-{stamp}.jsonl"
+                target.write_bytes(b"".join(unreadable))
+                findings.append(
+                    Finding(
+                        "warning",
+                        "memories.jsonl",
+                        f"moved {len(unreadable)} unreadable line(s) to {target}",
+                        fixed=True,
+                    )
+                )
+            store.rewrite(list(merged.values()))
+            for finding in findings:
+                if finding.check == "memories.jsonl":
+                    finding.fixed = True
+
+    # 2. Git hygiene.
+    ignore = store.dir / ".gitignore"
+    text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
+    missing = [entry for entry in ("index/", "state/") if entry not in text.split()]
+    if missing:
+        finding = Finding(
+            "warning",
+            "gitignore",
+            f"{ignore} does not ignore {', '.join(missing)}: local files would be committed",
+        )
+        if fix:
+            fixed_text = (text.rstrip("\n") + "\n" + "\n".join(missing) + "\n") if text else GITIGNORE
+            ignore.write_text(fixed_text, encoding="utf-8")
+            finding.fixed = True
+        findings.append(finding)
+
+    # 3. Secrets that reached the store (written by hand or by an older tool).
+    patterns = [str(p) for p in config.get("redact.extra_patterns") or []]
+    leaked = []
+    for record in store.scan().records:
+        if is_tombstone(record):
+            continue
+        kinds = sorted(
+            {
+                f.kind
+                for field in ("title", "content")
+                for f in find_secrets(str(record.get(field, "")), patterns)
+            }
+        )
+        if kinds:
+            leaked.append((record, kinds))
+    for record, kinds in leaked:
+        finding = Finding(
+            "error", "secrets", f"memory {record['id']} holds what looks like {', '.join(kinds)}"
+        )
+        if fix:
+            cleaned = dict(record)
+            for field in ("title", "content"):
+                if isinstance(cleaned.get(field), str):
+                    cleaned[field], _ = redact(cleaned[field], patterns)
+            cleaned["rev"] = int(cleaned.get("rev", 1) or 1) + 1
+            cleaned["updated_at"] = now()
+            store.put([cleaned])
+            finding.fixed = True
+        findings.append(finding)
+
+    # 4. Index drift.
+    index.refresh()
+    index.flush()
+    live = {r["id"] for r in store.scan().records if not is_tombstone(r)}
+    indexed = index.backend.ids()
+    recorded = {r["id"] for r in index.all_records()}
+    drift = (live ^ indexed) | (live ^ recorded)
+    if drift:
+        finding = Finding(
+            "error", "index", f"the index disagrees with memories.jsonl on {len(drift)} memories"
+        )
+        if fix:
+            index.rebuild()
+            finding.fixed = True
+        findings.append(finding)
+
+    if not findings:
+        count = len(live)
+        findings.append(
+            Finding(
+                "ok",
+                "all",
+                f"{store.path}: {count} memories, canonical, index in step, no secrets found",
+            )
+        )
+    return findings

@@ -1,0 +1,694 @@
+"""The derived index of one store: SQLite records and filters, a full-text backend, freshness.
+
+``Index`` keeps ``.engram/index/engram.db`` (records, tags, files, links, a queue of ids the
+full-text backend has not seen yet) in step with memories.jsonl. Every read first calls
+``refresh``: a stat signature tells in microseconds whether the file changed; if it did, lines
+are compared by id and content hash and only changed records are parsed and re-indexed. A
+write from this process is applied directly (``apply``), so the next read finds nothing to do.
+Full-text updates are queued and flushed in one batch by the next search, which keeps
+``remember`` close to the cost of writing the file.
+
+The index is disposable: a schema change drops and rebuilds it. This module reads the store but
+never writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Final
+
+from engram.errors import AmbiguousId, CorruptStore, IndexError_, LockTimeout, NotFound
+from engram.index.backend import Doc, Filters, SearchIndex, open_backend, tokenize_query
+from engram.index.ranking import Weights, cut, multiplier
+from engram.model import Record, check_id, dedupe_key, is_tombstone, parse_line, parse_time
+from engram.store import MemoryStore, line_id
+
+SCHEMA_VERSION: Final = 1
+Progress = Callable[[int, int], None]
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id TEXT PRIMARY KEY,
+    line_hash TEXT NOT NULL,
+    json TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'active',
+    scope TEXT NOT NULL DEFAULT 'project',
+    project TEXT NOT NULL DEFAULT '',
+    topic_key TEXT,
+    dedupe_key TEXT,
+    importance INTEGER NOT NULL DEFAULT 3,
+    created_at TEXT NOT NULL DEFAULT '',
+    updated_at TEXT NOT NULL DEFAULT '',
+    updated_epoch REAL NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS records_topic ON records (topic_key, project, scope)
+    WHERE topic_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key);
+CREATE TABLE IF NOT EXISTS tags (id TEXT NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tags_id ON tags (id);
+CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
+CREATE TABLE IF NOT EXISTS files (id TEXT NOT NULL, path TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_id ON files (id);
+CREATE INDEX IF NOT EXISTS files_path ON files (path);
+CREATE TABLE IF NOT EXISTS links (src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS links_src ON links (src);
+CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
+CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS problems (line INTEGER NOT NULL, message TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a recall asks for: words plus filters (all optional)."""
+
+    text: str = ""
+    kinds: frozenset[str] = frozenset()
+    statuses: frozenset[str] = frozenset()
+    scopes: frozenset[str] = frozenset()
+    projects: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+    files: tuple[str, ...] = ()
+    limit: int = 10
+    offset: int = 0
+
+
+@dataclass
+class Hit:
+    """One ranked result: the record, its final score and the parts of it."""
+
+    id: str
+    score: float
+    bm25: float
+    record: Record
+    matched: list[str] = field(default_factory=list)
+
+
+def line_hash(line: bytes) -> str:
+    """Hash one canonical line (identifies a record's exact version)."""
+    return hashlib.blake2b(line, digest_size=16).hexdigest()
+
+
+def epoch(value: Any) -> float:
+    """Return seconds since the epoch for an RFC 3339 string (0 when unreadable)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return parse_time(value).timestamp()
+    except Exception:
+        return 0.0
+
+
+def to_doc(record: Mapping[str, Any]) -> Doc:
+    """Return what the full-text backend indexes for a record."""
+    return Doc(
+        id=str(record["id"]),
+        title=str(record.get("title", "")),
+        content=str(record.get("content", "")),
+        tags=tuple(str(tag) for tag in record.get("tags", []) or []),
+        files=tuple(str(path) for path in record.get("files", []) or []),
+        kind=str(record.get("kind", "")),
+        status=str(record.get("status", "active")),
+        scope=str(record.get("scope", "project")),
+        project=str(record.get("project", "")),
+    )
+
+
+def file_matches(memory_path: str, wanted: str) -> bool:
+    """Tell whether a memory's file entry bears on a wanted path (exact, directory or glob)."""
+    memory_path, wanted = memory_path.strip("/"), wanted.strip("/")
+    if memory_path == wanted:
+        return True
+    if wanted.startswith(memory_path + "/") or memory_path.startswith(wanted + "/"):
+        return True
+    return fnmatchcase(wanted, memory_path) or fnmatchcase(memory_path, wanted)
+
+
+class Index:
+    """SQLite records plus a full-text backend, derived from one store's memories.jsonl."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        backend: str = "tantivy",
+        field_weights: Mapping[str, float] | None = None,
+        weights: Weights | None = None,
+        lock_timeout: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.folder = store.dir / "index"
+        self.backend_name = backend
+        self.field_weights = field_weights
+        self.weights = weights or Weights()
+        self.lock_timeout = lock_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._backend: SearchIndex | None = None
+        self._lock: object | None = None
+        self._depth = 0
+        self.problems: list[tuple[int, str]] = []
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / "engram.db"
+        conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
+            row = None
+            with contextlib.suppress(sqlite3.DatabaseError):
+                row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is not None and row[0] == str(SCHEMA_VERSION):
+                return conn
+            conn.close()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if "malformed" not in str(exc) and "not a database" not in str(exc):
+                raise IndexError_(f"cannot open {path}: {exc}") from exc
+        # Unknown, old or broken schema: the index is derived, so start it afresh.
+        with self.lock():
+            self._wipe_files()
+            conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        return conn
+
+    def _wipe_files(self) -> None:
+        for name in ("engram.db", "engram.db-wal", "engram.db-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / name).unlink()
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+        for name in ("tantivy", "fts.db", "fts.db-wal", "fts.db-shm"):
+            target = self.folder / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+
+    @property
+    def backend(self) -> SearchIndex:
+        if self._backend is None:
+            self._backend = open_backend(self.backend_name, self.folder, self.field_weights)
+        return self._backend
+
+    def close(self) -> None:
+        """Release the database connection and the backend."""
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the cross-process lock for index writes (re-entrant in one process)."""
+        from filelock import FileLock, Timeout
+
+        if self._lock is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.folder / "index.lock"), timeout=self.lock_timeout)
+        lock = self._lock
+        assert isinstance(lock, FileLock)
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise LockTimeout(f"could not lock the index in {self.folder}") from exc
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            lock.release()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self.db
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def meta(self, key: str) -> str | None:
+        """Return one value of the meta table."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- keeping up with the file ------------------------------------------------------------
+
+    def refresh(self, progress: Progress | None = None) -> int:
+        """Bring the index up to date with memories.jsonl; return how many records changed."""
+        if (
+            self.meta("file_sig") == self.store.signature()
+            and self.meta("backend") == self.backend_name
+        ):
+            return 0
+        with self.lock():
+            data, signature = self.store.read_bytes()
+            if self.meta("backend") != self.backend_name:
+                with self._tx() as conn:
+                    conn.execute("DELETE FROM pending")
+                    conn.execute("INSERT INTO pending SELECT id FROM records WHERE deleted=0")
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
+                    )
+                self.backend.clear()
+            if self.meta("file_sig") == signature:
+                return 0
+            return self._sync(data, signature, progress)
+
+    def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
+        known = dict(self.db.execute("SELECT id, line_hash FROM records").fetchall())
+        seen: set[str] = set()
+        changed: list[tuple[Record, str]] = []
+        problems: list[tuple[int, str]] = []
+        name = str(self.store.path)
+        lines = data.splitlines()
+        total = len(lines)
+        for lineno, raw in enumerate(lines, start=1):
+            if progress is not None and lineno % 5000 == 0:
+                progress(lineno, total)
+            if not raw.strip():
+                continue
+            digest = line_hash(raw)
+            try:
+                rid = line_id(raw, path=name, lineno=lineno)
+            except CorruptStore as exc:
+                problems.append((lineno, exc.message))
+                continue
+            if rid in seen:
+                problems.append((lineno, f"{name}:{lineno}: duplicate id {rid}"))
+                continue
+            seen.add(rid)
+            if known.get(rid) == digest:
+                continue
+            try:
+                record = parse_line(raw, path=name, lineno=lineno)
+            except CorruptStore as exc:
+                problems.append((lineno, exc.message))
+                seen.discard(rid)
+                continue
+            changed.append((record, digest))
+        removed = [rid for rid in known if rid not in seen]
+        with self._tx() as conn:
+            self._write_rows(conn, changed)
+            for chunk in _chunks(removed, 500):
+                marks = ",".join("?" * len(chunk))
+                for table, column in (
+                    ("records", "id"),
+                    ("tags", "id"),
+                    ("files", "id"),
+                    ("links", "src"),
+                ):
+                    conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+                conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(r,) for r in chunk])
+            conn.execute("DELETE FROM problems")
+            conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('file_hash', ?)",
+                (hashlib.sha256(data).hexdigest(),),
+            )
+        self.problems = problems
+        if progress is not None:
+            progress(total, total)
+        return len(changed) + len(removed)
+
+    def _write_rows(self, conn: sqlite3.Connection, rows: Sequence[tuple[Record, str]]) -> None:
+        if not rows:
+            return
+        ids = [(str(record["id"]),) for record, _ in rows]
+        conn.executemany("DELETE FROM tags WHERE id=?", ids)
+        conn.executemany("DELETE FROM files WHERE id=?", ids)
+        conn.executemany("DELETE FROM links WHERE src=?", ids)
+        conn.executemany(
+            "INSERT OR REPLACE INTO records (id, line_hash, json, kind, status, scope, project,"
+            " topic_key, dedupe_key, importance, created_at, updated_at, updated_epoch, deleted)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_row(record, digest) for record, digest in rows],
+        )
+        live = [record for record, _ in rows if not is_tombstone(record)]
+        conn.executemany(
+            "INSERT INTO tags VALUES (?, ?)",
+            [(r["id"], str(tag)) for r in live for tag in r.get("tags", []) or []],
+        )
+        conn.executemany(
+            "INSERT INTO files VALUES (?, ?)",
+            [(r["id"], str(path)) for r in live for path in r.get("files", []) or []],
+        )
+        conn.executemany(
+            "INSERT INTO links VALUES (?, ?, ?)",
+            [
+                (r["id"], str(link.get("rel", "")), str(link.get("to", "")))
+                for r in live
+                for link in r.get("links", []) or []
+                if isinstance(link, Mapping)
+            ],
+        )
+        conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ids)
+
+    def apply(self, records: Sequence[Record], signature: str) -> None:
+        """Record this process's own write (the store is already at ``signature``)."""
+        from engram.model import canonical_line
+
+        with self.lock(), self._tx() as conn:
+            self._write_rows(
+                conn, [(record, line_hash(canonical_line(record)[:-1])) for record in records]
+            )
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
+
+    def flush(self) -> int:
+        """Push queued changes to the full-text backend; return how many were pushed."""
+        if self.db.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
+            return 0
+        with self.lock():
+            ids = [row[0] for row in self.db.execute("SELECT id FROM pending").fetchall()]
+            if not ids:
+                return 0
+            live: list[Doc] = []
+            gone: list[str] = []
+            for chunk in _chunks(ids, 500):
+                marks = ",".join("?" * len(chunk))
+                found = {
+                    row[0]: row
+                    for row in self.db.execute(
+                        f"SELECT id, json, deleted FROM records WHERE id IN ({marks})", chunk
+                    )
+                }
+                for rid in chunk:
+                    row = found.get(rid)
+                    if row is None or row[2]:
+                        gone.append(rid)
+                    else:
+                        live.append(to_doc(json.loads(row[1])))
+            if gone:
+                self.backend.delete(gone)
+            if live:
+                self.backend.upsert(live)
+            with self._tx() as conn:
+                for chunk in _chunks(ids, 500):
+                    conn.execute(
+                        f"DELETE FROM pending WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    )
+            return len(ids)
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop everything and index memories.jsonl from scratch; return the record count."""
+        with self.lock():
+            data, signature = self.store.read_bytes()
+            with self._tx() as conn:
+                for table in ("records", "tags", "files", "links", "pending", "problems"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.execute("DELETE FROM meta WHERE key IN ('file_sig', 'file_hash')")
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
+                )
+            self.backend.clear()
+            self._sync(data, signature, progress)
+            with self._tx() as conn:
+                conn.execute("DELETE FROM pending")
+            docs = (
+                to_doc(json.loads(row[0]))
+                for row in self.db.execute("SELECT json FROM records WHERE deleted=0")
+            )
+            self.backend.bulk_load(docs)
+            return int(self.db.execute("SELECT count(*) FROM records").fetchone()[0])
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def resolve(self, prefix: str) -> str:
+        """Return the one id starting with ``prefix`` (tombstones included)."""
+        prefix = check_id(prefix)
+        rows = self.db.execute(
+            "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+            (prefix, prefix + "\U0010ffff"),
+        ).fetchall()
+        if not rows:
+            raise NotFound(f"no memory with id {prefix}")
+        exact = [row[0] for row in rows if row[0] == prefix]
+        if exact:
+            return str(exact[0])
+        if len(rows) > 1:
+            shown = ", ".join(row[0] for row in rows[:5])
+            raise AmbiguousId(f"id prefix {prefix!r} matches several memories: {shown}")
+        return str(rows[0][0])
+
+    def get(self, rid: str) -> Record | None:
+        """Return the record with exactly this id, or None."""
+        row = self.db.execute("SELECT json FROM records WHERE id=?", (rid,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
+        """Return the records with these ids (missing ones left out)."""
+        out: dict[str, Record] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for rid, text in self.db.execute(
+                f"SELECT id, json FROM records WHERE id IN ({marks})", chunk
+            ):
+                out[rid] = json.loads(text)
+        return out
+
+    def find_duplicate(self, key: str, since: str) -> Record | None:
+        """Return a live record with this dedupe key updated at or after ``since``."""
+        row = self.db.execute(
+            "SELECT json FROM records WHERE dedupe_key=? AND deleted=0 AND updated_at>=? "
+            "ORDER BY updated_at DESC LIMIT 1",
+            (key, since),
+        ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def find_topic(self, topic_key: str, project: str, scope: str) -> Record | None:
+        """Return the live record holding this topic key in this project and scope."""
+        row = self.db.execute(
+            "SELECT json FROM records WHERE topic_key=? AND project=? AND scope=? AND deleted=0 "
+            "ORDER BY updated_at DESC LIMIT 1",
+            (topic_key, project, scope),
+        ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def linked_to(self, rid: str) -> list[tuple[str, str]]:
+        """Return (source id, relation) of live records that link to ``rid``."""
+        return [
+            (str(src), str(rel))
+            for src, rel in self.db.execute(
+                "SELECT links.src, links.rel FROM links JOIN records ON records.id = links.src "
+                "WHERE links.dst=? AND records.deleted=0 ORDER BY links.src",
+                (rid,),
+            )
+        ]
+
+    def ids_for_files(self, wanted: Sequence[str]) -> frozenset[str]:
+        """Return ids of live records whose files bear on any wanted path."""
+        paths = [row[0] for row in self.db.execute("SELECT DISTINCT path FROM files")]
+        hits = [p for p in paths if any(file_matches(p, w) for w in wanted)]
+        out: set[str] = set()
+        for chunk in _chunks(hits, 500):
+            marks = ",".join("?" * len(chunk))
+            out.update(
+                row[0]
+                for row in self.db.execute(f"SELECT id FROM files WHERE path IN ({marks})", chunk)
+            )
+        return frozenset(out)
+
+    def all_records(self, *, include_deleted: bool = False) -> list[Record]:
+        """Return every record in id order."""
+        where = "" if include_deleted else " WHERE deleted=0"
+        return [
+            dict(json.loads(row[0]))
+            for row in self.db.execute(f"SELECT json FROM records{where} ORDER BY id")
+        ]
+
+    def stored_problems(self) -> list[tuple[int, str]]:
+        """Return the unreadable lines noted by the last refresh."""
+        return [(int(a), str(b)) for a, b in self.db.execute("SELECT line, message FROM problems")]
+
+    def counts(self) -> dict[str, Any]:
+        """Return counts by kind, status, scope and project, plus totals."""
+        db = self.db
+        out: dict[str, Any] = {
+            "memories": db.execute("SELECT count(*) FROM records WHERE deleted=0").fetchone()[0],
+            "tombstones": db.execute("SELECT count(*) FROM records WHERE deleted=1").fetchone()[0],
+            "links": db.execute("SELECT count(*) FROM links").fetchone()[0],
+        }
+        for column in ("kind", "status", "scope", "project"):
+            out[f"by_{column}"] = {
+                str(key): int(n)
+                for key, n in db.execute(
+                    f"SELECT {column}, count(*) FROM records WHERE deleted=0 "
+                    f"GROUP BY {column} ORDER BY count(*) DESC, {column}"
+                )
+            }
+        out["top_tags"] = {
+            str(tag): int(n)
+            for tag, n in db.execute(
+                "SELECT tag, count(*) FROM tags GROUP BY tag ORDER BY count(*) DESC, tag LIMIT 10"
+            )
+        }
+        out["indexed"] = self.backend.count()
+        out["pending"] = db.execute("SELECT count(*) FROM pending").fetchone()[0]
+        return out
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(self, query: Query, *, now_epoch: float | None = None) -> list[Hit]:
+        """Rank live memories for a query: weighted BM25 × multipliers, 20% cut, filters."""
+        if query.limit <= 0:
+            return []
+        now_epoch = time.time() if now_epoch is None else now_epoch
+        ids: frozenset[str] | None = None
+        if query.files:
+            ids = self.ids_for_files(query.files)
+            if not ids:
+                return []
+        tokens = tokenize_query(query.text)
+        want = query.limit + max(query.offset, 0)
+        if not tokens:
+            scored = self._browse(query, ids, now_epoch, want)
+        else:
+            self.flush()
+            filters = Filters(
+                kinds=query.kinds,
+                statuses=query.statuses,
+                scopes=query.scopes,
+                projects=query.projects,
+                tags=frozenset(tag.lower() for tag in query.tags),
+                ids=ids,
+            )
+            raw = self.backend.search(query.text, limit=max(want * 5, 50), filters=filters)
+            records = self.get_many(rid for rid, _ in raw)
+            scored = []
+            for rid, bm25 in raw:
+                record = records.get(rid)
+                if record is None or is_tombstone(record):
+                    continue
+                scored.append((bm25 * self._multiplier(record, now_epoch), rid, bm25, record))
+            kept = {
+                rid
+                for _, rid in cut([(s, r) for s, r, _, _ in scored], self.weights.min_score_ratio)
+            }
+            scored = [item for item in scored if item[1] in kept]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        page = scored[max(query.offset, 0) : want]
+        return [
+            Hit(
+                id=rid,
+                score=round(score, 4),
+                bm25=round(bm25, 4),
+                record=record,
+                matched=_matched(record, tokens),
+            )
+            for score, rid, bm25, record in page
+        ]
+
+    def _multiplier(self, record: Mapping[str, Any], now_epoch: float) -> float:
+        importance = record.get("importance", 3)
+        return multiplier(
+            kind=str(record.get("kind", "")),
+            status=str(record.get("status", "active")),
+            importance=importance if isinstance(importance, int) else 3,
+            updated_epoch=epoch(record.get("updated_at")),
+            now_epoch=now_epoch,
+            weights=self.weights,
+        )
+
+    def _browse(
+        self, query: Query, ids: frozenset[str] | None, now_epoch: float, want: int
+    ) -> list[tuple[float, str, float, Record]]:
+        """Rank by multipliers alone (no words given): the most relevant recent memories."""
+        clauses = ["deleted=0"]
+        params: list[Any] = []
+        for column, values in (
+            ("kind", query.kinds),
+            ("status", query.statuses),
+            ("scope", query.scopes),
+            ("project", query.projects),
+        ):
+            if values:
+                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+                params.extend(sorted(values))
+        if query.tags:
+            clauses.append(
+                f"id IN (SELECT id FROM tags WHERE tag IN ({','.join('?' * len(query.tags))}))"
+            )
+            params.extend(sorted(tag.lower() for tag in query.tags))
+        rows = self.db.execute(
+            f"SELECT id, json FROM records WHERE {' AND '.join(clauses)}", params
+        ).fetchall()
+        out = []
+        for rid, text in rows:
+            if ids is not None and rid not in ids:
+                continue
+            record = json.loads(text)
+            out.append((self._multiplier(record, now_epoch), rid, 0.0, record))
+        out.sort(key=lambda item: (-item[0], item[1]))
+        return out[:want]
+
+
+def _row(record: Mapping[str, Any], digest: str) -> tuple[Any, ...]:
+    tomb = is_tombstone(record)
+    importance = record.get("importance", 3)
+    return (
+        str(record["id"]),
+        digest,
+        json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+        str(record.get("kind", "")),
+        str(record.get("status", "active")),
+        str(record.get("scope", "project")),
+        str(record.get("project", "")),
+        record.get("topic_key") if isinstance(record.get("topic_key"), str) else None,
+        None if tomb else dedupe_key(record),
+        importance if isinstance(importance, int) else 3,
+        str(record.get("created_at", "")),
+        str(record.get("updated_at", "")),
+        epoch(record.get("updated_at")),
+        1 if tomb else 0,
+    )
+
+
+def _matched(record: Mapping[str, Any], tokens: Sequence[str]) -> list[str]:
+    """Name the fields in which the query's words (or their stems) appear."""
+    if not tokens:
+        return []
+    fields = {
+        "title": str(record.get("title", "")).lower(),
+        "tags": " ".join(record.get("tags", []) or []).lower(),
+        "files": " ".join(record.get("files", []) or []).lower(),
+        "content": str(record.get("content", "")).lower(),
+    }
+    stems = [token[: max(4, len(token) - 3)] if len(token) > 4 else token for token in tokens]
+    return [name for name, text in fields.items() if any(stem in text for stem in stems)]
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])

@@ -1,0 +1,70 @@
+"""Ranking: the multipliers of DESIGN.md §6 applied to a full-text score, and the 20% cut.
+
+score = bm25 × kind weight × importance × status × freshness. Pure functions over numbers and
+settings; no I/O, no backend knowledge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+SECONDS_PER_DAY: Final = 86_400.0
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The ranking settings (``search.*`` in config.yaml)."""
+
+    kind: Mapping[str, float] = field(default_factory=dict)
+    status: Mapping[str, float] = field(default_factory=dict)
+    importance_step: float = 0.15
+    freshness_max_loss: float = 0.3
+    freshness_days: float = 365.0
+    min_score_ratio: float = 0.2
+
+    @classmethod
+    def from_settings(cls, search: Mapping[str, Any]) -> Weights:
+        """Build weights from the ``search`` section of the config."""
+        return cls(
+            kind={str(k): float(v) for k, v in dict(search.get("kind_weights", {})).items()},
+            status={str(k): float(v) for k, v in dict(search.get("status_weights", {})).items()},
+            importance_step=float(search.get("importance_step", 0.15)),
+            freshness_max_loss=float(search.get("freshness_max_loss", 0.3)),
+            freshness_days=max(float(search.get("freshness_days", 365)), 1.0),
+            min_score_ratio=float(search.get("min_score_ratio", 0.2)),
+        )
+
+
+def freshness(updated_epoch: float, now_epoch: float, weights: Weights) -> float:
+    """Return the freshness factor: 1 when just updated, down to 1 - max_loss after the span."""
+    age_days = max(now_epoch - updated_epoch, 0.0) / SECONDS_PER_DAY
+    return 1.0 - weights.freshness_max_loss * min(age_days / weights.freshness_days, 1.0)
+
+
+def multiplier(
+    *,
+    kind: str,
+    status: str,
+    importance: int,
+    updated_epoch: float,
+    now_epoch: float,
+    weights: Weights,
+) -> float:
+    """Return the product of the kind, importance, status and freshness factors."""
+    return (
+        weights.kind.get(kind, 1.0)
+        * (1.0 + weights.importance_step * (importance - 3))
+        * weights.status.get(status, 1.0)
+        * freshness(updated_epoch, now_epoch, weights)
+    )
+
+
+def cut(scored: list[tuple[float, str]], ratio: float) -> list[tuple[float, str]]:
+    """Sort (score, id) pairs best first and drop those under ``ratio`` × the best score."""
+    ordered = sorted(scored, key=lambda pair: (-pair[0], pair[1]))
+    if not ordered:
+        return []
+    floor = ordered[0][0] * ratio
+    return [pair for pair in ordered if pair[0] >= floor]

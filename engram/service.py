@@ -1,0 +1,624 @@
+"""The service facade: the one API every adapter (CLI, MCP, HTTP, TUI) calls.
+
+``Engram`` ties a project's store (and the personal store under ENGRAM_HOME, for
+``scope=personal``) to its derived index. Each operation validates caller input, takes the store
+lock for writes, keeps the index in step, and returns plain values: a recall with no hits
+returns ``[]``; errors are ``EngramError``s with a hint. Nothing here imports typer, rich, mcp
+or an HTTP framework, and nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+from engram import config as config_mod
+from engram.doctor import Finding, run_checks
+from engram.errors import (
+    AmbiguousId,
+    CorruptStore,
+    EngramError,
+    InvalidInput,
+    NotFound,
+    NotInitialized,
+)
+from engram.index.db import Hit, Index, Query
+from engram.index.ranking import Weights
+from engram.model import (
+    Record,
+    check_id,
+    content_hash,
+    dedupe_key,
+    format_time,
+    is_tombstone,
+    new_id,
+    normalize_fields,
+    now,
+)
+from engram.store import MemoryStore, init_layout
+
+EXPORT_FORMAT: Final = "engram"
+EXPORT_VERSION: Final = 1
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Workspace:
+    """One .engram/ folder: its settings, canonical store and derived index."""
+
+    config: config_mod.Config
+    store: MemoryStore
+    index: Index
+    scope: str
+
+    @classmethod
+    def open(cls, root: Path, engram_dir: Path, scope: str) -> Workspace:
+        """Open the store and index of an existing .engram/ folder."""
+        cfg = config_mod.load(root, engram_dir)
+        timeout = cfg.number("store.lock_timeout_seconds")
+        store = MemoryStore(engram_dir, lock_timeout=timeout)
+        search = cfg.get("search")
+        index = Index(
+            store,
+            backend=str(search["backend"]),
+            field_weights={str(k): float(v) for k, v in dict(search["field_weights"]).items()},
+            weights=Weights.from_settings(search),
+            lock_timeout=timeout,
+        )
+        return cls(config=cfg, store=store, index=index, scope=scope)
+
+    def close(self) -> None:
+        """Release the index's files."""
+        self.index.close()
+
+
+@dataclass
+class SaveResult:
+    """What a remember did: ``created``, ``updated`` (topic key) or ``duplicate``."""
+
+    action: str
+    record: Record
+    redactions: int = 0
+    superseded: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {
+            "action": self.action,
+            "id": self.record["id"],
+            "redactions": self.redactions,
+            "superseded": self.superseded,
+            "memory": self.record,
+        }
+
+
+@dataclass
+class ImportResult:
+    """Counts of an import: added, updated, unchanged, and per-item errors."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "errors": self.errors,
+        }
+
+
+def _list(value: Iterable[str] | str | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    out: list[str] = []
+    for item in value:
+        out.extend(part.strip() for part in str(item).split(",") if part.strip())
+    return out
+
+
+def _frozen(
+    value: Iterable[str] | str | None, normalise: Callable[[str], str] = str
+) -> frozenset[str]:
+    return frozenset(normalise(item) for item in _list(value))
+
+
+class Engram:
+    """The facade over one project (and the personal store for ``scope=personal``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project_ws = Workspace.open(root, root / config_mod.ENGRAM_DIR, "project")
+        self._personal: Workspace | None = None
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Engram:
+        """Open the project holding ``path`` (default: the working directory)."""
+        return cls(config_mod.find_root(path))
+
+    @classmethod
+    def init(
+        cls, path: Path | None = None, project: str | None = None
+    ) -> tuple[Engram, list[Path]]:
+        """Create .engram/ in ``path`` (default: the git work tree here); keep what exists."""
+        root = config_mod.find_repo_root(path) if path is None else path.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        created = init_layout(root / config_mod.ENGRAM_DIR, project or root.name)
+        return cls(root), created
+
+    def close(self) -> None:
+        """Release index files of every open workspace."""
+        self.project_ws.close()
+        if self._personal is not None:
+            self._personal.close()
+
+    def __enter__(self) -> Engram:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def config(self) -> config_mod.Config:
+        return self.project_ws.config
+
+    @property
+    def project(self) -> str:
+        return self.config.project
+
+    def personal(self, *, create: bool = False) -> Workspace | None:
+        """Return the personal store's workspace (ENGRAM_HOME), creating it if asked."""
+        if self._personal is None:
+            folder = config_mod.personal_dir()
+            if folder.resolve() == self.project_ws.store.dir.resolve():
+                return None
+            if not (folder / "memories.jsonl").exists():
+                if not create:
+                    return None
+                init_layout(folder, "personal")
+            self._personal = Workspace.open(folder.parent, folder, "personal")
+        return self._personal
+
+    def _workspace(self, scope: str) -> Workspace:
+        if scope == "personal":
+            ws = self.personal(create=True)
+            if ws is not None:
+                return ws
+        return self.project_ws
+
+    def _workspaces(self, scopes: frozenset[str] = frozenset()) -> list[Workspace]:
+        out = [self.project_ws]
+        if not scopes or "personal" in scopes:
+            personal = self.personal()
+            if personal is not None:
+                out.append(personal)
+        return out
+
+    def _locate(self, ref: str, *, include_deleted: bool = False) -> tuple[Workspace, Record]:
+        """Find the workspace and record an id or unique id prefix names."""
+        prefix = check_id(ref)
+        found: list[tuple[Workspace, str]] = []
+        ambiguous: AmbiguousId | None = None
+        for ws in self._workspaces():
+            ws.index.refresh()
+            try:
+                found.append((ws, ws.index.resolve(prefix)))
+            except NotFound:
+                continue
+            except AmbiguousId as exc:
+                ambiguous = exc
+        if ambiguous is not None:
+            raise ambiguous
+        if not found:
+            raise NotFound(f"no memory with id {prefix}")
+        if len(found) > 1 and not any(rid == prefix for _, rid in found):
+            raise AmbiguousId(f"id prefix {prefix!r} matches memories in several stores")
+        ws, rid = next(((w, r) for w, r in found if r == prefix), found[0])
+        record = ws.index.get(rid)
+        if record is None:
+            raise NotFound(f"no memory with id {prefix}")
+        if is_tombstone(record) and not include_deleted:
+            raise NotFound(
+                f"memory {rid} was forgotten at {record.get('deleted_at')}",
+                hint="engram export shows tombstones; a forgotten memory cannot be edited",
+            )
+        return ws, record
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _scrub(self, ws: Workspace, fields: Record) -> int:
+        from engram.store.redact import redact
+
+        patterns = [str(p) for p in ws.config.get("redact.extra_patterns") or []]
+        count = 0
+        for name in ("title", "content"):
+            value = fields.get(name)
+            if isinstance(value, str) and value:
+                fields[name], hits = redact(value, patterns)
+                count += hits
+        return count
+
+    def _write(self, ws: Workspace, records: Sequence[Record]) -> None:
+        signature = ws.store.put(records)
+        ws.index.apply(records, signature)
+
+    def remember(
+        self,
+        title: str,
+        content: str = "",
+        *,
+        kind: str = "note",
+        tags: Iterable[str] | str | None = None,
+        files: Iterable[str] | str | None = None,
+        importance: int = 3,
+        status: str = "active",
+        scope: str = "project",
+        topic_key: str | None = None,
+        links: Iterable[str | Mapping[str, str]] | None = None,
+        source: str = "cli",
+        session_id: str | None = None,
+        author: str | None = None,
+        project: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> SaveResult:
+        """Save a memory; an identical recent save or a known topic key updates instead."""
+        fields: Record = dict(extra or {})
+        fields.update(
+            kind=kind,
+            title=title,
+            content=content or "",
+            tags=_list(tags),
+            files=_list(files),
+            importance=importance,
+            status=status,
+            scope=scope,
+            topic_key=topic_key,
+            links=list(links or []),
+            source=source,
+            session_id=session_id,
+        )
+        ws = self._workspace(str(fields["scope"]).strip().lower())
+        fields["project"] = project or ws.config.project
+        fields["author"] = author if author is not None else config_mod.git_user_name(self.root)
+        max_bytes = int(ws.config.number("store.max_content_bytes"))
+        fields = normalize_fields(fields, max_content_bytes=max_bytes)
+        redactions = self._scrub(ws, fields)
+        with ws.store.lock():
+            ws.index.refresh()
+            fields["links"] = self._resolve_links(ws, fields.get("links", []))
+            if not fields["links"]:
+                del fields["links"]
+            stamp = now()
+            existing = None
+            if fields.get("topic_key"):
+                existing = ws.index.find_topic(
+                    fields["topic_key"], fields["project"], fields["scope"]
+                )
+            if existing is not None:
+                record = self._revise(ws, existing, fields, stamp)
+                action = "updated"
+            else:
+                window = float(ws.config.number("store.dedupe_window_minutes"))
+                since = format_time(datetime.now(UTC) - timedelta(minutes=window))
+                duplicate = ws.index.find_duplicate(dedupe_key(fields), since)
+                if duplicate is not None:
+                    record = dict(duplicate)
+                    record["duplicate_count"] = int(record.get("duplicate_count", 0) or 0) + 1
+                    self._write(ws, [record])
+                    return SaveResult("duplicate", record, redactions)
+                record = {
+                    **fields,
+                    "id": new_id(),
+                    "created_at": stamp,
+                    "updated_at": stamp,
+                    "rev": 1,
+                }
+                action = "created"
+            superseded = self._supersede(ws, record, stamp)
+            self._write(ws, [record, *superseded])
+        return SaveResult(action, record, redactions, [r["id"] for r in superseded])
+
+    def _resolve_links(self, ws: Workspace, links: Sequence[Mapping[str, Any]]) -> list[Record]:
+        out: list[Record] = []
+        for link in links:
+            target = ws.index.resolve(str(link["to"]))
+            out.append({**link, "to": target})
+        return sorted(out, key=lambda link: (link["rel"], link["to"]))
+
+    def _revise(
+        self, ws: Workspace, current: Record, fields: Mapping[str, Any], stamp: str
+    ) -> Record:
+        """Return ``current`` with ``fields`` applied: rev+1, old text kept in history."""
+        record = dict(current)
+        changed_text = any(
+            name in fields and fields[name] != current.get(name) for name in ("title", "content")
+        )
+        for name, value in fields.items():
+            if name in ("id", "created_at", "rev", "history", "duplicate_count"):
+                continue
+            record[name] = value
+        if changed_text:
+            history = list(current.get("history", []) or [])
+            history.append(
+                {
+                    "rev": current.get("rev", 1),
+                    "title": current.get("title", ""),
+                    "content": current.get("content", ""),
+                    "updated_at": current.get("updated_at", ""),
+                }
+            )
+            limit = int(ws.config.number("store.history_limit"))
+            record["history"] = history[-limit:] if limit > 0 else []
+            if not record["history"]:
+                del record["history"]
+        if content_hash(record) == content_hash(current) and not changed_text:
+            return current
+        rev = current.get("rev", 1)
+        record["rev"] = (rev if isinstance(rev, int) else 1) + 1
+        record["updated_at"] = stamp
+        return record
+
+    def _supersede(self, ws: Workspace, record: Mapping[str, Any], stamp: str) -> list[Record]:
+        """Mark the memories ``record`` supersedes as superseded (rev+1)."""
+        out: list[Record] = []
+        for link in record.get("links", []) or []:
+            if link.get("rel") != "supersedes" or link.get("to") == record["id"]:
+                continue
+            target = ws.index.get(str(link["to"]))
+            if target is None or is_tombstone(target) or target.get("status") == "superseded":
+                continue
+            out.append(
+                {
+                    **target,
+                    "status": "superseded",
+                    "updated_at": stamp,
+                    "rev": int(target.get("rev", 1) or 1) + 1,
+                }
+            )
+        return out
+
+    def update(self, ref: str, **changes: Any) -> Record:
+        """Change fields of a memory (rev+1; earlier title and content kept in history)."""
+        ws, current = self._locate(ref)
+        fields = {key: value for key, value in changes.items() if value is not None}
+        for name in ("tags", "files"):
+            if name in fields:
+                fields[name] = _list(fields[name])
+        if "links" in fields:
+            fields["links"] = list(fields["links"])
+        if not fields:
+            raise InvalidInput("nothing to update: give at least one field to change")
+        fields = normalize_fields(
+            fields, max_content_bytes=int(ws.config.number("store.max_content_bytes"))
+        )
+        redactions = self._scrub(ws, fields)
+        del redactions
+        with ws.store.lock():
+            ws.index.refresh()
+            current = ws.index.get(current["id"]) or current
+            if is_tombstone(current):
+                raise NotFound(f"memory {current['id']} was forgotten")
+            if "links" in fields:
+                fields["links"] = self._resolve_links(ws, fields["links"])
+            record = self._revise(ws, current, fields, now())
+            if record is current:
+                return current
+            superseded = self._supersede(ws, record, record["updated_at"])
+            self._write(ws, [record, *superseded])
+        return record
+
+    def forget(self, ref: str, *, hard: bool = False) -> Record:
+        """Delete a memory: a tombstone that travels to other clones (hard drops the text)."""
+        ws, current = self._locate(ref, include_deleted=hard)
+        with ws.store.lock():
+            ws.index.refresh()
+            current = ws.index.get(current["id"]) or current
+            stamp = now()
+            rev = int(current.get("rev", 1) or 1) + 1
+            if hard:
+                tombstone: Record = {
+                    "id": current["id"],
+                    "rev": rev,
+                    "updated_at": stamp,
+                    "deleted_at": current.get("deleted_at") or stamp,
+                }
+            else:
+                if is_tombstone(current):
+                    return current
+                tombstone = {**current, "rev": rev, "updated_at": stamp, "deleted_at": stamp}
+            self._write(ws, [tombstone])
+        return tombstone
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, ref: str) -> Record:
+        """Return the full memory an id or unique prefix names."""
+        return self._locate(ref)[1]
+
+    def recall(
+        self,
+        query: str = "",
+        *,
+        kinds: Iterable[str] | str | None = None,
+        tags: Iterable[str] | str | None = None,
+        files: Iterable[str] | str | None = None,
+        statuses: Iterable[str] | str | None = None,
+        scopes: Iterable[str] | str | None = None,
+        projects: Iterable[str] | str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """Return ranked memories for any text (best first; filters combine with AND)."""
+        from engram.model import normalize_kind, normalize_path
+
+        if limit < 0 or offset < 0:
+            raise InvalidInput("limit and offset must not be negative")
+        q = Query(
+            text=str(query or ""),
+            kinds=_frozen(kinds, normalize_kind),
+            statuses=_frozen(statuses, str.lower),
+            scopes=_frozen(scopes, str.lower),
+            projects=_frozen(projects),
+            tags=_frozen(tags, str.lower),
+            files=tuple(normalize_path(p) for p in _list(files)),
+            limit=limit + offset,
+        )
+        hits: list[Hit] = []
+        for ws in self._workspaces(q.scopes):
+            ws.index.refresh()
+            hits.extend(ws.index.search(q))
+        hits.sort(key=lambda hit: (-hit.score, hit.id))
+        if hits and hits[0].bm25 > 0:
+            floor = hits[0].score * self.project_ws.index.weights.min_score_ratio
+            hits = [hit for hit in hits if hit.score >= floor]
+        return hits[offset : offset + limit]
+
+    def problems(self) -> list[tuple[int, str]]:
+        """Return unreadable lines the index skipped in memories.jsonl (for warnings)."""
+        self.project_ws.index.refresh()
+        return self.project_ws.index.stored_problems()
+
+    def stats(self) -> dict[str, Any]:
+        """Return counts by kind, status, scope and project, and the sizes of the files."""
+        out: dict[str, Any] = {"project": self.project, "root": str(self.root), "stores": []}
+        for ws in self._workspaces():
+            ws.index.refresh()
+            ws.index.flush()
+            counts = ws.index.counts()
+            counts["scope"] = ws.scope
+            counts["path"] = str(ws.store.path)
+            counts["file_bytes"] = ws.store.path.stat().st_size if ws.store.exists() else 0
+            counts["backend"] = ws.index.backend_name
+            out["stores"].append(counts)
+        return out
+
+    # -- export / import ---------------------------------------------------------------------
+
+    def export(self, *, scope: str = "project") -> dict[str, Any]:
+        """Return every memory and tombstone of a store as engram's export document."""
+        ws = self._workspace(scope) if scope == "personal" else self.project_ws
+        ws.index.refresh()
+        records = ws.store.read_all()
+        return {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "exported_at": now(),
+            "project": ws.config.project,
+            "count": len(records),
+            "memories": records,
+        }
+
+    def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
+        """Merge an export document into the store through the one merge function."""
+        from engram.model import parse_line
+        from engram.sync.merge import merge_record
+
+        if not isinstance(document, Mapping):
+            raise InvalidInput("import expects a JSON object with a 'memories' list")
+        if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+            raise InvalidInput(f"unknown import format {document.get('format')!r}")
+        version = document.get("version", EXPORT_VERSION)
+        if version != EXPORT_VERSION:
+            raise InvalidInput(f"import version {version!r} is not supported (expected 1)")
+        items = document.get("memories")
+        if not isinstance(items, list):
+            raise InvalidInput("import document has no 'memories' list")
+        result = ImportResult()
+        ws = self.project_ws
+        max_bytes = int(ws.config.number("store.max_content_bytes"))
+        incoming: dict[str, Record] = {}
+        for position, item in enumerate(items):
+            try:
+                record = parse_line(
+                    json.dumps(item, ensure_ascii=False).encode("utf-8"),
+                    path="import",
+                    lineno=position + 1,
+                )
+                if not is_tombstone(record):
+                    normalized = normalize_fields(record, max_content_bytes=max_bytes)
+                    self._scrub(ws, normalized)
+                    record = normalized
+            except (EngramError, TypeError, ValueError) as exc:
+                message = getattr(exc, "message", str(exc))
+                result.errors.append(f"memories[{position}]: {message}")
+                continue
+            rid = record["id"]
+            incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
+        with ws.store.lock():
+            ws.index.refresh()
+            changed: list[Record] = []
+            for number, (rid, record) in enumerate(sorted(incoming.items()), start=1):
+                if progress is not None:
+                    progress(number, len(incoming))
+                current = ws.index.get(rid)
+                if current is None:
+                    changed.append(record)
+                    result.added += 1
+                    continue
+                merged = merge_record(current, record)
+                if merged == current:
+                    result.unchanged += 1
+                else:
+                    changed.append(merged)
+                    result.updated += 1
+            if changed:
+                self._write(ws, changed)
+        return result
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+        """Bring the index up to date (or rebuild it from scratch); return counts."""
+        ws = self.project_ws
+        if rebuild:
+            total = ws.index.rebuild(progress)
+            return {"rebuilt": True, "records": total, "changed": total}
+        changed = ws.index.refresh(progress)
+        flushed = ws.index.flush()
+        return {"rebuilt": False, "changed": changed, "flushed": flushed}
+
+    def doctor(self, *, fix: bool = False) -> list[Finding]:
+        """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
+        ws = self.project_ws
+        return run_checks(ws.config, ws.store, ws.index, fix=fix)
+
+
+def version_info() -> dict[str, str]:
+    """Return the versions of engram, Python and the main dependencies."""
+    out = {"engram": _version("engram-git"), "python": platform.python_version()}
+    for name in ("tantivy", "mcp", "dulwich", "typer"):
+        out[name] = _version(name)
+    return out
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+__all__ = [
+    "CorruptStore",
+    "Engram",
+    "Finding",
+    "Hit",
+    "ImportResult",
+    "NotInitialized",
+    "SaveResult",
+    "Workspace",
+    "version_info",
+]

@@ -1,0 +1,71 @@
+"""Shared fixtures: every test runs outside the real home folder and ENGRAM_* settings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engram.service import Engram
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _isolate_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path_factory.mktemp("home")
+    for name in list(os.environ):
+        if name.startswith("ENGRAM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ENGRAM_HOME", str(home / ".engram"))
+    monkeypatch.setenv("ENGRAM_AUTHOR", "Test Author")
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Engram]:
+    """An initialised, empty project in a real git repository."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    engram, _ = Engram.init(root, "demo")
+    with engram:
+        yield engram
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Iterator[Engram]:
+    """A copy of the example store in examples/ (never the committed files themselves)."""
+    root = tmp_path / "example"
+    shutil.copytree(
+        EXAMPLES / ".engram", root / ".engram", ignore=shutil.ignore_patterns("index", "state")
+    )
+    with Engram.open(root) as engram:
+        yield engram
+
+
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m engram`` as a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
