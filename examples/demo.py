@@ -1,0 +1,118 @@
+"""`make demo`: engram's main job on the example project, with real output.
+
+Sets up a scratch copy of the example project in .demo/ledger-api (never touching the committed
+examples/), runs `engram init`, brings in the team's memories as a `git pull` would, saves a few
+new ones, and shows a ranked recall, a file-scoped recall, one memory in full and the stats. Each
+step runs the real `engram` CLI in its own process and prints the command before its output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORK = REPO / ".demo" / "ledger-api"
+
+
+def engram(*args: str, stdin: str | None = None) -> str:
+    """Run one engram command in the demo project, echo it and its output, return stdout."""
+    shown = " ".join(f'"{a}"' if " " in a or not a else a for a in args)
+    print(f"\n$ engram {shown}", flush=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(WORK), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ENGRAM_AUTHOR": "demo", "COLUMNS": "100"},
+        check=False,
+    )
+    sys.stdout.write(result.stdout)
+    sys.stdout.write(result.stderr)
+    sys.stdout.flush()
+    if result.returncode != 0:
+        raise SystemExit(f"demo step failed: engram {shown} (exit {result.returncode})")
+    return result.stdout.strip()
+
+
+def main() -> None:
+    """Run the demo from a clean scratch folder."""
+    if WORK.exists():
+        shutil.rmtree(WORK)
+    WORK.mkdir(parents=True)
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", str(WORK)], check=True)
+
+    print("# 1. Set up engram in the project")
+    engram("init", "--project", "ledger-api")
+
+    print("\n# 2. The team's memories arrive with the code (as after a git pull)")
+    shutil.copyfile(HERE / ".engram" / "memories.jsonl", WORK / ".engram" / "memories.jsonl")
+    engram("index")
+
+    print("\n# 3. An agent saves what it learned")
+    pitfall = engram(
+        "remember",
+        "Refund webhooks can arrive before the charge webhook",
+        "Merchants see refund.created before charge.succeeded when the charge webhook is retried."
+        " Handlers in webhooks/dispatch.py must tolerate an unknown charge id and retry later.",
+        "--kind",
+        "pitfall",
+        "--tags",
+        "webhooks,ordering",
+        "--files",
+        "webhooks/dispatch.py",
+        "--importance",
+        "4",
+    )
+    engram(
+        "remember",
+        "Park out-of-order refund webhooks in a retry queue",
+        "dispatch.handle_refund now parks events whose charge is unknown in webhook_retry"
+        " with exponential backoff instead of failing with 500.",
+        "--kind",
+        "bugfix",
+        "--tags",
+        "webhooks",
+        "--files",
+        "webhooks/dispatch.py",
+        "--link",
+        f"fixes:{pitfall[:8]}",
+    )
+    print("\n# 4. Saving the same thing again only counts it (no duplicate line)")
+    engram(
+        "remember",
+        "Refund webhooks can arrive before the charge webhook",
+        "Merchants see refund.created before charge.succeeded when the charge webhook is retried."
+        " Handlers in webhooks/dispatch.py must tolerate an unknown charge id and retry later.",
+        "--kind",
+        "pitfall",
+        "--tags",
+        "webhooks,ordering",
+        "--files",
+        "webhooks/dispatch.py",
+        "--importance",
+        "4",
+    )
+
+    print("\n# 5. Ranked recall: decisions and pitfalls first, superseded ones ranked down")
+    engram("recall", "idempotency keys", "--limit", "4")
+    engram("recall", "why must amounts never be floats?", "--limit", "3")
+
+    print("\n# 6. What do we know about a file before editing it?")
+    engram("recall", "--file", "webhooks/dispatch.py", "--limit", "5")
+
+    print("\n# 7. One memory in full")
+    engram("get", pitfall[:8])
+
+    print("\n# 8. Stats")
+    engram("stats")
+    print(f"\nThe store is a plain file: {WORK / '.engram' / 'memories.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()

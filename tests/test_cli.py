@@ -1,0 +1,222 @@
+"""The CLI as a user sees it: exact output, --json, aliases, -C, errors, and README agreement."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engram.cli import app
+from tests.conftest import EXAMPLES, run_cli
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    code, out, _ = invoke("-C", str(root), "init", "--project", "shop")
+    assert code == 0, out
+    assert out.splitlines() == [
+        "created .engram/config.yaml",
+        "created .engram/memories.jsonl",
+        "created .engram/.gitignore",
+        "project: shop",
+    ]
+    return root
+
+
+def test_init_is_idempotent_and_writes_gitignore(repo: Path) -> None:
+    code, out, _ = invoke("-C", str(repo), "init")
+    assert code == 0
+    assert out.splitlines()[0].endswith(".engram already set up; nothing changed")
+    assert (repo / ".engram/.gitignore").read_text().split()[-2:] == ["index/", "state/"]
+    assert (repo / ".engram/memories.jsonl").read_bytes() == b""
+
+
+def test_remember_recall_get_update_forget(repo: Path) -> None:
+    c = ("-C", str(repo))
+    code, out, _ = invoke(
+        *c,
+        "remember",
+        "Use UTC everywhere",
+        "Store timestamps in UTC.",
+        "--kind",
+        "decision",
+        "--tags",
+        "time",
+        "-t",
+        "db",
+        "--files",
+        "app/models.py,app/db.py",
+        "-i",
+        "4",
+    )
+    assert code == 0
+    rid = out.strip()
+    assert re.fullmatch(r"[a-z2-7]{26}", rid)
+    code, out, _ = invoke(*c, "recall", "timestamps utc")
+    assert code == 0
+    assert out.splitlines()[0].startswith(f" 1. {rid[:8]}  decision     Use UTC everywhere  (")
+    assert out.splitlines()[1] == "    Store timestamps in UTC."
+    code, out, _ = invoke(*c, "search", "utc", "--json")
+    data = json.loads(out)
+    assert data["count"] == 1 and data["hits"][0]["memory"]["files"] == [
+        "app/db.py",
+        "app/models.py",
+    ]
+    assert data["hits"][0]["memory"]["tags"] == ["db", "time"]
+    code, out, _ = invoke(*c, "get", rid[:5])
+    assert out.splitlines()[:2] == [f"{rid}  decision  [active]", "# Use UTC everywhere"]
+    code, out, _ = invoke(*c, "update", rid[:5], "--status", "archived")
+    assert (code, out.strip()) == (0, f"{rid} rev 2")
+    code, out, _ = invoke(*c, "show", rid, "--json")
+    assert json.loads(out)["status"] == "archived"
+    code, out, _ = invoke(*c, "delete", rid)
+    assert (code, out.strip()) == (0, f"{rid} forgotten (tombstone kept)")
+    code, out, err = invoke(*c, "recall", "utc")
+    assert (code, out) == (0, "")
+    assert "no memories match" in err
+
+
+def test_save_alias_dedupes_and_reports(repo: Path) -> None:
+    c = ("-C", str(repo))
+    _, first, _ = invoke(*c, "save", "Same thing", "body")
+    code, again, err = invoke(*c, "save", "Same thing", "body")
+    assert code == 0 and again == first
+    assert "already saved: duplicate_count is now 1" in err
+    code, out, _ = invoke(*c, "remember", "Same thing", "body", "--json")
+    assert json.loads(out)["action"] == "duplicate"
+
+
+def test_content_from_stdin(repo: Path) -> None:
+    code, out, _ = invoke(
+        "-C", str(repo), "remember", "From a pipe", "-", input="line one\nline two\n"
+    )
+    assert code == 0
+    code, out, _ = invoke("-C", str(repo), "get", out.strip(), "--json")
+    assert json.loads(out)["content"] == "line one\nline two"
+
+
+def test_errors_have_message_and_hint(repo: Path, tmp_path: Path) -> None:
+    code, _, err = invoke("-C", str(repo), "get", "nosuchid")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: no memory with id nosuchid",
+        "hint: run `engram recall WORDS` to find the id",
+    ]
+    code, _, err = invoke("-C", str(repo), "remember", "x", "--kind", "banana")
+    assert code == 1 and err.startswith("error: unknown kind 'banana'")
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    code, _, err = invoke("-C", str(elsewhere), "recall", "x")
+    assert code == 1 and "hint: run `engram init`" in err
+    code, _, err = invoke("-C", str(tmp_path / "missing"), "stats")
+    assert code == 1 and "no such folder" in err
+
+
+def test_stats_doctor_index_version_json(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "ex"
+    shutil.copytree(
+        EXAMPLES / ".engram", root / ".engram", ignore=shutil.ignore_patterns("index", "state")
+    )
+    c = ("-C", str(root))
+    code, out, _ = invoke(*c, "stats", "--json")
+    assert code == 0 and json.loads(out)["stores"][0]["memories"] == 32
+    code, out, _ = invoke(*c, "stats")
+    assert "32 memories, 1 tombstones" in out
+    code, out, _ = invoke(*c, "doctor", "--json")
+    assert code == 0 and json.loads(out)[0]["severity"] == "ok"
+    code, out, _ = invoke(*c, "index", "--rebuild", "--json")
+    assert json.loads(out) == {"rebuilt": True, "records": 33, "changed": 33}
+    code, out, _ = invoke("version", "--json")
+    assert set(json.loads(out)) >= {"engram", "python", "tantivy"}
+
+
+def test_export_import_files(repo: Path, tmp_path: Path) -> None:
+    invoke("-C", str(repo), "remember", "Exported", "text")
+    target = tmp_path / "out.json"
+    code, _, err = invoke("-C", str(repo), "export", str(target))
+    assert code == 0 and "exported 1 records" in err
+    other = tmp_path / "other"
+    other.mkdir()
+    invoke("-C", str(other), "init")
+    code, out, _ = invoke("-C", str(other), "import", str(target))
+    assert (code, out.strip()) == (0, "added 1, updated 0, unchanged 0")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope", encoding="utf-8")
+    code, _, err = invoke("-C", str(other), "import", str(bad))
+    assert code == 1 and f"{bad}: not valid JSON" in err
+
+
+def test_python_dash_m_and_console_script_agree(repo: Path) -> None:
+    result = run_cli("-C", str(repo), "remember", "Via a process", "x", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["action"] == "created"
+    script = Path(sys.executable).parent / "engram"
+    if script.exists():
+        import subprocess
+
+        out = subprocess.run(
+            [str(script), "-C", str(repo), "recall", "process"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "Via a process" in out
+
+
+def _help_commands() -> set[str]:
+    code, out, _ = invoke("--help")
+    assert code == 0
+    return set(re.findall(r"^│ (\w+)\s", out, flags=re.MULTILINE))
+
+
+def _readme_commands() -> set[str]:
+    table = README.read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            first = row.split("|")[1]
+            names.update(re.findall(r"`(\w+)`", first))
+    return names
+
+
+def test_readme_and_help_list_the_same_commands() -> None:
+    assert _help_commands() == _readme_commands()
+
+
+def test_readme_options_exist_in_help() -> None:
+    """Every --option the README's command table names is accepted by that command."""
+    table = README.read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    for row in table.splitlines():
+        if not row.startswith("| `"):
+            continue
+        command = re.findall(r"`(\w+)`", row.split("|")[1])[0]
+        _, out, _ = invoke(command, "--help")
+        for option in re.findall(r"--[a-z][a-z-]+", row.split("|")[2]):
+            assert option in out, f"README says `{command} {option}` but --help does not"
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("```", 2)[1]
+    assert [line.split("#")[0].strip() for line in block.strip().splitlines()[1:]] == [
+        "make demo",
+        "make test",
+    ]
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in ci

@@ -1,0 +1,350 @@
+"""The service facade end to end on real stores: save, dedupe, topic keys, recall, freshness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engram import config as config_mod
+from engram.errors import AmbiguousId, InvalidInput, NotFound
+from engram.model import canonical_line, new_id, parse_line
+from engram.service import Engram
+from engram.store import MemoryStore
+
+
+def lines(engram: Engram) -> list[dict[str, object]]:
+    path = engram.project_ws.store.path
+    return [
+        parse_line(raw, path=str(path), lineno=n)
+        for n, raw in enumerate(path.read_bytes().splitlines(), start=1)
+    ]
+
+
+def test_remember_then_get_by_prefix(project: Engram) -> None:
+    result = project.remember(
+        "Use WAL mode",
+        "SQLite in WAL mode lets readers run during writes.",
+        kind="decision",
+        tags="sqlite, Storage",
+        files=["./src/db.py"],
+        importance=4,
+    )
+    assert result.action == "created"
+    record = project.get(result.record["id"][:6])
+    assert record["title"] == "Use WAL mode"
+    assert record["tags"] == ["sqlite", "storage"]
+    assert record["files"] == ["src/db.py"]
+    assert record["importance"] == 4
+    assert record["rev"] == 1
+    assert record["author"] == "Test Author"
+    assert record["project"] == "demo"
+    assert len(record["id"]) == 26
+
+
+def test_exact_resave_counts_instead_of_adding(project: Engram) -> None:
+    first = project.remember("Cache key", "Include  the tenant ID.", kind="pitfall")
+    again = project.remember("Cache key", "include the TENANT id.", kind="pitfall")
+    assert again.action == "duplicate"
+    assert again.record["id"] == first.record["id"]
+    assert again.record["duplicate_count"] == 1
+    assert len(lines(project)) == 1
+    other_kind = project.remember("Cache key", "Include the tenant ID.", kind="decision")
+    assert other_kind.action == "created"
+
+
+def test_resave_after_the_window_adds_a_new_memory(project: Engram) -> None:
+    first = project.remember("Cache key", "Include the tenant ID.", kind="pitfall")
+    store = project.project_ws.store
+    old = dict(
+        first.record, created_at="2020-01-01T00:00:00.000Z", updated_at="2020-01-01T00:00:00.000Z"
+    )
+    store.put([old])
+    second = project.remember("Cache key", "Include the tenant ID.", kind="pitfall")
+    assert second.action == "created"
+    assert second.record["id"] != first.record["id"]
+
+
+def test_topic_key_updates_and_keeps_previous_text(project: Engram) -> None:
+    first = project.remember(
+        "Auth model", "Sessions in Redis.", kind="architecture", topic_key="architecture/auth-model"
+    )
+    second = project.remember(
+        "Auth model",
+        "Sessions in Postgres.",
+        kind="architecture",
+        topic_key="architecture/auth-model",
+    )
+    assert second.action == "updated"
+    assert second.record["id"] == first.record["id"]
+    assert second.record["rev"] == 2
+    assert second.record["content"] == "Sessions in Postgres."
+    assert second.record["history"][-1]["content"] == "Sessions in Redis."
+    assert len(lines(project)) == 1
+    personal = project.remember(
+        "Auth model",
+        "Mine.",
+        kind="architecture",
+        topic_key="architecture/auth-model",
+        scope="personal",
+    )
+    assert personal.record["id"] != first.record["id"]
+
+
+def test_update_bumps_rev_and_keeps_history(project: Engram) -> None:
+    rid = project.remember("Retry policy", "3 retries.", kind="decision").record["id"]
+    updated = project.update(rid, content="5 retries with jitter.", tags=["retries"])
+    assert updated["rev"] == 2
+    assert updated["history"] == [
+        {
+            "content": "3 retries.",
+            "rev": 1,
+            "title": "Retry policy",
+            "updated_at": updated["created_at"],
+        }
+    ]
+    assert project.get(rid)["tags"] == ["retries"]
+    with pytest.raises(InvalidInput):
+        project.update(rid)
+
+
+def test_forget_leaves_a_tombstone_and_hides_the_memory(project: Engram) -> None:
+    rid = project.remember("Temporary note", "about flaky tests", kind="note").record["id"]
+    project.forget(rid[:8])
+    with pytest.raises(NotFound, match="forgotten"):
+        project.get(rid)
+    assert project.recall("flaky") == []
+    (tomb,) = lines(project)
+    assert tomb["id"] == rid and tomb["deleted_at"] and tomb["rev"] == 2
+    assert tomb["title"] == "Temporary note"  # soft delete keeps the text
+    project.forget(rid, hard=True)
+    (hard,) = lines(project)
+    assert set(hard) == {"id", "rev", "updated_at", "deleted_at"}
+
+
+def test_ambiguous_and_unknown_ids(project: Engram) -> None:
+    store = project.project_ws.store
+    records = [
+        {
+            "id": f"aaaa{n}",
+            "kind": "note",
+            "title": f"n{n}",
+            "created_at": "2026-01-01T00:00:00.000Z",
+            "updated_at": "2026-01-01T00:00:00.000Z",
+            "rev": 1,
+        }
+        for n in range(2)
+    ]
+    store.put(records)
+    with pytest.raises(AmbiguousId, match="aaaa0, aaaa1"):
+        project.get("aaaa")
+    assert project.get("aaaa1")["title"] == "n1"
+    with pytest.raises(NotFound):
+        project.get("zzzz")
+    with pytest.raises(InvalidInput):
+        project.get("../etc/passwd")
+
+
+def test_supersedes_link_marks_the_old_memory(project: Engram) -> None:
+    old = project.remember("Sessions in Redis", "We keep sessions in Redis.", kind="decision")
+    new = project.remember(
+        "Sessions in Postgres",
+        "We keep sessions in Postgres.",
+        kind="decision",
+        links=[f"supersedes:{old.record['id'][:7]}"],
+    )
+    assert new.superseded == [old.record["id"]]
+    assert new.record["links"] == [{"rel": "supersedes", "to": old.record["id"]}]
+    assert project.get(old.record["id"])["status"] == "superseded"
+    ranked = [hit.id for hit in project.recall("sessions")]
+    assert ranked == [new.record["id"], old.record["id"]]
+    with pytest.raises(NotFound):
+        project.remember("x", "y", links=["relates:doesnotexist"])
+
+
+def test_ranking_follows_the_design(project: Engram) -> None:
+    text = "Connection pool exhaustion under load"
+    session = project.remember(text, text, kind="session").record["id"]
+    decision = project.remember(text, text, kind="decision").record["id"]
+    archived = project.remember(text, text + ".", kind="decision", status="archived").record["id"]
+    assert [hit.id for hit in project.recall("connection pool")] == [decision, session, archived]
+    important = project.remember(
+        "Pool size", "connection pool size is 20", kind="fact", importance=5
+    ).record["id"]
+    minor = project.remember(
+        "Pool size note", "connection pool size is 20", kind="fact", importance=1
+    ).record["id"]
+    order = [hit.id for hit in project.recall("pool size", kinds=["fact"])]
+    assert order.index(important) < order.index(minor)
+
+
+def test_weak_hits_are_cut_at_twenty_percent(project: Engram) -> None:
+    strong = project.remember(
+        "Kafka partition key", "Kafka partition key is account_id", kind="decision", tags=["kafka"]
+    ).record["id"]
+    project.remember("Unrelated", "a long note " * 200 + " kafka once", kind="session")
+    hits = project.recall("kafka")
+    assert [hit.id for hit in hits] == [strong]
+
+
+def test_filters(project: Engram) -> None:
+    a = project.remember(
+        "Alpha retry", "retry alpha", kind="pitfall", tags=["net"], files=["src/net/client.py"]
+    ).record["id"]
+    b = project.remember(
+        "Beta retry",
+        "retry beta",
+        kind="decision",
+        tags=["db"],
+        files=["src/db/*.py"],
+        status="proposed",
+    ).record["id"]
+    assert {h.id for h in project.recall("retry", kinds="pitfall")} == {a}
+    assert {h.id for h in project.recall("retry", tags=["DB"])} == {b}
+    assert {h.id for h in project.recall("retry", files=["src/net"])} == {a}
+    assert {h.id for h in project.recall("retry", files=["src/db/pool.py"])} == {b}
+    assert {h.id for h in project.recall("retry", statuses="proposed")} == {b}
+    assert {h.id for h in project.recall("", kinds=["decision"])} == {b}
+    assert project.recall("retry", files=["docs/readme.md"]) == []
+    assert {h.id for h in project.recall("retry", kinds="antipattern")} == {a}
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', "(", ")", "AND", "OR NOT", "a:b", "*", "title:", "\\", "🦀 ünïcode", "x" * 10_000],
+)
+def test_any_text_is_a_valid_query(project: Engram, query: str) -> None:
+    project.remember("AND OR NOT title: note", 'a:b * (x) "quoted" ünïcode', kind="note")
+    assert isinstance(project.recall(query), list)
+
+
+def test_hand_edit_is_seen_without_reindex(project: Engram) -> None:
+    project.remember("First", "alpha", kind="note")
+    path = project.project_ws.store.path
+    record = {
+        "id": new_id(),
+        "kind": "fact",
+        "title": "Hand written",
+        "content": "zebra stripes",
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:00.000Z",
+        "rev": 1,
+    }
+    data = sorted([*path.read_bytes().splitlines(keepends=True), canonical_line(record)])
+    path.write_bytes(b"".join(data))
+    assert [hit.id for hit in project.recall("zebra")] == [record["id"]]
+    # Going back to the old file (a checkout) drops it again.
+    path.write_bytes(b"".join(line for line in data if b"zebra" not in line))
+    assert project.recall("zebra") == []
+
+
+def test_another_process_view_is_fresh(project: Engram) -> None:
+    with Engram.open(project.root) as other:
+        rid = other.remember("Written elsewhere", "by another handle", kind="note").record["id"]
+    assert [hit.id for hit in project.recall("elsewhere")] == [rid]
+
+
+def test_fts5_backend_gives_the_same_answers(example: Engram) -> None:
+    tantivy_ids = [hit.id for hit in example.recall("idempotency keys", limit=3)]
+    config_mod.set_value(example.project_ws.store.dir, "search.backend", "fts5")
+    with Engram.open(example.root) as fts:
+        assert fts.project_ws.index.backend_name == "fts5"
+        assert [hit.id for hit in fts.recall("idempotency keys", limit=3)][0] == tantivy_ids[0]
+    text = (example.project_ws.store.dir / "config.yaml").read_text(encoding="utf-8")
+    assert "# Full-text backend for ranking" in text  # comments survive the edit
+
+
+def test_export_import_round_trip(example: Engram, tmp_path: Path) -> None:
+    document = example.export()
+    assert document["format"] == "engram" and document["count"] == len(document["memories"])
+    assert any(record.get("deleted_at") for record in document["memories"])
+    fresh, _ = Engram.init(tmp_path / "fresh", "ledger-api")
+    with fresh:
+        result = fresh.import_(json.loads(json.dumps(document)))
+        assert result.added == document["count"] and not result.errors
+        again = fresh.import_(document)
+        assert (again.added, again.updated, again.unchanged) == (0, 0, document["count"])
+        assert (
+            fresh.project_ws.store.path.read_bytes() == example.project_ws.store.path.read_bytes()
+        )
+
+
+def test_import_reports_bad_items_and_keeps_the_rest(project: Engram) -> None:
+    good = {
+        "id": new_id(),
+        "kind": "note",
+        "title": "ok",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "rev": 1,
+    }
+    result = project.import_(
+        {
+            "format": "engram",
+            "version": 1,
+            "memories": [
+                good,
+                {"title": "no id"},
+                {
+                    "id": "x",
+                    "kind": "??",
+                    "title": "t",
+                    "created_at": "",
+                    "updated_at": "",
+                    "rev": 1,
+                },
+            ],
+        }
+    )
+    assert result.added == 1
+    assert [e.split(":")[0] for e in result.errors] == ["memories[1]", "memories[2]"]
+    with pytest.raises(InvalidInput):
+        project.import_({"format": "other"})
+    with pytest.raises(InvalidInput):
+        project.import_([1, 2])
+
+
+def test_personal_scope_lives_outside_the_repo(project: Engram) -> None:
+    rid = project.remember(
+        "I prefer tabs", "in Makefiles only", kind="preference", scope="personal"
+    ).record["id"]
+    assert b"tabs" not in project.project_ws.store.path.read_bytes()
+    home_store = MemoryStore(config_mod.personal_dir())
+    assert [r["id"] for r in home_store.read_all()] == [rid]
+    assert [hit.id for hit in project.recall("tabs")] == [rid]
+    assert project.recall("tabs", scopes=["project"]) == []
+    assert project.get(rid[:6])["scope"] == "personal"
+
+
+def test_secrets_are_redacted_before_disk(project: Engram) -> None:
+    result = project.remember(
+        "Deploy key",
+        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE and <private>hunter2</private>",
+        kind="config",
+    )
+    assert result.redactions >= 2
+    raw = project.project_ws.store.path.read_bytes()
+    assert b"AKIAIOSFODNN7EXAMPLE" not in raw and b"hunter2" not in raw
+    assert b"[REDACTED]" in raw
+
+
+def test_stats_and_doctor_on_the_example(example: Engram) -> None:
+    stats = example.stats()
+    (store,) = stats["stores"]
+    assert store["memories"] == 32 and store["tombstones"] == 1
+    assert store["indexed"] == 32
+    assert store["by_kind"]["decision"] == 8
+    findings = example.doctor()
+    assert [f.severity for f in findings] == ["ok"]
+
+
+def test_doctor_fixes_drift_and_gitignore(example: Engram) -> None:
+    example.recall("anything")
+    example.project_ws.index.backend.delete([example.export()["memories"][0]["id"]])
+    (example.project_ws.store.dir / ".gitignore").write_text("", encoding="utf-8")
+    checks = {f.check for f in example.doctor()}
+    assert {"index", "gitignore"} <= checks
+    fixed = example.doctor(fix=True)
+    assert all(f.fixed for f in fixed)
+    assert [f.severity for f in example.doctor()] == ["ok"]
