@@ -250,7 +250,7 @@ def test_fts5_backend_gives_the_same_answers(example: Engram) -> None:
     config_mod.set_value(example.project_ws.store.dir, "search.backend", "fts5")
     with Engram.open(example.root) as fts:
         assert fts.project_ws.index.backend_name == "fts5"
-        assert [hit.id for hit in fts.recall("idempotency keys", limit=3)][0] == tantivy_ids[0]
+        assert fts.recall("idempotency keys", limit=3)[0].id == tantivy_ids[0]
     text = (example.project_ws.store.dir / "config.yaml").read_text(encoding="utf-8")
     assert "# Full-text backend for ranking" in text  # comments survive the edit
 
