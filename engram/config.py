@@ -181,13 +181,7 @@ def load(root: Path, engram_dir: Path | None = None) -> Config:
     yaml_path, json_path = folder / "config.yaml", folder / "config.json"
     raw: Any = {}
     if yaml_path.exists():
-        from ruamel.yaml import YAML
-        from ruamel.yaml.error import YAMLError
-
-        try:
-            raw = YAML(typ="safe", pure=True).load(yaml_path.read_text(encoding="utf-8")) or {}
-        except (YAMLError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{yaml_path}: cannot be read: {exc}") from exc
+        raw = _load_yaml_cached(yaml_path, folder / "state" / "config.cache.json")
     elif json_path.exists():
         try:
             raw = json.loads(json_path.read_text(encoding="utf-8"))
@@ -200,6 +194,38 @@ def load(root: Path, engram_dir: Path | None = None) -> Config:
     if backend not in ("tantivy", "fts5"):
         raise ConfigError(f"search.backend must be tantivy or fts5, got {backend!r}")
     return Config(root=root, engram_dir=folder, data=data)
+
+
+def _load_yaml_cached(path: Path, cache: Path) -> Any:
+    """Parse config.yaml, reusing a JSON copy in state/ while the file is unchanged.
+
+    ruamel.yaml costs tens of milliseconds to import and parse; every CLI call reads the config,
+    and `engram recall` must start fast.
+    """
+    st = path.stat()
+    signature = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    try:
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(cached, dict) and cached.get("signature") == signature:
+            return cached.get("data") or {}
+    except (OSError, ValueError):
+        pass
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        raw = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")) or {}
+    except (YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from exc
+    raw = _plain(raw)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"signature": signature, "data": raw}), encoding="utf-8")
+        os.replace(tmp, cache)
+    except (OSError, TypeError, ValueError):
+        pass  # a read-only checkout still works, only slower
+    return raw
 
 
 def write_template(engram_dir: Path, project: str) -> Path:

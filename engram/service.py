@@ -14,12 +14,10 @@ import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram import config as config_mod
-from engram.doctor import Finding, run_checks
 from engram.errors import (
     AmbiguousId,
     CorruptStore,
@@ -42,6 +40,9 @@ from engram.model import (
     now,
 )
 from engram.store import MemoryStore, init_layout
+
+if TYPE_CHECKING:
+    from engram.doctor import Finding
 
 EXPORT_FORMAT: Final = "engram"
 EXPORT_VERSION: Final = 1
@@ -592,6 +593,8 @@ class Engram:
 
     def doctor(self, *, fix: bool = False) -> list[Finding]:
         """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
+        from engram.doctor import run_checks
+
         ws = self.project_ws
         return run_checks(ws.config, ws.store, ws.index, fix=fix)
 
@@ -605,6 +608,8 @@ def version_info() -> dict[str, str]:
 
 
 def _version(name: str) -> str:
+    from importlib import metadata  # slow to import: only `engram version` needs it
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -614,7 +619,6 @@ def _version(name: str) -> str:
 __all__ = [
     "CorruptStore",
     "Engram",
-    "Finding",
     "Hit",
     "ImportResult",
     "NotInitialized",

@@ -182,7 +182,8 @@ def test_python_dash_m_and_console_script_agree(repo: Path) -> None:
 def _help_commands() -> set[str]:
     code, out, _ = invoke("--help")
     assert code == 0
-    return set(re.findall(r"^│ (\w+)\s", out, flags=re.MULTILINE))
+    commands = out.split("Commands:", 1)[1]
+    return set(re.findall(r"^  (\w+)\s", commands, flags=re.MULTILINE))
 
 
 def _readme_commands() -> set[str]:
