@@ -385,6 +385,8 @@ class Index:
                 conn, [(record, line_hash(canonical_line(record)[:-1])) for record in records]
             )
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
+            # The file hash is known only after a full read; refresh records it again.
+            conn.execute("DELETE FROM meta WHERE key='file_hash'")
 
     def flush(self) -> int:
         """Push queued changes to the full-text backend; return how many were pushed."""
