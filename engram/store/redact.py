@@ -1,0 +1,536 @@
+"""Redact secrets from text before a memory reaches disk, where git would keep them forever.
+
+Owns ``redact`` (every write path calls it) and ``find_secrets`` (``engram doctor`` calls it):
+``<private>…</private>`` spans, PEM/PuTTY private key blocks, vendor tokens found by the
+detect-secrets regex plugins, ``password = …``-style assignments, a few token shapes the plugins
+miss, and the user's ``redact.extra_patterns``. Each hit becomes ``[REDACTED]``; the text around
+it is kept.
+
+Must not: import detect_secrets at import time (``engram recall`` never needs it and must start
+fast); call a plugin's ``analyze_line`` or ``scan_line`` (they read global settings and may verify
+a secret over the network); use the high-entropy detectors (they flag every git SHA and UUID in
+engineering notes); read or write files; import anything from engram but ``engram.errors``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from engram.errors import InvalidInput
+
+__all__ = ["REDACTED", "Finding", "find_secrets", "redact"]
+
+REDACTED = "[REDACTED]"
+
+PRIVATE_TAG = "private-tag"
+PRIVATE_KEY = "Private Key"  # the secret_type of detect-secrets' PrivateKeyDetector
+SECRET_KEYWORD = "Secret Keyword"  # the secret_type of detect-secrets' KeywordDetector
+EXTRA_PATTERN = "extra-pattern"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One span redact() would replace: the 1-based line it starts on and what found it."""
+
+    line: int
+    kind: str
+
+
+def redact(text: str, extra_patterns: Sequence[str] = ()) -> tuple[str, int]:
+    """Return text with private spans and detected secrets replaced by [REDACTED], and how many."""
+    extras = _compile(tuple(extra_patterns))
+    spans = _find(text, extras)
+    total = 0
+    # Repeat until nothing is found, so redact(redact(x)) == redact(x) holds by construction, even
+    # for a user pattern that matches across a fresh marker. Each round turns at least one
+    # character outside a marker into a marker, so the loop ends; normally after one round.
+    while spans:
+        total += len(spans)
+        text = _replace(text, spans)
+        spans = _find(text, extras, marked_lines_only=True)
+    return text, total
+
+
+def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[Finding]:
+    """List the secrets in text (1-based line, kind) without changing it; for `engram doctor`."""
+    spans = _find(text, _compile(tuple(extra_patterns)))
+    newlines = [m.start() for m in re.finditer("\n", text)] if spans else []
+    return [Finding(bisect.bisect_left(newlines, start) + 1, kind) for start, _, kind in spans]
+
+
+# (start, end, kind) in the scanned text; a tuple because a 1 MiB note can yield many.
+_Span = tuple[int, int, str]
+# Where one line rule finds secrets in one line, (start, end) pairs; given the offsets where its
+# needle matched (anchored rules, when known), it tries only those, else it scans the line.
+_Finder = Callable[[str, Sequence[int] | None], Iterator[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A per-line detector, and the cheap needle a line must hold for the detector to match."""
+
+    kind: str
+    find: _Finder
+    # A regex searched in the lowercased text. Every line the detector can match must contain a
+    # match of it; None sends every line. test_prefilter_keeps_results checks both paths agree.
+    needle: str | None
+    # Every match of the detector starts where its needle matches (a keyword-first regex).
+    anchored: bool = False
+
+
+# --- spans found on the whole text (they cross lines) -----------------------------------------
+
+_PRIVATE_TAG = re.compile(r"<(/?)private(?:\s[^<>]*)?>", re.IGNORECASE)
+
+# An unterminated block runs to the end of the text: fail closed rather than leak the body.
+_KEY_BLOCKS = (
+    re.compile(
+        r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}"
+        r".*?(?:-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}|\Z)",
+        re.DOTALL,
+    ),
+    re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:^Private-MAC:[^\n]*|\Z)", re.DOTALL | re.MULTILINE),
+)
+
+# --- needles: which lines are worth a detector's time -----------------------------------------
+
+# Every word the IBM/Cloudant/SoftLayer assignment regexes look for contains one of these.
+_KEYWORD_NEEDLE = r"key|pass|pw|secret|token|contrase"
+# One needle per denylist regex, in order; a plugin whose denylist no longer has this many
+# regexes (a detect-secrets upgrade) falls back to scanning every line rather than missing one.
+_PLUGIN_NEEDLES: dict[str, tuple[str, ...]] = {
+    "AWSKeyDetector": ("a3t|abia|acca|akia|asia", "aws"),
+    "ArtifactoryDetector": ("akc", r"ap[\da-f]"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": ("://",),
+    "CloudantDetector": (_KEYWORD_NEEDLE,) * 2 + (r"cloudant\.com",) * 2,
+    "DiscordBotTokenDetector": (r"\.[a-z\d_-]{6}\.",),
+    "GitHubTokenDetector": ("gh[opusr]_",),
+    "GitLabTokenDetector": (r"gl[a-z]+-|gr1348941",) * 7,
+    "IbmCloudIamDetector": (_KEYWORD_NEEDLE,),
+    "IbmCosHmacDetector": ("secret",),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": (r"-us\d",),
+    "NpmDetector": (":_authtoken=",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("private key|putty-user-key-file-2",) * 8,
+    "PypiTokenDetector": ("pypi-",) * 2,
+    "SendGridDetector": (r"sg\.",),
+    "SlackDetector": ("xox", r"hooks\.slack\.com"),
+    "SoftlayerDetector": (_KEYWORD_NEEDLE, "softlayer"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (r"(?<=\d{8}):",),
+    "TwilioKeyDetector": ("ac[a-z0-9]{32}", "sk[a-z0-9]{32}"),
+}
+# str.lower() leaves these two alone, yet re.IGNORECASE matches them to i and s. With them mapped,
+# every character an IGNORECASE needle letter (a-z, ñ, digits, _-.:/=) matches lowers to that
+# letter: checked over all of Unicode when this was written.
+_FOLD = str.maketrans({"ı": "i", "ſ": "s"})
+
+# --- our own line rules: what the detect-secrets plugins miss ---------------------------------
+
+# (kind, needle, regex). A match's groups, if any matched, are the secret, else the whole match.
+_OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
+    # The plugin only knows the legacy T3BlbkFJ shape; sk-proj-, sk-ant-api03-, sk-svcacct- slip.
+    ("Anthropic API Key", "sk-ant-", r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("OpenAI Token", "sk-", r"(?<![A-Za-z0-9_-])sk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}"),
+    ("Google API Key", "aiza", r"AIza[0-9A-Za-z_-]{35}"),
+    # Fine-grained PATs; the plugin only knows ghp_/gho_/ghu_/ghs_/ghr_.
+    ("GitHub Token", "github_pat_", r"github_pat_[A-Za-z0-9_]{22,}"),
+    # App-level tokens; the plugin only knows xox?- tokens and webhook URLs.
+    ("Slack Token", "xapp-", r"xapp-\d-[A-Za-z0-9-]{10,}"),
+    # The plugin only finds npm tokens on an .npmrc `//host/:_authToken=` line.
+    ("NPM tokens", "npm_", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}"),
+    # The plugin only knows live keys; test keys and webhook secrets still open an account.
+    ("Stripe Access Key", "k_test_|whsec_", r"[rs]k_test_[0-9A-Za-z]{24,}|whsec_[A-Za-z0-9]{32,}"),
+    ("Hugging Face Token", "hf_", r"(?<![A-Za-z0-9_])hf_[A-Za-z]{34}"),
+    ("Bearer Token", "bearer", r"(?i:bearer)\s+((?=[\w.~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)"),
+)
+
+# `password=…`, `API_KEY: …`, `export TOKEN=…`: the keyword plugin wants the value in quotes (its
+# unquoted regexes swallow the rest of the line) and has no `token` keyword at all.
+_ASSIGNMENT_NEEDLE = (
+    r"api_?key|auth_?key|service_?key|account_?key|db_?key|database_?key|priv_?key"
+    r"|private_?key|client_?key|db_?pass|database_?pass|key_?pass|password|passwd|pwd|secret"
+    r"|contraseña|contrasena|access_?key|token"
+)  # the keyword plugin's DENYLIST, plus access_key and token
+_ASSIGNMENT = re.compile(
+    rf"(?P<word>{_ASSIGNMENT_NEEDLE})"
+    r"[A-Za-z0-9_.-]{0,64}['\"]?[ \t]*(?P<sep>:=|=(?![=>])|:(?!:))[ \t]*"
+    r"(?P<quote>['\"`]?)(?P<value>[^\s'\"`,;&()\[\]{}<>]+)",
+    re.IGNORECASE,
+)
+_REFERENCE = re.compile(r"[$%]|(?:~|\.{1,2})?/|[A-Za-z][A-Za-z0-9+.-]*://")
+_CODE_REFERENCE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_PLACEHOLDERS = frozenset(
+    {
+        "none", "null", "nil", "true", "false", "undefined", "empty", "redacted", "required",
+        "optional", "str", "string", "bytes", "secretstr", "any", "int", "bool",
+    }
+)  # fmt: skip
+
+# A vendor token's alphabet: a fixed-length regex's span widens over it to the whole token.
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _find(
+    text: str,
+    extras: tuple[re.Pattern[str], ...],
+    *,
+    prefilter: bool = True,
+    marked_lines_only: bool = False,
+) -> list[_Span]:
+    """Return the merged spans to replace, outside any [REDACTED] already present."""
+    if not text:
+        return []
+    spans = _private_spans(text)
+    for block in _KEY_BLOCKS:
+        spans.extend((m.start(), m.end(), PRIVATE_KEY) for m in block.finditer(text))
+    spans.extend(_line_spans(text, prefilter=prefilter, marked_lines_only=marked_lines_only))
+    for pattern in extras:
+        found = pattern.finditer(text)
+        spans.extend((m.start(), m.end(), EXTRA_PATTERN) for m in found if m.end() > m.start())
+    return _merge(_outside_markers(text, spans))
+
+
+def _private_spans(text: str) -> list[_Span]:
+    """Return `<private>` spans, nesting-aware; an unclosed tag runs to the end of the text."""
+    spans: list[_Span] = []
+    depth = 0
+    start = 0
+    for m in _PRIVATE_TAG.finditer(text):
+        if not m.group(1):
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif depth:  # a stray closing tag is left alone: there is nothing to hide
+            depth -= 1
+            if depth == 0:
+                spans.append((start, m.end(), PRIVATE_TAG))
+    if depth:
+        spans.append((start, len(text), PRIVATE_TAG))
+    return spans
+
+
+def _line_spans(text: str, *, prefilter: bool, marked_lines_only: bool) -> Iterator[_Span]:
+    """Yield the line rules' spans, offset into text; with prefilter, only on needle lines."""
+    lines = text.split("\n")
+    offsets = _offsets(lines)
+    rows: Sequence[int] = range(len(lines))
+    if marked_lines_only:
+        # After a round of redaction only lines holding a marker changed; the rest found nothing.
+        rows = [i for i, line in enumerate(lines) if REDACTED in line]
+        lines = [lines[i] for i in rows]
+        text = "\n".join(lines)
+    for candidates, starts, rules in _plan(text, lines, _offsets(lines), prefilter):
+        for j in candidates:
+            line = lines[j].rstrip("\r")
+            for rule in rules:
+                for start, end in rule.find(line, starts.get(j)):
+                    yield offsets[rows[j]] + start, offsets[rows[j]] + end, rule.kind
+
+
+def _offsets(lines: list[str]) -> list[int]:
+    """Return where each line starts in the text they were split from."""
+    offsets = [0] * len(lines)
+    pos = 0
+    for i, line in enumerate(lines):
+        offsets[i] = pos
+        pos += len(line) + 1
+    return offsets
+
+
+# Which lines each group of rules scans, and where anchored rules start in them.
+_Plan = list[tuple[Iterable[int], dict[int, list[int]], tuple[_Rule, ...]]]
+
+
+def _plan(text: str, lines: list[str], offsets: list[int], prefilter: bool) -> _Plan:
+    """Decide which lines each group of rules scans."""
+    if not prefilter:
+        return [(range(len(lines)), {}, _rules())]
+    folded = text.lower().translate(_FOLD)
+    # lower() may lengthen a character (İ) but never adds or removes a newline; when it lengthens
+    # none, offsets in folded are offsets in text too, and anchored rules can use them.
+    newlines = [m.start() for m in re.finditer("\n", folded)]
+    aligned = len(folded) == len(text)
+    plan: _Plan = []
+    for needle, anchored, rules in _rule_groups():
+        starts: dict[int, list[int]] = {}
+        if needle is None:
+            plan.append((range(len(lines)), starts, rules))
+        elif anchored and aligned:
+            for m in needle.finditer(folded):
+                i = bisect.bisect_right(newlines, m.start())
+                starts.setdefault(i, []).append(m.start() - offsets[i])
+            plan.append((starts, starts, rules))
+        else:
+            hits = {bisect.bisect_right(newlines, m.start()) for m in needle.finditer(folded)}
+            plan.append((hits, starts, rules))
+    return plan
+
+
+def _matches(
+    pattern: re.Pattern[str], line: str, starts: Sequence[int] | None
+) -> Iterator[re.Match[str]]:
+    """Yield what pattern.finditer(line) would, trying only at starts when they are given."""
+    if starts is None:
+        yield from pattern.finditer(line)
+        return
+    end = 0
+    for start in starts:
+        if start >= end and (m := pattern.match(line, start)):
+            end = m.end()
+            yield m
+
+
+def _token_finder(
+    pattern: re.Pattern[str],
+    *,
+    widen: bool = True,
+    verdict: Callable[[str], Iterable[str]] | None = None,
+) -> _Finder:
+    """Return a finder for a token regex: its groups that matched (as findall), else the match."""
+
+    def find(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+        allowed: set[str] | None = None
+        covered = 0  # widened so far: never walk the same run twice (a 1 MiB run of AKIA…)
+        for m in pattern.finditer(line):
+            bounds = [m.span(g) for g in range(1, pattern.groups + 1) if m.end(g) > m.start(g)]
+            for start, end in bounds or [_trim(line, *m.span())]:
+                if end <= start:
+                    continue
+                if verdict is not None:
+                    if allowed is None:
+                        allowed = set(verdict(line))
+                    if line[start:end] not in allowed:
+                        continue
+                if widen:
+                    if end <= covered:
+                        continue  # inside the token widened last: nothing new to yield
+                    start, end = _widen(line, start, end, floor=covered)
+                    covered = end
+                yield start, end
+
+    return find
+
+
+def _keyword_finder(pattern: re.Pattern[str], group: int) -> _Finder:
+    """Return a finder for one of the keyword plugin's quoted-value regexes."""
+
+    def find(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+        for m in _matches(pattern, line, starts):
+            start, end = m.span(group)
+            if end > start and _is_literal(line[start:end]):
+                yield start, end
+
+    return find
+
+
+def _assignment_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+    """Yield the values of `key = value` / `key: value` assignments that look like secrets."""
+    for m in _matches(_ASSIGNMENT, line, starts):
+        start = m.start("value")
+        value = m.group("value").rstrip(".:")
+        end = start + len(value)
+        if not _is_literal(value):
+            continue
+        if not m.group("quote") and (
+            _CODE_REFERENCE.fullmatch(value) or line[end : end + 1] in ("(", "[")
+        ):
+            continue  # settings.SECRET_KEY, get_password(), os.environ["TOKEN"]
+        if m.group("word").lower() == "token":
+            # max_tokens=4096, tokenizer=cl100k_base: a real token is long and mixes kinds.
+            if len(value) < 16 or value.isdigit() or value.isalpha():
+                continue
+        elif m.group("sep") == ":" and not m.group("quote"):
+            # `Password: rotate monthly` is prose; `password: hunter2` is a credential.
+            if value.isalpha() and len(value) < 12:
+                continue
+        elif len(value) < 4:
+            continue
+        yield start, end
+
+
+def _is_literal(value: str) -> bool:
+    """Tell whether a keyword's value is a literal, not a placeholder, reference, path or URL."""
+    if not any(ch.isalnum() for ch in value) or value.lower() in _PLACEHOLDERS:
+        return False
+    if value.startswith(("{", "<")) and value.endswith(("}", ">")):
+        return False  # {{ template }}, <your-key-here>
+    return not _REFERENCE.match(value)  # $VAR, ${VAR}, %VAR%, /a/path, ~/a/path, https://host/
+
+
+def _trim(line: str, start: int, end: int) -> tuple[int, int]:
+    """Drop the delimiters some plugins match around a token (`=AKC…"`, `AccountKey=`)."""
+    if line.startswith("AccountKey=", start):
+        start += len("AccountKey=")
+    while start < end and line[start] in " \t\"'=:":
+        start += 1
+    while end > start and line[end - 1] in " \t\"'":
+        end -= 1
+    return start, end
+
+
+def _widen(line: str, start: int, end: int, *, floor: int = 0) -> tuple[int, int]:
+    """Grow a span to the whole token: a 24-char regex must not leave a 99-char key's tail."""
+    while start > floor and line[start - 1] in _TOKEN_CHARS:
+        start -= 1
+    while end < len(line) and line[end] in _TOKEN_CHARS:
+        end += 1
+    return start, end
+
+
+@functools.cache
+def _rule_groups() -> tuple[tuple[re.Pattern[str] | None, bool, tuple[_Rule, ...]], ...]:
+    """Group the line rules by needle, so each needle is searched once per text."""
+    groups: dict[tuple[str | None, bool], list[_Rule]] = {}
+    for rule in _rules():
+        groups.setdefault((rule.needle, rule.anchored and rule.needle is not None), []).append(rule)
+    compiled = []
+    for (needle, anchored), rules in groups.items():
+        # Anchored: a lookahead, so overlapping starts (db_password, password) are all found.
+        source = needle if not anchored else f"(?=(?:{needle}))"
+        compiled.append((None if source is None else re.compile(source), anchored, tuple(rules)))
+    return tuple(compiled)
+
+
+@functools.cache
+def _rules() -> tuple[_Rule, ...]:
+    """Build the line rules once: detect-secrets plugins first, then ours."""
+    # Imported here: ~0.3 s (requests, multiprocessing) that `engram recall` must not pay.
+    from detect_secrets.plugins import keyword as keyword_plugin
+    from detect_secrets.plugins.artifactory import ArtifactoryDetector
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.basic_auth import BasicAuthDetector
+    from detect_secrets.plugins.cloudant import CloudantDetector
+    from detect_secrets.plugins.discord import DiscordBotTokenDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+    from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.mailchimp import MailchimpDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.softlayer import SoftlayerDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+    from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+    plugin_classes = (
+        AWSKeyDetector, ArtifactoryDetector, AzureStorageKeyDetector, BasicAuthDetector,
+        CloudantDetector, DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector,
+        IbmCloudIamDetector, IbmCosHmacDetector, JwtTokenDetector, MailchimpDetector, NpmDetector,
+        OpenAIDetector, PrivateKeyDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
+        SoftlayerDetector, SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector,
+        TwilioKeyDetector,
+    )  # fmt: skip
+    rules: list[_Rule] = []
+    for cls in plugin_classes:
+        plugin = cls()
+        patterns = list(plugin.denylist)
+        needles: Sequence[str | None] = _PLUGIN_NEEDLES.get(cls.__name__, ())
+        if len(needles) != len(patterns):
+            needles = [None] * len(patterns)
+        # A plugin that overrides analyze_string (JWT checks the token decodes) has the last word.
+        own = type(plugin).analyze_string is not RegexBasedDetector.analyze_string
+        verdict = plugin.analyze_string if own else None
+        # Its hit is only the key's header line; _KEY_BLOCKS takes the whole block.
+        widen = cls is not PrivateKeyDetector
+        kind = str(plugin.secret_type)
+        rules.extend(
+            _Rule(kind, _token_finder(pattern, widen=widen, verdict=verdict), needle)
+            for pattern, needle in zip(patterns, needles, strict=True)
+        )
+    # The keyword plugin's quoted-value regexes (its default for an unknown file type), run with
+    # finditer for positions and every match: the plugin itself stops at the first per regex.
+    # Each starts or ends with one of the plugin's (lowercase) DENYLIST words.
+    denylist_needle = "|".join(keyword_plugin.DENYLIST)
+    rules.extend(
+        _Rule(
+            SECRET_KEYWORD,
+            _keyword_finder(pattern, group),
+            denylist_needle,
+            anchored=pattern.pattern.startswith(keyword_plugin.DENYLIST_REGEX),
+        )
+        for pattern, group in keyword_plugin.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()
+    )
+    rules.append(_Rule(SECRET_KEYWORD, _assignment_finder, _ASSIGNMENT_NEEDLE, anchored=True))
+    rules.extend(
+        _Rule(kind, _token_finder(re.compile(regex)), needle) for kind, needle, regex in _OWN_TOKENS
+    )
+    return tuple(rules)
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """Compile the user's extra patterns once per distinct config."""
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise InvalidInput(
+                f"redaction pattern {pattern!r} is not a valid regular expression: {exc}",
+                hint="fix redact.extra_patterns in .engram/config.yaml",
+            ) from exc
+    return tuple(compiled)
+
+
+def _outside_markers(text: str, spans: list[_Span]) -> list[_Span]:
+    """Cut every [REDACTED] already in text out of the spans, so a marker is never flagged."""
+    if REDACTED not in text:
+        return spans
+    markers = [m.span() for m in re.finditer(re.escape(REDACTED), text)]
+    starts = [start for start, _ in markers]
+    pieces: list[_Span] = []
+    for start, end, kind in spans:
+        i = max(bisect.bisect_right(starts, start) - 1, 0)
+        while start < end and i < len(markers) and markers[i][0] < end:
+            m_start, m_end = markers[i]
+            if m_end > start:
+                if m_start > start:
+                    pieces.append((start, m_start, kind))
+                start = m_end
+            i += 1
+        if start < end:
+            pieces.append((start, end, kind))
+    return pieces
+
+
+def _merge(spans: list[_Span]) -> list[_Span]:
+    """Merge overlapping or touching spans; the earliest (then longest) names the kind."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    merged: list[_Span] = []
+    for start, end, kind in spans:
+        if merged and start <= merged[-1][1]:
+            last_start, last_end, last_kind = merged[-1]
+            if end > last_end:
+                merged[-1] = (last_start, end, last_kind)
+        else:
+            merged.append((start, end, kind))
+    return merged
+
+
+def _replace(text: str, spans: list[_Span]) -> str:
+    """Replace each span (sorted, disjoint) with the marker."""
+    parts = []
+    pos = 0
+    for start, end, _ in spans:
+        parts.append(text[pos:start])
+        parts.append(REDACTED)
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)

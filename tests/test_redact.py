@@ -1,0 +1,380 @@
+"""Secret redaction: every kind is caught, the text around it survives, ordinary ids do not.
+
+Fixture secrets are assembled at run time so this file holds no string a scanner would flag.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram.errors import InvalidInput
+from engram.store import redact as redact_module
+from engram.store.redact import REDACTED, Finding, find_secrets, redact
+
+
+def _b64(data: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+JWT = ".".join(
+    [
+        _b64({"alg": "HS256", "typ": "JWT"}),
+        _b64({"sub": "1234567890", "name": "Jo"}),
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    ]
+)
+PEM_BODY = (
+    "MIIEpAIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3tihPmljnnudb9G3HECdnH\n"
+    "lWu2/a1gB9JW5TBQ+AVpum9Okx7KfqkfBKL9mcHgSVIsZHbHdRtYG06RiUVdb2v\n"
+)
+PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "-----END RSA PRIVATE KEY-----"
+
+# (secret, kind find_secrets reports) — each is embedded as "before SECRET after".
+TOKENS = [
+    ("AKIA" + "IOSFODNN7EXAMPLE", "AWS Access Key"),
+    ("ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6", "GitHub Token"),
+    ("github_pat_" + "11ABCDEFG0" * 3 + "_" + "xYz0123456" * 5, "GitHub Token"),
+    ("glpat-" + "aB3dE6gH9jK2mN5pQ8sT", "GitLab Token"),
+    ("xoxb-" + "123456789012-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx", "Slack Token"),
+    ("xapp-" + "1-A0123456789-1234567890123-" + "abcdef0123456789", "Slack Token"),
+    ("https://hooks.slack.com/services/" + "T00000000/B00000000/" + "X" * 24, "Slack Token"),
+    ("sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "Stripe Access Key"),
+    ("sk_live_" + "a1B2" * 25, "Stripe Access Key"),  # longer than the plugin's 24 chars
+    ("sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc", "Stripe Access Key"),
+    ("whsec_" + "a1B2c3D4" * 4, "Stripe Access Key"),
+    ("AC" + "0123456789abcdef" * 2, "Twilio API Key"),
+    ("SK" + "0123456789abcdef" * 2, "Twilio API Key"),
+    (JWT, "JSON Web Token"),
+    ("pypi-" + "AgEIcHlwaS5vcmc" + "CJDEyMzQ1Njc4LTEy" * 5, "PyPI Token"),
+    ("npm_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6", "NPM tokens"),
+    ("sk-" + "abcdefghij0123456789" + "T3BlbkFJ" + "abcdefghij0123456789", "OpenAI Token"),
+    ("sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXyZ", "OpenAI Token"),
+    ("sk-ant-" + "api03-abcDEF123_ghiJKL456-mnoPQR789stuVWX", "Anthropic API Key"),
+    ("AIza" + "SyA1234567890abcdefghijklmnopqrstuv", "Google API Key"),
+    ("hf_" + "abcdefghijklmnopqrstuvwxyzABCDEFGH", "Hugging Face Token"),
+    ("SG." + "a" * 22 + "." + "b" * 43, "SendGrid API Key"),
+    ("M" + "a1" * 12 + "." + "b2c3d4" + "." + "e5" * 14, "Discord Bot Token"),
+]
+
+
+@pytest.mark.parametrize(("secret", "kind"), TOKENS, ids=[kind for _, kind in TOKENS])
+def test_token_is_redacted_and_the_text_around_it_kept(secret: str, kind: str) -> None:
+    text = f"line one\nbefore {secret} after\n"
+    assert redact(text) == (f"line one\nbefore {REDACTED} after\n", 1)
+    assert find_secrets(text) == [Finding(2, kind)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password = "hunter2hunter2"', 'password = "[REDACTED]"'),
+        ("password = hunter2hunter2", "password = [REDACTED]"),
+        ("API_KEY: abc123def456ghi789", "API_KEY: [REDACTED]"),
+        ("export TOKEN=abc123def456ghi789jkl", "export TOKEN=[REDACTED]"),
+        ('export GITHUB_TOKEN="abc123def456ghi789jkl"', 'export GITHUB_TOKEN="[REDACTED]"'),
+        ("DB_PASSWORD=s3cret! ./manage.py migrate", "DB_PASSWORD=[REDACTED] ./manage.py migrate"),
+        ("password: hunter2", "password: [REDACTED]"),
+        (
+            '{"password": "hunter2", "token": "abc123def456ghi789"}',
+            '{"password": "[REDACTED]", "token": "[REDACTED]"}',
+        ),
+        ('client_secret => "0a1b2c3d4e5f"', 'client_secret => "[REDACTED]"'),
+    ],
+)
+def test_keyword_assignment_keeps_the_key(text: str, expected: str) -> None:
+    assert redact(text)[0] == expected
+    assert {f.kind for f in find_secrets(text)} == {"Secret Keyword"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "aws_secret_access_key = '" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + "'",
+            "aws_secret_access_key = '[REDACTED]'",
+        ),
+        (
+            "db at postgres://admin:" + "s3cretP4ss" + "@db.example.com:5432/app ok",
+            "db at postgres://admin:[REDACTED]@db.example.com:5432/app ok",
+        ),
+        (
+            "//registry.npmjs.org/:_authToken=" + "npm_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6",
+            "//registry.npmjs.org/:_authToken=[REDACTED]",
+        ),
+        (
+            "Authorization: Bearer " + "ya29.a0AfH6SMBx1234567890abcdef",
+            "Authorization: Bearer [REDACTED]",
+        ),
+        (
+            "AccountName=x;AccountKey=" + "A1b2" * 22 + ";EndpointSuffix=core.windows.net",
+            "AccountName=x;AccountKey=[REDACTED];EndpointSuffix=core.windows.net",
+        ),
+    ],
+)
+def test_secret_in_context_keeps_its_label(text: str, expected: str) -> None:
+    assert redact(text) == (expected, 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fixed in commit 3f786850e387550fdab836ed7e6dc881de23001b, see 3f78685",
+        "run 123e4567-e89b-12d3-a456-426614174000 failed; request id 0f8fad5b-d9cb-469f-a165",
+        "see /home/user/.ssh/id_rsa, src/engram/store/redact.py and ~/.config/secrets.yaml",
+        "rotate the password monthly; the secret is in the vault",
+        "Password: rotate monthly",
+        "sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "integrity sha512-Q2mN5pQ8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6==",
+        "max_tokens=4096, tokenizer=cl100k_base, token_budget: 8000",
+        "def login(user: str, password: str | None = None) -> Session:",
+        "api_key: Optional[str] = None",
+        "secret_key = settings.SECRET_KEY",
+        'password = os.environ["DB_PASSWORD"]',
+        "password = get_password()",
+        "token: ${{ secrets.GITHUB_TOKEN }}",
+        "export DB_PASSWORD=$VAULT_DB_PASSWORD",
+        'password = "<your-password-here>"',
+        "PWD=/work/main",
+        'password_reset_url = "https://example.com/reset"',
+        "install scikit-learn; the sk-this-is-a-long-kebab-identifier stays",
+        "the deploy key is read-only",
+        "",
+    ],
+)
+def test_ordinary_engineering_text_survives(text: str) -> None:
+    assert redact(text) == (text, 0)
+    assert find_secrets(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "count"),
+    [
+        ("a <private>hide me</private> b", f"a {REDACTED} b", 1),
+        ("a <PRIVATE>x</Private> b <private>y</private> c", f"a {REDACTED} b {REDACTED} c", 2),
+        ("a <private>line one\nline two</private>\nb", f"a {REDACTED}\nb", 1),
+        ("a <private>x <private>y</private> z</private> tail", f"a {REDACTED} tail", 1),
+        ("a <private>never closed\nmore lines\n", f"a {REDACTED}", 1),
+        ('a <private reason="pii">x</private> b', f"a {REDACTED} b", 1),
+        ("a stray </private> closing tag", "a stray </private> closing tag", 0),
+        ("a <private></private> b", f"a {REDACTED} b", 1),
+    ],
+)
+def test_private_tags(text: str, expected: str, count: int) -> None:
+    assert redact(text) == (expected, count)
+
+
+def test_private_tag_hides_a_secret_inside_once() -> None:
+    text = "keep <private>password = 'hunter2hunter2'</private> keep"
+    assert redact(text) == (f"keep {REDACTED} keep", 1)
+    assert find_secrets(text) == [Finding(1, "private-tag")]
+
+
+def test_pem_block_is_redacted_whole() -> None:
+    text = "The deploy key:\n" + PEM + "\nwas rotated."
+    assert redact(text) == (f"The deploy key:\n{REDACTED}\nwas rotated.", 1)
+    assert find_secrets(text) == [Finding(2, "Private Key")]
+
+
+@pytest.mark.parametrize(
+    "label", ["PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"]
+)
+def test_pem_variants(label: str) -> None:
+    text = f"x\n-----BEGIN {label}-----\n{PEM_BODY}-----END {label}-----\ny"
+    assert redact(text) == (f"x\n{REDACTED}\ny", 1)
+
+
+def test_pgp_and_putty_keys() -> None:
+    pgp = (
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+        + PEM_BODY
+        + "-----END PGP PRIVATE KEY BLOCK-----"
+    )
+    assert redact(f"a\n{pgp}\nb") == (f"a\n{REDACTED}\nb", 1)
+    putty = (
+        "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPrivate-Lines: 2\n"
+        + PEM_BODY
+        + "Private-MAC: 0123456789abcdef0123456789abcdef01234567"
+    )
+    assert redact(f"a\n{putty}\nb") == (f"a\n{REDACTED}\nb", 1)
+
+
+def test_unterminated_pem_block_redacts_to_the_end() -> None:
+    text = "key follows\n-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "and the rest"
+    assert redact(text) == (f"key follows\n{REDACTED}", 1)
+
+
+def test_extra_patterns_replace_the_whole_match() -> None:
+    text = "ticket ACME-1234 for host db-prod-7.internal and ACME-99"
+    out, count = redact(text, [r"ACME-\d+", r"db-prod-\d+\.internal"])
+    assert (out, count) == (f"ticket {REDACTED} for host {REDACTED} and {REDACTED}", 3)
+    assert find_secrets(text, [r"ACME-\d+"]) == [Finding(1, "extra-pattern")] * 2
+
+
+def test_extra_pattern_spanning_lines_and_matching_empty() -> None:
+    assert redact("a\nBEGIN\nx\nEND\nb", [r"(?s)BEGIN.*?END"]) == (f"a\n{REDACTED}\nb", 1)
+    assert redact("abc", [r"x*"]) == ("abc", 0)  # empty matches insert nothing
+
+
+def test_invalid_extra_pattern_names_the_pattern() -> None:
+    with pytest.raises(InvalidInput) as info:
+        redact("text", ["fine", "(unclosed"])
+    assert "(unclosed" in info.value.message
+    assert "extra_patterns" in info.value.hint
+    with pytest.raises(InvalidInput):
+        find_secrets("text", ["[a-"])
+
+
+def test_marker_is_never_flagged() -> None:
+    assert redact(REDACTED) == (REDACTED, 0)
+    already = f"password = {REDACTED}\ntoken: {REDACTED}\nkey {REDACTED}"
+    assert redact(already) == (already, 0)
+    # a user pattern that matches inside or across a marker leaves the marker alone
+    assert redact(f"x {REDACTED} y", [r"RED", r"\]\s*y"]) == (f"x {REDACTED}{REDACTED}", 1)
+    assert find_secrets(REDACTED, [r"\[REDACTED\]"]) == []
+
+
+def test_find_secrets_reports_lines_and_agrees_with_redact() -> None:
+    text = "\n".join(
+        [
+            "# notes",
+            "aws " + "AKIA" + "IOSFODNN7EXAMPLE",
+            "nothing here",
+            "a <private>multi",
+            "line</private> b",
+            'password = "hunter2hunter2"',
+            PEM,
+            "and " + JWT,
+        ]
+    )
+    findings = find_secrets(text)
+    assert findings == [
+        Finding(2, "AWS Access Key"),
+        Finding(4, "private-tag"),
+        Finding(6, "Secret Keyword"),
+        Finding(7, "Private Key"),
+        Finding(11, "JSON Web Token"),
+    ]
+    out, count = redact(text)
+    assert count == len(findings)
+    assert find_secrets(out) == []
+    assert "hunter2" not in out and "MIIE" not in out and "AKIA" not in out
+
+
+def test_adjacent_secrets_merge_into_one_marker() -> None:
+    aws = "AKIA" + "IOSFODNN7EXAMPLE"
+    assert redact(f"{aws}<private>x</private>") == (REDACTED, 1)
+
+
+# --- the prefilter -----------------------------------------------------------------------------
+
+
+def _sample() -> str:
+    lines = [f"prefix {secret} suffix" for secret, _ in TOKENS]
+    lines += [secret.upper() + " " + secret.lower() for secret, _ in TOKENS]
+    lines += [
+        'PASSWORD = "Hunter2Hunter2"',
+        'if "hunter2hunter2" == db_password:',
+        'private_key "abcdefgh";',
+        "contraseña = 'hunter2hunter2'",
+        "ſecret = 'hunter2hunter2'",  # re.IGNORECASE matches the long s to s
+        "aws_key = '" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + "'",
+        "12345678:" + "A" * 35,
+        "Ｐassword İs odd: password='hunter2hunter2'",
+        "clpassword = " + "a" * 24,
+        "https://api.softlayer.com/soap/v3/" + "a" * 64,
+        "x" * 200 + " ordinary long line " + "y" * 200,
+    ]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("suffix", ["", "\nİ makes lower() longer, so offsets no longer align"])
+def test_prefilter_keeps_results(suffix: str) -> None:
+    text = _sample() + suffix
+    with_prefilter = redact_module._find(text, (), prefilter=True)
+    without = redact_module._find(text, (), prefilter=False)
+    assert with_prefilter == without
+    assert len(without) > len(TOKENS)
+
+
+def test_every_rule_has_a_needle() -> None:
+    # A detect-secrets upgrade that changes a plugin's regexes falls back to scanning every line
+    # for it: still correct, but slow. This test says when _PLUGIN_NEEDLES needs an update.
+    assert [rule.kind for rule in redact_module._rules() if rule.needle is None] == []
+
+
+def test_import_does_not_load_detect_secrets() -> None:
+    code = "import sys, engram.store.redact; print('detect_secrets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- properties -------------------------------------------------------------------------------
+
+FRAGMENTS = [
+    "<private>",
+    "</private>",
+    "<PRIVATE>",
+    REDACTED,
+    "[",
+    "]",
+    "password",
+    "PASSWORD",
+    "secret",
+    "token",
+    "api_key",
+    "=",
+    ": ",
+    " = ",
+    '"',
+    "'",
+    ";",
+    "\n",
+    " ",
+    "(",
+    "hunter2hunter2",
+    "abc123def456ghi789",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "://user:pw@",
+    "AKIA",
+    "IOSFODNN7EXAMPLE",
+    "eyJ",
+    "sk-",
+    "xoxb-1-",
+    "ghp_",
+    "0123456789abcdef",
+] + [secret for secret, _ in TOKENS[::3]]
+
+texts = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)), max_size=25).map(
+    "".join
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts)
+def test_redact_is_idempotent(text: str) -> None:
+    once, _ = redact(text)
+    assert redact(once) == (once, 0)
+    assert find_secrets(once) == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts)
+def test_prefilter_agrees_on_random_text(text: str) -> None:
+    assert redact_module._find(text, (), prefilter=True) == redact_module._find(
+        text, (), prefilter=False
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts, st.sampled_from([r"RED", r"\]\w*", r"[a-z]+\[", r"\d+", r"(?s)<.*?>"]))
+def test_idempotent_with_extra_patterns(text: str, pattern: str) -> None:
+    once, _ = redact(text, [pattern])
+    assert redact(once, [pattern]) == (once, 0)
