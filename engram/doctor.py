@@ -10,13 +10,12 @@ called by the service, prints nothing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from engram.config import Config
 from engram.index.db import Index
-from engram.model import is_conflict_marker, is_tombstone, now
+from engram.model import is_tombstone, now
 from engram.store import GITIGNORE, MemoryStore
 
 
@@ -62,19 +61,13 @@ def run_checks(config: Config, store: MemoryStore, index: Index, *, fix: bool) -
             records = list(scan.records)
             unreadable = []
             for problem in scan.problems:
-                body = problem.raw.rstrip(b"\r\n")
-                if not body or is_conflict_marker(body):
+                if problem.kind == "conflict":
+                    continue  # the marker line itself; both sides' records are kept
+                if problem.kind == "duplicate" and problem.record is not None:
+                    records.append(problem.record)  # merged below by the merge function
                     continue
-                try:
-                    value = json.loads(body)
-                    if isinstance(value, dict) and "id" in value:
-                        records.append(value)  # a duplicate id: merge it below
-                        continue
-                except ValueError:
-                    pass
-                unreadable.append(
-                    problem.raw if problem.raw.endswith(b"\n") else problem.raw + b"\n"
-                )
+                raw = problem.raw
+                unreadable.append(raw if raw.endswith(b"\n") else raw + b"\n")
             merged = merge_sets(records)
             if unreadable:
                 store.state_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +98,8 @@ def run_checks(config: Config, store: MemoryStore, index: Index, *, fix: bool) -
             f"{ignore} does not ignore {', '.join(missing)}: local files would be committed",
         )
         if fix:
-            fixed_text = (text.rstrip("\n") + "\n" + "\n".join(missing) + "\n") if text else GITIGNORE
+            fixed_text = text.rstrip("\n") + "\n" + "\n".join(missing) + "\n" if text else ""
+            fixed_text = fixed_text or GITIGNORE
             ignore.write_text(fixed_text, encoding="utf-8")
             finding.fixed = True
         findings.append(finding)

@@ -408,11 +408,8 @@ def suggest_topic_key(kind: str = "", title: str = "", content: str = "") -> str
     if not family:
         words = set(_SLUG_RE.split(f"{title} {content}".lower()))
         family = next((name for name, keys in _FAMILY_WORDS if words & set(keys)), "topic")
-    if title.strip():
-        source = title
-    else:
-        # From content: its first eight words, as other engram tools do.
-        source = " ".join(content.split()[:8])
+    # From the title, else the content's first eight words, as other engram tools do.
+    source = title if title.strip() else " ".join(content.split()[:8])
     segment = _SLUG_RE.sub("-", source.lower()).strip("-")
     segment = segment.encode("utf-8")[:100].decode("utf-8", "ignore").strip("-")
     return f"{family}/{segment or 'untitled'}"

@@ -241,15 +241,23 @@ class Engram:
     # -- writes ------------------------------------------------------------------------------
 
     def _scrub(self, ws: Workspace, fields: Record) -> int:
+        """Redact secrets in every free-text field before it can reach disk; return the count."""
         from engram.store.redact import redact
 
         patterns = [str(p) for p in ws.config.get("redact.extra_patterns") or []]
         count = 0
-        for name in ("title", "content"):
+        for name in ("title", "content", "topic_key"):
             value = fields.get(name)
             if isinstance(value, str) and value:
                 fields[name], hits = redact(value, patterns)
                 count += hits
+        if isinstance(fields.get("tags"), list):
+            cleaned = []
+            for tag in fields["tags"]:
+                text, hits = redact(str(tag), patterns)
+                cleaned.append(text)
+                count += hits
+            fields["tags"] = sorted(set(cleaned))
         return count
 
     def _write(self, ws: Workspace, records: Sequence[Record]) -> None:

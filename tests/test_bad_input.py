@@ -243,11 +243,6 @@ def test_doctor_fix_resolves_a_diff3_conflict_keeping_both_sides(project: Engram
     assert [f.severity for f in project.doctor()] == ["ok"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: MemoryStore.scan (engram/store/jsonl.py:170) counts a last line without its "
-    "newline as canonical, so the next record spliced after it lands on the same line",
-)
 def test_remember_after_a_hand_edit_without_final_newline_loses_nothing(
     project: Engram,
 ) -> None:
@@ -261,15 +256,6 @@ def test_remember_after_a_hand_edit_without_final_newline_loses_nothing(
     assert {r["id"] for r in scan.records} == {hand["id"], saved.record["id"]}
 
 
-DOCTOR_KEEPS_INVALID_OBJECTS = (
-    "BUG: engram/doctor.py:69-71 treats every unparseable line that is a JSON object with an "
-    "'id' as a duplicate to merge; a line missing required fields or with an invalid id is "
-    "written back (the file stays broken, yet the finding says fixed) and a non-string id "
-    "crashes store.rewrite's sort with a TypeError traceback; such lines belong in quarantine"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=DOCTOR_KEEPS_INVALID_OBJECTS)
 def test_doctor_fix_quarantines_an_object_missing_required_fields(project: Engram) -> None:
     lines = seeded(project)
     path = memories_path(project)
@@ -282,7 +268,6 @@ def test_doctor_fix_quarantines_an_object_missing_required_fields(project: Engra
     assert [q.read_bytes() for q in quarantined] == [bad]
 
 
-@pytest.mark.xfail(strict=True, reason=DOCTOR_KEEPS_INVALID_OBJECTS)
 def test_doctor_fix_survives_a_non_string_id(project: Engram) -> None:
     lines = seeded(project)
     path = memories_path(project)

@@ -217,14 +217,6 @@ def test_hand_edited_unsorted_file_is_rewritten_canonically(tmp_path: Path) -> N
     assert store.scan().canonical
 
 
-SCAN_TRUSTS_RAW_ENDINGS = (
-    "BUG: MemoryStore.scan (engram/store/jsonl.py:170) compares canonical_line(record) with "
-    "raw.rstrip(b'\\r\\n') + b'\\n', so a last line without its newline, or CRLF endings, "
-    "count as canonical; the file is trusted and spliced as is"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=SCAN_TRUSTS_RAW_ENDINGS)
 def test_file_without_final_newline_is_repaired_on_write(tmp_path: Path) -> None:
     """A hand edit that drops the final newline must not glue the next record onto it."""
     store = store_in(tmp_path)
@@ -238,7 +230,6 @@ def test_file_without_final_newline_is_repaired_on_write(tmp_path: Path) -> None
     assert store.path.read_bytes() == expected_bytes({r["id"]: r for r in (first, second)})
 
 
-@pytest.mark.xfail(strict=True, reason=SCAN_TRUSTS_RAW_ENDINGS)
 def test_missing_final_newline_is_not_canonical(tmp_path: Path) -> None:
     store = store_in(tmp_path)
     store.dir.mkdir(parents=True)
@@ -246,7 +237,6 @@ def test_missing_final_newline_is_not_canonical(tmp_path: Path) -> None:
     assert not store.scan().canonical
 
 
-@pytest.mark.xfail(strict=True, reason=SCAN_TRUSTS_RAW_ENDINGS)
 def test_crlf_file_is_rewritten_with_lf_on_write(tmp_path: Path) -> None:
     """A checkout with core.autocrlf turns every newline into CRLF; a write must undo it."""
     store = store_in(tmp_path)

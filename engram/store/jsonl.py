@@ -54,11 +54,17 @@ def line_id(line: bytes, *, path: str = MEMORIES, lineno: int = 0) -> str:
 
 @dataclass
 class Problem:
-    """One defect found in memories.jsonl, with the line it is on."""
+    """One defect found in memories.jsonl, with the line it is on.
+
+    ``kind`` is ``conflict`` (a git conflict marker), ``duplicate`` (a valid record whose id
+    was seen earlier: ``record`` holds it) or ``unreadable`` (anything else).
+    """
 
     line: int
     message: str
     raw: bytes = b""
+    kind: str = "unreadable"
+    record: Record | None = None
 
 
 @dataclass
@@ -152,22 +158,20 @@ class MemoryStore:
             try:
                 record = parse_line(body, path=name, lineno=lineno)
             except CorruptStore as exc:
-                result.problems.append(Problem(lineno, exc.message, raw))
+                kind = "conflict" if is_conflict_marker(body) else "unreadable"
+                result.problems.append(Problem(lineno, exc.message, raw, kind))
                 result.canonical = False
                 continue
             rid = record["id"]
             if rid in seen:
-                result.problems.append(
-                    Problem(
-                        lineno,
-                        f"{name}:{lineno}: duplicate id {rid} (first on line {seen[rid]})",
-                        raw,
-                    )
-                )
+                message = f"{name}:{lineno}: duplicate id {rid} (first on line {seen[rid]})"
+                result.problems.append(Problem(lineno, message, raw, "duplicate", record))
                 result.canonical = False
                 continue
             seen[rid] = lineno
-            if rid < previous or canonical_line(record) != body + b"\n":
+            # Compare with the raw line, ending included: a missing final newline or a CRLF
+            # ending is not canonical, and a splice after it would glue two records together.
+            if rid < previous or canonical_line(record) != raw:
                 result.canonical = False
             previous = max(previous, rid)
             result.records.append(record)

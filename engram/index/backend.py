@@ -1,0 +1,161 @@
+"""The full-text backend contract of the search index: Doc, Filters, SearchIndex, open_backend.
+
+This module owns what every backend shares: the indexed document, the filters, the
+``SearchIndex`` protocol, the field weights, and ``tokenize_query`` (the one place that turns any
+user text into safe word tokens). Backends live in ``tantivy.py`` and ``fts.py``; both must pass
+``tests/test_index_contract.py``. It must not import a backend library at import time, read
+memories.jsonl, or apply the ranking multipliers of DESIGN.md §6 (that is ``ranking.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+from engram.errors import ConfigError
+
+TEXT_FIELDS: Final = ("title", "tags", "content", "files")
+DEFAULT_FIELD_WEIGHTS: Final[Mapping[str, float]] = {
+    "title": 6.0,
+    "tags": 3.0,
+    "content": 1.0,
+    "files": 1.5,
+}
+BACKENDS: Final = ("tantivy", "fts5")
+MAX_QUERY_TOKENS: Final = 64
+MAX_TOKEN_CHARS: Final = 40
+
+_WORD: Final = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What a backend indexes for one memory."""
+
+    id: str
+    title: str
+    content: str
+    tags: tuple[str, ...]
+    files: tuple[str, ...]
+    kind: str
+    status: str
+    scope: str
+    project: str
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions on hits: every given field must match; values within one field are OR'ed.
+
+    ``tags`` match exactly (case-folded), never as substrings. ``ids`` of None means no
+    restriction; an empty set means nothing can match.
+    """
+
+    kinds: frozenset[str] = frozenset()
+    statuses: frozenset[str] = frozenset()
+    scopes: frozenset[str] = frozenset()
+    projects: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+    ids: frozenset[str] | None = None
+
+    def excludes_everything(self) -> bool:
+        """Return True when no document can pass these filters."""
+        return self.ids is not None and not self.ids
+
+
+NO_FILTERS: Final = Filters()
+
+
+class SearchIndex(Protocol):
+    """A full-text backend: stores only what it needs to rank and filter, keyed by memory id."""
+
+    name: str
+
+    def upsert(self, docs: Sequence[Doc]) -> None:
+        """Insert or replace documents by id; durable when it returns."""
+        ...
+
+    def bulk_load(self, docs: Iterable[Doc]) -> int:
+        """Add many documents in one session to an (assumed) empty index; return the count."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove documents by id; missing ids are ignored."""
+        ...
+
+    def clear(self) -> None:
+        """Remove every document."""
+        ...
+
+    def search(
+        self, query: str, *, limit: int, filters: Filters = NO_FILTERS
+    ) -> list[tuple[str, float]]:
+        """Return up to ``limit`` (id, weighted bm25 score > 0) pairs, best first."""
+        ...
+
+    def ids(self) -> set[str]:
+        """Return every indexed id."""
+        ...
+
+    def count(self) -> int:
+        """Return the number of indexed documents."""
+        ...
+
+    def close(self) -> None:
+        """Release files, connections and locks; safe to call twice."""
+        ...
+
+
+def tokenize_query(text: str) -> list[str]:
+    """Return the safe word tokens of any text: lowercased, deduplicated, in order, at most 64."""
+    tokens: list[str] = []
+    seen: set[str] = set()
+    for match in _WORD.finditer(text):
+        token = match.group().lower()
+        if len(token) > MAX_TOKEN_CHARS or token in seen:
+            continue
+        seen.add(token)
+        tokens.append(token)
+        if len(tokens) == MAX_QUERY_TOKENS:
+            break
+    return tokens
+
+
+def resolve_field_weights(field_weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Return the weight of every text field: the defaults overridden by ``field_weights``."""
+    weights = dict(DEFAULT_FIELD_WEIGHTS)
+    for field, value in (field_weights or {}).items():
+        if field not in weights:
+            raise ConfigError(
+                f"unknown search field weight {field!r}; known fields: {', '.join(TEXT_FIELDS)}"
+            )
+        try:
+            weight = float(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"search field weight {field!r} is not a number: {value!r}") from exc
+        if not math.isfinite(weight) or weight < 0:
+            raise ConfigError(f"search field weight {field!r} must be >= 0, got {value!r}")
+        weights[field] = weight
+    return weights
+
+
+def open_backend(
+    name: str, folder: Path, field_weights: Mapping[str, float] | None = None
+) -> SearchIndex:
+    """Open (creating if missing) the named full-text backend inside ``folder``."""
+    if name == "tantivy":
+        from engram.index.tantivy import TantivyIndex
+
+        return TantivyIndex(folder / "tantivy", field_weights)
+    if name == "fts5":
+        from engram.index.fts import FtsIndex
+
+        return FtsIndex(folder / "fts.db", field_weights)
+    raise ConfigError(
+        f"unknown search backend {name!r}; choose one of: {', '.join(BACKENDS)}",
+        hint="set search.backend to tantivy or fts5 in .engram/config.yaml",
+    )

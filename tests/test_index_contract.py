@@ -1,0 +1,572 @@
+"""The contract every full-text backend keeps (DESIGN.md §6), run against Tantivy and FTS5.
+
+Real on-disk indexes in tmp_path and real subprocesses; no mocks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engram.errors import ConfigError
+from engram.index.backend import (
+    DEFAULT_FIELD_WEIGHTS,
+    Doc,
+    Filters,
+    SearchIndex,
+    open_backend,
+    tokenize_query,
+)
+
+BACKENDS = ("tantivy", "fts5")
+
+
+def make_doc(
+    id: str,
+    title: str = "",
+    content: str = "",
+    *,
+    tags: tuple[str, ...] = (),
+    files: tuple[str, ...] = (),
+    kind: str = "decision",
+    status: str = "active",
+    scope: str = "project",
+    project: str = "demo",
+) -> Doc:
+    """Build a Doc with harmless defaults."""
+    return Doc(id, title, content, tags, files, kind, status, scope, project)
+
+
+# Unrelated documents, so that the words under test are rare (FTS5's bm25 gives a near-zero idf
+# to any word found in half the documents or more).
+FILLER = [
+    make_doc(f"filler-{i}", f"note {word}", f"an unrelated paragraph about {word} and more {word}")
+    for i, word in enumerate(
+        ["gardening", "violin", "astronomy", "pottery", "sailing", "chess", "baking", "hiking"]
+    )
+]
+
+CORPUS = [
+    *FILLER,
+    make_doc(
+        "m-cache",
+        "Cache invalidation strategy",
+        "We invalidate the response cache whenever a memory changes.",
+        tags=("performance",),
+        files=("engram/index/cache.py",),
+        kind="decision",
+    ),
+    make_doc(
+        "m-lock",
+        "SQLite lock timeouts under load",
+        "Writers wait for the store lock; readers never block.",
+        tags=("sqlite", "concurrency"),
+        files=("engram/store/lock.py",),
+        kind="pitfall",
+    ),
+    make_doc(
+        "m-auth",
+        "Session tokens expire after an hour",
+        "Refresh the token on the server side.",
+        tags=("auth", "security"),
+        files=("src/auth/session.py",),
+        kind="principle",
+        scope="global",
+    ),
+    make_doc(
+        "m-merge",
+        "Merge is commutative",
+        "The merge function must not depend on the order of its inputs.",
+        tags=("sync",),
+        files=("engram/sync/merge.py",),
+        kind="fact",
+        status="superseded",
+        project="other",
+    ),
+]
+
+HOSTILE = [
+    '"',
+    "(",
+    ")",
+    "AND",
+    "OR NOT",
+    "a:b",
+    "*",
+    "title:",
+    "\\",
+    "''",
+    "🔥🚀 cache 🔥",
+    '"unterminated phrase',
+    "NEAR(cache lock, 2)",
+    "cache^3 lock~2 -merge +auth",
+    "{title content}: cache",
+    "x" * 10_000,
+    ("cache (lock OR " * 700)[:10_240],
+    "ﬁle naïve Ǆ İstanbul ß",
+    "\x00\x01\t\n",
+    "___",
+    "",
+]
+
+
+def ids_of(hits: list[tuple[str, float]]) -> list[str]:
+    """Return the ids of search hits, in order."""
+    return [doc_id for doc_id, _ in hits]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of the backend under test."""
+    return str(request.param)
+
+
+@pytest.fixture
+def index(backend: str, tmp_path: Path) -> Iterator[SearchIndex]:
+    """An empty index of the backend under test, on disk."""
+    ix = open_backend(backend, tmp_path / "index")
+    yield ix
+    ix.close()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def corpus_index(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SearchIndex]:
+    """A read-only index holding CORPUS, shared by the tests of one module."""
+    ix = open_backend(str(request.param), tmp_path_factory.mktemp("corpus"))
+    ix.upsert(CORPUS)
+    yield ix
+    ix.close()
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a snippet in a fresh interpreter (a separate process with its own index objects)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+# -- basics --------------------------------------------------------------------------------------
+
+
+def test_empty_index(index: SearchIndex) -> None:
+    assert index.count() == 0
+    assert index.ids() == set()
+    assert index.search("anything", limit=10) == []
+
+
+def test_name(index: SearchIndex, backend: str) -> None:
+    assert index.name == backend
+
+
+def test_upsert_search_count_ids(index: SearchIndex) -> None:
+    index.upsert(CORPUS)
+    assert index.count() == len(CORPUS)
+    assert index.ids() == {doc.id for doc in CORPUS}
+    hits = index.search("invalidation", limit=10)
+    assert ids_of(hits) == ["m-cache"]
+    assert all(isinstance(score, float) and score > 0 for _, score in hits)
+
+
+def test_results_best_first_and_limited(corpus_index: SearchIndex) -> None:
+    hits = corpus_index.search("cache lock merge token", limit=10)
+    assert len(hits) >= 4
+    scores = [score for _, score in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert corpus_index.search("cache lock merge token", limit=2) == hits[:2]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_limit_zero_or_negative_returns_nothing(corpus_index: SearchIndex, limit: int) -> None:
+    assert corpus_index.search("cache", limit=limit) == []
+
+
+def test_huge_limit(corpus_index: SearchIndex) -> None:
+    assert ids_of(corpus_index.search("invalidation", limit=10**9)) == ["m-cache"]
+
+
+def test_upsert_replaces_by_id(index: SearchIndex) -> None:
+    index.upsert([*FILLER, make_doc("m-1", "first version", "mentions zeppelin")])
+    index.upsert([make_doc("m-1", "second version", "mentions dirigible")])
+    assert index.count() == len(FILLER) + 1
+    assert index.search("zeppelin", limit=10) == []
+    assert ids_of(index.search("dirigible", limit=10)) == ["m-1"]
+
+
+def test_upsert_same_id_twice_in_one_call_keeps_the_last(index: SearchIndex) -> None:
+    index.upsert([make_doc("m-1", "alpha", "zeppelin"), make_doc("m-1", "beta", "dirigible")])
+    assert index.count() == 1
+    assert index.search("zeppelin", limit=10) == []
+    assert ids_of(index.search("dirigible", limit=10)) == ["m-1"]
+
+
+def test_upsert_replaces_filter_fields_and_tags(index: SearchIndex) -> None:
+    index.upsert([make_doc("m-1", "zeppelin", tags=("old",), kind="fact")])
+    index.upsert([make_doc("m-1", "zeppelin", tags=("new",), kind="pitfall")])
+    assert index.search("zeppelin", limit=5, filters=Filters(tags=frozenset({"old"}))) == []
+    assert index.search("zeppelin", limit=5, filters=Filters(kinds=frozenset({"fact"}))) == []
+    assert ids_of(index.search("zeppelin", limit=5, filters=Filters(tags=frozenset({"new"})))) == [
+        "m-1"
+    ]
+
+
+def test_delete(index: SearchIndex) -> None:
+    index.upsert(CORPUS)
+    index.delete(["m-cache", "no-such-id"])
+    index.delete([])
+    assert index.count() == len(CORPUS) - 1
+    assert "m-cache" not in index.ids()
+    assert index.search("invalidation", limit=10) == []
+    index.delete(["m-cache"])  # already gone: a no-op
+    assert index.count() == len(CORPUS) - 1
+
+
+def test_clear(index: SearchIndex) -> None:
+    index.upsert(CORPUS)
+    index.clear()
+    assert index.count() == 0
+    assert index.ids() == set()
+    assert index.search("cache", limit=10) == []
+    index.upsert(CORPUS[:2])  # still usable after clear
+    assert index.count() == 2
+
+
+def test_reopen_after_close_persists(backend: str, tmp_path: Path) -> None:
+    folder = tmp_path / "index"
+    first = open_backend(backend, folder)
+    first.upsert(CORPUS)
+    first.delete(["m-merge"])
+    first.close()
+    first.close()  # closing twice is harmless
+    second = open_backend(backend, folder)
+    try:
+        assert second.count() == len(CORPUS) - 1
+        assert ids_of(second.search("invalidation", limit=5)) == ["m-cache"]
+    finally:
+        second.close()
+
+
+# -- ranking -------------------------------------------------------------------------------------
+
+
+def test_title_hit_beats_content_hit(index: SearchIndex) -> None:
+    index.upsert(
+        [
+            *FILLER,
+            make_doc("in-content", "a note", "the word zeppelin appears here in the body"),
+            make_doc("in-title", "zeppelin", "the body is about something else entirely"),
+        ]
+    )
+    assert ids_of(index.search("zeppelin", limit=5)) == ["in-title", "in-content"]
+
+
+def test_tag_hit_beats_content_hit(index: SearchIndex) -> None:
+    index.upsert(
+        [
+            *FILLER,
+            make_doc("in-content", "a note", "the word zeppelin appears here in the body"),
+            make_doc("in-tags", "a note", "the body is about something else", tags=("zeppelin",)),
+        ]
+    )
+    assert ids_of(index.search("zeppelin", limit=5)) == ["in-tags", "in-content"]
+
+
+def test_field_weights_are_configurable(backend: str, tmp_path: Path) -> None:
+    weights = {**DEFAULT_FIELD_WEIGHTS, "title": 0.5, "content": 8.0}
+    ix = open_backend(backend, tmp_path / "index", weights)
+    try:
+        ix.upsert(
+            [
+                *FILLER,
+                make_doc("in-content", "a note", "zeppelin"),
+                make_doc("in-title", "zeppelin", "the body is about something else"),
+            ]
+        )
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["in-content", "in-title"]
+    finally:
+        ix.close()
+
+
+def test_files_are_searchable_as_words(corpus_index: SearchIndex) -> None:
+    assert "m-auth" in ids_of(corpus_index.search("auth", limit=5))
+    assert ids_of(corpus_index.search("session.py", limit=5))[0] == "m-auth"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("caching", "m-cache"),
+        ("invalidating", "m-cache"),
+        ("locks", "m-lock"),
+        ("tokens", "m-auth"),
+    ],
+)
+def test_english_stemming(corpus_index: SearchIndex, query: str, expected: str) -> None:
+    assert ids_of(corpus_index.search(query, limit=5))[0] == expected
+
+
+def test_case_and_diacritics_are_folded(index: SearchIndex) -> None:
+    index.upsert([*FILLER, make_doc("m-1", "Naïve Café", "RÉSUMÉ of the CRÈME")])
+    for query in ("naive cafe", "NAÏVE", "resume", "crème"):
+        assert ids_of(index.search(query, limit=5)) == ["m-1"], query
+
+
+def test_any_word_matches(corpus_index: SearchIndex) -> None:
+    """Words are OR'ed: a query with one unknown word still finds the known one."""
+    assert ids_of(corpus_index.search("qwxyzzy invalidation", limit=5)) == ["m-cache"]
+
+
+@pytest.mark.parametrize(
+    ("query", "top"),
+    [
+        ("cache invalidation", "m-cache"),
+        ("sqlite lock", "m-lock"),
+        ("session token expiry", "m-auth"),
+        ("merge order", "m-merge"),
+        ("security", "m-auth"),
+    ],
+)
+def test_backends_agree_on_the_top_result(tmp_path: Path, query: str, top: str) -> None:
+    tops = []
+    for name in BACKENDS:
+        ix = open_backend(name, tmp_path / name)
+        try:
+            ix.upsert(CORPUS)
+            tops.append(ids_of(ix.search(query, limit=3))[0])
+        finally:
+            ix.close()
+    assert tops == [top] * len(BACKENDS)
+
+
+# -- filters -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (Filters(kinds=frozenset({"pitfall"})), {"m-lock"}),
+        (Filters(kinds=frozenset({"pitfall", "fact"})), {"m-lock", "m-merge"}),
+        (Filters(statuses=frozenset({"superseded"})), {"m-merge"}),
+        (Filters(scopes=frozenset({"global"})), {"m-auth"}),
+        (Filters(projects=frozenset({"other"})), {"m-merge"}),
+        (Filters(tags=frozenset({"sqlite"})), {"m-lock"}),
+        (Filters(tags=frozenset({"auth", "sync"})), {"m-auth", "m-merge"}),
+        (Filters(tags=frozenset({"SQLite"})), {"m-lock"}),
+        (Filters(tags=frozenset({"sql"})), set()),  # exact, never a substring
+        (Filters(tags=frozenset({"lite"})), set()),
+        (Filters(kinds=frozenset({"pitfall"}), tags=frozenset({"auth"})), set()),  # AND
+        (Filters(kinds=frozenset({"principle"}), scopes=frozenset({"global"})), {"m-auth"}),
+        (Filters(ids=frozenset({"m-cache", "m-merge"})), {"m-cache", "m-merge"}),
+        (Filters(ids=frozenset({"m-cache", "no-such-id"})), {"m-cache"}),
+        (Filters(ids=frozenset()), set()),
+        (Filters(ids=None), {"m-cache", "m-lock", "m-auth", "m-merge"}),
+        (Filters(kinds=frozenset({"no-such-kind"})), set()),
+        (Filters(ids=frozenset({"m-lock"}), kinds=frozenset({"pitfall"})), {"m-lock"}),
+    ],
+)
+def test_filters(corpus_index: SearchIndex, filters: Filters, expected: set[str]) -> None:
+    query = "cache lock token merge"
+    hits = corpus_index.search(query, limit=20, filters=filters)
+    assert set(ids_of(hits)) == expected
+    # a filter restricts the hits; it never changes a score
+    unfiltered = dict(corpus_index.search(query, limit=20))
+    for doc_id, score in hits:
+        assert score == pytest.approx(unfiltered[doc_id])
+
+
+def test_filters_apply_before_the_limit(index: SearchIndex) -> None:
+    docs = [make_doc(f"m-{i}", "zeppelin " * (i + 1), kind="fact") for i in range(30)]
+    docs.append(make_doc("m-rare", "zeppelin", kind="pitfall"))
+    index.upsert([*FILLER, *docs])
+    hits = index.search("zeppelin", limit=3, filters=Filters(kinds=frozenset({"pitfall"})))
+    assert ids_of(hits) == ["m-rare"]
+
+
+# -- hostile queries -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: repr(q[:20]))
+def test_hostile_queries_never_raise(corpus_index: SearchIndex, query: str) -> None:
+    hits = corpus_index.search(query, limit=10)
+    assert isinstance(hits, list)
+    assert all(score > 0 for _, score in hits)
+
+
+def test_operators_are_plain_words(index: SearchIndex) -> None:
+    index.upsert([*FILLER, make_doc("m-1", "this and that", "not or near")])
+    assert ids_of(index.search("AND", limit=5))[0] == "m-1"  # a title hit; fillers say "and"
+    assert ids_of(index.search("NOT", limit=5)) == ["m-1"]
+    assert ids_of(index.search("title:that", limit=5)) == ["m-1"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(query=st.text())
+def test_any_text_is_a_valid_query(corpus_index: SearchIndex, query: str) -> None:
+    hits = corpus_index.search(query, limit=5)
+    assert isinstance(hits, list)
+    assert all(isinstance(doc_id, str) and score > 0 for doc_id, score in hits)
+
+
+def test_query_without_word_tokens_returns_nothing(corpus_index: SearchIndex) -> None:
+    for query in ("", "   ", "!!! ??? ...", "(*)", '""'):
+        assert corpus_index.search(query, limit=5) == []
+
+
+# -- bulk ----------------------------------------------------------------------------------------
+
+
+def test_bulk_load_then_search(index: SearchIndex) -> None:
+    docs = (
+        make_doc(f"m-{i:05d}", f"title {i} word{i % 50}", f"content number {i}")
+        for i in range(3000)
+    )
+    assert index.bulk_load(docs) == 3000
+    assert index.count() == 3000
+    assert len(index.ids()) == 3000
+    hits = index.search("word7", limit=100)
+    assert len(hits) == 60
+    assert {doc_id for doc_id, _ in hits} == {f"m-{i:05d}" for i in range(7, 3000, 50)}
+
+
+def test_bulk_load_never_duplicates(index: SearchIndex) -> None:
+    index.upsert([make_doc("m-1", "zeppelin old")])
+    n = index.bulk_load(
+        [make_doc("m-1", "zeppelin new"), make_doc("m-2", "other"), make_doc("m-2", "again")]
+    )
+    assert n == 3
+    assert index.count() == 2
+    assert index.search("old", limit=5) == []
+    assert ids_of(index.search("again", limit=5)) == ["m-2"]
+
+
+def test_bulk_load_after_clear(index: SearchIndex) -> None:
+    index.upsert(CORPUS)
+    index.clear()
+    assert index.bulk_load(iter(CORPUS[:5])) == 5
+    assert index.ids() == {doc.id for doc in CORPUS[:5]}
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+WRITE_ONE = """
+    import sys
+    from pathlib import Path
+    from engram.index.backend import Doc, open_backend
+    ix = open_backend(sys.argv[1], Path(sys.argv[2]))
+    ix.upsert([Doc(sys.argv[3], sys.argv[4], "", (), (), "fact", "active", "project", "demo")])
+    ix.close()
+"""
+
+DELETE_ONE = """
+    import sys
+    from pathlib import Path
+    from engram.index.backend import open_backend
+    ix = open_backend(sys.argv[1], Path(sys.argv[2]))
+    ix.delete([sys.argv[3]])
+    ix.close()
+"""
+
+
+def test_another_process_sees_committed_writes(backend: str, tmp_path: Path) -> None:
+    folder = tmp_path / "index"
+    parent = open_backend(backend, folder)
+    try:
+        parent.upsert(FILLER)
+        assert parent.search("zeppelin", limit=5) == []  # the reader is open and warm
+        done = run_python(WRITE_ONE, backend, str(folder), "m-child", "zeppelin from a child")
+        assert done.returncode == 0, done.stderr
+        assert ids_of(parent.search("zeppelin", limit=5)) == ["m-child"]
+        assert parent.count() == len(FILLER) + 1
+        assert "m-child" in parent.ids()
+        done = run_python(DELETE_ONE, backend, str(folder), "m-child")
+        assert done.returncode == 0, done.stderr
+        assert parent.search("zeppelin", limit=5) == []
+        assert parent.count() == len(FILLER)
+        parent.upsert([make_doc("m-parent", "dirigible")])  # and the parent can still write
+        assert ids_of(parent.search("dirigible", limit=5)) == ["m-parent"]
+    finally:
+        parent.close()
+
+
+HANG_IN_WRITE = """
+    import sys, time
+    from pathlib import Path
+    from engram.index.backend import Doc, open_backend
+    ix = open_backend(sys.argv[1], Path(sys.argv[2]))
+
+    def docs():
+        yield Doc("m-half", "zeppelin half written", "", (), (), "fact", "active", "p", "demo")
+        print("writing", flush=True)
+        time.sleep(60)
+        yield Doc("m-never", "never", "", (), (), "fact", "active", "p", "demo")
+
+    ix.bulk_load(docs())
+"""
+
+
+def test_a_killed_writer_does_not_wedge_the_index(backend: str, tmp_path: Path) -> None:
+    folder = tmp_path / "index"
+    open_backend(backend, folder).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HANG_IN_WRITE), backend, str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "writing"  # it holds the write lock now
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate(timeout=30)
+    ix = open_backend(backend, folder)
+    try:
+        assert ix.search("zeppelin", limit=5) == []  # the uncommitted write is gone
+        ix.upsert([make_doc("m-after", "zeppelin after the crash")])
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-after"]
+    finally:
+        ix.close()
+
+
+# -- shared pieces -------------------------------------------------------------------------------
+
+
+def test_tokenize_query() -> None:
+    assert tokenize_query('Cache "AND" cache (lock:OR) naïve_x') == [
+        "cache",
+        "and",
+        "lock",
+        "or",
+        "naïve_x",
+    ]
+    assert tokenize_query("") == []
+    assert tokenize_query("a" * 41 + " ok " + "b" * 40) == ["ok", "b" * 40]
+    many = tokenize_query(" ".join(f"w{i}" for i in range(200)))
+    assert many == [f"w{i}" for i in range(64)]
+
+
+def test_unknown_backend_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        open_backend("elasticsearch", tmp_path)
+
+
+@pytest.mark.parametrize("weights", [{"summary": 2.0}, {"title": -1.0}, {"title": float("nan")}])
+def test_bad_field_weights_are_a_config_error(
+    backend: str, tmp_path: Path, weights: dict[str, float]
+) -> None:
+    with pytest.raises(ConfigError):
+        open_backend(backend, tmp_path, weights)
