@@ -31,7 +31,9 @@ from engram.index.ranking import Weights, cut, multiplier
 from engram.model import Record, check_id, dedupe_key, is_tombstone, parse_line, parse_time
 from engram.store import MemoryStore, line_id
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+# Waiting for a lock held by another process: check often, so that writers are not starved.
+POLL_SECONDS: Final = 0.005
 Progress = Callable[[int, int], None]
 
 _SCHEMA: Final = """
@@ -156,6 +158,7 @@ class Index:
         self._conn: sqlite3.Connection | None = None
         self._backend: SearchIndex | None = None
         self._lock: object | None = None
+        self._ft_lock: object | None = None
         self._depth = 0
         self.problems: list[tuple[int, str]] = []
 
@@ -237,7 +240,7 @@ class Index:
         lock = self._lock
         assert isinstance(lock, FileLock)
         try:
-            lock.acquire()
+            lock.acquire(poll_interval=POLL_SECONDS)
         except Timeout as exc:
             raise LockTimeout(f"could not lock the index in {self.folder}") from exc
         self._depth += 1
@@ -245,6 +248,25 @@ class Index:
             yield
         finally:
             self._depth -= 1
+            lock.release()
+
+    @contextlib.contextmanager
+    def fulltext_lock(self) -> Iterator[None]:
+        """Hold the cross-process lock for writes to the full-text backend."""
+        from filelock import FileLock, Timeout
+
+        if self._ft_lock is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._ft_lock = FileLock(str(self.folder / "fulltext.lock"), timeout=self.lock_timeout)
+        lock = self._ft_lock
+        assert isinstance(lock, FileLock)
+        try:
+            lock.acquire(poll_interval=POLL_SECONDS)
+        except Timeout as exc:
+            raise LockTimeout(f"could not lock the full-text index in {self.folder}") from exc
+        try:
+            yield
+        finally:
             lock.release()
 
     @contextlib.contextmanager
@@ -281,7 +303,8 @@ class Index:
                     conn.execute(
                         "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
                     )
-                self.backend.clear()
+                with self.fulltext_lock():
+                    self.backend.clear()
             if self.meta("file_sig") == signature:
                 return 0
             return self._sync(data, signature, progress)
@@ -330,7 +353,7 @@ class Index:
                     ("links", "src"),
                 ):
                     conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
-                conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(r,) for r in chunk])
+                conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", [(r,) for r in chunk])
             conn.execute("DELETE FROM problems")
             conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
@@ -374,7 +397,7 @@ class Index:
                 if isinstance(link, Mapping)
             ],
         )
-        conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ids)
+        conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
 
     def apply(self, records: Sequence[Record], signature: str) -> None:
         """Record this process's own write (the store is already at ``signature``)."""
@@ -389,13 +412,19 @@ class Index:
             conn.execute("DELETE FROM meta WHERE key='file_hash'")
 
     def flush(self) -> int:
-        """Push queued changes to the full-text backend; return how many were pushed."""
+        """Push queued changes to the full-text backend; return how many were pushed.
+
+        Runs under its own lock, not the index lock, so that a slow full-text commit never
+        holds up writers. A queue entry is removed by rowid: an id queued again while this
+        flush ran gets a new rowid and stays queued for the next flush.
+        """
         if self.db.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
             return 0
-        with self.lock():
-            ids = [row[0] for row in self.db.execute("SELECT id FROM pending").fetchall()]
-            if not ids:
+        with self.fulltext_lock():
+            queued = self.db.execute("SELECT rowid, id FROM pending").fetchall()
+            if not queued:
                 return 0
+            ids = [str(rid) for _, rid in queued]
             live: list[Doc] = []
             gone: list[str] = []
             for chunk in _chunks(ids, 500):
@@ -416,16 +445,16 @@ class Index:
                 self.backend.delete(gone)
             if live:
                 self.backend.upsert(live)
+            rowids = [str(rowid) for rowid, _ in queued]
             with self._tx() as conn:
-                for chunk in _chunks(ids, 500):
-                    conn.execute(
-                        f"DELETE FROM pending WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                    )
+                for chunk in _chunks(rowids, 500):
+                    marks = ",".join("?" * len(chunk))
+                    conn.execute(f"DELETE FROM pending WHERE rowid IN ({marks})", chunk)
             return len(ids)
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop everything and index memories.jsonl from scratch; return the record count."""
-        with self.lock():
+        with self.lock(), self.fulltext_lock():
             data, signature = self.store.read_bytes()
             with self._tx() as conn:
                 for table in ("records", "tags", "files", "links", "pending", "problems"):

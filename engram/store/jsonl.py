@@ -100,7 +100,7 @@ class MemoryStore:
         lock = self._lock
         assert isinstance(lock, FileLock)
         try:
-            lock.acquire()
+            lock.acquire(poll_interval=0.005)
         except Timeout as exc:
             raise LockTimeout(f"could not lock {self.path} within {self.lock_timeout:g}s") from exc
         self._depth += 1
