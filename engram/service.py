@@ -453,6 +453,12 @@ class Engram:
 
     # -- reads -------------------------------------------------------------------------------
 
+    def suggest_topic_key(self, *, kind: str = "", title: str = "", content: str = "") -> str:
+        """Suggest a stable ``family/segment`` topic key for a memory about to be saved."""
+        from engram.model import suggest_topic_key
+
+        return suggest_topic_key(kind, title, content)
+
     def get(self, ref: str) -> Record:
         """Return the full memory an id or unique prefix names."""
         return self._locate(ref)[1]
