@@ -701,6 +701,67 @@ def doctor(
 
 
 @app.command()
+def setup(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="AGENT", help="claude-code, codex, gemini-cli, opencode, cursor or vscode."
+        ),
+    ] = None,
+    user: Annotated[
+        bool,
+        typer.Option(
+            "--user/--project", help="Write the user's own config (HOME) or the project's."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the changes as a diff; write nothing.")
+    ] = False,
+    list_: Annotated[
+        bool, typer.Option("--list", help="Show where engram is set up, for every agent.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Give an agent engram's MCP server, instructions and hooks (a rerun changes nothing)."""
+    from engram import agents
+    from engram.config import find_repo_root
+
+    root = find_repo_root(_start(ctx))
+    if list_:
+        found = agents.status(root)
+        if as_json:
+            _emit_json({"root": str(root), "files": [item.to_dict() for item in found]})
+            return
+        typer.echo(f"{'agent':<12} {'scope':<8} {'what':<13} {'state':<11} path")
+        for item in found:
+            detail = f"  ({item.detail})" if item.detail else ""
+            typer.echo(
+                f"{item.agent:<12} {item.scope:<8} {item.kind:<13} {item.state:<11} "
+                f"{item.shown}{detail}"
+            )
+        return
+    if agent is None:
+        raise InvalidInput(
+            "name an agent, or pass --list", hint=f"agents: {', '.join(agents.AGENTS)}"
+        )
+    result = agents.setup(agent, "user" if user else "project", root=root, dry_run=dry_run)
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    for change in result.changes:
+        if dry_run and change.diff:
+            typer.echo(change.diff, nl=False)
+    for change in result.changes:
+        action = change.action
+        if dry_run and action != "unchanged":
+            action = "would create" if action == "created" else "would update"
+        typer.echo(f"{action} {change.shown} ({change.kind})", err=dry_run)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+@app.command()
 def version(as_json: JsonOpt = False) -> None:
     """Print the versions of engram, Python and its main libraries."""
     from engram.service import version_info
