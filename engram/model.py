@@ -85,8 +85,14 @@ MAX_LIST_ITEMS: Final = 200
 MAX_ITEM_CHARS: Final = 500
 _ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_WS_RE: Final = re.compile(r"\s+")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
+
+
+def _fast_loads(line: bytes) -> Any:
+    """Parse JSON with orjson (several times faster than json on the index rebuild path)."""
+    import orjson
+
+    return orjson.loads(line)
 
 
 def new_id() -> str:
@@ -155,15 +161,22 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
             hint="run `engram doctor --fix` to merge both sides",
         )
     try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptStore(
-            f"{path}:{lineno}: invalid UTF-8 at byte {exc.start}", path=path, line=lineno
-        ) from exc
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise CorruptStore(f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno) from exc
+        value = _fast_loads(line)
+    except ValueError:
+        # orjson refused it: let the standard parser say exactly why (or accept what orjson
+        # does not, such as integers wider than 64 bits in an unknown field).
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptStore(
+                f"{path}:{lineno}: invalid UTF-8 at byte {exc.start}", path=path, line=lineno
+            ) from exc
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise CorruptStore(
+                f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno
+            ) from exc
     if not isinstance(value, dict):
         raise CorruptStore(
             f"{path}:{lineno}: expected a JSON object, got {type(value).__name__}",
@@ -211,7 +224,7 @@ def normalize_kind(value: str) -> str:
 
 def normalize_content(text: str) -> str:
     """Return content as compared for duplicates: whitespace collapsed, case folded."""
-    return _WS_RE.sub(" ", text).strip().casefold()
+    return " ".join(text.split()).casefold()
 
 
 def content_hash(record: Mapping[str, Any]) -> str:

@@ -142,6 +142,10 @@ class Engram:
         self.root = root
         self.project_ws = Workspace.open(root, root / config_mod.ENGRAM_DIR, "project")
         self._personal: Workspace | None = None
+        # Resolved once: recall checks for the personal store on every call.
+        personal = config_mod.personal_dir()
+        same = personal.resolve() == self.project_ws.store.dir.resolve()
+        self._personal_dir: Path | None = None if same else personal
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -183,8 +187,8 @@ class Engram:
     def personal(self, *, create: bool = False) -> Workspace | None:
         """Return the personal store's workspace (ENGRAM_HOME), creating it if asked."""
         if self._personal is None:
-            folder = config_mod.personal_dir()
-            if folder.resolve() == self.project_ws.store.dir.resolve():
+            folder = self._personal_dir
+            if folder is None:
                 return None
             if not (folder / "memories.jsonl").exists():
                 if not create:
@@ -462,6 +466,24 @@ class Engram:
     def get(self, ref: str) -> Record:
         """Return the full memory an id or unique prefix names."""
         return self._locate(ref)[1]
+
+    def short_id(self, rid: str, minimum: int = 8) -> str:
+        """Return the shortest prefix of ``rid``, at least ``minimum`` long, naming only it."""
+        for size in range(minimum, len(rid)):
+            prefix = rid[:size]
+            unique = True
+            for ws in self._workspaces():
+                try:
+                    unique = ws.index.resolve(prefix) == rid
+                except NotFound:
+                    continue
+                except AmbiguousId:
+                    unique = False
+                if not unique:
+                    break
+            if unique:
+                return prefix
+        return rid
 
     def recall(
         self,

@@ -31,17 +31,16 @@ from engram.index.ranking import Weights, cut, multiplier
 from engram.model import Record, check_id, dedupe_key, is_tombstone, parse_line, parse_time
 from engram.store import MemoryStore, line_id
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 # Waiting for a lock held by another process: check often, so that writers are not starved.
 POLL_SECONDS: Final = 0.005
 Progress = Callable[[int, int], None]
 
-_SCHEMA: Final = """
+_TABLES: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
     id TEXT PRIMARY KEY,
     line_hash TEXT NOT NULL,
-    json TEXT NOT NULL,
     kind TEXT NOT NULL DEFAULT '',
     status TEXT NOT NULL DEFAULT 'active',
     scope TEXT NOT NULL DEFAULT 'project',
@@ -52,23 +51,33 @@ CREATE TABLE IF NOT EXISTS records (
     created_at TEXT NOT NULL DEFAULT '',
     updated_at TEXT NOT NULL DEFAULT '',
     updated_epoch REAL NOT NULL DEFAULT 0,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    json TEXT NOT NULL  -- last: ranking reads the columns above without touching it
 );
-CREATE INDEX IF NOT EXISTS records_topic ON records (topic_key, project, scope)
-    WHERE topic_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key);
 CREATE TABLE IF NOT EXISTS tags (id TEXT NOT NULL, tag TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS tags_id ON tags (id);
-CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
 CREATE TABLE IF NOT EXISTS files (id TEXT NOT NULL, path TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS files_id ON files (id);
-CREATE INDEX IF NOT EXISTS files_path ON files (path);
 CREATE TABLE IF NOT EXISTS links (src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS links_src ON links (src);
-CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
 CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS problems (line INTEGER NOT NULL, message TEXT NOT NULL);
 """
+
+# Created after a bulk load rather than maintained row by row during it.
+_INDEXES: Final = """
+CREATE INDEX IF NOT EXISTS records_topic ON records (topic_key, project, scope)
+    WHERE topic_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key);
+CREATE INDEX IF NOT EXISTS tags_id ON tags (id);
+CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
+CREATE INDEX IF NOT EXISTS files_id ON files (id);
+CREATE INDEX IF NOT EXISTS files_path ON files (path);
+CREATE INDEX IF NOT EXISTS links_src ON links (src);
+CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
+"""
+
+_RECORD_COLUMNS: Final = (
+    "id, line_hash, kind, status, scope, project, topic_key, dedupe_key, importance, "
+    "created_at, updated_at, updated_epoch, deleted, json"
+)
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,7 @@ class Index:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
-            conn.executescript(_SCHEMA)
+            conn.executescript(_TABLES + _INDEXES)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         return conn
 
@@ -307,12 +316,15 @@ class Index:
                     self.backend.clear()
             if self.meta("file_sig") == signature:
                 return 0
+            if data and self.db.execute("SELECT 1 FROM records LIMIT 1").fetchone() is None:
+                # A new or wiped index: one bulk pass beats record-by-record updates.
+                return self.rebuild(progress)
             return self._sync(data, signature, progress)
 
     def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
         known = dict(self.db.execute("SELECT id, line_hash FROM records").fetchall())
         seen: set[str] = set()
-        changed: list[tuple[Record, str]] = []
+        changed: list[tuple[Record, str, bytes]] = []
         problems: list[tuple[int, str]] = []
         name = str(self.store.path)
         lines = data.splitlines()
@@ -340,7 +352,7 @@ class Index:
                 problems.append((lineno, exc.message))
                 seen.discard(rid)
                 continue
-            changed.append((record, digest))
+            changed.append((record, digest, raw))
         removed = [rid for rid in known if rid not in seen]
         with self._tx() as conn:
             self._write_rows(conn, changed)
@@ -366,20 +378,32 @@ class Index:
             progress(total, total)
         return len(changed) + len(removed)
 
-    def _write_rows(self, conn: sqlite3.Connection, rows: Sequence[tuple[Record, str]]) -> None:
+    def _write_rows(
+        self,
+        conn: sqlite3.Connection,
+        rows: Sequence[tuple[Record, str, bytes]],
+        *,
+        fresh: bool = False,
+        queue: bool = True,
+    ) -> None:
+        """Write records (with their line hash and canonical line) and their side tables.
+
+        ``fresh``: the tables hold none of these ids yet (a rebuild), so skip the deletes.
+        ``queue``: add the ids to the full-text queue.
+        """
         if not rows:
             return
-        ids = [(str(record["id"]),) for record, _ in rows]
-        conn.executemany("DELETE FROM tags WHERE id=?", ids)
-        conn.executemany("DELETE FROM files WHERE id=?", ids)
-        conn.executemany("DELETE FROM links WHERE src=?", ids)
+        ids = [(str(record["id"]),) for record, _, _ in rows]
+        if not fresh:
+            conn.executemany("DELETE FROM tags WHERE id=?", ids)
+            conn.executemany("DELETE FROM files WHERE id=?", ids)
+            conn.executemany("DELETE FROM links WHERE src=?", ids)
         conn.executemany(
-            "INSERT OR REPLACE INTO records (id, line_hash, json, kind, status, scope, project,"
-            " topic_key, dedupe_key, importance, created_at, updated_at, updated_epoch, deleted)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_row(record, digest) for record, digest in rows],
+            f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_row(record, digest, line) for record, digest, line in rows],
         )
-        live = [record for record, _ in rows if not is_tombstone(record)]
+        live = [record for record, _, _ in rows if not is_tombstone(record)]
         conn.executemany(
             "INSERT INTO tags VALUES (?, ?)",
             [(r["id"], str(tag)) for r in live for tag in r.get("tags", []) or []],
@@ -397,16 +421,19 @@ class Index:
                 if isinstance(link, Mapping)
             ],
         )
-        conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
+        if queue:
+            conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
 
     def apply(self, records: Sequence[Record], signature: str) -> None:
         """Record this process's own write (the store is already at ``signature``)."""
         from engram.model import canonical_line
 
+        rows = []
+        for record in records:
+            line = canonical_line(record)[:-1]
+            rows.append((record, line_hash(line), line))
         with self.lock(), self._tx() as conn:
-            self._write_rows(
-                conn, [(record, line_hash(canonical_line(record)[:-1])) for record in records]
-            )
+            self._write_rows(conn, rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
             # The file hash is known only after a full read; refresh records it again.
             conn.execute("DELETE FROM meta WHERE key='file_hash'")
@@ -453,26 +480,85 @@ class Index:
             return len(ids)
 
     def rebuild(self, progress: Progress | None = None) -> int:
-        """Drop everything and index memories.jsonl from scratch; return the record count."""
+        """Drop everything and index memories.jsonl from scratch; return the record count.
+
+        One pass over the file: each line is parsed once, written to SQLite in batches and
+        handed to the full-text backend's bulk load in the same loop. Secondary indexes are
+        created after the load, and the database skips fsync meanwhile (it is derived).
+        """
         with self.lock(), self.fulltext_lock():
             data, signature = self.store.read_bytes()
-            with self._tx() as conn:
-                for table in ("records", "tags", "files", "links", "pending", "problems"):
-                    conn.execute(f"DELETE FROM {table}")
-                conn.execute("DELETE FROM meta WHERE key IN ('file_sig', 'file_hash')")
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
-                )
-            self.backend.clear()
-            self._sync(data, signature, progress)
-            with self._tx() as conn:
-                conn.execute("DELETE FROM pending")
-            docs = (
-                to_doc(json.loads(row[0]))
-                for row in self.db.execute("SELECT json FROM records WHERE deleted=0")
-            )
-            self.backend.bulk_load(docs)
-            return int(self.db.execute("SELECT count(*) FROM records").fetchone()[0])
+            conn = self.db
+            conn.execute("PRAGMA synchronous=OFF")
+            try:
+                with self._tx():
+                    for name in ("records", "tags", "files", "links", "pending", "problems"):
+                        conn.execute(f"DROP TABLE IF EXISTS {name}")
+                    conn.execute("DELETE FROM meta WHERE key IN ('file_sig', 'file_hash')")
+                    for statement in _statements(_TABLES):
+                        conn.execute(statement)
+                self.backend.clear()
+                problems: list[tuple[int, str]] = []
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self.backend.bulk_load(self._stream(conn, data, problems, progress))
+                    conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
+                    )
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('file_hash', ?)",
+                        (hashlib.sha256(data).hexdigest(),),
+                    )
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                for statement in _statements(_INDEXES):
+                    conn.execute(statement)
+            finally:
+                conn.execute("PRAGMA synchronous=NORMAL")
+            self.problems = problems
+            return int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
+
+    def _stream(
+        self,
+        conn: sqlite3.Connection,
+        data: bytes,
+        problems: list[tuple[int, str]],
+        progress: Progress | None,
+    ) -> Iterator[Doc]:
+        """Parse each line once: write SQLite rows in batches, yield full-text docs."""
+        name = str(self.store.path)
+        lines = data.splitlines()
+        total = len(lines)
+        seen: set[str] = set()
+        batch: list[tuple[Record, str, bytes]] = []
+        for lineno, raw in enumerate(lines, start=1):
+            if progress is not None and lineno % 5000 == 0:
+                progress(lineno, total)
+            if not raw.strip():
+                continue
+            try:
+                record = parse_line(raw, path=name, lineno=lineno)
+            except CorruptStore as exc:
+                problems.append((lineno, exc.message))
+                continue
+            rid = record["id"]
+            if rid in seen:
+                problems.append((lineno, f"{name}:{lineno}: duplicate id {rid}"))
+                continue
+            seen.add(rid)
+            batch.append((record, line_hash(raw), raw))
+            if len(batch) >= 2000:
+                self._write_rows(conn, batch, fresh=True, queue=False)
+                batch.clear()
+            if not is_tombstone(record):
+                yield to_doc(record)
+        self._write_rows(conn, batch, fresh=True, queue=False)
+        if progress is not None:
+            progress(total, total)
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -592,7 +678,11 @@ class Index:
     # -- search ------------------------------------------------------------------------------
 
     def search(self, query: Query, *, now_epoch: float | None = None) -> list[Hit]:
-        """Rank live memories for a query: weighted BM25 × multipliers, 20% cut, filters."""
+        """Rank live memories for a query: weighted BM25 × multipliers, 20% cut, filters.
+
+        Candidates are ranked from the records table's columns; only the page that is
+        returned is read as JSON.
+        """
         if query.limit <= 0:
             return []
         now_epoch = time.time() if now_epoch is None else now_epoch
@@ -603,8 +693,9 @@ class Index:
                 return []
         tokens = tokenize_query(query.text)
         want = query.limit + max(query.offset, 0)
+        scored: list[tuple[float, str, float]]
         if not tokens:
-            scored = self._browse(query, ids, now_epoch, want)
+            scored = self._browse(query, ids, now_epoch)
         else:
             self.flush()
             filters = Filters(
@@ -615,46 +706,60 @@ class Index:
                 tags=frozenset(tag.lower() for tag in query.tags),
                 ids=ids,
             )
-            raw = self.backend.search(query.text, limit=max(want * 5, 50), filters=filters)
-            records = self.get_many(rid for rid, _ in raw)
+            raw = self.backend.search(query.text, limit=max(want * 3, 30), filters=filters)
+            columns = self._rank_columns([rid for rid, _ in raw])
             scored = []
             for rid, bm25 in raw:
-                record = records.get(rid)
-                if record is None or is_tombstone(record):
-                    continue
-                scored.append((bm25 * self._multiplier(record, now_epoch), rid, bm25, record))
+                row = columns.get(rid)
+                if row is None:
+                    continue  # deleted since the full-text index saw it
+                scored.append((bm25 * self._row_multiplier(row, now_epoch), rid, bm25))
             kept = {
-                rid
-                for _, rid in cut([(s, r) for s, r, _, _ in scored], self.weights.min_score_ratio)
+                rid for _, rid in cut([(s, r) for s, r, _ in scored], self.weights.min_score_ratio)
             }
             scored = [item for item in scored if item[1] in kept]
         scored.sort(key=lambda item: (-item[0], item[1]))
         page = scored[max(query.offset, 0) : want]
+        records = self.get_many(rid for _, rid, _ in page)
         return [
             Hit(
                 id=rid,
                 score=round(score, 4),
                 bm25=round(bm25, 4),
-                record=record,
-                matched=_matched(record, tokens),
+                record=records[rid],
+                matched=_matched(records[rid], tokens),
             )
-            for score, rid, bm25, record in page
+            for score, rid, bm25 in page
+            if rid in records
         ]
 
-    def _multiplier(self, record: Mapping[str, Any], now_epoch: float) -> float:
-        importance = record.get("importance", 3)
+    def _rank_columns(self, ids: Sequence[str]) -> dict[str, tuple[str, str, int, float]]:
+        """Return kind, status, importance, updated_epoch of the live records among ``ids``."""
+        out: dict[str, tuple[str, str, int, float]] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for rid, kind, status, importance, updated in self.db.execute(
+                "SELECT id, kind, status, importance, updated_epoch FROM records "
+                f"WHERE deleted=0 AND id IN ({marks})",
+                chunk,
+            ):
+                out[rid] = (kind, status, importance, updated)
+        return out
+
+    def _row_multiplier(self, row: tuple[str, str, int, float], now_epoch: float) -> float:
+        kind, status, importance, updated = row
         return multiplier(
-            kind=str(record.get("kind", "")),
-            status=str(record.get("status", "active")),
-            importance=importance if isinstance(importance, int) else 3,
-            updated_epoch=epoch(record.get("updated_at")),
+            kind=kind,
+            status=status,
+            importance=importance,
+            updated_epoch=updated,
             now_epoch=now_epoch,
             weights=self.weights,
         )
 
     def _browse(
-        self, query: Query, ids: frozenset[str] | None, now_epoch: float, want: int
-    ) -> list[tuple[float, str, float, Record]]:
+        self, query: Query, ids: frozenset[str] | None, now_epoch: float
+    ) -> list[tuple[float, str, float]]:
         """Rank by multipliers alone (no words given): the most relevant recent memories."""
         clauses = ["deleted=0"]
         params: list[Any] = []
@@ -673,25 +778,24 @@ class Index:
             )
             params.extend(sorted(tag.lower() for tag in query.tags))
         rows = self.db.execute(
-            f"SELECT id, json FROM records WHERE {' AND '.join(clauses)}", params
+            "SELECT id, kind, status, importance, updated_epoch FROM records "
+            f"WHERE {' AND '.join(clauses)}",
+            params,
         ).fetchall()
-        out = []
-        for rid, text in rows:
-            if ids is not None and rid not in ids:
-                continue
-            record = json.loads(text)
-            out.append((self._multiplier(record, now_epoch), rid, 0.0, record))
-        out.sort(key=lambda item: (-item[0], item[1]))
-        return out[:want]
+        return [
+            (self._row_multiplier((kind, status, importance, updated), now_epoch), rid, 0.0)
+            for rid, kind, status, importance, updated in rows
+            if ids is None or rid in ids
+        ]
 
 
-def _row(record: Mapping[str, Any], digest: str) -> tuple[Any, ...]:
+def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:
+    """Return the records-table row of a record whose canonical line is ``line``."""
     tomb = is_tombstone(record)
     importance = record.get("importance", 3)
     return (
         str(record["id"]),
         digest,
-        json.dumps(record, ensure_ascii=False, separators=(",", ":")),
         str(record.get("kind", "")),
         str(record.get("status", "active")),
         str(record.get("scope", "project")),
@@ -703,6 +807,7 @@ def _row(record: Mapping[str, Any], digest: str) -> tuple[Any, ...]:
         str(record.get("updated_at", "")),
         epoch(record.get("updated_at")),
         1 if tomb else 0,
+        line.decode("utf-8"),
     )
 
 
@@ -718,6 +823,11 @@ def _matched(record: Mapping[str, Any], tokens: Sequence[str]) -> list[str]:
     }
     stems = [token[: max(4, len(token) - 3)] if len(token) > 4 else token for token in tokens]
     return [name for name, text in fields.items() if any(stem in text for stem in stems)]
+
+
+def _statements(script: str) -> list[str]:
+    """Split a schema script into single statements (they hold no semicolons inside)."""
+    return [part.strip() for part in script.split(";") if part.strip()]
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
