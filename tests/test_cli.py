@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engram.cli import app
+from engram.__main__ import app
 from tests.conftest import EXAMPLES, run_cli
 
 README = Path(__file__).resolve().parent.parent / "README.md"
