@@ -88,10 +88,19 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 
 
+_LONG_DIGITS: Final = re.compile(rb"\d{19}")
+
+
 def _fast_loads(line: bytes) -> Any:
-    """Parse JSON with orjson (several times faster than json on the index rebuild path)."""
+    """Parse JSON with orjson (several times faster than json on the index rebuild path).
+
+    orjson reads integers wider than 64 bits as floats; a line with a run of 19 digits goes to
+    the standard parser instead (raising ValueError sends the caller there).
+    """
     import orjson
 
+    if _LONG_DIGITS.search(line):
+        raise ValueError("long integer: use the standard parser")
     return orjson.loads(line)
 
 

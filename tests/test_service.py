@@ -348,3 +348,21 @@ def test_doctor_fixes_drift_and_gitignore(example: Engram) -> None:
     fixed = example.doctor(fix=True)
     assert all(f.fixed for f in fixed)
     assert [f.severity for f in example.doctor()] == ["ok"]
+
+
+@pytest.mark.parametrize("backend", ["tantivy", "fts5"])
+def test_a_corrupt_fulltext_index_is_rebuilt_by_itself(example: Engram, backend: str) -> None:
+    config_mod.set_value(example.project_ws.store.dir, "search.backend", backend)
+    with Engram.open(example.root) as engram:
+        expected = [hit.id for hit in engram.recall("idempotency")]
+    folder = example.project_ws.store.dir / "index"
+    if backend == "tantivy":
+        for path in (folder / "tantivy").iterdir():
+            if path.name == "meta.json":
+                path.write_text("{not json", encoding="utf-8")
+    else:
+        (folder / "fts.db").write_bytes(b"garbage" * 100)
+        for suffix in ("-wal", "-shm"):
+            (folder / f"fts.db{suffix}").unlink(missing_ok=True)
+    with Engram.open(example.root) as engram:
+        assert [hit.id for hit in engram.recall("idempotency")] == expected

@@ -212,6 +212,9 @@ class Index:
         for name in ("engram.db", "engram.db-wal", "engram.db-shm"):
             with contextlib.suppress(FileNotFoundError):
                 (self.folder / name).unlink()
+        self._wipe_fulltext()
+
+    def _wipe_fulltext(self) -> None:
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -226,8 +229,30 @@ class Index:
     @property
     def backend(self) -> SearchIndex:
         if self._backend is None:
-            self._backend = open_backend(self.backend_name, self.folder, self.field_weights)
+            try:
+                self._backend = open_backend(self.backend_name, self.folder, self.field_weights)
+            except IndexError_:
+                # Unreadable full-text files: they are derived, so start them afresh and queue
+                # every live record for the next flush.
+                with self.lock(), self.fulltext_lock():
+                    self._wipe_fulltext()
+                    self._backend = open_backend(self.backend_name, self.folder, self.field_weights)
+                    self._queue_all()
+            if self._backend.count() == 0 and self._has_live_records():
+                # The backend came up empty (new, or recreated after an incompatible change)
+                # while the records say otherwise: re-queue everything.
+                with self.lock():
+                    self._queue_all()
         return self._backend
+
+    def _has_live_records(self) -> bool:
+        return (
+            self.db.execute("SELECT 1 FROM records WHERE deleted=0 LIMIT 1").fetchone() is not None
+        )
+
+    def _queue_all(self) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT OR REPLACE INTO pending SELECT id FROM records WHERE deleted=0")
 
     def close(self) -> None:
         """Release the database connection and the backend."""
@@ -697,6 +722,7 @@ class Index:
         if not tokens:
             scored = self._browse(query, ids, now_epoch)
         else:
+            backend = self.backend  # opening it may queue records (a recreated index)
             self.flush()
             filters = Filters(
                 kinds=query.kinds,
@@ -706,7 +732,7 @@ class Index:
                 tags=frozenset(tag.lower() for tag in query.tags),
                 ids=ids,
             )
-            raw = self.backend.search(query.text, limit=max(want * 3, 30), filters=filters)
+            raw = backend.search(query.text, limit=max(want * 3, 30), filters=filters)
             columns = self._rank_columns([rid for rid, _ in raw])
             scored = []
             for rid, bm25 in raw:
