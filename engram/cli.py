@@ -9,6 +9,7 @@ the core.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from typer.core import TyperGroup
 from engram.errors import EngramError, InvalidInput
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from engram.index.db import Hit
     from engram.service import Engram
@@ -29,25 +30,32 @@ if TYPE_CHECKING:
 SNIPPET_CHARS = 200
 
 
+@contextlib.contextmanager
+def _boundary() -> Iterator[None]:
+    """The CLI's one error boundary: message and hint on stderr, non-zero exit, no traceback."""
+    try:
+        yield
+    except EngramError as exc:
+        _fail(exc.message, exc.hint)
+    except BrokenPipeError:
+        # The reader went away (e.g. `engram recall x | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(141) from None
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}", "check the path and its permissions")
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
 class EngramGroup(TyperGroup):
     """The command group with engram's one error boundary."""
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
-        try:
+        with _boundary():
             return super().invoke(ctx)
-        except EngramError as exc:
-            _fail(exc.message, exc.hint)
-        except BrokenPipeError:
-            # The reader went away (e.g. `engram recall x | head`): not an error of ours.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(141) from None
-        except OSError as exc:
-            where = f" ({exc.filename})" if exc.filename else ""
-            _fail(f"{exc.strerror or exc}{where}", "check the path and its permissions")
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
 
 
 def _fail(message: str, hint: str = "") -> NoReturn:
@@ -356,7 +364,7 @@ def save(
 
 
 def _recall(
-    ctx: typer.Context,
+    start: Path | None,
     query: str,
     kind: list[str] | None,
     tag: list[str] | None,
@@ -368,7 +376,9 @@ def _recall(
     offset: int,
     as_json: bool,
 ) -> None:
-    with _open(ctx) as engram:
+    from engram.service import Engram
+
+    with Engram.open(start) as engram:
         hits = engram.recall(
             query,
             kinds=kind,
@@ -420,7 +430,7 @@ def recall(
     as_json: JsonOpt = False,
 ) -> None:
     """Search memories, best first (ranked by relevance, kind, importance, status, age)."""
-    _recall(ctx, query, kind, tag, file, status, scope, project, limit, offset, as_json)
+    _recall(_start(ctx), query, kind, tag, file, status, scope, project, limit, offset, as_json)
 
 
 @app.command("search")
@@ -438,7 +448,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Alias of recall."""
-    _recall(ctx, query, kind, tag, file, status, scope, project, limit, offset, as_json)
+    _recall(_start(ctx), query, kind, tag, file, status, scope, project, limit, offset, as_json)
 
 
 def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
@@ -775,7 +785,86 @@ def version(as_json: JsonOpt = False) -> None:
             typer.echo(f"  {name} {value}")
 
 
+# `engram recall` is what agents and hooks run most, often as a fresh process. typer 0.29 builds
+# a pydantic validator for every parameter of a command it runs, which costs more than the
+# recall itself; so main() parses the plain recall/search command line itself and hands anything
+# else (help, unknown options, bad values) to typer. tests/test_cli.py checks that this table
+# and the typer command accept the same options and print the same output.
+_FAST_VALUES: dict[str, str] = {
+    "-k": "kind", "--kind": "kind", "-t": "tag", "--tag": "tag", "-f": "file", "--file": "file",
+    "--status": "status", "--scope": "scope", "--project": "project",
+    "-n": "limit", "--limit": "limit", "--offset": "offset",
+}  # fmt: skip
+_FAST_FLAGS: dict[str, str] = {"--json": "as_json"}
+
+
+def fast_recall_args(argv: list[str]) -> dict[str, Any] | None:
+    """Parse a plain `[-C PATH] recall|search …` command line, or None to leave it to typer."""
+    args = list(argv)
+    start: str | None = None
+    if args[:1] == ["-C"] and len(args) >= 2:
+        start, args = args[1], args[2:]
+    if not args or args[0] not in ("recall", "search"):
+        return None
+    lists: dict[str, list[str]] = {"kind": [], "tag": [], "file": [], "status": [],
+                                   "scope": [], "project": []}  # fmt: skip
+    numbers = {"limit": 10, "offset": 0}
+    flags = {"as_json": False}
+    words: list[str] = []
+    rest = args[1:]
+    position = 0
+    while position < len(rest):
+        token = rest[position]
+        if token == "--":
+            words.extend(rest[position + 1 :])
+            break
+        name, has_value, inline = token.partition("=")
+        if token.startswith("-") and len(token) > 1:
+            if name in _FAST_FLAGS and not has_value:
+                flags[_FAST_FLAGS[name]] = True
+            elif (name in _FAST_VALUES and name.startswith("--")) or token in _FAST_VALUES:
+                key = _FAST_VALUES[name if has_value else token]
+                if has_value:
+                    value = inline
+                elif position + 1 < len(rest):
+                    position += 1
+                    value = rest[position]
+                else:
+                    return None
+                if key in numbers:
+                    if not value.isdigit():
+                        return None
+                    numbers[key] = int(value)
+                else:
+                    lists[key].append(value)
+            else:
+                return None  # --help, unknown options: typer explains
+        else:
+            words.append(token)
+        position += 1
+    if len(words) > 1:
+        return None
+    return {
+        "start": Path(start) if start is not None else None,
+        "query": words[0] if words else "",
+        **{key: (value or None) for key, value in lists.items()},
+        **numbers,
+        **flags,
+    }
+
+
 def main() -> None:
     """Run the CLI (the ``engram`` console script)."""
     os.environ.setdefault("PYTHONIOENCODING", "utf-8")
-    app()
+    parsed = fast_recall_args(sys.argv[1:])
+    if parsed is None:
+        app()
+        return
+    try:
+        with _boundary():
+            start = parsed.pop("start")
+            if start is not None and not start.is_dir():
+                raise InvalidInput(f"-C {start}: no such folder")
+            _recall(start, **parsed)
+    except typer.Exit as exit_:
+        raise SystemExit(exit_.exit_code) from None

@@ -221,3 +221,73 @@ def test_readme_opens_with_the_two_commands() -> None:
     ]
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
+
+
+def _typer_recall_options() -> set[str]:
+    import typer.main
+
+    command = typer.main.get_command(app).commands["recall"]  # type: ignore[attr-defined]
+    return {opt for param in command.params for opt in param.opts if opt.startswith("-")}
+
+
+def test_fast_recall_path_accepts_what_typer_accepts() -> None:
+    from engram.cli import _FAST_FLAGS, _FAST_VALUES
+
+    assert set(_FAST_VALUES) | set(_FAST_FLAGS) == _typer_recall_options() - {"--help", "-h"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recall", "idempotency"],
+        ["search", "idempotency keys", "-n", "2"],
+        ["recall", "--kind", "decision", "--kind=pitfall", "redis"],
+        ["recall", "money", "-t", "rounding", "--limit=3", "--offset", "1"],
+        ["recall", "-f", "api/idempotency.py", "--json"],
+        ["recall", "--status", "superseded", "--scope", "project", "--project", "ledger-api", "x"],
+        ["recall", "no-such-word-anywhere"],
+        ["recall", "--kind", "banana", "x"],
+    ],
+)
+def test_fast_recall_path_prints_what_typer_prints(
+    tmp_path: Path,
+    args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shutil
+
+    from engram.cli import fast_recall_args, main
+
+    root = tmp_path / "ex"
+    shutil.copytree(
+        EXAMPLES / ".engram", root / ".engram", ignore=shutil.ignore_patterns("index", "state")
+    )
+    argv = ["-C", str(root), *args]
+    assert fast_recall_args(argv) is not None
+    monkeypatch.setattr(sys, "argv", ["engram", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+        raise SystemExit(0)
+    fast = capsys.readouterr()
+    code, out, err = invoke(*argv)
+    assert (exited.value.code or 0, fast.out, fast.err) == (code, out, err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["recall", "--help"],
+        ["recall", "a", "b"],
+        ["recall", "-n"],
+        ["recall", "-n", "x"],
+        ["recall", "--unknown", "x"],
+        ["stats"],
+        ["-C"],
+        [],
+    ],
+)
+def test_fast_recall_path_leaves_the_rest_to_typer(argv: list[str]) -> None:
+    from engram.cli import fast_recall_args
+
+    assert fast_recall_args(argv) is None
