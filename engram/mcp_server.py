@@ -29,7 +29,9 @@ import json
 import logging
 import math
 import re
+import secrets
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,7 +58,8 @@ RECALL_MAX: Final = 50
 SNIPPET_CHARS: Final = 200
 TITLE_CHARS: Final = 160
 ID_CHARS: Final = 8
-CURSOR_ARGS_MAX: Final = 400  # longer arguments travel as a hash: the caller repeats them
+PAGE_WINDOW: Final = 50  # hits ranked at once when a cursor is followed
+PAGES_KEPT: Final = 256  # recall cursors a server remembers
 LIST_CAP: Final = 20  # entries of a by_* count shown by stats
 
 RECALL_NOTE: Final = (
@@ -70,9 +73,6 @@ GET_NOTE: Final = (
 )
 BROWSE_NOTE: Final = " No words given: ranked by kind, importance, status and freshness."
 MORE_NOTE: Final = "More results exist: call {tool} again with cursor=next_cursor."
-MORE_REPEAT_NOTE: Final = (
-    "More results exist: call {tool} again with the same arguments and cursor=next_cursor."
-)
 INSTRUCTIONS: Final = (
     "engram is this project's memory, kept in its git repository. Call recall before starting "
     "a task or editing a file; call remember after a decision, bug fix or lesson (What / Why / "
@@ -943,10 +943,6 @@ def decode_cursor(cursor: str, tool: str) -> dict[str, Any]:
     return state
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-
-
 # -- the server's logic, without the SDK --------------------------------------------------------
 
 
@@ -1008,6 +1004,36 @@ class Call:
         return self.render(build(good)), good
 
 
+@dataclass(frozen=True)
+class _Page:
+    """Where a recall's paging stands: its arguments and the ids its pages have shown."""
+
+    query: dict[str, Any]
+    shown: frozenset[str]
+
+
+class _Pages:
+    """The recall cursors of this server process (the most recent ones, each immutable)."""
+
+    def __init__(self, size: int = PAGES_KEPT) -> None:
+        self.size = size
+        self._pages: OrderedDict[str, _Page] = OrderedDict()
+
+    def token(self) -> str:
+        """Return a fresh, unguessable cursor key."""
+        return secrets.token_urlsafe(9)
+
+    def put(self, token: str, page: _Page) -> None:
+        """Remember a page, forgetting the oldest beyond the size."""
+        self._pages[token] = page
+        while len(self._pages) > self.size:
+            self._pages.popitem(last=False)
+
+    def get(self, token: str) -> _Page | None:
+        """Return the page a cursor key names, if it is still remembered."""
+        return self._pages.get(token)
+
+
 class EngramMCP:
     """What ``engram mcp`` serves, over the facade: tools, resources and prompts.
 
@@ -1032,6 +1058,7 @@ class EngramMCP:
             raise InvalidInput(f"--budget must be at least {MIN_BUDGET} tokens, got {budget}")
         self._budget_option = budget
         self._engram: Engram | None = None
+        self._pages = _Pages()
         self._handlers: dict[str, Callable[[Args, Call], str]] = {
             "remember": self._remember,
             "recall": self._recall,
@@ -1203,23 +1230,8 @@ class EngramMCP:
         out["from"] = provenance(record)
         return out
 
-    def _recall(self, args: Args, call: Call) -> str:
-        keys = ("query", "kind", "tags", "files", "status", "scope", "project")
-        query = {key: args[key] for key in keys if args.get(key) not in (None, "", [])}
-        offset = 0
-        cursor = args.get("cursor")
-        if cursor:
-            state = decode_cursor(cursor, "recall")
-            if "a" in state and (not query or query == state["a"]):
-                query = dict(state["a"])
-            elif _digest(query) != state.get("h"):
-                raise InvalidInput(
-                    "this cursor belongs to a recall with other arguments",
-                    hint="repeat the arguments of the first page exactly, or leave the cursor out",
-                )
-            offset = int(state.get("o", 0))
-        limit = int(args.get("limit") or RECALL_LIMIT)
-        hits = self.engram.recall(
+    def _search(self, query: Mapping[str, Any], limit: int) -> list[Hit]:
+        return self.engram.recall(
             str(query.get("query") or ""),
             kinds=query.get("kind"),
             tags=query.get("tags"),
@@ -1227,28 +1239,58 @@ class EngramMCP:
             statuses=query.get("status"),
             scopes=query.get("scope"),
             projects=query.get("project"),
-            limit=limit + 1,
-            offset=offset,
+            limit=limit,
         )
+
+    def _recall(self, args: Args, call: Call) -> str:
+        keys = ("query", "kind", "tags", "files", "status", "scope", "project")
+        query = {key: args[key] for key in keys if args.get(key) not in (None, "", [])}
+        limit = int(args.get("limit") or RECALL_LIMIT)
+        shown: frozenset[str] = frozenset()
+        if args.get("cursor"):
+            state = decode_cursor(args["cursor"], "recall")
+            earlier = self._pages.get(str(state.get("k")))
+            if earlier is None:
+                raise InvalidInput(
+                    "this cursor has expired",
+                    hint="call recall again without a cursor (cursors last while the server runs)",
+                )
+            if query and query != earlier.query:
+                raise InvalidInput(
+                    "this cursor belongs to a recall with other arguments",
+                    hint="repeat the arguments of the first page exactly, or only pass the cursor",
+                )
+            query, shown = dict(earlier.query), earlier.shown
+            # Rank a window and leave out what earlier pages showed: a hit is never shown twice,
+            # however the candidate pool or the store changed in between.
+            window = max(PAGE_WINDOW, len(shown) + limit + 1)
+            while True:
+                ranked = self._search(query, window)
+                hits = [hit for hit in ranked if hit.id not in shown]
+                if len(hits) > limit or len(ranked) < window:
+                    break
+                window *= 2
+        else:
+            hits = self._search(query, limit + 1)
         more = len(hits) > limit
         items = [self._hit(hit) for hit in hits[:limit]]
-        small = len(dumps(query)) <= CURSOR_ARGS_MAX
+        ids = [hit.id for hit in hits[:limit]]
+        token = self._pages.token()
         note = RECALL_NOTE + ("" if query.get("query") else BROWSE_NOTE)
 
         def build(n: int) -> dict[str, Any]:
             payload: dict[str, Any] = {"note": note, "hits": items[:n]}
             if n < len(items) or more:
-                state: dict[str, Any] = {"t": "recall", "o": offset + n, "h": _digest(query)}
-                if small:
-                    state["a"] = query
-                payload["next_cursor"] = encode_cursor(state)
-                template = MORE_NOTE if small else MORE_REPEAT_NOTE
-                payload["more"] = template.format(tool=call.tool.name)
-            if not items and offset == 0:
+                payload["next_cursor"] = encode_cursor({"t": "recall", "k": token})
+                payload["more"] = MORE_NOTE.format(tool=call.tool.name)
+            if not items and not shown:
                 payload["hint"] = "no memories match: try other or fewer words, or fewer filters"
             return payload
 
-        return call.fit(build, len(items))[0]
+        text, n = call.fit(build, len(items))
+        if n < len(items) or more:
+            self._pages.put(token, _Page(query, shown | frozenset(ids[:n])))
+        return text
 
     def _memory_view(self, record: Mapping[str, Any], *, brief_history: bool) -> dict[str, Any]:
         view = dict(record)
