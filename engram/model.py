@@ -91,7 +91,7 @@ _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 _LONG_DIGITS: Final = re.compile(rb"\d{19}")
 
 
-def _fast_loads(line: bytes) -> Any:
+def _fast_loads(line: bytes | str) -> Any:
     """Parse JSON with orjson (several times faster than json on the index rebuild path).
 
     orjson reads integers wider than 64 bits as floats; a line with a run of 19 digits goes to
@@ -99,9 +99,18 @@ def _fast_loads(line: bytes) -> Any:
     """
     import orjson
 
-    if _LONG_DIGITS.search(line):
+    raw = line.encode("utf-8") if isinstance(line, str) else line
+    if _LONG_DIGITS.search(raw):
         raise ValueError("long integer: use the standard parser")
-    return orjson.loads(line)
+    return orjson.loads(raw)
+
+
+def loads(text: bytes | str) -> Any:
+    """Parse JSON that engram wrote itself: orjson when it is exact, else the json module."""
+    try:
+        return _fast_loads(text)
+    except ValueError:
+        return json.loads(text)
 
 
 def new_id() -> str:
@@ -183,9 +192,7 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
         try:
             value = json.loads(text)
         except ValueError as exc:
-            raise CorruptStore(
-                f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno
-            ) from exc
+            raise CorruptStore(f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno) from exc
     if not isinstance(value, dict):
         raise CorruptStore(
             f"{path}:{lineno}: expected a JSON object, got {type(value).__name__}",

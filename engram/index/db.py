@@ -15,25 +15,35 @@ never writes it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from engram.errors import AmbiguousId, CorruptStore, IndexError_, LockTimeout, NotFound
 from engram.index.backend import Doc, Filters, SearchIndex, open_backend, tokenize_query
-from engram.index.ranking import Weights, cut, multiplier
-from engram.model import Record, check_id, dedupe_key, is_tombstone, parse_line, parse_time
+from engram.index.ranking import Weights, cut, freshness, static_factor
+from engram.model import (
+    Record,
+    check_id,
+    dedupe_key,
+    is_tombstone,
+    loads,
+    parse_line,
+    parse_time,
+)
 from engram.store import MemoryStore, line_id
 
 SCHEMA_VERSION: Final = 3
 # Waiting for a lock held by another process: check often, so that writers are not starved.
 POLL_SECONDS: Final = 0.005
+CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
 _TABLES: Final = """
@@ -95,7 +105,7 @@ class Query:
     offset: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Hit:
     """One ranked result: the record, its final score and the parts of it."""
 
@@ -103,7 +113,12 @@ class Hit:
     score: float
     bm25: float
     record: Record
-    matched: list[str] = field(default_factory=list)
+    tokens: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def matched(self) -> list[str]:
+        """Name the fields the query's words appear in (worked out only when asked)."""
+        return _matched(self.record, self.tokens)
 
 
 def line_hash(line: bytes) -> str:
@@ -168,6 +183,12 @@ class Index:
         self._backend: SearchIndex | None = None
         self._lock: object | None = None
         self._ft_lock: object | None = None
+        # Per-process caches, valid while memories.jsonl keeps the stat signature
+        # ``_synced_sig``: they save SQLite round trips on every recall of a long-lived process.
+        self._synced_sig: str | None = None
+        self._flushed_sig: str | None = None
+        self._rank_cache: dict[str, tuple[float, float] | None] = {}
+        self._record_cache: dict[str, Record] = {}
         self._depth = 0
         self.problems: list[tuple[int, str]] = []
 
@@ -323,10 +344,11 @@ class Index:
 
     def refresh(self, progress: Progress | None = None) -> int:
         """Bring the index up to date with memories.jsonl; return how many records changed."""
-        if (
-            self.meta("file_sig") == self.store.signature()
-            and self.meta("backend") == self.backend_name
-        ):
+        signature = self.store.signature()
+        if signature == self._synced_sig:
+            return 0  # this process saw the index match exactly this file
+        if self.meta("file_sig") == signature and self.meta("backend") == self.backend_name:
+            self._synced(signature)
             return 0
         with self.lock():
             data, signature = self.store.read_bytes()
@@ -340,11 +362,27 @@ class Index:
                 with self.fulltext_lock():
                     self.backend.clear()
             if self.meta("file_sig") == signature:
+                self._synced(signature)
                 return 0
             if data and self.db.execute("SELECT 1 FROM records LIMIT 1").fetchone() is None:
                 # A new or wiped index: one bulk pass beats record-by-record updates.
-                return self.rebuild(progress)
-            return self._sync(data, signature, progress)
+                changed = self.rebuild(progress)
+            else:
+                changed = self._sync(data, signature, progress)
+            self._synced(signature)
+            return changed
+
+    def _synced(self, signature: str) -> None:
+        """Note that the index matches the file at ``signature``; drop per-process caches."""
+        if signature != self._synced_sig:
+            self._drop_caches()
+        self._synced_sig = signature
+
+    def _drop_caches(self) -> None:
+        self._synced_sig = None
+        self._flushed_sig = None
+        self._rank_cache.clear()
+        self._record_cache.clear()
 
     def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
         known = dict(self.db.execute("SELECT id, line_hash FROM records").fetchall())
@@ -470,7 +508,10 @@ class Index:
         holds up writers. A queue entry is removed by rowid: an id queued again while this
         flush ran gets a new rowid and stays queued for the next flush.
         """
+        if self._synced_sig is not None and self._flushed_sig == self._synced_sig:
+            return 0  # nothing was queued since this process last emptied the queue
         if self.db.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is None:
+            self._flushed_sig = self._synced_sig
             return 0
         with self.fulltext_lock():
             queued = self.db.execute("SELECT rowid, id FROM pending").fetchall()
@@ -512,6 +553,7 @@ class Index:
         created after the load, and the database skips fsync meanwhile (it is derived).
         """
         with self.lock(), self.fulltext_lock():
+            self._drop_caches()
             data, signature = self.store.read_bytes()
             conn = self.db
             conn.execute("PRAGMA synchronous=OFF")
@@ -545,6 +587,7 @@ class Index:
             finally:
                 conn.execute("PRAGMA synchronous=NORMAL")
             self.problems = problems
+            self._synced(signature)
             return int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
 
     def _stream(
@@ -612,12 +655,22 @@ class Index:
     def get_many(self, ids: Iterable[str]) -> dict[str, Record]:
         """Return the records with these ids (missing ones left out)."""
         out: dict[str, Record] = {}
-        for chunk in _chunks(list(ids), 500):
+        missing = []
+        for rid in ids:
+            cached = self._record_cache.get(rid)
+            if cached is None:
+                missing.append(rid)
+            else:
+                out[rid] = dict(cached)
+        for chunk in _chunks(missing, 500):
             marks = ",".join("?" * len(chunk))
             for rid, text in self.db.execute(
                 f"SELECT id, json FROM records WHERE id IN ({marks})", chunk
             ):
-                out[rid] = json.loads(text)
+                record = _loads(text)
+                if len(self._record_cache) < CACHE_LIMIT:
+                    self._record_cache[rid] = record
+                out[rid] = dict(record)
         return out
 
     def find_duplicate(self, key: str, since: str) -> Record | None:
@@ -753,35 +806,44 @@ class Index:
                 score=round(score, 4),
                 bm25=round(bm25, 4),
                 record=records[rid],
-                matched=_matched(records[rid], tokens),
+                tokens=tuple(tokens),
             )
             for score, rid, bm25 in page
             if rid in records
         ]
 
-    def _rank_columns(self, ids: Sequence[str]) -> dict[str, tuple[str, str, int, float]]:
-        """Return kind, status, importance, updated_epoch of the live records among ``ids``."""
-        out: dict[str, tuple[str, str, int, float]] = {}
-        for chunk in _chunks(list(ids), 500):
+    def _rank_columns(self, ids: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """Return (kind × importance × status factor, updated_epoch) of live records in ``ids``."""
+        out: dict[str, tuple[float, float]] = {}
+        missing = []
+        for rid in ids:
+            if rid in self._rank_cache:
+                row = self._rank_cache[rid]
+                if row is not None:
+                    out[rid] = row
+            else:
+                missing.append(rid)
+        for chunk in _chunks(missing, 500):
             marks = ",".join("?" * len(chunk))
-            for rid, kind, status, importance, updated in self.db.execute(
-                "SELECT id, kind, status, importance, updated_epoch FROM records "
-                f"WHERE deleted=0 AND id IN ({marks})",
-                chunk,
-            ):
-                out[rid] = (kind, status, importance, updated)
+            found = {
+                rid: (static_factor(kind, status, importance, self.weights), updated)
+                for rid, kind, status, importance, updated in self.db.execute(
+                    "SELECT id, kind, status, importance, updated_epoch FROM records "
+                    f"WHERE deleted=0 AND id IN ({marks})",
+                    chunk,
+                )
+            }
+            for rid in chunk:
+                row = found.get(rid)
+                if len(self._rank_cache) < CACHE_LIMIT:
+                    self._rank_cache[rid] = row
+                if row is not None:
+                    out[rid] = row
         return out
 
-    def _row_multiplier(self, row: tuple[str, str, int, float], now_epoch: float) -> float:
-        kind, status, importance, updated = row
-        return multiplier(
-            kind=kind,
-            status=status,
-            importance=importance,
-            updated_epoch=updated,
-            now_epoch=now_epoch,
-            weights=self.weights,
-        )
+    def _row_multiplier(self, row: tuple[float, float], now_epoch: float) -> float:
+        factor, updated = row
+        return factor * freshness(updated, now_epoch, self.weights)
 
     def _browse(
         self, query: Query, ids: frozenset[str] | None, now_epoch: float
@@ -809,7 +871,13 @@ class Index:
             params,
         ).fetchall()
         return [
-            (self._row_multiplier((kind, status, importance, updated), now_epoch), rid, 0.0)
+            (
+                self._row_multiplier(
+                    (static_factor(kind, status, importance, self.weights), updated), now_epoch
+                ),
+                rid,
+                0.0,
+            )
             for rid, kind, status, importance, updated in rows
             if ids is None or rid in ids
         ]
@@ -849,6 +917,11 @@ def _matched(record: Mapping[str, Any], tokens: Sequence[str]) -> list[str]:
     }
     stems = [token[: max(4, len(token) - 3)] if len(token) > 4 else token for token in tokens]
     return [name for name, text in fields.items() if any(stem in text for stem in stems)]
+
+
+def _loads(text: str) -> Record:
+    """Parse a stored record (canonical JSON written by engram itself)."""
+    return dict(loads(text))
 
 
 def _statements(script: str) -> list[str]:

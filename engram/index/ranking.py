@@ -43,6 +43,15 @@ def freshness(updated_epoch: float, now_epoch: float, weights: Weights) -> float
     return 1.0 - weights.freshness_max_loss * min(age_days / weights.freshness_days, 1.0)
 
 
+def static_factor(kind: str, status: str, importance: int, weights: Weights) -> float:
+    """Return the kind × importance × status factor (the part that does not age)."""
+    return (
+        weights.kind.get(kind, 1.0)
+        * (1.0 + weights.importance_step * (importance - 3))
+        * weights.status.get(status, 1.0)
+    )
+
+
 def multiplier(
     *,
     kind: str,
@@ -53,11 +62,8 @@ def multiplier(
     weights: Weights,
 ) -> float:
     """Return the product of the kind, importance, status and freshness factors."""
-    return (
-        weights.kind.get(kind, 1.0)
-        * (1.0 + weights.importance_step * (importance - 3))
-        * weights.status.get(status, 1.0)
-        * freshness(updated_epoch, now_epoch, weights)
+    return static_factor(kind, status, importance, weights) * freshness(
+        updated_epoch, now_epoch, weights
     )
 
 
