@@ -88,28 +88,36 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 
 
-_LONG_DIGITS: Final = re.compile(rb"\d{19}")
+def _has_float(value: Any) -> bool:
+    """Tell whether a parsed JSON value holds a float anywhere (records normally hold none)."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_float(item) for item in value)
+    return False
 
 
 def _fast_loads(line: bytes | str) -> Any:
     """Parse JSON with orjson (several times faster than json on the index rebuild path).
 
-    orjson reads integers wider than 64 bits as floats; a line with a run of 19 digits goes to
-    the standard parser instead (raising ValueError sends the caller there).
+    orjson reads integers wider than 64 bits as floats, so a result holding any float is parsed
+    again by the standard parser, which keeps such integers exact (and reads floats the same).
     """
     import orjson
 
-    raw = line.encode("utf-8") if isinstance(line, str) else line
-    if _LONG_DIGITS.search(raw):
-        raise ValueError("long integer: use the standard parser")
-    return orjson.loads(raw)
+    value = orjson.loads(line)
+    if _has_float(value):
+        return json.loads(line)
+    return value
 
 
 def loads(text: bytes | str) -> Any:
     """Parse JSON that engram wrote itself: orjson when it is exact, else the json module."""
     try:
         return _fast_loads(text)
-    except ValueError:
+    except ValueError:  # what orjson refuses, e.g. a lone surrogate escape
         return json.loads(text)
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from engram.errors import ConfigError
 
@@ -32,9 +32,8 @@ MAX_TOKEN_CHARS: Final = 40
 _WORD: Final = re.compile(r"\w+")
 
 
-@dataclass(frozen=True)
-class Doc:
-    """What a backend indexes for one memory."""
+class Doc(NamedTuple):
+    """What a backend indexes for one memory (a named tuple: cheap to build in bulk)."""
 
     id: str
     title: str
