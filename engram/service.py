@@ -467,23 +467,27 @@ class Engram:
         """Return the full memory an id or unique prefix names."""
         return self._locate(ref)[1]
 
-    def short_id(self, rid: str, minimum: int = 8) -> str:
-        """Return the shortest prefix of ``rid``, at least ``minimum`` long, naming only it."""
-        for size in range(minimum, len(rid)):
-            prefix = rid[:size]
-            unique = True
-            for ws in self._workspaces():
-                try:
-                    unique = ws.index.resolve(prefix) == rid
-                except NotFound:
-                    continue
-                except AmbiguousId:
-                    unique = False
-                if not unique:
+    def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
+        """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
+        workspaces = self._workspaces()
+        out: dict[str, str] = {}
+        for rid in ids:
+            out[rid] = rid
+            for size in range(minimum, len(rid)):
+                prefix, unique = rid[:size], True
+                for ws in workspaces:
+                    try:
+                        unique = ws.index.resolve(prefix) == rid
+                    except NotFound:
+                        continue
+                    except AmbiguousId:
+                        unique = False
+                    if not unique:
+                        break
+                if unique:
+                    out[rid] = prefix
                     break
-            if unique:
-                return prefix
-        return rid
+        return out
 
     def recall(
         self,

@@ -1,0 +1,349 @@
+"""MCP server benchmarks of engram, each figure a ratio against a baseline measured in the same run.
+
+Run ``python benchmarks/bench_mcp.py [--quick] [--size 10000] [--rss-size 100000]``. Like
+``bench_core.py`` (whose synthetic stores this reuses), every figure is paired with a baseline
+that does the irreducible part of the same job, measured and baseline runs are interleaved, and
+the table reports the ratio of their medians next to the absolute medians.
+
+1. ``recall`` round trip through a real stdio session (the SDK's client, an ``engram mcp``
+   process) p50, vs the same recall through the facade in-process (``Engram.recall``, the
+   limit the tool asks for), on a 10k store (target <= 2);
+2. server start-up to the first answered ``tools/list`` (spawn, imports, opening the store,
+   the initialize handshake) vs a ``python -c "import mcp"`` process (reported);
+3. peak RSS (``VmHWM`` in /proc/PID/status) of the server process after it served recalls, stats
+   and a get on a 100k store, vs a bare ``python -c "import mcp"`` process (reported);
+4. tokens per recall hit, from the answers of figure 1 (reported; the aim is about 100);
+5. a ``ping`` round trip in the same session vs the same facade recall (reported): the SDK's
+   own floor for any request, which figure 1 cannot go below.
+
+Scratch stores go under ``benchmarks/.data/`` (gitignored) and are removed unless ``--keep``.
+This file must not assert on wall-clock times, and is not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import Corpus, build_store, say  # a sibling script, not a package
+
+from engram.mcp_server import RECALL_LIMIT
+from engram.service import Engram
+
+HERE: Final = Path(__file__).resolve().parent
+DEFAULT_DATA: Final = HERE / ".data"
+SEED: Final = 20240611
+IMPORT_MCP: Final = "import mcp"
+RSS_PROBE: Final = (
+    "import mcp, re; "
+    "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
+)
+
+
+@dataclass
+class Figure:
+    """One row of the table: medians of the paired samples, their ratio and the target."""
+
+    name: str
+    size: int
+    unit: str
+    ours: float
+    base: float
+    runs: int
+    target: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        size: int,
+        unit: str,
+        ours: Sequence[float],
+        base: Sequence[float],
+        target: float | None = None,
+    ) -> Figure:
+        """Summarise paired samples by their medians."""
+        return cls(
+            name, size, unit, statistics.median(ours), statistics.median(base), len(ours), target
+        )
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.base if self.base else float("inf")
+
+    def verdict(self) -> str:
+        """Return PASS or FAIL against the target, or ``info`` when there is none."""
+        if self.target is None:
+            return "info"
+        return "PASS" if self.ratio <= self.target else "FAIL"
+
+
+def render(rows: Sequence[Figure]) -> str:
+    """Return the result table as aligned plain text."""
+    header = ("figure", "size", "engram", "baseline", "ratio", "target", "result", "runs")
+    lines = [header]
+    for row in rows:
+        lines.append(
+            (
+                row.name,
+                f"{row.size // 1000}k" if row.size % 1000 == 0 else str(row.size),
+                f"{row.ours:.2f} {row.unit}",
+                f"{row.base:.2f} {row.unit}",
+                f"{row.ratio:.2f}",
+                "-" if row.target is None else f"<= {row.target:g}",
+                row.verdict(),
+                str(row.runs),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for number, line in enumerate(lines):
+        cells = [
+            cell.ljust(width) if column == 0 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+        if number == 0:
+            out.append("  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+LEGEND: Final = """\
+ratio = median engram / median baseline (figures 1-3 interleave the two sides).
+baselines (same run):
+  recall round trip  Engram.recall(q, limit=6) in-process on the same store, same queries
+  ping round trip    the same facade recall: what the SDK's stdio round trip alone costs
+  start-up           python -c "import mcp" (both with a warm bytecode cache)
+  peak RSS           VmHWM of python -c "import mcp"
+  tokens per hit     ceil(chars / 4) of one compact hit; the baseline column is the aim (100)"""
+
+
+def server_env(pycache: Path) -> dict[str, str]:
+    """Return what a spawned process gets on top of the SDK's default environment.
+
+    As in bench_core: a private bytecode cache even where PYTHONDONTWRITEBYTECODE is set, since
+    an installed engram has its .pyc files; the personal store and author stay in the run.
+    """
+    return {
+        "PYTHONPYCACHEPREFIX": str(pycache),
+        "ENGRAM_HOME": os.environ["ENGRAM_HOME"],
+        "ENGRAM_AUTHOR": os.environ["ENGRAM_AUTHOR"],
+    }
+
+
+@asynccontextmanager
+async def session(root: Path, env: dict[str, str], errlog: IO[str]) -> AsyncIterator[ClientSession]:
+    """Start ``engram -C ROOT mcp`` and yield an initialised client session to it."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "engram", "-C", str(root), "mcp"], env=env
+    )
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=300) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+def prepare(root: Path, size: int, seed: int) -> None:
+    """Build a synthetic store and its index, so that no figure pays for indexing."""
+    say(f"building a {size:,}-memory store")
+    build_store(root, size, seed)
+    started = time.monotonic()
+    with Engram.open(root) as engram:
+        engram.reindex()
+        engram.recall("warm up the index")
+    say(f"indexed in {time.monotonic() - started:.0f} s")
+
+
+async def recall_figures(
+    root: Path, size: int, queries: Sequence[str], rounds: int, env: dict[str, str], log: IO[str]
+) -> list[Figure]:
+    """Time recall through a stdio session against the facade in-process, interleaved."""
+    ours: list[float] = []
+    base: list[float] = []
+    pings: list[float] = []
+    hit_tokens: list[int] = []
+    with Engram.open(root) as engram:
+        async with session(root, env, log) as client:
+            for query in queries[:5]:  # warm both sides: caches, the full-text searcher
+                await client.call_tool("recall", {"query": query})
+                engram.recall(query, limit=RECALL_LIMIT + 1)
+            for number in range(rounds * len(queries)):
+                query = queries[number % len(queries)]
+                sides = ("mcp", "facade", "ping") if number % 2 == 0 else ("ping", "facade", "mcp")
+                for side in sides:
+                    start = time.perf_counter()
+                    if side == "ping":
+                        await client.send_ping()
+                        pings.append((time.perf_counter() - start) * 1000)
+                    elif side == "mcp":
+                        result = await client.call_tool("recall", {"query": query})
+                        elapsed = time.perf_counter() - start
+                        assert not result.is_error, result
+                        text = result.content[0].text  # type: ignore[union-attr]
+                        hit_tokens += [
+                            -(-len(json.dumps(hit, ensure_ascii=False, separators=(",", ":"))) // 4)
+                            for hit in json.loads(text)["hits"]
+                        ]
+                        ours.append(elapsed * 1000)
+                    else:
+                        engram.recall(query, limit=RECALL_LIMIT + 1)
+                        base.append((time.perf_counter() - start) * 1000)
+    return [
+        Figure.of("recall round trip p50 (stdio)", size, "ms", ours, base, target=2.0),
+        Figure.of("ping round trip p50 (SDK floor)", size, "ms", pings, base),
+        Figure.of(
+            "tokens per recall hit (mean)", size, "tok", [statistics.mean(hit_tokens)], [100.0]
+        ),
+    ]
+
+
+async def startup_figure(
+    root: Path, size: int, runs: int, env: dict[str, str], log: IO[str]
+) -> Figure:
+    """Time spawn-to-first-tools/list of the server against a bare ``import mcp`` process."""
+    baseline_env = get_default_environment() | env
+    ours: list[float] = []
+    base: list[float] = []
+    for number in range(runs + 1):  # the first pair is untimed: it fills the bytecode cache
+        for side in ("server", "import") if number % 2 == 0 else ("import", "server"):
+            start = time.perf_counter()
+            if side == "server":
+                async with session(root, env, log) as client:
+                    await client.list_tools()
+                    elapsed = time.perf_counter() - start
+                if number:
+                    ours.append(elapsed * 1000)
+            else:
+                subprocess.run([sys.executable, "-c", IMPORT_MCP], env=baseline_env, check=True)
+                if number:
+                    base.append((time.perf_counter() - start) * 1000)
+    return Figure.of("start-up to 1st tools/list", size, "ms", ours, base)
+
+
+def _children(parent: int) -> list[int]:
+    """Return the ids of the processes whose parent is ``parent``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                out.append(int(entry.name))
+    return out
+
+
+def _peak_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+)", status)
+    assert match, f"no VmHWM for process {pid}"
+    return int(match.group(1))
+
+
+async def rss_figure(
+    root: Path, size: int, queries: Sequence[str], runs: int, env: dict[str, str], log: IO[str]
+) -> Figure:
+    """Measure the server's peak RSS after real work on a big store, against ``import mcp``."""
+    ours: list[float] = []
+    base: list[float] = []
+    for _ in range(runs):
+        before = set(_children(os.getpid()))
+        async with session(root, env, log) as client:
+            await client.list_tools()
+            for query in queries:
+                result = await client.call_tool("recall", {"query": query, "limit": 10})
+                assert not result.is_error, result
+            hits = json.loads(result.content[0].text)["hits"]  # type: ignore[union-attr]
+            if hits:
+                await client.call_tool("get", {"id": hits[0]["id"]})
+            await client.call_tool("stats", {})
+            [pid] = [p for p in _children(os.getpid()) if p not in before]
+            ours.append(_peak_kb(pid) / 1024)
+        probe = subprocess.run(
+            [sys.executable, "-c", RSS_PROBE],
+            env=get_default_environment() | env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        base.append(int(probe.stdout.strip()) / 1024)
+    return Figure.of("server peak RSS (VmHWM)", size, "MB", ours, base)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the stores, run every figure and print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=10_000, help="store for figures 1, 2, 4")
+    parser.add_argument("--rss-size", type=int, default=100_000, help="store for figure 3")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, a 20k RSS store")
+    parser.add_argument("--seed", type=int, default=SEED, help="corpus seed")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="scratch parent")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder afterwards")
+    args = parser.parse_args(argv)
+    rss_size = 20_000 if args.quick and args.rss_size == 100_000 else args.rss_size
+    rounds, startups, rss_runs = (1, 4, 1) if args.quick else (3, 9, 2)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    data = Path(tempfile.mkdtemp(prefix="mcp-", dir=args.data_dir))
+    os.environ["ENGRAM_HOME"] = str(data / "home" / ".engram")
+    os.environ["ENGRAM_AUTHOR"] = "Bench Author"
+    env = server_env(data / "pycache")
+    queries = Corpus(args.seed + 1).queries(40)
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    rows: list[Figure] = []
+    try:
+        with (data / "server-stderr.log").open("w", encoding="utf-8") as log:
+            small = data / f"store-{args.size}"
+            prepare(small, args.size, args.seed)
+            say("recall round trips")
+            rows += anyio.run(recall_figures, small, args.size, queries, rounds, env, log)
+            say("start-up")
+            rows.append(anyio.run(startup_figure, small, args.size, startups, env, log))
+            big = data / f"store-{rss_size}"
+            prepare(big, rss_size, args.seed)
+            say("peak RSS")
+            rows.append(anyio.run(rss_figure, big, rss_size, queries[:20], rss_runs, env, log))
+        errors = (data / "server-stderr.log").read_text(encoding="utf-8").strip()
+        if errors:
+            say(f"the servers wrote to stderr:\n{errors}")
+    finally:
+        if args.keep:
+            say(f"kept {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                args.data_dir.rmdir()  # only if nothing else is in it
+    print(
+        f"engram MCP benchmarks: {'quick' if args.quick else 'full'} run, "
+        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
+        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end"
+    )
+    print(render(rows))
+    print(LEGEND)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
