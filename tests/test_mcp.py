@@ -237,6 +237,18 @@ def test_remember_recall_get_update_suggest_stats_in_one_session(repo: Path) -> 
             assert store["memories"] == 1 and store["by_status"] == {"superseded": 1}
             assert store["index_bytes"] > 0
 
+            mine = await client.ok(
+                "remember", {"title": "I prefer tabs in Makefiles", "scope": "personal"}
+            )
+            personal = Path(os.environ["ENGRAM_HOME"]) / "memories.jsonl"
+            assert mine["id"] in personal.read_text(encoding="utf-8")
+            [hit] = (await client.ok("recall", {"query": "tabs makefiles"}))["hits"]
+            assert hit["scope"] == "personal" and hit["id"] == mine["id"][:8]
+            assert [s["scope"] for s in (await client.ok("stats"))["stores"]] == [
+                "project",
+                "personal",
+            ]
+
     run(scenario)
 
 
@@ -284,6 +296,14 @@ def test_bad_arguments_and_unknown_tools_are_error_results_and_the_session_goes_
             saved = await client.ok("remember", {"title": "Beware the cache", "kind": "gotcha"})
             assert saved["kind"] == "pitfall"
             assert (await client.ok("recall", {"query": "cache"}))["hits"]
+            # A store problem is an error result with the command that repairs it.
+            store = repo / ".engram" / "memories.jsonl"
+            good = store.read_bytes()
+            store.write_bytes(good + b"<<<<<<< HEAD\n")
+            error = await client.error("remember", {"title": "Blocked by a conflict"})
+            assert error["code"] == "corrupt_store" and "engram doctor" in error["hint"]
+            store.write_bytes(good)
+            assert (await client.ok("remember", {"title": "Unblocked"}))["action"] == "created"
 
     run(scenario)
 
@@ -407,6 +427,64 @@ def test_every_response_stays_within_the_budget_and_cursors_yield_every_hit_once
             budget_ok(json.loads(memory.contents[0].text), budget)  # type: ignore[union-attr]
 
     run(scenario)
+
+
+def answer(core: EngramMCP, tool: str, args: dict[str, Any]) -> Any:
+    text, is_error = core.call(tool, args)
+    assert not is_error, text
+    return json.loads(text)
+
+
+def test_ids_grow_past_eight_characters_only_where_a_prefix_is_shared(repo: Path) -> None:
+    stamp = "2025-01-01T00:00:00.000Z"
+    twins = ["abcdefgh2aaaaaaaaaaaaaaaaa", "abcdefgh3aaaaaaaaaaaaaaaaa"]
+    records = [
+        {
+            "id": rid,
+            "kind": "fact",
+            "title": f"Twin {n}",
+            "content": "twin",
+            "rev": 1,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
+        for n, rid in enumerate(twins)
+    ]
+    with Engram.open(repo) as engram:
+        assert engram.import_({"version": 1, "memories": records}).added == 2
+        single = engram.remember("Twin single", "twin").record["id"]
+    with EngramMCP(repo) as core:
+        hits = answer(core, "recall", {"query": "twin"})["hits"]
+        assert sorted(hit["id"] for hit in hits) == sorted(["abcdefgh2", "abcdefgh3", single[:8]])
+        assert answer(core, "get", {"id": "abcdefgh3"})["memory"]["title"] == "Twin 1"
+
+
+def test_a_memory_too_large_even_without_content_comes_in_parts(repo: Path) -> None:
+    tags = [f"tag-{n:03d}-" + "x" * 300 for n in range(150)]
+    history_text = "An earlier version of this memory. " * 60
+    with Engram.open(repo) as engram:
+        wide = engram.remember("Many long tags", "short", tags=tags).record
+        rid = engram.remember("Rewritten often", history_text, kind="fact").record["id"]
+        for number in range(6):
+            engram.update(rid, content=f"{history_text} ({number})")
+        rewritten = engram.get(rid)
+    with EngramMCP(repo, budget=1000) as core:
+        parts, page = [], answer(core, "get", {"id": wide["id"]})
+        while True:
+            budget_ok(page, 1000)
+            assert page["note"].startswith(FRAME)
+            parts.append(page["part"])
+            if "next_cursor" not in page:
+                break
+            page = answer(core, "get", {"cursor": page["next_cursor"]})
+        assert json.loads("".join(parts)) == wide and len(parts) == page["pages"] > 1
+    with EngramMCP(repo, budget=3000) as core:
+        view = answer(core, "get", {"id": rid})  # full history does not fit; titles do
+        budget_ok(view, 3000)
+        assert view["memory"]["content"] == rewritten["content"]
+        assert [old["rev"] for old in view["memory"]["history"]] == list(range(1, 7))
+        assert "content" not in view["memory"]["history"][0]
+        assert "engram get" in view["memory"]["history_note"]
 
 
 def test_budget_comes_from_config_and_option(repo: Path) -> None:
