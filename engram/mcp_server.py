@@ -1873,7 +1873,11 @@ def mcp_command(
     ] = ProfileChoice.agent,
     compat: Annotated[
         list[CompatChoice] | None,
-        typer.Option("--compat", help="Also offer another memory tool's names (repeatable)."),
+        typer.Option(
+            "--compat",
+            metavar="go-engram|engram-rs",
+            help="Also offer another memory tool's names and parameters (repeatable).",
+        ),
     ] = None,
     budget: Annotated[
         int | None,
