@@ -20,36 +20,41 @@ the facade).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
 import enum
-import hashlib
+import functools
 import json
-import logging
 import math
 import os
 import re
-import secrets
 import stat
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 import typer
 
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound
-from engram.model import KIND_ALIASES, KINDS, SCOPES, STATUSES
 
 if TYPE_CHECKING:
+    import asyncio
+    import logging
+
     from engram.index.db import Hit
     from engram.service import Engram
 
-log = logging.getLogger("engram.mcp")
+
+def _log() -> logging.Logger:
+    """Return this adapter's logger (logging is imported only when something goes wrong)."""
+    import logging
+
+    return logging.getLogger("engram.mcp")
+
 
 PROFILES: Final = ("agent", "admin", "all")
 COMPATS: Final = ("go-engram", "engram-rs")
@@ -102,8 +107,7 @@ def _json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """One argument of a tool: its JSON type, description and the checks it gets.
 
     Types: ``string``, ``integer``, ``boolean``, ``object``, ``strings`` (an array of strings;
@@ -212,8 +216,7 @@ Args = dict[str, Any]
 Shape = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class Tool:
+class Tool(NamedTuple):
     """One name the server offers: a native tool, or another tool's name mapped onto one.
 
     A compatibility row names its ``target`` (the native handler), how its arguments map onto
@@ -230,7 +233,7 @@ class Tool:
     idempotent: bool = False
     target: str = ""
     compat: str = ""
-    rename: Mapping[str, str] = field(default_factory=dict)
+    rename: Mapping[str, str] = MappingProxyType({})
     convert: Callable[[Args], Args] | None = None
     shape: Shape | None = None
 
@@ -278,16 +281,6 @@ class Tool:
 _KIND_HELP: Final = "decision, pitfall, bugfix, pattern, principle, architecture, fact, note …"
 _ID = Param("id", "id", "Memory id or unique id prefix (as recall shows it).", required=True)
 _CURSOR = Param("cursor", "string", "next_cursor from the previous page, to continue.")
-_KIND = Param(
-    "kind", "string", f"What sort of memory: {_KIND_HELP}", enum=KINDS, accept=tuple(KIND_ALIASES)
-)
-_STATUS = Param("status", "string", "Lifecycle: active unless replaced or doubtful.", enum=STATUSES)
-_SCOPE = Param(
-    "scope",
-    "string",
-    "project (shared in the repo) or personal (your own store, ENGRAM_HOME).",
-    enum=SCOPES,
-)
 _TAGS = Param("tags", "strings", "Topic tags, lower-case.")
 _FILES = Param("files", "strings", "Repo-relative paths or globs the memory is about.")
 _IMPORTANCE = Param("importance", "integer", "1–5; 3 is normal, 5 critical.", minimum=1, maximum=5)
@@ -303,7 +296,39 @@ _TITLE = Param("title", "string", "One specific, searchable line.")
 _CONTENT = Param("content", "string", "What / Why / Where / Learned, in markdown.")
 
 
-def _native() -> tuple[Tool, ...]:
+class _Choices(NamedTuple):
+    """The arguments whose values come from engram.model (imported when the table is built)."""
+
+    kinds: tuple[str, ...]
+    aliases: tuple[str, ...]
+    statuses: tuple[str, ...]
+    scopes: tuple[str, ...]
+    kind: Param
+    status: Param
+    scope: Param
+
+
+def _choices() -> _Choices:
+    from engram.model import KIND_ALIASES, KINDS, SCOPES, STATUSES
+
+    kind_help = f"What sort of memory: {_KIND_HELP}"
+    return _Choices(
+        KINDS,
+        tuple(KIND_ALIASES),
+        STATUSES,
+        SCOPES,
+        Param("kind", "string", kind_help, enum=KINDS, accept=tuple(KIND_ALIASES)),
+        Param("status", "string", "Lifecycle: active unless replaced or doubtful.", enum=STATUSES),
+        Param(
+            "scope",
+            "string",
+            "project (shared in the repo) or personal (your own store, ENGRAM_HOME).",
+            enum=SCOPES,
+        ),
+    )
+
+
+def _native(c: _Choices) -> tuple[Tool, ...]:
     agent, admin = "agent", "admin"
     return (
         Tool(
@@ -314,13 +339,13 @@ def _native() -> tuple[Tool, ...]:
             (
                 Param("title", "string", _TITLE.description, required=True),
                 _CONTENT,
-                replace(_KIND, default="note"),
+                c.kind._replace(default="note"),
                 _TAGS,
                 _FILES,
                 _IMPORTANCE,
                 _TOPIC,
-                _SCOPE,
-                _STATUS,
+                c.scope,
+                c.status,
                 _LINKS,
                 Param("session_id", "string", "Your session's id, if you have one."),
             ),
@@ -334,13 +359,11 @@ def _native() -> tuple[Tool, ...]:
             "provenance); get ID reads one in full, next_cursor pages on.",
             (
                 Param("query", "string", "Any words; no syntax to get wrong. Empty: browse."),
-                Param(
-                    "kind", "strings", "Only these kinds.", enum=KINDS, accept=tuple(KIND_ALIASES)
-                ),
+                Param("kind", "strings", "Only these kinds.", enum=c.kinds, accept=c.aliases),
                 Param("tags", "strings", "Only memories with one of these tags."),
                 Param("files", "strings", "Only memories about these paths (exact, folder, glob)."),
-                Param("status", "strings", "Only these statuses.", enum=STATUSES),
-                Param("scope", "strings", "Only these stores.", enum=SCOPES),
+                Param("status", "strings", "Only these statuses.", enum=c.statuses),
+                Param("scope", "strings", "Only these stores.", enum=c.scopes),
                 Param("project", "strings", "Only these projects."),
                 Param(
                     "limit",
@@ -368,7 +391,7 @@ def _native() -> tuple[Tool, ...]:
             "update",
             "Change fields of a memory, e.g. fix its text or mark it superseded or archived when "
             "it no longer holds (rev+1; the earlier text is kept). Returns its id and rev.",
-            (_ID, _TITLE, _CONTENT, _KIND, _TAGS, _FILES, _IMPORTANCE, _STATUS, _TOPIC, _LINKS),
+            (_ID, _TITLE, _CONTENT, c.kind, _TAGS, _FILES, _IMPORTANCE, c.status, _TOPIC, _LINKS),
             agent,
             read_only=False,
             idempotent=True,
@@ -377,7 +400,7 @@ def _native() -> tuple[Tool, ...]:
             "suggest_topic_key",
             "Suggest a stable topic_key (family/segment) for a memory about to be saved, so "
             "later saves on the same topic update it instead of adding duplicates.",
-            (_KIND, _TITLE, _CONTENT),
+            (c.kind, _TITLE, _CONTENT),
             agent,
             read_only=True,
         ),
@@ -401,7 +424,7 @@ def _native() -> tuple[Tool, ...]:
         Tool(
             "export",
             "Export every memory and tombstone of a store as engram's JSON document, in pages.",
-            (Param("scope", "string", "Which store.", enum=SCOPES, default="project"), _CURSOR),
+            (Param("scope", "string", "Which store.", enum=c.scopes, default="project"), _CURSOR),
             admin,
             read_only=True,
         ),
@@ -528,6 +551,8 @@ def _rs_record(item: Any) -> Any:
     context, action = str(item.get("context") or ""), str(item.get("action") or "")
     result = str(item.get("result") or "")
     text = "\x1f".join((context, action, result)).encode("utf-8")
+    import hashlib
+
     rid = str(item.get("id") or "rs-" + hashlib.sha256(text).hexdigest()[:24])
     stamp = item.get("created_at") or item.get("updated_at")
     tags = item.get("tags")
@@ -574,9 +599,9 @@ def _rs_import_shape(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _compat() -> tuple[Tool, ...]:
+def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
     def row(name: str, target: str, description: str, *params: Param, **extra: Any) -> Tool:
-        base = _NATIVE_BY_NAME.get(target)
+        base = native.get(target)
         return Tool(
             name,
             description,
@@ -600,10 +625,10 @@ def _compat() -> tuple[Tool, ...]:
             "Returns its id; a known topic_key updates instead of duplicating.",
             Param("title", "string", _TITLE.description, required=True),
             Param("content", "string", _CONTENT.description, required=True),
-            replace(_GO_TYPE, default="manual"),
+            _GO_TYPE._replace(default="manual"),
             Param("session_id", "string", "Your session's id."),
             _GO_PROJECT,
-            _SCOPE,
+            c.scope,
             _TOPIC,
             compat=_GO,
             rename={"type": "kind"},
@@ -616,7 +641,7 @@ def _compat() -> tuple[Tool, ...]:
             Param("query", "string", "Any words.", required=True),
             _GO_TYPE,
             _GO_PROJECT,
-            _SCOPE,
+            c.scope,
             go_limit,
             _CURSOR,
             compat=_GO,
@@ -639,7 +664,7 @@ def _compat() -> tuple[Tool, ...]:
             _CONTENT,
             _GO_TYPE,
             _GO_PROJECT,
-            _SCOPE,
+            c.scope,
             _TOPIC,
             compat=_GO,
             rename={"type": "kind"},
@@ -674,7 +699,7 @@ def _compat() -> tuple[Tool, ...]:
                 "Kind of memory.",
                 required=True,
                 enum=_RS_TYPES,
-                accept=KINDS,
+                accept=c.kinds,
             ),
             Param("context", "string", "The situation.", required=True),
             Param("action", "string", "What was done or decided.", required=True),
@@ -745,9 +770,21 @@ def _compat() -> tuple[Tool, ...]:
     )
 
 
-NATIVE: Final = _native()
-_NATIVE_BY_NAME: Final = {tool.name: tool for tool in NATIVE}
-COMPAT_TOOLS: Final = _compat()
+class Tables(NamedTuple):
+    """Every tool the server knows: the native ones (also by name) and the compatibility rows."""
+
+    native: tuple[Tool, ...]
+    by_name: dict[str, Tool]
+    compat: tuple[Tool, ...]
+
+
+@functools.cache
+def tables() -> Tables:
+    """Return the tool tables, built on first use (so importing this module stays cheap)."""
+    choices = _choices()
+    native = _native(choices)
+    by_name = {tool.name: tool for tool in native}
+    return Tables(native, by_name, _compat(choices, by_name))
 
 
 def select_tools(profile: str = "agent", compat: Iterable[str] = ()) -> dict[str, Tool]:
@@ -761,7 +798,8 @@ def select_tools(profile: str = "agent", compat: Iterable[str] = ()) -> dict[str
             f"unknown --compat {', '.join(unknown)}; use one of: {', '.join(COMPATS)}"
         )
     profiles = {"agent", "admin"} if profile == "all" else {profile}
-    rows = [*NATIVE, *(tool for tool in COMPAT_TOOLS if tool.compat in wanted)]
+    table = tables()
+    rows = [*table.native, *(tool for tool in table.compat if tool.compat in wanted)]
     return {tool.name: tool for tool in rows if tool.profile in profiles}
 
 
@@ -773,8 +811,7 @@ def tool_names(profile: str = "agent", compat: Iterable[str] = ()) -> list[str]:
 # -- prompts ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Prompt:
+class Prompt(NamedTuple):
     """A built-in prompt: the memory protocol, in parts an agent can ask for."""
 
     name: str
@@ -951,12 +988,12 @@ def decode_cursor(cursor: str, tool: str) -> dict[str, Any]:
 # -- the server's logic, without the SDK --------------------------------------------------------
 
 
-@dataclass
 class Call:
     """One tool call in progress: its tool, the budget in characters, the answer's shape."""
 
-    tool: Tool
-    budget: int
+    def __init__(self, tool: Tool, budget: int) -> None:
+        self.tool = tool
+        self.budget = budget
 
     def shape(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Return the answer in the called tool's shape (native, or another tool's)."""
@@ -967,7 +1004,7 @@ class Call:
         text = dumps(self.shape(payload))
         if len(text) <= self.budget:
             return text
-        log.warning("%s: %d-token answer over the budget", self.tool.name, tokens(text))
+        _log().warning("%s: %d-token answer over the budget", self.tool.name, tokens(text))
         room = max(0, self.budget - 300)
         return dumps(
             {
@@ -1014,8 +1051,7 @@ class Call:
         return self.render(build(good)), good
 
 
-@dataclass(frozen=True)
-class _Page:
+class _Page(NamedTuple):
     """Where a recall's paging stands: its arguments and the ids its pages have shown."""
 
     query: dict[str, Any]
@@ -1031,6 +1067,8 @@ class _Pages:
 
     def token(self) -> str:
         """Return a fresh, unguessable cursor key."""
+        import secrets
+
         return secrets.token_urlsafe(9)
 
     def put(self, token: str, page: _Page) -> None:
@@ -1144,7 +1182,7 @@ class EngramMCP:
             }
             return dumps(error), True
         except Exception as exc:  # the boundary: a bug must not end the session
-            log.exception("tool %s failed", name)
+            _log().exception("tool %s failed", name)
             error = {
                 "code": "internal",
                 "message": f"{name} failed: {type(exc).__name__}: {exc}",
@@ -1568,13 +1606,13 @@ class EngramMCP:
         """Return (text, mime type) of an engram:// resource; raise EngramError if it fails."""
         budget = self.budget * CHARS_PER_TOKEN
         if uri == "engram://stats":
-            text = Call(_NATIVE_BY_NAME["stats"], budget).render(self.stats_payload())
+            text = Call(tables().by_name["stats"], budget).render(self.stats_payload())
             return text, "application/json"
         if uri == "engram://context":
             return self.context_digest(budget), "text/markdown"
         match = re.fullmatch(r"engram://memory/([^/?#]+)", uri)
         if match:
-            call = Call(_NATIVE_BY_NAME["get"], budget)
+            call = Call(tables().by_name["get"], budget)
             return self.read_memory(match.group(1), None, call), "application/json"
         raise NotFound(
             f"no resource {uri}",
@@ -1709,7 +1747,7 @@ async def _serve(core: EngramMCP) -> None:
         except EngramError as exc:
             raise MCPError(code=-32602, message=f"{exc.message} (hint: {exc.hint})") from None
         except Exception as exc:
-            log.exception("reading %s failed", uri)
+            _log().exception("reading %s failed", uri)
             raise MCPError(code=-32603, message=f"reading {uri} failed: {exc}") from None
         contents: list[types.TextResourceContents | types.BlobResourceContents] = [
             types.TextResourceContents(uri=uri, text=text, mime_type=mime)
@@ -1801,7 +1839,6 @@ class _Out:
         """Do nothing: writes are unbuffered."""
 
 
-@dataclass
 class _Pipes:
     """stdin and stdout served on the event loop, for a fast round trip.
 
@@ -1811,14 +1848,16 @@ class _Pipes:
     protocol reaches the client.
     """
 
-    lines: _Lines
-    out: _Out
-    transport: asyncio.BaseTransport
-    wire: int
+    def __init__(
+        self, lines: _Lines, out: _Out, transport: asyncio.BaseTransport, wire: int
+    ) -> None:
+        self.lines, self.out, self.transport, self.wire = lines, out, transport, wire
 
     @classmethod
     async def open(cls) -> _Pipes | None:
         """Return the pipes, or None where the SDK's own transport must do (not a pipe …)."""
+        import asyncio
+
         if sys.platform == "win32":
             return None
         try:
@@ -1893,6 +1932,8 @@ def mcp_command(
     directory = (ctx.obj or {}).get("dir")
     if directory is not None and not Path(directory).is_dir():
         raise InvalidInput(f"-C {directory}: no such folder")
+    import logging
+
     logging.basicConfig(
         level=logging.WARNING,
         stream=sys.stderr,
