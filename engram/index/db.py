@@ -785,7 +785,7 @@ class Index:
                 tags=frozenset(tag.lower() for tag in query.tags),
                 ids=ids,
             )
-            raw = backend.search(query.text, limit=max(want * 3, 30), filters=filters)
+            raw = backend.search(query.text, limit=max(want * 2, 20), filters=filters)
             columns = self._rank_columns([rid for rid, _ in raw])
             scored = []
             for rid, bm25 in raw:
