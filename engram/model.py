@@ -90,12 +90,16 @@ _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 
 def _has_float(value: Any) -> bool:
     """Tell whether a parsed JSON value holds a float anywhere (records normally hold none)."""
-    if isinstance(value, float):
-        return True
-    if isinstance(value, dict):
-        return any(_has_float(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_has_float(item) for item in value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            return True
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
     return False
 
 
