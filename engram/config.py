@@ -59,6 +59,11 @@ DEFAULTS: Final[dict[str, Any]] = {
         "lock_timeout_seconds": 60,
     },
     "redact": {"extra_patterns": []},
+    "indexer": {
+        "adr_dirs": ["docs/adr", "docs/adrs", "docs/decisions", "doc/adr", "adr", "decisions"],
+        "git_depth": 500,
+        "hotspot_threshold": 8,
+    },
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -100,6 +105,12 @@ store:
 redact:
   # Extra regular expressions whose matches are replaced by [REDACTED] before saving.
   extra_patterns: []
+
+indexer:
+  # Folders read for architecture decision records (an .adr-dir file at the root adds one).
+  adr_dirs: [docs/adr, docs/adrs, docs/decisions, doc/adr, adr, decisions]
+  git_depth: 500             # non-merge commits from HEAD mined for hotspots and reverts
+  hotspot_threshold: 8       # a file changed this often in that window is a hotspot
 """
 
 
