@@ -1,0 +1,831 @@
+"""The indexer that mines git history for hotspots and pitfall candidates.
+
+``scan_history`` walks the last ``depth`` non-merge commits reachable from HEAD (all parents,
+newest committer date first, like ``git log --no-merges -n DEPTH``), lists the paths each one
+changed, counts them into hotspots, and turns reverts and "fix … again" commits into pitfall
+*candidates*. It returns values only: the service decides which memories to write.
+
+What it must not do: run ``git`` in a subprocess, read file contents (blobs are read only to
+tell a renamed-and-edited file from a delete plus an add, in commits that both delete and add
+files, at most ``_MAX_RENAME_PAIRS`` pairs), write anything but its cache file in
+``state_dir``, or raise for a repository state a user can be in (no repository, no commits, a
+shallow or partial clone): those come back as sentences in ``GitScan.problems``. dulwich is
+imported inside functions so that ``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in
+``indexer/`` and ``sync/`` only.
+
+Conventions (the facts a reader of the hotspot memory relies on):
+
+- ``changes[path]`` is the number of non-merge commits in the window that touched the file now
+  at ``path``. Renames are followed: a commit that renames ``a`` to ``b`` counts once, on
+  ``b``, and the older changes to ``a`` count on ``b`` too. A rename is an ``a`` deleted and a
+  ``b`` added in the same commit with the same blob, or, when the commit deletes and adds only
+  a few files, with at least half of their lines in common; else it is a delete plus an add.
+- A deletion counts on the deleted path, so ``changes`` holds paths that no longer exist;
+  ``hotspots`` leaves out the paths whose newest change in the window deleted them.
+- The root commit counts every file it adds. A shallow clone's boundary commit (listed in
+  ``.git/shallow``) is walked but its changes are unknown, so it counts nothing.
+- Candidates: a revert has a ``Revert "…"`` subject *and* a ``This reverts commit <sha>`` line;
+  a "fix again" has a subject with fix/fixes/fixed/fixing … again (not "so tests pass again"),
+  or re-fix/refix. Both are found in non-merge commits of the window only.
+
+The cache (``state_dir/git-history.json``) keeps, per commit sha, what the walk learned (date,
+tree, parents, changed paths, candidate): a sha names immutable content, so an entry never
+goes stale. With HEAD unchanged a re-index reads that one file and HEAD and stops
+(``unchanged=True``); after k new commits only those k are read and diffed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from engram.errors import InvalidInput
+from engram.model import MAX_ITEM_CHARS, MAX_LIST_ITEMS, format_time
+
+if TYPE_CHECKING:
+    from dulwich.object_store import BaseObjectStore
+    from dulwich.objects import Commit
+    from dulwich.repo import Repo
+
+__all__ = ["Candidate", "GitScan", "scan_history"]
+
+CACHE_FILE: Final = "git-history.json"
+_CACHE_VERSION: Final = 1
+_TITLE_CHARS: Final = 119
+_CONTENT_BYTES: Final = 2000
+_FILES_IN_CONTENT: Final = 12
+_PROGRESS_CALLS: Final = 100
+# Content rename detection reads blobs: only for commits that delete and add few files, and
+# only blobs small enough to compare quickly (git gives up past a limit in the same way).
+_MAX_RENAME_PAIRS: Final = 100
+_MAX_RENAME_BLOB: Final = 256 * 1024
+_RENAME_SIMILARITY: Final = 0.5
+_S_IFMT: Final = 0o170000
+_S_IFDIR: Final = 0o040000
+
+_REVERT_SUBJECT: Final = re.compile(r'^Revert\s+"(?P<title>.*)"\s*$')
+_REVERTS_LINE: Final = re.compile(
+    r"^\s*This reverts commit (?P<sha>[0-9a-fA-F]{7,64})\b", re.MULTILINE
+)
+_FIX_WORD: Final = re.compile(r"\b(?:re-?)?fix(?:es|ed|ing)?\b", re.IGNORECASE)
+_FIX_AGAIN: Final = re.compile(r"\bfix(?:es|ed|ing)?\b.*\bagain\b", re.IGNORECASE)
+_REFIX: Final = re.compile(r"\bre-?fix(?:es|ed|ing)?\b", re.IGNORECASE)
+# "again" after these words says that something works once more, not that a fix was redone:
+# "Fix the build so CI passes again" is an ordinary fix.
+_RESTORED: Final = re.compile(
+    r"\b(?:work|works|working|pass|passes|passing|run|runs|running|build|builds|building|"
+    r"compile|compiles|load|loads|start|starts|green|possible|usable|available|visible|"
+    r"show|shows|appear|appears|enabled|responsive|happy)\s+again\b",
+    re.IGNORECASE,
+)
+_AGAIN: Final = re.compile(r"\s*\bagain\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pitfall candidate mined from history: a revert or a commit that fixed something again."""
+
+    sha: str
+    kind: str
+    title: str
+    content: str
+    files: tuple[str, ...]
+    reverted_sha: str | None
+    date: str
+    author: str
+
+
+@dataclass
+class GitScan:
+    """What a walk of the history found; ``problems`` says what kept it from seeing more."""
+
+    head: str | None
+    commits_walked: int
+    changes: dict[str, int]
+    hotspots: list[tuple[str, int]]
+    candidates: list[Candidate]
+    problems: list[str]
+    unchanged: bool
+
+
+# What one commit changed: (added or modified paths, deleted paths, [old, new] renames).
+Changeset = tuple[list[str], list[str], list[list[str]]]
+
+
+@dataclass
+class _Node:
+    """One commit as the walk needs it; read from the object store or from the cache."""
+
+    time: int
+    tree: str
+    parents: list[str]
+    changes: Changeset | None = None
+    candidate: Candidate | None = None
+    boundary: bool = False  # listed in .git/shallow: its parents are not here
+    commit: Commit | None = field(default=None, repr=False)  # only for commits read this run
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the cache entry of this commit."""
+        out: dict[str, Any] = {"t": self.time, "tree": self.tree, "p": self.parents}
+        if self.changes is not None:
+            out["ch"] = self.changes
+        if self.candidate is not None:
+            out["c"] = asdict(self.candidate)
+        if self.boundary:
+            out["b"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> _Node:
+        """Rebuild a node from its cache entry, raising ValueError if it is malformed."""
+        if not isinstance(raw, dict):
+            raise ValueError("cache entry is not an object")
+        time, tree, parents = raw["t"], raw["tree"], raw["p"]
+        if not (isinstance(time, int) and isinstance(tree, str) and _str_list(parents)):
+            raise ValueError("cache entry has bad fields")
+        changes = raw.get("ch")
+        if changes is not None:
+            if not (
+                isinstance(changes, list)
+                and len(changes) == 3
+                and _str_list(changes[0])
+                and _str_list(changes[1])
+                and isinstance(changes[2], list)
+                and all(_str_list(pair) and len(pair) == 2 for pair in changes[2])
+            ):
+                raise ValueError("cache entry has bad changes")
+            changes = (changes[0], changes[1], changes[2])
+        candidate = None
+        if raw.get("c") is not None:
+            fields = dict(raw["c"])
+            fields["files"] = tuple(fields["files"])
+            candidate = Candidate(**fields)
+            if not all(isinstance(value, str) for value in candidate.files):
+                raise ValueError("cache entry has bad candidate files")
+        return cls(time, tree, list(parents), changes, candidate, raw.get("b") is True)
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+@dataclass
+class _Cache:
+    """The cache file: the last HEAD indexed, its window, and what is known per commit."""
+
+    head: str
+    depth: int
+    complete: bool  # the walk ran out of history before reaching depth
+    shallow: list[str]
+    window: list[str]
+    nodes: dict[str, _Node]
+
+    @classmethod
+    def load(cls, path: Path) -> _Cache | None:
+        """Read the cache, or return None when it is missing, unreadable or malformed."""
+        from engram.model import loads
+
+        try:
+            raw = loads(path.read_bytes())
+            if raw.get("version") != _CACHE_VERSION:
+                return None
+            nodes = {str(sha): _Node.from_json(entry) for sha, entry in raw["commits"].items()}
+            cache = cls(
+                head=raw["head"],
+                depth=raw["depth"],
+                complete=raw["complete"],
+                shallow=raw["shallow"],
+                window=raw["window"],
+                nodes=nodes,
+            )
+            if not (
+                isinstance(cache.head, str)
+                and isinstance(cache.depth, int)
+                and isinstance(cache.complete, bool)
+                and _str_list(cache.shallow)
+                and _str_list(cache.window)
+                and all(sha in nodes and nodes[sha].changes is not None for sha in cache.window)
+            ):
+                return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return cache
+
+    def save(self, path: Path) -> str | None:
+        """Write the cache atomically; return a problem sentence if it could not be written."""
+        import orjson
+
+        data = orjson.dumps(
+            {
+                "version": _CACHE_VERSION,
+                "head": self.head,
+                "depth": self.depth,
+                "complete": self.complete,
+                "shallow": self.shallow,
+                "window": self.window,
+                "commits": {sha: node.to_json() for sha, node in self.nodes.items()},
+            }
+        )
+        tmp = ""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # No fsync: a torn cache is detected on read and rebuilt, at the cost of one walk.
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            return (
+                f"could not save the history cache {path}: {exc.strerror or exc}; "
+                "the next index walks the whole window again"
+            )
+        return None
+
+
+TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, binary sha) of one tree
+
+
+class _Trees:
+    """Parsed trees by binary sha, keeping those of the last two commits diffed.
+
+    Trees are read raw and parsed into sets of entries (no ShaFile objects, no entry objects
+    for the unchanged entries), so that two trees differ by a set difference done in C.
+    Walking newest first, the parent side of one diff is the child side of the next, so its
+    trees are parsed once instead of twice; two generations bound the memory.
+    """
+
+    def __init__(self, store: BaseObjectStore, sha_len: int) -> None:
+        from dulwich.objects import parse_tree
+
+        self.get_raw = store.get_raw
+        self.parse = parse_tree
+        self.sha_len = sha_len
+        self.current: dict[bytes, TreeEntries] = {}
+        self.previous: dict[bytes, TreeEntries] = {}
+
+    def __getitem__(self, sha: bytes) -> TreeEntries:
+        entries = self.current.get(sha)
+        if entries is None:
+            entries = self.previous.get(sha)
+            if entries is None:
+                kind, data = self.get_raw(cast(Any, sha))
+                if kind != 2:  # 2 is a tree
+                    raise ValueError(f"object {sha.hex()} is not a tree")
+                entries = set(self.parse(data, self.sha_len))
+            self.current[sha] = entries
+        return entries
+
+    def next_commit(self) -> None:
+        """Start the next diff: the trees of the diff before last are dropped."""
+        self.previous = self.current
+        self.current = {}
+
+    def diff(
+        self,
+        old: bytes | None,
+        new: bytes | None,
+        prefix: bytes,
+        touched: list[bytes],
+        added: dict[bytes, bytes],
+        deleted: dict[bytes, bytes],
+    ) -> None:
+        """Add the files that differ between two trees (None: empty) to the three outputs."""
+        before = self[old] if old is not None else set()
+        after = self[new] if new is not None else set()
+        gone = {name: (mode, sha) for name, mode, sha in before - after}
+        for name, mode, sha in after - before:
+            path = prefix + name
+            is_dir = mode & _S_IFMT == _S_IFDIR
+            previous = gone.pop(name, None)
+            if previous is None:
+                if is_dir:
+                    self.diff(None, sha, path + b"/", touched, added, deleted)
+                else:
+                    added[path] = sha
+                continue
+            old_mode, old_sha = previous
+            was_dir = old_mode & _S_IFMT == _S_IFDIR
+            if is_dir and was_dir:
+                self.diff(old_sha, sha, path + b"/", touched, added, deleted)
+            elif not is_dir and not was_dir:
+                touched.append(path)  # content, mode or file <-> symlink changed
+            elif was_dir:  # a folder replaced by a file
+                self.diff(old_sha, None, path + b"/", touched, added, deleted)
+                added[path] = sha
+            else:  # a file replaced by a folder
+                deleted[path] = old_sha
+                self.diff(None, sha, path + b"/", touched, added, deleted)
+        for name, (mode, sha) in gone.items():
+            path = prefix + name
+            if mode & _S_IFMT == _S_IFDIR:
+                self.diff(sha, None, path + b"/", touched, added, deleted)
+            else:
+                deleted[path] = sha
+
+
+class _Missing(Exception):
+    """A commit the walk needs is not in the object store (shallow, partial or broken)."""
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """Return the exceptions that mean an object could not be read (corrupt or missing)."""
+    import zlib
+
+    from dulwich.errors import ChecksumMismatch, FileFormatException, WrongObjectException
+
+    return (
+        KeyError,
+        OSError,
+        ValueError,
+        zlib.error,
+        ChecksumMismatch,
+        FileFormatException,
+        WrongObjectException,
+    )
+
+
+class _Walk:
+    """One scan: the date-ordered walk, the diffs, and the candidates."""
+
+    def __init__(
+        self,
+        repo: Repo,
+        cache: _Cache | None,
+        depth: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.repo = repo
+        self.store = repo.object_store
+        self.trees = _Trees(repo.object_store, repo.object_format.oid_length)
+        self.cached = cache.nodes if cache is not None else {}
+        self.depth = depth
+        self.progress = progress
+        self.nodes: dict[str, _Node] = {}
+        self.shallow = {sha.decode("ascii") for sha in repo.get_shallow()}
+        self.problems: list[str] = []
+        self.missing: set[str] = set()
+        self.errors = _read_errors()
+        self.popped: list[str] = []  # commits taken off the queue: the ones worth caching
+
+    def node(self, sha: str) -> _Node:
+        """Return the walk's view of a commit, from the cache or else the object store."""
+        node = self.nodes.get(sha)
+        if node is not None:
+            return node
+        node = self.cached.get(sha)
+        if node is None:
+            from dulwich.objects import Commit
+
+            try:
+                commit = self.store[cast(Any, sha.encode("ascii"))]
+            except self.errors as exc:
+                raise _Missing(sha) from exc
+            if not isinstance(commit, Commit):
+                raise _Missing(sha)
+            node = _Node(
+                time=commit.commit_time,
+                tree=commit.tree.decode("ascii"),
+                parents=[parent.decode("ascii") for parent in commit.parents],
+                commit=commit,
+            )
+        if sha in self.shallow:
+            node.parents = []
+            node.boundary = True
+        self.nodes[sha] = node
+        return node
+
+    def walk(self, head: str) -> tuple[list[str], bool]:
+        """Walk newest first from head; return the window (non-merge shas) and completeness."""
+        heap: list[tuple[int, str]] = []
+        queued: set[str] = set()
+        try:
+            heap.append((-self.node(head).time, head))
+        except _Missing:
+            self.problems.append(
+                f"cannot read HEAD commit {head[:12]}: the object is missing or corrupt "
+                "(run `git fsck`); git history was not indexed"
+            )
+            return [], True
+        queued.add(head)
+        window: list[str] = []
+        depth = self.depth
+        every = max(1, depth // _PROGRESS_CALLS)
+        while heap and len(window) < depth:
+            _, sha = heapq.heappop(heap)
+            node = self.nodes[sha]
+            self.popped.append(sha)
+            lost: str | None = None
+            for parent in node.parents:
+                if parent in queued:
+                    continue
+                try:
+                    heapq.heappush(heap, (-self.node(parent).time, parent))
+                except _Missing:
+                    lost = parent
+                    continue
+                queued.add(parent)
+            if lost is not None:
+                self.missing.add(sha)
+                self.problems.append(
+                    f"history is incomplete: the parent {lost[:12]} of commit {sha[:12]} is "
+                    "missing from the object store (a partial or damaged clone); hotspots "
+                    "count only the commits before it"
+                )
+            if len(node.parents) > 1:
+                continue  # merges are not walked into the window, their parents are
+            if lost is not None:
+                node.boundary = True
+            if node.changes is None:
+                node.changes = self.diff(sha, node)
+            if node.commit is not None and node.candidate is None:
+                node.candidate = _candidate(self, sha, node)
+            window.append(sha)
+            if self.progress is not None and len(window) % every == 0:
+                self.progress(len(window), depth)
+        complete = not heap
+        if self.progress is not None:
+            total = len(window) if complete else depth
+            self.progress(len(window), total)
+        return window, complete
+
+    def diff(self, sha: str, node: _Node) -> Changeset:
+        """List the paths a non-merge commit changed against its parent (none for a boundary)."""
+        if node.boundary:
+            return ([], [], [])
+        parent_tree = bytes.fromhex(self.nodes[node.parents[0]].tree) if node.parents else None
+        touched: list[bytes] = []
+        added: dict[bytes, bytes] = {}  # path -> binary blob sha
+        deleted: dict[bytes, bytes] = {}
+        self.trees.next_commit()
+        try:
+            self.trees.diff(parent_tree, bytes.fromhex(node.tree), b"", touched, added, deleted)
+        except self.errors as exc:
+            self.problems.append(
+                f"cannot read the trees of commit {sha[:12]} ({type(exc).__name__}); "
+                "its changes are not counted (run `git fsck`)"
+            )
+            return ([], [], [])
+        renames: list[list[bytes]] = []
+        if added and deleted:
+            renames = self.renames(added, deleted)
+        decode = _decode_path
+        return (
+            sorted(decode(path) for path in [*touched, *added]),
+            sorted(decode(path) for path in deleted),
+            sorted([decode(old), decode(new)] for old, new in renames),
+        )
+
+    def renames(self, added: dict[bytes, bytes], deleted: dict[bytes, bytes]) -> list[list[bytes]]:
+        """Pair deleted with added paths that are the same file; remove the pairs from both."""
+        pairs: list[list[bytes]] = []
+        by_blob: dict[bytes, list[bytes]] = {}
+        for path, blob in sorted(deleted.items()):
+            by_blob.setdefault(blob, []).append(path)
+        for path, blob in sorted(added.items()):
+            olds = by_blob.get(blob)
+            if olds:
+                old = olds.pop(0)
+                pairs.append([old, path])
+                del deleted[old]
+        for _, new in pairs:
+            del added[new]
+        if added and deleted and len(added) * len(deleted) <= _MAX_RENAME_PAIRS:
+            pairs += self.similar(added, deleted)
+        return pairs
+
+    def similar(self, added: dict[bytes, bytes], deleted: dict[bytes, bytes]) -> list[list[bytes]]:
+        """Pair the added and deleted files that share at least half of their lines."""
+        lines: dict[bytes, Counter[bytes] | None] = {}
+        for blob in {*added.values(), *deleted.values()}:
+            lines[blob] = self.blob_lines(blob)
+        scored: list[tuple[float, bytes, bytes]] = []
+        for old, old_blob in deleted.items():
+            before = lines[old_blob]
+            if not before:
+                continue
+            for new, new_blob in added.items():
+                after = lines[new_blob]
+                if not after:
+                    continue
+                common = sum((before & after).values())
+                score = 2 * common / (before.total() + after.total())
+                if score >= _RENAME_SIMILARITY:
+                    scored.append((-score, old, new))
+        pairs: list[list[bytes]] = []
+        for _, old, new in sorted(scored):
+            if old in deleted and new in added:
+                pairs.append([old, new])
+                del deleted[old], added[new]
+        return pairs
+
+    def blob_lines(self, blob: bytes) -> Counter[bytes] | None:
+        """Return a blob's lines as a multiset, or None if it is too large or unreadable."""
+        try:
+            kind, data = self.store.get_raw(cast(Any, blob))
+        except self.errors:
+            return None
+        if kind != 3 or len(data) > _MAX_RENAME_BLOB or b"\0" in data[:8000]:
+            return None  # 3 is a blob; binary files are compared by sha only
+        return Counter(data.splitlines())
+
+    def resolve(self, prefix: str) -> str:
+        """Return the full sha a revert names: itself if full, else the one commit it prefixes."""
+        prefix = prefix.lower()
+        if len(prefix) in (40, 64):
+            return prefix
+        known = [sha for sha in (*self.nodes, *self.cached) if sha.startswith(prefix)]
+        if len(set(known)) == 1:
+            return known[0]
+        errors: tuple[type[BaseException], ...] = (*self.errors, NotImplementedError)
+        found: list[str] = []
+        try:
+            for sha in self.store.iter_prefix(prefix.encode("ascii")):
+                found.append(sha.decode("ascii"))
+                if len(found) > 1:
+                    break
+        except errors:
+            return prefix
+        return found[0] if len(found) == 1 else prefix
+
+    def subject_of(self, sha: str) -> str | None:
+        """Return the subject line of a commit, or None if it is not here."""
+        from dulwich.objects import Commit
+
+        try:
+            commit = self.store[cast(Any, sha.encode("ascii"))]
+        except self.errors:
+            return None
+        if not isinstance(commit, Commit):
+            return None
+        return _decode_message(commit).partition("\n")[0].strip()
+
+
+def _decode_path(path: bytes) -> str:
+    return path.decode("utf-8", "replace")
+
+
+def _decode_message(commit: Commit) -> str:
+    encoding = (commit.encoding or b"utf-8").decode("ascii", "replace")
+    message: bytes = commit.message
+    try:
+        return message.decode(encoding, "replace")
+    except LookupError:  # an encoding name Python does not know
+        return message.decode("utf-8", "replace")
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Cut text to at most ``limit`` characters, marking the cut with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _fit_bytes(text: str, limit: int) -> str:
+    """Cut text to at most ``limit`` UTF-8 bytes, marking the cut with an ellipsis."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[: max(0, limit - 4)].decode("utf-8", "ignore").rstrip() + " …"
+
+
+def classify(subject: str, body: str) -> tuple[str, str | None] | None:
+    """Tell whether a commit message is a revert or a fix-again: (kind, reverted sha) or None."""
+    if subject.startswith("Revert"):
+        if _REVERT_SUBJECT.match(subject):
+            line = _REVERTS_LINE.search(body)
+            if line is not None:
+                return "revert", line.group("sha")
+        return None  # "Revert ADR-0014 wording" is not a git revert, nor a fix
+    if _REFIX.search(subject):
+        return "fix-again", None
+    if _FIX_AGAIN.search(subject) and not _RESTORED.search(subject):
+        return "fix-again", None
+    return None
+
+
+def _fixed_what(subject: str) -> str:
+    """Return what a fix-again subject says was fixed: the fix word and "again" taken out."""
+    text = _FIX_WORD.sub("", subject, count=1)
+    parts = _AGAIN.split(text)
+    if len(parts) > 1:  # drop the last "again" only
+        text = "".join(parts[:-1]) + " " + parts[-1]
+    text = " ".join(text.split()).strip(" :-–—,.")
+    text = re.sub(r"\s+([:,.;])", r"\1", text)
+    return text or subject
+
+
+def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
+    """Build the candidate a newly read commit stands for, if it is a revert or a fix-again."""
+    commit = node.commit
+    assert commit is not None
+    message = commit.message
+    first = message.split(b"\n", 1)[0]
+    # Cheap byte test first: almost no commit is either, and most never need decoding.
+    lowered = first.lower()
+    if not (first.startswith(b"Revert") or b"again" in lowered or b"fix" in lowered):
+        return None
+    text = _decode_message(commit)
+    subject, _, body = text.partition("\n")
+    subject = subject.strip()
+    found = classify(subject, body)
+    if found is None:
+        return None
+    kind, target = found
+    author = commit.author.decode("utf-8", "replace").rsplit(" <", 1)[0].strip()
+    date = format_time(datetime.fromtimestamp(commit.author_time, UTC))
+    assert node.changes is not None
+    touched, deleted, renamed = node.changes
+    files = sorted({*touched, *deleted, *(path for pair in renamed for path in pair)})
+    files = [path for path in files if len(path) <= MAX_ITEM_CHARS]
+    reverted_sha = walk.resolve(target) if target is not None else None
+    meta = [f"- commit: {sha}"]
+    if kind == "revert":
+        assert reverted_sha is not None
+        quoted = _REVERT_SUBJECT.match(subject)
+        what = quoted.group("title") if quoted else subject
+        title = _shorten(f'Reverted: "{what}"', _TITLE_CHARS)
+        known = walk.subject_of(reverted_sha) if len(reverted_sha) in (40, 64) else None
+        lead = (
+            f"Commit `{sha[:12]}` reverted `{reverted_sha[:12]}` "
+            f'("{_shorten(known or what, 200)}"): a change that had to be undone.'
+        )
+        meta.append(
+            f"- reverted: {reverted_sha}" + (f' ("{_shorten(known, 200)}")' if known else "")
+        )
+    else:
+        title = _shorten(f"Fixed again: {_fixed_what(subject)}", _TITLE_CHARS)
+        lead = f"Commit `{sha[:12]}` fixed something that had been fixed before."
+    meta.append(f"- author: {_shorten(author, 200)}, {date}")
+    if files:
+        shown = ", ".join(f"`{path}`" for path in files[:_FILES_IN_CONTENT])
+        more = len(files) - _FILES_IN_CONTENT
+        meta.append(f"- files ({len(files)}): {shown}" + (f", … {more} more" if more > 0 else ""))
+    head = f"{lead}\n\n"
+    tail = "\n\n" + "\n".join(meta)
+    budget = _CONTENT_BYTES - len((head + tail).encode("utf-8"))
+    if budget < 200:  # very long paths: list fewer files rather than drop the message
+        tail = "\n\n" + "\n".join(meta[:-1])
+        budget = _CONTENT_BYTES - len((head + tail).encode("utf-8"))
+    quote = "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+    content = _fit_bytes(head + _fit_bytes(quote, budget) + tail, _CONTENT_BYTES)
+    return Candidate(
+        sha=sha,
+        kind=kind,
+        title=title,
+        content=content,
+        files=tuple(files[:MAX_LIST_ITEMS]),
+        reverted_sha=reverted_sha,
+        date=date,
+        author=author,
+    )
+
+
+def count_changes(changesets: Iterable[Changeset]) -> tuple[dict[str, int], set[str]]:
+    """Count changes per path over changesets, newest first; return counts and deleted paths."""
+    counts: dict[str, int] = {}
+    alias: dict[str, str] = {}  # an older name -> the name it was renamed to since
+    seen: set[str] = set()
+    gone: set[str] = set()
+    get = alias.get
+    for touched, deleted, renamed in changesets:
+        for old, new in renamed:
+            name = get(new, new)
+            counts[name] = counts.get(name, 0) + 1
+            seen.add(name)
+            alias[old] = name  # older changes to the old path count on the new one
+        for path in touched:
+            name = get(path, path)
+            counts[name] = counts.get(name, 0) + 1
+            seen.add(name)
+        for path in deleted:
+            name = get(path, path)
+            counts[name] = counts.get(name, 0) + 1
+            if name not in seen:
+                gone.add(name)  # its newest change in the window deleted it
+                seen.add(name)
+    return counts, gone
+
+
+def _result(
+    head: str,
+    window: Sequence[str],
+    nodes: dict[str, _Node],
+    threshold: int,
+    problems: list[str],
+    *,
+    unchanged: bool,
+) -> GitScan:
+    """Count the window's changes into a GitScan."""
+    changesets = [nodes[sha].changes for sha in window]
+    counts, gone = count_changes(cast(list[Changeset], changesets))
+    hotspots = sorted(
+        (
+            (path, count)
+            for path, count in counts.items()
+            if count >= threshold and path not in gone
+        ),
+        key=lambda item: (-item[1], item[0]),
+    )
+    candidates = [candidate for sha in window if (candidate := nodes[sha].candidate) is not None]
+    candidates.sort(key=lambda candidate: (candidate.date, candidate.sha))
+    return GitScan(
+        head=head,
+        commits_walked=len(window),
+        changes=counts,
+        hotspots=hotspots,
+        candidates=candidates,
+        problems=problems,
+        unchanged=unchanged,
+    )
+
+
+def _empty(problem: str, head: str | None = None) -> GitScan:
+    return GitScan(head, 0, {}, [], [], [problem], unchanged=False)
+
+
+def _open_repo(root: Path) -> Repo | str:
+    """Open the repository holding root (root or a folder above it); else say why not."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    if not root.is_dir():
+        return f"not a git repository: {root} is not a folder; git history was not indexed"
+    try:
+        return Repo.discover(str(root))
+    except NotGitRepository:
+        return (
+            f"not a git repository: {root} (nor any folder above it); "
+            "git history was not indexed (run `git init` to start one)"
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        return f"cannot open the git repository at {root}: {exc}; git history was not indexed"
+
+
+def scan_history(
+    root: Path,
+    *,
+    depth: int = 500,
+    threshold: int = 8,
+    state_dir: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> GitScan:
+    """Walk the last ``depth`` non-merge commits from HEAD; count hotspots, find candidates."""
+    if depth < 1:
+        raise InvalidInput(f"git depth must be at least 1, got {depth}")
+    if threshold < 1:
+        raise InvalidInput(f"hotspot threshold must be at least 1, got {threshold}")
+    opened = _open_repo(Path(root))
+    if isinstance(opened, str):
+        return _empty(opened)
+    with opened as repo:
+        try:
+            head = repo.head().decode("ascii")
+        except KeyError:
+            return _empty("the repository has no commits yet; git history was not indexed")
+        cache_path = state_dir / CACHE_FILE if state_dir is not None else None
+        cache = _Cache.load(cache_path) if cache_path is not None else None
+        shallow = sorted(sha.decode("ascii") for sha in repo.get_shallow())
+        if cache is not None and cache.shallow != shallow:
+            cache = None  # deepened or made shallower: boundary commits changed meaning
+        if cache is not None and cache.head == head and (depth <= cache.depth or cache.complete):
+            window = cache.window[:depth]
+            problems = _shallow_problem(window, cache.nodes)
+            if progress is not None:
+                progress(len(window), len(window))
+            return _result(head, window, cache.nodes, threshold, problems, unchanged=True)
+        walk = _Walk(repo, cache, depth, progress)
+        window, complete = walk.walk(head)
+        problems = walk.problems + _shallow_problem(window, walk.nodes)
+        if cache_path is not None and window:
+            # Commits only queued are left out: they are read again (a few, one per branch
+            # tip at the window's edge) so that every cached commit has its changes.
+            nodes = {sha: walk.nodes[sha] for sha in walk.popped if sha not in walk.missing}
+            saved = _Cache(head, depth, complete, shallow, window, nodes)
+            if walk.missing:
+                saved.window = []  # never "unchanged" while history is known to be missing
+                saved.head = ""
+            problem = saved.save(cache_path)
+            if problem is not None:
+                problems.append(problem)
+        return _result(head, window, walk.nodes, threshold, problems, unchanged=False)
+
+
+def _shallow_problem(window: Sequence[str], nodes: dict[str, _Node]) -> list[str]:
+    """Say so when the window reached a shallow clone's boundary."""
+    if any(nodes[sha].boundary for sha in window):
+        return [
+            f"shallow clone: history stops at {len(window)} commits; hotspots count only "
+            "what is here (run `git fetch --unshallow` for the rest)"
+        ]
+    return []

@@ -1,0 +1,552 @@
+"""Tests for engram.indexer.git: hotspots and pitfall candidates from real git histories.
+
+Every repository is built with dulwich in tmp_path (no git binary): trees and commits are
+written straight into the object store with fixed authors and dates, so counts are exact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+from engram.errors import InvalidInput
+from engram.indexer import git as indexer
+from engram.indexer.git import CACHE_FILE, Candidate, GitScan, classify, scan_history
+
+BASE_TIME = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+
+class History:
+    """A git repository built commit by commit through dulwich's object store."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.repo = Repo.init(str(root))
+        self.repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
+        self.files: dict[str, bytes] = {}
+        self.clock = BASE_TIME
+        self.head: str | None = None
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def tree(self, files: dict[str, bytes]) -> bytes:
+        """Write the trees (and blobs) of a file map; return the root tree's sha."""
+        nested: dict[str, object] = {}
+        for path, data in files.items():
+            node = nested
+            *folders, name = path.split("/")
+            for folder in folders:
+                node = node.setdefault(folder, {})  # type: ignore[assignment]
+            node[name] = data
+        return self._write(nested)
+
+    def _write(self, node: dict[str, object]) -> bytes:
+        tree = Tree()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                tree.add(name.encode(), 0o040000, self._write(value))
+            else:
+                assert isinstance(value, bytes)
+                blob = Blob.from_string(value)
+                self.repo.object_store.add_object(blob)
+                tree.add(name.encode(), 0o100644, blob.id)
+        self.repo.object_store.add_object(tree)
+        return tree.id
+
+    def commit(
+        self,
+        message: str,
+        changes: dict[str, bytes | None] | None = None,
+        *,
+        parents: list[str] | None = None,
+        author: str = "Ada Lovelace",
+        move_head: bool = True,
+    ) -> str:
+        """Apply changes (None deletes a path), commit on top of HEAD; return the sha."""
+        for path, data in (changes or {}).items():
+            if data is None:
+                del self.files[path]
+            else:
+                self.files[path] = data
+        self.clock += 60
+        commit = Commit()
+        commit.tree = self.tree(self.files)
+        if parents is None:
+            parents = [self.head] if self.head else []
+        commit.parents = [sha.encode() for sha in parents]
+        commit.author = commit.committer = f"{author} <{author.split()[0].lower()}@x.org>".encode()
+        commit.author_time = commit.commit_time = self.clock
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.message = message.encode()
+        self.repo.object_store.add_object(commit)
+        sha = commit.id.decode()
+        if move_head:
+            self.repo.refs[b"refs/heads/main"] = commit.id
+            self.head = sha
+        return sha
+
+    def edit(self, path: str, message: str | None = None) -> str:
+        """Commit a new version of one file."""
+        version = self.files.get(path, b"") + b"one more line\n"
+        return self.commit(message or f"Edit {path}", {path: version})
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Iterator[History]:
+    built = History(tmp_path / "repo")
+    yield built
+    built.close()
+
+
+def text(lines: int, seed: str) -> bytes:
+    """Return a file body of distinct lines, so that similarity is measurable."""
+    return "".join(f"{seed} line {number}\n" for number in range(lines)).encode()
+
+
+def scan(history: History, **options: object) -> GitScan:
+    return scan_history(history.root, **options)  # type: ignore[arg-type]
+
+
+# --- counting --------------------------------------------------------------------------------
+
+
+def build_counted(history: History) -> dict[str, int]:
+    """A history whose change count per path is known; return those counts."""
+    history.commit("Initial", {"README.md": b"hi\n", "src/app.py": b"a\n", "src/db.py": b"d\n"})
+    expected = {"README.md": 1, "src/app.py": 1, "src/db.py": 1}
+    plan = {"src/app.py": 10, "src/db.py": 7, "docs/guide.md": 8, "tests/test_app.py": 3}
+    rounds = max(plan.values())
+    for number in range(rounds):
+        for path, times in plan.items():
+            if number < times:
+                history.edit(path)
+                expected[path] = expected.get(path, 0) + 1
+    history.commit("Touch two", {"src/app.py": b"x\n", "src/db.py": b"y\n"})
+    expected["src/app.py"] += 1
+    expected["src/db.py"] += 1
+    return expected
+
+
+def test_hotspots_counted_exactly(history: History) -> None:
+    expected = build_counted(history)
+    result = scan(history)
+    assert result.problems == []
+    assert result.head == history.head
+    assert result.commits_walked == 1 + 10 + 7 + 8 + 3 + 1
+    assert result.changes == expected
+    assert result.hotspots == [("src/app.py", 12), ("src/db.py", 9), ("docs/guide.md", 8)]
+    assert result.candidates == []
+    assert result.unchanged is False
+
+
+def test_threshold_and_depth(history: History) -> None:
+    build_counted(history)
+    low = scan(history, threshold=2)
+    assert [path for path, _ in low.hotspots] == [
+        "src/app.py",
+        "src/db.py",
+        "docs/guide.md",
+        "tests/test_app.py",
+    ]
+    assert scan(history, threshold=100).hotspots == []
+    # The last 4 commits, newest first: "Touch two" (app, db), rounds 9 and 8 (app only: db
+    # stops after 7 edits, guide after 8), and guide's edit in round 7.
+    recent = scan(history, depth=4)
+    assert recent.commits_walked == 4
+    assert recent.changes == {"src/app.py": 3, "src/db.py": 1, "docs/guide.md": 1}
+    assert scan(history, depth=1).changes == {"src/app.py": 1, "src/db.py": 1}
+    with pytest.raises(InvalidInput):
+        scan(history, depth=0)
+    with pytest.raises(InvalidInput):
+        scan(history, threshold=0)
+
+
+def test_merges_skipped_and_both_sides_walked(history: History) -> None:
+    base = history.commit("Initial", {"a.py": b"1\n", "b.py": b"1\n"})
+    side = history.commit("Side work", {"b.py": b"2\n"}, move_head=False)
+    history.files["b.py"] = b"1\n"  # main does not have the side change yet
+    main = history.commit("Main work", {"a.py": b"2\n"})
+    # The merge takes both sides and resolves a.py by hand: the merge itself counts nothing.
+    history.files.update({"b.py": b"2\n", "a.py": b"3\n"})
+    merge = history.commit("Merge branch 'side'", parents=[main, side])
+    result = scan(history)
+    assert result.commits_walked == 3  # initial, side, main
+    assert result.changes == {"a.py": 2, "b.py": 2}
+    assert merge != base
+
+
+def test_rename_counts_on_the_new_path_and_follows_history(history: History) -> None:
+    history.commit("Initial", {"old/name.py": text(20, "n"), "keep.py": b"k\n"})
+    for number in range(3):
+        history.commit(f"Edit {number}", {"old/name.py": text(20 + number + 1, "n")})
+    content = history.files["old/name.py"]
+    history.commit("Move it", {"old/name.py": None, "new/name.py": content})  # exact rename
+    history.commit("Edit after", {"new/name.py": content + b"more\n"})
+    result = scan(history, threshold=6)
+    assert result.changes == {"new/name.py": 6, "keep.py": 1}
+    assert result.hotspots == [("new/name.py", 6)]
+
+
+def test_rename_with_edits_is_detected_and_a_rewrite_is_not(history: History) -> None:
+    history.commit("Initial", {"a.py": text(30, "a"), "b.py": text(30, "b")})
+    # a.py moves and changes 3 of 30 lines: a rename. b.py is replaced by unrelated text.
+    moved = text(27, "a") + b"x\ny\nz\n"
+    history.commit(
+        "Move and rewrite", {"a.py": None, "c.py": moved, "b.py": None, "d.py": text(30, "d")}
+    )
+    result = scan(history)
+    assert result.changes == {"c.py": 2, "b.py": 2, "d.py": 1}
+    # b.py was deleted (its newest change): never a hotspot, though its changes count.
+    assert scan(history, threshold=2).hotspots == [("c.py", 2)]
+
+
+def test_deleted_and_recreated_file_is_a_hotspot_again(history: History) -> None:
+    history.commit("Initial", {"x.py": b"1\n", "y.py": b"1\n"})
+    history.commit("Drop x", {"x.py": None})
+    history.commit("Bring x back", {"x.py": b"new\n"})
+    result = scan(history, threshold=1)
+    assert result.changes == {"x.py": 3, "y.py": 1}
+    assert dict(result.hotspots) == {"x.py": 3, "y.py": 1}
+
+
+def test_subfolder_root_finds_the_repository(history: History) -> None:
+    build_counted(history)
+    sub = history.root / "src" / "deep"
+    sub.mkdir(parents=True)
+    result = scan_history(sub)
+    assert result.problems == []
+    assert result.changes["src/app.py"] == 12  # paths stay relative to the repository
+
+
+def test_git_file_pointing_elsewhere(tmp_path: Path) -> None:
+    """Worktrees and submodules have a .git *file* naming the real git folder."""
+    built = History(tmp_path / "store")
+    try:
+        built.commit("Initial", {"a.py": b"1\n"})
+        built.edit("a.py")
+    finally:
+        built.close()
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "store" / ".git").rename(tmp_path / "gitdir")
+    (work / ".git").write_text("gitdir: ../gitdir\n")
+    result = scan_history(work)
+    assert result.problems == []
+    assert result.changes == {"a.py": 2}
+
+
+# --- candidates ------------------------------------------------------------------------------
+
+
+def test_revert_found_with_its_target(history: History) -> None:
+    history.commit("Initial", {"worker.py": b"1\n", "pool.py": b"1\n"})
+    target = history.commit(
+        "Use connection pooling in worker", {"worker.py": b"2\n", "pool.py": b"2\n"}
+    )
+    revert = history.commit(
+        f'Revert "Use connection pooling in worker"\n\nThis reverts commit {target}.\n\n'
+        "Pooling leaked connections under load.\n",
+        {"worker.py": b"1\n", "pool.py": b"1\n"},
+        author="Grace Hopper",
+    )
+    result = scan(history)
+    assert len(result.candidates) == 1
+    found = result.candidates[0]
+    assert found.kind == "revert"
+    assert found.sha == revert
+    assert found.reverted_sha == target
+    assert found.title == 'Reverted: "Use connection pooling in worker"'
+    assert found.files == ("pool.py", "worker.py")
+    assert found.author == "Grace Hopper"
+    assert found.date == "2023-11-14T22:16:20.000Z"
+    assert target in found.content and revert in found.content
+    assert "Pooling leaked connections under load." in found.content
+    assert "Grace Hopper" in found.content
+
+
+def test_revert_with_a_short_sha_is_resolved(history: History) -> None:
+    history.commit("Initial", {"a.py": b"1\n"})
+    target = history.commit("Cache tokens", {"a.py": b"2\n"})
+    history.commit(
+        f'Revert "Cache tokens"\n\nThis reverts commit {target[:9]}.\n', {"a.py": b"1\n"}
+    )
+    history.commit(
+        'Revert "Something older"\n\nThis reverts commit 0123456789abc.\n', {"b.py": b"1\n"}
+    )
+    first, second = scan(history).candidates
+    assert first.reverted_sha == target
+    assert second.reverted_sha == "0123456789abc"  # not here: kept as written
+    assert second.title == 'Reverted: "Something older"'
+
+
+def test_fake_reverts_are_not_candidates(history: History) -> None:
+    history.commit("Initial", {"docs/adr/0014.md": b"1\n"})
+    history.commit("Revert ADR-0014 wording", {"docs/adr/0014.md": b"2\n"})
+    history.commit('Revert "Use tabs"\n\nWe changed our mind.\n', {"docs/adr/0014.md": b"3\n"})
+    history.commit("Reverted the flag default in docs", {"docs/adr/0014.md": b"4\n"})
+    assert scan(history).candidates == []
+
+
+def test_fix_again_candidates(history: History) -> None:
+    history.commit("Initial", {"login.py": b"1\n"})
+    history.commit("Fix flaky login test", {"login.py": b"2\n"})
+    again = history.commit("Fix flaky login test again", {"login.py": b"3\n"})
+    history.commit("Fix the build so CI passes again", {"login.py": b"4\n"})
+    refix = history.commit("Re-fix login race\n\nThe lock was released too early.", {"x": b"1\n"})
+    result = scan(history)
+    assert [(found.sha, found.kind) for found in result.candidates] == [
+        (again, "fix-again"),
+        (refix, "fix-again"),
+    ]
+    first, second = result.candidates
+    assert first.title == "Fixed again: flaky login test"
+    assert first.reverted_sha is None
+    assert first.files == ("login.py",)
+    assert second.title == "Fixed again: login race"
+    assert "The lock was released too early." in second.content
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("Fix flaky login test again", "fix-again"),
+        ("fixes the cache again", "fix-again"),
+        ("auth: fixed token refresh AGAIN (#412)", "fix-again"),
+        ("Refix the retry loop", "fix-again"),
+        ("re-fix: off-by-one in pager", "fix-again"),
+        ("Fix typo", None),
+        ("Make the tests pass again", None),
+        ("Fix import so the app starts again", None),
+        ("Prefix keys with the tenant again", None),
+        ("Use the fixture again", None),
+        ("Revert ADR-0014", None),
+        ('Revert "Fix cache again"', None),  # no "This reverts commit" line
+    ],
+)
+def test_classify_subjects(subject: str, expected: str | None) -> None:
+    found = classify(subject, "")
+    assert (found[0] if found else None) == expected
+
+
+def test_classify_revert_needs_the_body_line() -> None:
+    body = "\nThis reverts commit 1234567890abcdef1234567890abcdef12345678.\n"
+    assert classify('Revert "Add cache"', body) == (
+        "revert",
+        "1234567890abcdef1234567890abcdef12345678",
+    )
+    assert classify('Revert "Add cache"', "\nThis reverts the cache.\n") is None
+    assert classify("Revert ADR-0014", body) is None
+
+
+def test_candidate_sizes_are_bounded(history: History) -> None:
+    history.commit("Initial", {"a.py": b"1\n"})
+    huge_title = "Use a connection pool " * 20
+    target = history.commit(huge_title.strip(), {"a.py": b"2\n"})
+    body = "Details. " * 2000 + "\u00e9" * 500
+    many = {f"pkg/{'deep/' * 5}file{number:03d}.py": b"x\n" for number in range(300)}
+    history.commit(
+        f'Revert "{huge_title.strip()}"\n\nThis reverts commit {target}.\n\n{body}', many
+    )
+    (found,) = scan(history).candidates
+    assert len(found.title) < 120
+    assert len(found.content.encode("utf-8")) <= 2000
+    assert found.reverted_sha == target
+    assert len(found.files) == 200
+    assert found.files == tuple(sorted(found.files))
+
+
+# --- incremental re-index ---------------------------------------------------------------------
+
+
+def count_diffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the commits that scan_history reads and diffs (the rest come from the cache)."""
+    diffed: list[str] = []
+    original = indexer._Walk.diff
+
+    def recording(self: indexer._Walk, sha: str, node: indexer._Node) -> indexer.Changeset:
+        diffed.append(sha)
+        return original(self, sha, node)
+
+    monkeypatch.setattr(indexer._Walk, "diff", recording)
+    return diffed
+
+
+def test_rerun_without_new_commits_is_unchanged(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_counted(history)
+    history.commit('Revert "x"\n\nThis reverts commit abcdef1.\n', {"src/app.py": b"r\n"})
+    state = tmp_path / "state"
+    first = scan(history, state_dir=state)
+    assert first.unchanged is False
+    assert (state / CACHE_FILE).is_file()
+    cold_five = scan(history, depth=5)  # no state: walks on its own
+    diffed = count_diffs(monkeypatch)
+    second = scan(history, state_dir=state)
+    assert second.unchanged is True
+    assert diffed == []
+    assert (second.changes, second.hotspots, second.candidates, second.commits_walked) == (
+        first.changes,
+        first.hotspots,
+        first.candidates,
+        first.commits_walked,
+    )
+    # A smaller window is served from the same cache; a different threshold too.
+    smaller = scan(history, state_dir=state, depth=5, threshold=2)
+    assert smaller.unchanged is True
+    assert smaller.commits_walked == 5
+    assert smaller.changes == cold_five.changes
+    assert diffed == []
+
+
+def test_new_commits_are_the_only_ones_diffed(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_counted(history)
+    state = tmp_path / "state"
+    scan(history, state_dir=state, depth=20)
+    new = [history.edit("src/app.py"), history.edit("docs/guide.md"), history.edit("new.py")]
+    diffed = count_diffs(monkeypatch)
+    again = scan(history, state_dir=state, depth=20)
+    assert sorted(diffed) == sorted(new)
+    assert again.unchanged is False
+    cold = scan(history, depth=20)  # no cache at all
+    assert (again.changes, again.hotspots, again.commits_walked) == (
+        cold.changes,
+        cold.hotspots,
+        cold.commits_walked,
+    )
+    # The cache holds the window only (plus nothing older than its edge).
+    cached = json.loads((state / CACHE_FILE).read_text())
+    assert cached["head"] == history.head
+    assert len(cached["window"]) == 20
+    assert len(cached["commits"]) == 20
+
+
+def test_deeper_window_walks_again(history: History, tmp_path: Path) -> None:
+    expected = build_counted(history)
+    state = tmp_path / "state"
+    assert scan(history, state_dir=state, depth=3).commits_walked == 3
+    deeper = scan(history, state_dir=state, depth=500)
+    assert deeper.unchanged is False
+    assert deeper.changes == expected
+    assert scan(history, state_dir=state, depth=800).unchanged is True  # history is complete
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"{not json",
+        b"",
+        b"[]",
+        b'{"version": 1, "head": 5}',
+        b'{"version": 1, "head": "x", "depth": 1, "complete": true, "shallow": [], '
+        b'"window": ["a"], "commits": {"a": {"t": "late"}}}',
+        b'{"version": 99}',
+    ],
+)
+def test_corrupt_cache_is_ignored_and_rebuilt(
+    history: History, tmp_path: Path, garbage: bytes
+) -> None:
+    expected = build_counted(history)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / CACHE_FILE).write_bytes(garbage)
+    result = scan(history, state_dir=state)
+    assert result.problems == []
+    assert result.unchanged is False
+    assert result.changes == expected
+    assert scan(history, state_dir=state).unchanged is True
+
+
+def test_cache_that_cannot_be_written_is_a_problem(history: History, tmp_path: Path) -> None:
+    history.commit("Initial", {"a.py": b"1\n"})
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the folder should be")
+    result = scan(history, state_dir=blocker)
+    assert result.changes == {"a.py": 1}
+    assert len(result.problems) == 1
+    assert "could not save the history cache" in result.problems[0]
+
+
+def test_progress_reports_and_finishes(history: History) -> None:
+    build_counted(history)
+    calls: list[tuple[int, int]] = []
+    result = scan(history, progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (result.commits_walked, result.commits_walked)
+    assert all(done <= total for done, total in calls)
+
+
+# --- repositories that are not (fully) there ----------------------------------------------------
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = scan_history(plain, state_dir=plain / ".engram" / "state")
+    assert result == GitScan(None, 0, {}, [], [], result.problems, unchanged=False)
+    assert len(result.problems) == 1
+    assert result.problems[0].startswith("not a git repository:")
+    assert str(plain) in result.problems[0]
+    assert not (plain / ".engram").exists()
+    missing = scan_history(tmp_path / "nowhere")
+    assert missing.problems[0].startswith("not a git repository:")
+
+
+def test_empty_repository(history: History, tmp_path: Path) -> None:
+    result = scan(history, state_dir=tmp_path / "state")
+    assert result.head is None
+    assert result.commits_walked == 0
+    assert result.problems == ["the repository has no commits yet; git history was not indexed"]
+
+
+def test_shallow_clone_is_reported_and_counts_what_is_here(
+    history: History, tmp_path: Path
+) -> None:
+    history.commit("Initial", {"a.py": b"1\n", "b.py": b"1\n"})
+    history.edit("a.py")
+    boundary = history.edit("b.py")
+    history.edit("a.py")
+    history.edit("a.py")
+    (history.root / ".git" / "shallow").write_text(boundary + "\n")
+    state = tmp_path / "state"
+    result = scan(history, state_dir=state)
+    assert result.commits_walked == 3  # the two after the boundary, and the boundary itself
+    assert result.changes == {"a.py": 2}  # the boundary's own changes are unknown
+    assert len(result.problems) == 1
+    assert result.problems[0].startswith("shallow clone: history stops at 3 commits")
+    again = scan(history, state_dir=state)
+    assert again.unchanged is True
+    assert again.problems == result.problems
+    # Deepening (the shallow file goes away) invalidates the cache: the full history counts.
+    (history.root / ".git" / "shallow").unlink()
+    full = scan(history, state_dir=state)
+    assert full.unchanged is False
+    assert full.changes == {"a.py": 4, "b.py": 2}
+    assert full.problems == []
+
+
+def test_missing_parent_object_is_reported(history: History, tmp_path: Path) -> None:
+    history.commit("Initial", {"a.py": b"1\n"})
+    orphan_parent = "1" * 40
+    history.commit("Child of nothing here", {"a.py": b"2\n"}, parents=[orphan_parent])
+    history.edit("a.py")
+    state = tmp_path / "state"
+    result = scan(history, state_dir=state)
+    assert result.commits_walked == 2
+    assert result.changes == {"a.py": 1}
+    assert any("history is incomplete" in problem for problem in result.problems)
+    assert scan(history, state_dir=state).unchanged is False  # never cached as complete
+
+
+def test_candidate_is_a_frozen_value() -> None:
+    found = Candidate("s", "revert", "t", "c", ("a",), None, "2024-01-01T00:00:00.000Z", "A")
+    with pytest.raises(AttributeError):
+        found.title = "x"  # type: ignore[misc]
