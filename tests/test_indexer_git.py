@@ -440,15 +440,21 @@ def test_deeper_window_walks_again(history: History, tmp_path: Path) -> None:
     assert scan(history, state_dir=state, depth=800).unchanged is True  # history is complete
 
 
+V = str(indexer._CACHE_VERSION).encode()
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
         b"{not json",
         b"",
         b"[]",
-        b'{"version": 1, "head": 5}',
-        b'{"version": 1, "head": "x", "depth": 1, "complete": true, "shallow": [], '
-        b'"window": ["a"], "commits": {"a": {"t": "late"}}}',
+        b'{"version": ' + V + b', "head": 5}',
+        b'{"version": ' + V + b', "head": "x", "depth": 1, "complete": true, "shallow": [], '
+        b'"window": ["a"], "commits": {"a": {"t": "late"}}, "paths": [], "counts": [], '
+        b'"gone": []}',
+        b'{"version": ' + V + b', "head": "x", "depth": 1, "complete": true, "shallow": [], '
+        b'"window": [], "commits": {}, "paths": ["a"], "counts": ["many"], "gone": []}',
         b'{"version": 99}',
     ],
 )
@@ -464,6 +470,24 @@ def test_corrupt_cache_is_ignored_and_rebuilt(
     assert result.unchanged is False
     assert result.changes == expected
     assert scan(history, state_dir=state).unchanged is True
+
+
+def test_damaged_cache_entries_are_read_again(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = build_counted(history)
+    state = tmp_path / "state"
+    scan(history, state_dir=state)
+    cached = json.loads((state / CACHE_FILE).read_text())
+    window = cached["window"]
+    cached["commits"][window[3]]["ch"] = "garbage"
+    cached["commits"][window[5]]["ch"][0] = [10**6]  # no such path
+    cached["head"] = "0" * 40  # as if HEAD had moved: the walk goes through the cache
+    (state / CACHE_FILE).write_text(json.dumps(cached))
+    diffed = count_diffs(monkeypatch)
+    result = scan(history, state_dir=state)
+    assert sorted(diffed) == sorted([window[3], window[5]])
+    assert result.changes == expected
 
 
 def test_cache_that_cannot_be_written_is_a_problem(history: History, tmp_path: Path) -> None:

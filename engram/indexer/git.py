@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "GitScan", "scan_history"]
 
 CACHE_FILE: Final = "git-history.json"
-_CACHE_VERSION: Final = 1
+_CACHE_VERSION: Final = 2
 _TITLE_CHARS: Final = 119
 _CONTENT_BYTES: Final = 2000
 _FILES_IN_CONTENT: Final = 12
@@ -133,11 +133,16 @@ class _Node:
     boundary: bool = False  # listed in .git/shallow: its parents are not here
     commit: Commit | None = field(default=None, repr=False)  # only for commits read this run
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the cache entry of this commit."""
+    def to_json(self, intern: Callable[[str], int]) -> dict[str, Any]:
+        """Return the cache entry of this commit, paths as indexes into the cache's table."""
         out: dict[str, Any] = {"t": self.time, "tree": self.tree, "p": self.parents}
         if self.changes is not None:
-            out["ch"] = self.changes
+            touched, deleted, renamed = self.changes
+            out["ch"] = [
+                [intern(path) for path in touched],
+                [intern(path) for path in deleted],
+                [[intern(old), intern(new)] for old, new in renamed],
+            ]
         if self.candidate is not None:
             out["c"] = asdict(self.candidate)
         if self.boundary:
@@ -145,94 +150,147 @@ class _Node:
         return out
 
     @classmethod
-    def from_json(cls, raw: Any) -> _Node:
-        """Rebuild a node from its cache entry, raising ValueError if it is malformed."""
-        if not isinstance(raw, dict):
-            raise ValueError("cache entry is not an object")
+    def from_json(cls, raw: Any, paths: list[str]) -> _Node:
+        """Rebuild a node from its cache entry; a malformed one raises (see _CACHE_ERRORS)."""
         time, tree, parents = raw["t"], raw["tree"], raw["p"]
         if not (isinstance(time, int) and isinstance(tree, str) and _str_list(parents)):
             raise ValueError("cache entry has bad fields")
-        changes = raw.get("ch")
-        if changes is not None:
-            if not (
-                isinstance(changes, list)
-                and len(changes) == 3
-                and _str_list(changes[0])
-                and _str_list(changes[1])
-                and isinstance(changes[2], list)
-                and all(_str_list(pair) and len(pair) == 2 for pair in changes[2])
-            ):
-                raise ValueError("cache entry has bad changes")
-            changes = (changes[0], changes[1], changes[2])
-        candidate = None
-        if raw.get("c") is not None:
-            fields = dict(raw["c"])
-            fields["files"] = tuple(fields["files"])
-            candidate = Candidate(**fields)
-            if not all(isinstance(value, str) for value in candidate.files):
-                raise ValueError("cache entry has bad candidate files")
+        changes: Changeset | None = None
+        if "ch" in raw:
+            touched, deleted, renamed = raw["ch"]
+            changes = (
+                [paths[index] for index in touched],
+                [paths[index] for index in deleted],
+                [[paths[old], paths[new]] for old, new in renamed],
+            )
+        candidate = _candidate_from_json(raw["c"]) if "c" in raw else None
         return cls(time, tree, list(parents), changes, candidate, raw.get("b") is True)
+
+
+def _candidate_from_json(raw: Any) -> Candidate:
+    fields = dict(raw)
+    fields["files"] = tuple(fields["files"])
+    candidate = Candidate(**fields)
+    if not all(isinstance(value, str) for value in (*candidate.files, candidate.sha)):
+        raise ValueError("cache entry has a bad candidate")
+    return candidate
 
 
 def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+# What a cache written by hand or torn by a crash can raise while it is read.
+_CACHE_ERRORS: Final = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
 @dataclass
 class _Cache:
-    """The cache file: the last HEAD indexed, its window, and what is known per commit."""
+    """The cache file: the last HEAD indexed, its window's counts, and what each commit changed.
+
+    Paths are stored once, in a table, and referred to by index; the counts over the whole
+    window are stored too, so that a re-index with HEAD unchanged does no counting at all.
+    """
 
     head: str
     depth: int
     complete: bool  # the walk ran out of history before reaching depth
     shallow: list[str]
     window: list[str]
-    nodes: dict[str, _Node]
+    commits: dict[str, Any]  # sha -> raw entry, decoded on demand by node()
+    paths: list[str]
+    counts: list[int]  # per path over the whole window, aligned with paths
+    gone: list[int]  # indexes of the paths whose newest change deleted them
 
     @classmethod
     def load(cls, path: Path) -> _Cache | None:
         """Read the cache, or return None when it is missing, unreadable or malformed."""
-        from engram.model import loads
+        import orjson
 
         try:
-            raw = loads(path.read_bytes())
+            raw = orjson.loads(path.read_bytes())
             if raw.get("version") != _CACHE_VERSION:
                 return None
-            nodes = {str(sha): _Node.from_json(entry) for sha, entry in raw["commits"].items()}
             cache = cls(
                 head=raw["head"],
                 depth=raw["depth"],
                 complete=raw["complete"],
                 shallow=raw["shallow"],
                 window=raw["window"],
-                nodes=nodes,
+                commits=raw["commits"],
+                paths=raw["paths"],
+                counts=raw["counts"],
+                gone=raw["gone"],
             )
+            commits = cache.commits
             if not (
                 isinstance(cache.head, str)
                 and isinstance(cache.depth, int)
                 and isinstance(cache.complete, bool)
                 and _str_list(cache.shallow)
                 and _str_list(cache.window)
-                and all(sha in nodes and nodes[sha].changes is not None for sha in cache.window)
+                and isinstance(commits, dict)
+                and all(isinstance(commits.get(sha), dict) for sha in cache.window)
+                and _str_list(cache.paths)
+                and isinstance(cache.counts, list)
+                and len(cache.counts) == len(cache.paths)
+                and all(type(count) is int for count in cache.counts)
+                and isinstance(cache.gone, list)
             ):
                 return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, *_CACHE_ERRORS):
             return None
         return cache
 
-    def save(self, path: Path) -> str | None:
+    def node(self, sha: str) -> _Node | None:
+        """Return a cached commit, or None if it is not cached (or its entry is malformed)."""
+        raw = self.commits.get(sha)
+        if raw is None:
+            return None
+        try:
+            return _Node.from_json(raw, self.paths)
+        except _CACHE_ERRORS:
+            return None
+
+    @staticmethod
+    def save(
+        path: Path,
+        *,
+        head: str,
+        depth: int,
+        complete: bool,
+        shallow: list[str],
+        window: list[str],
+        nodes: dict[str, _Node],
+        counts: dict[str, int],
+        gone: set[str],
+    ) -> str | None:
         """Write the cache atomically; return a problem sentence if it could not be written."""
         import orjson
 
+        index: dict[str, int] = {}
+
+        def intern(name: str) -> int:
+            number = index.get(name)
+            if number is None:
+                number = index[name] = len(index)
+            return number
+
+        commits = {sha: node.to_json(intern) for sha, node in nodes.items()}
+        for name in counts:
+            intern(name)
         data = orjson.dumps(
             {
                 "version": _CACHE_VERSION,
-                "head": self.head,
-                "depth": self.depth,
-                "complete": self.complete,
-                "shallow": self.shallow,
-                "window": self.window,
-                "commits": {sha: node.to_json() for sha, node in self.nodes.items()},
+                "head": head,
+                "depth": depth,
+                "complete": complete,
+                "shallow": shallow,
+                "window": window,
+                "paths": list(index),
+                "counts": [counts.get(name, 0) for name in index],
+                "gone": sorted(index[name] for name in gone),
+                "commits": commits,
             }
         )
         tmp = ""
@@ -252,6 +310,35 @@ class _Cache:
                 "the next index walks the whole window again"
             )
         return None
+
+    def scan(self, head: str, depth: int, threshold: int) -> GitScan | None:
+        """Answer from the cache alone when HEAD is the one indexed; else return None."""
+        if head != self.head:
+            return None
+        window = self.window
+        try:
+            if depth < len(window):
+                window = window[:depth]
+                nodes = [self.node(sha) for sha in window]
+                changesets = [node.changes for node in nodes if node is not None]
+                if len(changesets) < len(window) or None in changesets:
+                    return None
+                counts, gone = count_changes(cast(list[Changeset], changesets))
+            elif depth <= self.depth or self.complete:
+                paths = self.paths
+                counts = {
+                    name: count for name, count in zip(paths, self.counts, strict=True) if count
+                }
+                gone = {paths[number] for number in self.gone}
+            else:
+                return None  # a deeper window than the one indexed
+            entries = [self.commits[sha] for sha in window]
+            candidates = [_candidate_from_json(entry["c"]) for entry in entries if "c" in entry]
+            boundary = any(entry.get("b") for entry in entries)
+        except _CACHE_ERRORS:
+            return None
+        problems = [_shallow_problem(len(window))] if boundary else []
+        return _assemble(head, window, counts, gone, candidates, threshold, problems, True)
 
 
 TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, binary sha) of one tree
@@ -369,7 +456,7 @@ class _Walk:
         self.repo = repo
         self.store = repo.object_store
         self.trees = _Trees(repo.object_store, repo.object_format.oid_length)
-        self.cached = cache.nodes if cache is not None else {}
+        self.cache = cache
         self.depth = depth
         self.progress = progress
         self.nodes: dict[str, _Node] = {}
@@ -384,7 +471,7 @@ class _Walk:
         node = self.nodes.get(sha)
         if node is not None:
             return node
-        node = self.cached.get(sha)
+        node = self.cache.node(sha) if self.cache is not None else None
         if node is None:
             from dulwich.objects import Commit
 
@@ -545,7 +632,8 @@ class _Walk:
         prefix = prefix.lower()
         if len(prefix) in (40, 64):
             return prefix
-        known = [sha for sha in (*self.nodes, *self.cached) if sha.startswith(prefix)]
+        cached = self.cache.commits if self.cache is not None else {}
+        known = [sha for sha in (*self.nodes, *cached) if sha.startswith(prefix)]
         if len(set(known)) == 1:
             return known[0]
         errors: tuple[type[BaseException], ...] = (*self.errors, NotImplementedError)
@@ -717,27 +805,21 @@ def count_changes(changesets: Iterable[Changeset]) -> tuple[dict[str, int], set[
     return counts, gone
 
 
-def _result(
+def _assemble(
     head: str,
     window: Sequence[str],
-    nodes: dict[str, _Node],
+    counts: dict[str, int],
+    gone: set[str],
+    candidates: list[Candidate],
     threshold: int,
     problems: list[str],
-    *,
     unchanged: bool,
 ) -> GitScan:
-    """Count the window's changes into a GitScan."""
-    changesets = [nodes[sha].changes for sha in window]
-    counts, gone = count_changes(cast(list[Changeset], changesets))
-    hotspots = sorted(
-        (
-            (path, count)
-            for path, count in counts.items()
-            if count >= threshold and path not in gone
-        ),
-        key=lambda item: (-item[1], item[0]),
-    )
-    candidates = [candidate for sha in window if (candidate := nodes[sha].candidate) is not None]
+    """Put counts and candidates together into a GitScan: hotspots picked, all sorted."""
+    hotspots = [
+        (path, count) for path, count in counts.items() if count >= threshold and path not in gone
+    ]
+    hotspots.sort(key=lambda item: (-item[1], item[0]))
     candidates.sort(key=lambda candidate: (candidate.date, candidate.sha))
     return GitScan(
         head=head,
@@ -798,34 +880,43 @@ def scan_history(
         shallow = sorted(sha.decode("ascii") for sha in repo.get_shallow())
         if cache is not None and cache.shallow != shallow:
             cache = None  # deepened or made shallower: boundary commits changed meaning
-        if cache is not None and cache.head == head and (depth <= cache.depth or cache.complete):
-            window = cache.window[:depth]
-            problems = _shallow_problem(window, cache.nodes)
-            if progress is not None:
-                progress(len(window), len(window))
-            return _result(head, window, cache.nodes, threshold, problems, unchanged=True)
+        if cache is not None:
+            known = cache.scan(head, depth, threshold)
+            if known is not None:
+                if progress is not None:
+                    progress(known.commits_walked, known.commits_walked)
+                return known
         walk = _Walk(repo, cache, depth, progress)
         window, complete = walk.walk(head)
-        problems = walk.problems + _shallow_problem(window, walk.nodes)
+        nodes = walk.nodes
+        counts, gone = count_changes(cast(list[Changeset], [nodes[sha].changes for sha in window]))
+        candidates = [found for sha in window if (found := nodes[sha].candidate) is not None]
+        problems = walk.problems
+        if any(nodes[sha].boundary and sha not in walk.missing for sha in window):
+            problems.append(_shallow_problem(len(window)))
         if cache_path is not None and window:
-            # Commits only queued are left out: they are read again (a few, one per branch
-            # tip at the window's edge) so that every cached commit has its changes.
-            nodes = {sha: walk.nodes[sha] for sha in walk.popped if sha not in walk.missing}
-            saved = _Cache(head, depth, complete, shallow, window, nodes)
-            if walk.missing:
-                saved.window = []  # never "unchanged" while history is known to be missing
-                saved.head = ""
-            problem = saved.save(cache_path)
+            problem = _Cache.save(
+                cache_path,
+                # Never "unchanged" while history is known to be missing: no head, no window.
+                head="" if walk.missing else head,
+                depth=depth,
+                complete=complete,
+                shallow=shallow,
+                window=[] if walk.missing else window,
+                # Commits only queued are left out: they are read again (a few, one per
+                # branch tip at the window's edge) so that every cached commit has changes.
+                nodes={sha: nodes[sha] for sha in walk.popped if sha not in walk.missing},
+                counts={} if walk.missing else counts,
+                gone=set() if walk.missing else gone,
+            )
             if problem is not None:
                 problems.append(problem)
-        return _result(head, window, walk.nodes, threshold, problems, unchanged=False)
+        return _assemble(head, window, counts, gone, candidates, threshold, problems, False)
 
 
-def _shallow_problem(window: Sequence[str], nodes: dict[str, _Node]) -> list[str]:
-    """Say so when the window reached a shallow clone's boundary."""
-    if any(nodes[sha].boundary for sha in window):
-        return [
-            f"shallow clone: history stops at {len(window)} commits; hotspots count only "
-            "what is here (run `git fetch --unshallow` for the rest)"
-        ]
-    return []
+def _shallow_problem(walked: int) -> str:
+    """Say that the window reached a shallow clone's boundary."""
+    return (
+        f"shallow clone: history stops at {walked} commits; hotspots count only "
+        "what is here (run `git fetch --unshallow` for the rest)"
+    )
