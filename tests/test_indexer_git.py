@@ -207,6 +207,23 @@ def test_rename_with_edits_is_detected_and_a_rewrite_is_not(history: History) ->
     assert scan(history, threshold=2).hotspots == [("c.py", 2)]
 
 
+def test_empty_files_are_not_renames_and_folders_can_become_files(history: History) -> None:
+    history.commit("Initial", {"a.txt": b"", "lib/x.py": b"x\n", "lib/y.py": b"y\n"})
+    history.commit("Swap empty files", {"a.txt": None, "b.txt": b""})
+    history.commit("Folder to file", {"lib/x.py": None, "lib/y.py": None, "lib": b"one file\n"})
+    history.commit("File to folder", {"lib": None, "lib/z.py": b"z\n"})
+    result = scan(history, threshold=1)
+    assert result.changes == {
+        "a.txt": 2,
+        "b.txt": 1,
+        "lib/x.py": 2,
+        "lib/y.py": 2,
+        "lib": 2,
+        "lib/z.py": 1,
+    }
+    assert dict(result.hotspots) == {"b.txt": 1, "lib/z.py": 1}
+
+
 def test_deleted_and_recreated_file_is_a_hotspot_again(history: History) -> None:
     history.commit("Initial", {"x.py": b"1\n", "y.py": b"1\n"})
     history.commit("Drop x", {"x.py": None})

@@ -1,17 +1,17 @@
 """The indexer that mines git history for hotspots and pitfall candidates.
 
-``scan_history`` walks the last ``depth`` non-merge commits reachable from HEAD (all parents,
-newest committer date first, like ``git log --no-merges -n DEPTH``), lists the paths each one
-changed, counts them into hotspots, and turns reverts and "fix … again" commits into pitfall
-*candidates*. It returns values only: the service decides which memories to write.
+``scan_history`` walks the last ``depth`` non-merge commits reachable from HEAD (every parent of
+a merge, newest committer date first, like ``git log --no-merges -n DEPTH``), lists the paths
+each one changed, counts them into hotspots, and turns reverts and "fix … again" commits into
+pitfall *candidates*. It returns values only: the service decides which memories to write.
 
-What it must not do: run ``git`` in a subprocess, read file contents (blobs are read only to
+What it must not do: run ``git`` in a subprocess; read file contents (blobs are read only to
 tell a renamed-and-edited file from a delete plus an add, in commits that both delete and add
-files, at most ``_MAX_RENAME_PAIRS`` pairs), write anything but its cache file in
-``state_dir``, or raise for a repository state a user can be in (no repository, no commits, a
-shallow or partial clone): those come back as sentences in ``GitScan.problems``. dulwich is
-imported inside functions so that ``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in
-``indexer/`` and ``sync/`` only.
+files, at most ``_MAX_RENAME_PAIRS`` pairs of text files under ``_MAX_RENAME_BLOB``); write
+anything but its cache file in ``state_dir``; or raise for a repository state a user can be in
+(no repository, no commits, a shallow or partial clone, a damaged object): those come back as
+sentences in ``GitScan.problems``. dulwich is imported inside functions so that ``engram
+--help`` stays fast; DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
 
 Conventions (the facts a reader of the hotspot memory relies on):
 
@@ -22,16 +22,27 @@ Conventions (the facts a reader of the hotspot memory relies on):
   a few files, with at least half of their lines in common; else it is a delete plus an add.
 - A deletion counts on the deleted path, so ``changes`` holds paths that no longer exist;
   ``hotspots`` leaves out the paths whose newest change in the window deleted them.
-- The root commit counts every file it adds. A shallow clone's boundary commit (listed in
+- Merge commits count nothing (what they bring in is counted on the branch's own commits). The
+  root commit counts every file it adds. A shallow clone's boundary commit (listed in
   ``.git/shallow``) is walked but its changes are unknown, so it counts nothing.
+- Paths are repository-relative (also when ``root`` is a folder inside the work tree), with
+  ``/`` separators, decoded as UTF-8 (undecodable bytes replaced).
 - Candidates: a revert has a ``Revert "…"`` subject *and* a ``This reverts commit <sha>`` line;
-  a "fix again" has a subject with fix/fixes/fixed/fixing … again (not "so tests pass again"),
-  or re-fix/refix. Both are found in non-merge commits of the window only.
+  a "fix again" has a subject with fix/fixes/fixed/fixing … again (not "so the tests pass
+  again"), or re-fix/refix. Both come from the window's non-merge commits only. Their text is
+  the commit message as written: untrusted, to be redacted like any other input.
+
+Speed: trees are read raw and parsed into sets of entries, so that two versions of a folder
+differ by a set difference done in C and unchanged subfolders are never opened (about 2-3x
+faster than dulwich's ``tree_changes``, which builds an object per entry); see
+benchmarks/bench_indexer.py.
 
 The cache (``state_dir/git-history.json``) keeps, per commit sha, what the walk learned (date,
-tree, parents, changed paths, candidate): a sha names immutable content, so an entry never
-goes stale. With HEAD unchanged a re-index reads that one file and HEAD and stops
-(``unchanged=True``); after k new commits only those k are read and diffed.
+tree, parents, changed paths, candidate), plus the counts over the last window. A sha names
+immutable content, so an entry never goes stale; only the commits of the last window are kept.
+With HEAD unchanged a re-index reads HEAD and that one file and returns the stored result
+(``unchanged=True``); after k new commits only those k are read and diffed. A cache that does
+not parse or has the wrong shape is ignored and rewritten.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ _PROGRESS_CALLS: Final = 100
 _MAX_RENAME_PAIRS: Final = 100
 _MAX_RENAME_BLOB: Final = 256 * 1024
 _RENAME_SIMILARITY: Final = 0.5
+_EMPTY_BLOB: Final = b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the SHA-1 of b""
 _S_IFMT: Final = 0o170000
 _S_IFDIR: Final = 0o040000
 
@@ -341,11 +353,11 @@ class _Cache:
         return _assemble(head, window, counts, gone, candidates, threshold, problems, True)
 
 
-TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, binary sha) of one tree
+TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, hex sha) of one tree
 
 
 class _Trees:
-    """Parsed trees by binary sha, keeping those of the last two commits diffed.
+    """Parsed trees by hex sha, keeping those of the last two commits diffed.
 
     Trees are read raw and parsed into sets of entries (no ShaFile objects, no entry objects
     for the unchanged entries), so that two trees differ by a set difference done in C.
@@ -369,7 +381,7 @@ class _Trees:
             if entries is None:
                 kind, data = self.get_raw(cast(Any, sha))
                 if kind != 2:  # 2 is a tree
-                    raise ValueError(f"object {sha.hex()} is not a tree")
+                    raise ValueError(f"object {sha.decode()} is not a tree")
                 entries = set(self.parse(data, self.sha_len))
             self.current[sha] = entries
         return entries
@@ -551,13 +563,13 @@ class _Walk:
         """List the paths a non-merge commit changed against its parent (none for a boundary)."""
         if node.boundary:
             return ([], [], [])
-        parent_tree = bytes.fromhex(self.nodes[node.parents[0]].tree) if node.parents else None
+        parent_tree = self.nodes[node.parents[0]].tree.encode() if node.parents else None
         touched: list[bytes] = []
-        added: dict[bytes, bytes] = {}  # path -> binary blob sha
+        added: dict[bytes, bytes] = {}  # path -> hex blob sha
         deleted: dict[bytes, bytes] = {}
         self.trees.next_commit()
         try:
-            self.trees.diff(parent_tree, bytes.fromhex(node.tree), b"", touched, added, deleted)
+            self.trees.diff(parent_tree, node.tree.encode(), b"", touched, added, deleted)
         except self.errors as exc:
             self.problems.append(
                 f"cannot read the trees of commit {sha[:12]} ({type(exc).__name__}); "
@@ -582,7 +594,7 @@ class _Walk:
             by_blob.setdefault(blob, []).append(path)
         for path, blob in sorted(added.items()):
             olds = by_blob.get(blob)
-            if olds:
+            if olds and blob != _EMPTY_BLOB:  # two empty files are not the same file
                 old = olds.pop(0)
                 pairs.append([old, path])
                 del deleted[old]
