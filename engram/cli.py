@@ -191,18 +191,23 @@ def init(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create .engram/ here: config.yaml, an empty memories.jsonl and a .gitignore."""
+    """Create .engram/ here (config.yaml, memories.jsonl, .gitignore), then index ADRs and git."""
     from engram.service import Engram
 
     engram, created = Engram.init(_start(ctx), project)
     with engram:
         root = engram.root
         if as_json:
+            try:
+                indexed: dict[str, Any] = engram.index_project()
+            except EngramError as exc:
+                indexed = {"error": exc.to_dict()}
             _emit_json(
                 {
                     "root": str(root),
                     "project": engram.project,
                     "created": [str(p.relative_to(root)) for p in created],
+                    "indexed": indexed,
                 }
             )
             return
@@ -210,8 +215,16 @@ def init(
             for path in created:
                 typer.echo(f"created {path.relative_to(root)}")
         else:
-            typer.echo(f"{root / '.engram'} already set up; nothing changed")
+            typer.echo(f"{root / '.engram'} already set up")
         typer.echo(f"project: {engram.project}")
+        # Day one: read what the project already knows. A failure here never fails init.
+        try:
+            summary = engram.index_project()
+        except EngramError as exc:
+            typer.echo(f"warning: indexing skipped: {exc.message}", err=True)
+        else:
+            for line in _index_summary(summary):
+                typer.echo(line)
 
 
 def _remember(
@@ -668,27 +681,69 @@ def import_(
         typer.echo(f"… and {len(result.errors) - 20} more skipped", err=True)
 
 
+def _index_summary(summary: dict[str, Any]) -> list[str]:
+    """Render what the ADR and git indexers did as lines for a person."""
+    lines: list[str] = []
+    verb = "would write" if summary.get("dry_run") else "wrote"
+    adr = summary.get("adr")
+    if adr is not None:
+        where = ", ".join(adr["dirs"]) or "no ADR folder found"
+        lines.append(
+            f"ADRs ({where}): {adr['found']} found, {adr['created']} new, {adr['updated']} "
+            f"updated, {adr['archived']} archived, {adr['unchanged']} unchanged, "
+            f"{len(adr['skipped'])} skipped"
+        )
+        lines += [f"  skipped {item['path']}: {item['reason']}" for item in adr["skipped"]]
+    git = summary.get("git")
+    if git is not None:
+        if git["head"] is None:
+            lines.append("git: nothing to mine")
+        elif git["unchanged"]:
+            lines.append(f"git: no new commits since {git['head'][:10]}")
+        else:
+            lines.append(
+                f"git: {git['commits']} commits walked, {len(git['hotspots'])} hotspots, "
+                f"{git['candidates_new']} new pitfall candidates "
+                f"({git['candidates_found']} found)"
+            )
+        lines += [f"  note: {problem}" for problem in git["problems"]]
+    lines.append(f"{verb} {summary.get('writes', 0)} memories")
+    return lines
+
+
 @app.command()
 def index(
     ctx: typer.Context,
+    adr: Annotated[bool, typer.Option("--adr", help="Read only the ADRs.")] = False,
+    git: Annotated[bool, typer.Option("--git", help="Mine only the git history.")] = False,
     rebuild: Annotated[
-        bool, typer.Option("--rebuild", help="Drop the index and build it from memories.jsonl.")
+        bool, typer.Option("--rebuild", help="Also rebuild the search index from scratch.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would change; write nothing.")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Bring the search index up to date with memories.jsonl (or rebuild it)."""
+    """Read ADRs and git history into memories, and bring the search index up to date."""
+    both = not adr and not git
     update_bar, close_bar = _progress("indexing")
     try:
         with _open(ctx) as engram:
-            result = engram.reindex(rebuild=rebuild, progress=update_bar)
+            search = engram.reindex(rebuild=rebuild, progress=update_bar)
+            summary = engram.index_project(
+                adr=adr or both, git=git or both, dry_run=dry_run, progress=update_bar
+            )
     finally:
         close_bar()
     if as_json:
-        _emit_json(result)
-    elif rebuild:
-        typer.echo(f"rebuilt the index: {result['records']} records")
+        _emit_json({"search_index": search, **summary})
+        return
+    if rebuild:
+        typer.echo(f"rebuilt the search index: {search['records']} records")
     else:
-        typer.echo(f"index up to date ({result['changed']} changed)")
+        typer.echo(f"search index up to date ({search['changed']} changed)")
+    for line in _index_summary(summary):
+        typer.echo(line)
 
 
 @app.command()

@@ -631,6 +631,96 @@ class Engram:
         flushed = ws.index.flush()
         return {"rebuilt": False, "changed": changed, "flushed": flushed}
 
+    def index_project(
+        self,
+        *,
+        adr: bool = True,
+        git: bool = True,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Create and refresh memories from the project's ADRs and git history; summarise.
+
+        Idempotent: ids are derived from ADR paths and commit shas, unchanged input writes
+        nothing, an edited ADR revises its memory (rev+1) and a deleted one is archived.
+        ``dry_run`` plans without writing.
+        """
+        from engram.indexer import plan as planner
+
+        ws = self.project_ws
+        cfg = ws.config
+        stamp = now()
+        summary: dict[str, Any] = {"dry_run": dry_run}
+        writes: list[Record] = []
+
+        def revise(current: Record, changes: Mapping[str, Any]) -> Record:
+            return self._revise(ws, current, changes, stamp)
+
+        with ws.store.lock():
+            ws.index.refresh()
+            if adr:
+                from engram.indexer.adr import scan_adrs
+
+                dirs = cfg.get("indexer.adr_dirs")
+                scan = scan_adrs(self.root, [str(d) for d in dirs] if dirs else None)
+                existing = ws.index.by_source_prefix("adr:")
+                adr_plan = planner.plan_adrs(
+                    scan.adrs, existing, project=cfg.project, stamp=stamp, revise=revise
+                )
+                writes += adr_plan.writes
+                summary["adr"] = {
+                    "dirs": scan.dirs,
+                    "found": len(scan.adrs),
+                    "created": len(adr_plan.created),
+                    "updated": len(adr_plan.updated),
+                    "archived": len(adr_plan.archived),
+                    "unchanged": len(adr_plan.unchanged),
+                    "skipped": [{"path": s.path, "reason": s.reason} for s in scan.skipped],
+                }
+            if git:
+                from engram.indexer.git import scan_history
+
+                depth = int(cfg.number("indexer.git_depth"))
+                threshold = int(cfg.number("indexer.hotspot_threshold"))
+                history = scan_history(
+                    self.root,
+                    depth=depth,
+                    threshold=threshold,
+                    state_dir=ws.store.state_dir,
+                    progress=progress,
+                )
+                ids = [planner.hotspots_id(cfg.project)]
+                ids += [planner.candidate_id(c.sha) for c in history.candidates]
+                git_plan = planner.plan_git(
+                    history,
+                    ws.index.get_many(ids),
+                    project=cfg.project,
+                    depth=depth,
+                    threshold=threshold,
+                    stamp=stamp,
+                    revise=revise,
+                )
+                writes += git_plan.writes
+                summary["git"] = {
+                    "head": history.head,
+                    "commits": history.commits_walked,
+                    "unchanged": history.unchanged,
+                    "hotspots": [{"path": p, "changes": n} for p, n in history.hotspots],
+                    "candidates_found": len(history.candidates),
+                    "candidates_new": len([rid for rid in git_plan.created if rid != ids[0]]),
+                    "problems": history.problems,
+                }
+            max_bytes = int(cfg.number("store.max_content_bytes"))
+            cleaned: list[Record] = []
+            for record in writes:
+                fields = normalize_fields(record, max_content_bytes=max_bytes)
+                self._scrub(ws, fields)
+                cleaned.append(fields)
+            summary["writes"] = len(cleaned)
+            if cleaned and not dry_run:
+                self._write(ws, cleaned)
+        return summary
+
     def doctor(self, *, fix: bool = False) -> list[Finding]:
         """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
         from engram.doctor import run_checks

@@ -28,7 +28,7 @@ def repo(tmp_path: Path) -> Path:
     root.mkdir()
     code, out, _ = invoke("-C", str(root), "init", "--project", "shop")
     assert code == 0, out
-    assert out.splitlines() == [
+    assert out.splitlines()[:4] == [
         "created .engram/config.yaml",
         "created .engram/memories.jsonl",
         "created .engram/.gitignore",
@@ -40,7 +40,7 @@ def repo(tmp_path: Path) -> Path:
 def test_init_is_idempotent_and_writes_gitignore(repo: Path) -> None:
     code, out, _ = invoke("-C", str(repo), "init")
     assert code == 0
-    assert out.splitlines()[0].endswith(".engram already set up; nothing changed")
+    assert out.splitlines()[0].endswith(".engram already set up")
     assert (repo / ".engram/.gitignore").read_text().split()[-2:] == ["index/", "state/"]
     assert (repo / ".engram/memories.jsonl").read_bytes() == b""
 
@@ -141,7 +141,10 @@ def test_stats_doctor_index_version_json(tmp_path: Path) -> None:
     code, out, _ = invoke(*c, "doctor", "--json")
     assert code == 0 and json.loads(out)[0]["severity"] == "ok"
     code, out, _ = invoke(*c, "index", "--rebuild", "--json")
-    assert json.loads(out) == {"rebuilt": True, "records": 33, "changed": 33}
+    data = json.loads(out)
+    assert data["search_index"] == {"rebuilt": True, "records": 33, "changed": 33}
+    # The example's two ADR-sourced decisions were written by people: indexing leaves them be.
+    assert data["adr"]["archived"] == 0 and data["writes"] == 0
     code, out, _ = invoke("version", "--json")
     assert set(json.loads(out)) >= {"engram", "python", "tantivy"}
 

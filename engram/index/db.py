@@ -673,6 +673,18 @@ class Index:
                 out[rid] = dict(record)
         return out
 
+    def by_source_prefix(self, prefix: str) -> dict[str, Record]:
+        """Return every record (tombstones included) whose ``source`` starts with ``prefix``."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return {
+            str(rid): _loads(text)
+            for rid, text in self.db.execute(
+                "SELECT id, json FROM records WHERE json_extract(json, '$.source') LIKE ? "
+                "ESCAPE '\\'",
+                (escaped + "%",),
+            )
+        }
+
     def find_duplicate(self, key: str, since: str) -> Record | None:
         """Return a live record with this dedupe key updated at or after ``since``."""
         row = self.db.execute(
