@@ -717,7 +717,8 @@ def index(
     adr: Annotated[bool, typer.Option("--adr", help="Read only the ADRs.")] = False,
     git: Annotated[bool, typer.Option("--git", help="Mine only the git history.")] = False,
     rebuild: Annotated[
-        bool, typer.Option("--rebuild", help="Also rebuild the search index from scratch.")
+        bool,
+        typer.Option("--rebuild", help="Rebuild the search index and re-walk the git history."),
     ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would change; write nothing.")
@@ -731,7 +732,11 @@ def index(
         with _open(ctx) as engram:
             search = engram.reindex(rebuild=rebuild, progress=update_bar)
             summary = engram.index_project(
-                adr=adr or both, git=git or both, dry_run=dry_run, progress=update_bar
+                adr=adr or both,
+                git=git or both,
+                dry_run=dry_run,
+                rebuild=rebuild,
+                progress=update_bar,
             )
     finally:
         close_bar()

@@ -637,13 +637,15 @@ class Engram:
         adr: bool = True,
         git: bool = True,
         dry_run: bool = False,
+        rebuild: bool = False,
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Create and refresh memories from the project's ADRs and git history; summarise.
 
         Idempotent: ids are derived from ADR paths and commit shas, unchanged input writes
         nothing, an edited ADR revises its memory (rev+1) and a deleted one is archived.
-        ``dry_run`` plans without writing.
+        ``dry_run`` plans without writing (not even the history cache); ``rebuild`` forgets the
+        history cache and walks the whole window again.
         """
         from engram.indexer import plan as planner
 
@@ -678,15 +680,17 @@ class Engram:
                     "skipped": [{"path": s.path, "reason": s.reason} for s in scan.skipped],
                 }
             if git:
-                from engram.indexer.git import scan_history
+                from engram.indexer.git import CACHE_FILE, scan_history
 
+                if rebuild and not dry_run:
+                    (ws.store.state_dir / CACHE_FILE).unlink(missing_ok=True)
                 depth = int(cfg.number("indexer.git_depth"))
                 threshold = int(cfg.number("indexer.hotspot_threshold"))
                 history = scan_history(
                     self.root,
                     depth=depth,
                     threshold=threshold,
-                    state_dir=ws.store.state_dir,
+                    state_dir=None if dry_run else ws.store.state_dir,  # a dry run writes nothing
                     progress=progress,
                 )
                 ids = [planner.hotspots_id(cfg.project)]
