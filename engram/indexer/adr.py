@@ -53,6 +53,7 @@ Conventions
 
 from __future__ import annotations
 
+import bisect
 import os
 import posixpath
 import re
@@ -587,8 +588,8 @@ def _heading_text(raw: str) -> str:
     """Return a heading's text without its marks (ATX or setext)."""
     match = _ATX.match(raw)
     text = match.group(2) if match else raw
-    text = re.sub(r"[ \t]+#+[ \t]*$", "", text)
-    return " ".join(text.split()).strip("#").strip()
+    text = " ".join(text.split())
+    return re.sub(r"(?:^| )#+$", "", text).strip()
 
 
 def _section_name(text: str) -> str:
@@ -599,13 +600,14 @@ def _section_name(text: str) -> str:
 
 # -- key: value lines ---------------------------------------------------------------------------
 
+# Possessive quantifiers (*+, ++) keep these linear on long runs of spaces or marks.
 _KEY_VALUE: Final = re.compile(
-    r"^\s*(?:>\s*)*(?:[-*+]\s+)?[*_]{0,2}\s*(?P<key>[A-Za-z][A-Za-z \t_-]{0,30}?)\s*[*_]{0,2}"
-    r"\s*:\s*(?P<value>.*)$"
+    r"^\s*+(?:>\s*+)*+(?:[-*+]\s++)?+[*_]{0,2}+\s*+(?P<key>[A-Za-z][A-Za-z \t_-]{0,30}?)"
+    r"\s*+[*_]{0,2}+\s*+:\s*+(?P<value>.*)$"
 )
 _TABLE_ROW: Final = re.compile(
-    r"^\s*\|\s*[*_]{0,2}(?P<key>[A-Za-z][A-Za-z \t_-]{0,30}?)[*_]{0,2}\s*:?\s*\|"
-    r"(?P<value>[^|]*)\|?\s*$"
+    r"^\s*+\|\s*+[*_]{0,2}+(?P<key>[A-Za-z][A-Za-z \t_-]{0,30}?)[*_]{0,2}+\s*+:?+\s*+\|"
+    r"(?P<value>[^|]*+)\|?+\s*+$"
 )
 _KEYS: Final = {
     "status": "status",
@@ -648,9 +650,8 @@ def _field_of(text: str) -> str | None:
 
 def _clean_value(text: str) -> str:
     """Return a metadata value without surrounding emphasis, whitespace collapsed."""
-    text = " ".join(text.split())
-    text = re.sub(r"^[*_]{1,2}\s*", "", text)
-    return re.sub(r"\s*[*_]{1,2}$", "", text).strip()
+    text = " ".join(text.replace("**", "").split())
+    return text.strip("*_ ")
 
 
 # -- status -------------------------------------------------------------------------------------
@@ -685,10 +686,9 @@ _STATUS_RE: Final = re.compile(
 )
 _RANK: Final = {"proposed": 0, "active": 1, "rejected": 2, "superseded": 3, "archived": 4}
 _MD_LINK: Final = re.compile(
-    r"!?\[(?P<text>[^\]\n]{0,300})\]\(\s*<?(?P<url>[^)\s>]{0,1000})>?"
-    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)"
+    r"!?\[(?P<text>[^\[\]\n]{0,300}+)\]\(\s*+<?(?P<url>[^)\s>\[]{0,1000}+)>?"
+    r"(?:\s++(?:\"[^\"\n]*+\"|'[^'\n]*+'))?+\s*+\)"
 )
-_CODE_SPAN: Final = re.compile(r"(`+)([^`\n]+?)\1")
 _LEAD_NOISE: Final = re.compile(r"^[\W_]+")
 _STATUS_LABEL: Final = re.compile(r"^status\b[\W_]*", re.IGNORECASE)
 
@@ -712,7 +712,7 @@ def _status(
     meta: dict[str, Any], fields: dict[str, list[str]], lines: list[_Line]
 ) -> tuple[str, str, str | None]:
     """Return (engram status, the status as written, a date written with it)."""
-    written = _scalar(meta.get("status")) or next(iter(fields.get("status", [])), "")
+    written = _clean_value(_scalar(meta.get("status"))) or next(iter(fields.get("status", [])), "")
     if written and not _has_words(written):  # "Status: 2024-03-01" names a date, no status
         written_date = _date_in(written)
         written = ""
@@ -802,7 +802,7 @@ def _status_groups(text: str) -> list[str]:
 _NAME_NUMBER: Final = re.compile(r"^(?:adr|dr|rfc)?[-_ ]?0*(\d{1,6})(?=$|[-_. ])", re.IGNORECASE)
 _NAME_DATE: Final = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})(?=$|[-_. ])")
 _TITLE_ADR: Final = re.compile(
-    r"^\[?\s*adr[\s_#-]{0,3}(\d{1,9})\s*\]?\s*(?:[.:)–—-]\s*|\s+)", re.IGNORECASE
+    r"^\[?\s*adr[\s_#-]{0,3}(\d{1,9})\s*\]?\s*(?:[.:)–—-]\s*|\s+|$)", re.IGNORECASE
 )
 _TITLE_NUMBER: Final = re.compile(r"^#?(\d{1,9})(\s*[.:)–—](?!\d)\s*|\s+[-–—]\s+|-(?=[^\d\s])|\s+)")
 _TITLE_DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}(?:\s*[:.–—-]\s*|\s+)")
@@ -1187,8 +1187,10 @@ _FILE_NAMES: Final = frozenset(
 def _path_candidate(text: str) -> str | None:
     """Return a backticked text as a repo-relative path when it looks like one, else None."""
     text = text.strip()
+    if len(text) > MAX_ITEM_CHARS:
+        return None
     text = re.sub(r"(?::\d{1,7}){1,2}$|#L\d{1,7}(?:-L?\d{1,7})?$", "", text)
-    if not text or len(text) > MAX_ITEM_CHARS or text.startswith(("-", "~", "@", "$")):
+    if not text or text.startswith(("-", "~", "@", "$")):
         return None
     if not _PATHISH.match(text) or not re.search(r"[A-Za-z]", text):
         return None
@@ -1209,14 +1211,35 @@ _URL_SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LINK_DEFINITION: Final = re.compile(r"^\s{0,3}\[[^\]\n]{1,300}\]:\s*<?([^\s>]{1,1000})")
 
 
+def _code_spans(text: str) -> list[str]:
+    """Return the texts of a line's code spans (a run of backticks closed by one as long)."""
+    runs = [(match.start(), match.end()) for match in re.finditer(r"`+", text)]
+    by_length: dict[int, list[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(index)
+    spans: list[str] = []
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = by_length[end - start]
+        later = bisect.bisect_right(same, index)
+        if later < len(same):
+            closing = same[later]
+            spans.append(text[end : runs[closing][0]])
+            index = closing + 1
+        else:
+            index += 1
+    return spans
+
+
 def _files(lines: list[_Line], here: str, own: str, catalog: _Catalog) -> list[str]:
     """Return the repo paths an ADR names in backticks or links to (not ADRs), sorted."""
     found: set[str] = set()
     for line in lines:
         if line.meta is None:
             continue
-        for match in _CODE_SPAN.finditer(line.meta):
-            candidate = _path_candidate(match.group(2))
+        for span in _code_spans(line.meta):
+            candidate = _path_candidate(span)
             if candidate:
                 found.add(candidate)
         urls = [match.group("url") for match in _MD_LINK.finditer(line.meta)]
