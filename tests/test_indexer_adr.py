@@ -453,6 +453,7 @@ def test_status_section_with_only_a_date_is_not_a_status() -> None:
         ("# 1.2 release plan", "1.2 release plan"),
         ("# 2024-03-01: Use X", "Use X"),
         ("# Use X ##", "Use X"),
+        ("# Use C# <!-- was: Use Java -->", "Use C#"),
         ("# RFC 7231 compliance", "RFC 7231 compliance"),
         ("# ADR-0007", "Use x"),  # nothing left: from the file name
         ("Use X\n=====", "Use X"),

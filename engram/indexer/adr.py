@@ -215,6 +215,9 @@ def scan_adrs(root: Path, configured: Sequence[str] | None = None) -> AdrScan:
             parsed.append(_parse(rel, text, catalog))
         except InvalidInput as exc:
             skipped.append(Skipped(rel, exc.message))
+        except Exception as exc:  # a parser bug on one odd file must never stop `engram init`
+            reason = f"could not be parsed ({type(exc).__name__}: {exc}); please report this bug"
+            skipped.append(Skipped(rel, reason))
     # Links and supersessions may only name ADRs that became memories.
     ok = {adr.path for adr in parsed}
     adrs = [
@@ -289,7 +292,7 @@ def _exists(base: Path, rel: str) -> bool:
     fixed: list[str] = []
     for part in parts:
         if any(char in part for char in "*?{["):
-            return (base.joinpath(*fixed)).is_dir()
+            return os.path.isdir(base.joinpath(*fixed))
         fixed.append(part)
     return os.path.lexists(base.joinpath(*parts))
 
@@ -328,7 +331,9 @@ def _parse(path: str, text: str, catalog: _Catalog) -> ParsedAdr:
         raise InvalidInput("empty file")
     front_lines, body, body_offset = _split_front_matter(text)
     lines = _lines(body)
-    heading_title = next((_heading_text(line.raw) for line in lines if line.zone == "title"), "")
+    heading_title = next(
+        (_heading_text(line.meta or line.raw) for line in lines if line.zone == "title"), ""
+    )
     if heading_title:
         _check_template_title(heading_title)
     meta: dict[str, Any] = {}
