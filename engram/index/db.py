@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from engram.errors import AmbiguousId, CorruptStore, IndexError_, LockTimeout, NotFound
+from engram.errors import AmbiguousId, CorruptStore, IndexError_, NotFound
 from engram.index.backend import Doc, Filters, SearchIndex, open_backend, tokenize_query
 from engram.index.ranking import Weights, cut, freshness, static_factor
 from engram.model import (
@@ -39,10 +39,9 @@ from engram.model import (
     parse_time,
 )
 from engram.store import MemoryStore, line_id
+from engram.store.lock import ProcessLock
 
 SCHEMA_VERSION: Final = 3
-# Waiting for a lock held by another process: check often, so that writers are not starved.
-POLL_SECONDS: Final = 0.005
 CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
@@ -181,15 +180,20 @@ class Index:
         self.lock_timeout = lock_timeout
         self._conn: sqlite3.Connection | None = None
         self._backend: SearchIndex | None = None
-        self._lock: object | None = None
-        self._ft_lock: object | None = None
+        self._lock = ProcessLock(
+            self.folder / "index.lock", timeout=lock_timeout, what=f"the index in {self.folder}"
+        )
+        self._ft_lock = ProcessLock(
+            self.folder / "fulltext.lock",
+            timeout=lock_timeout,
+            what=f"the full-text index in {self.folder}",
+        )
         # Per-process caches, valid while memories.jsonl keeps the stat signature
         # ``_synced_sig``: they save SQLite round trips on every recall of a long-lived process.
         self._synced_sig: str | None = None
         self._flushed_sig: str | None = None
         self._rank_cache: dict[str, tuple[float, float] | None] = {}
         self._record_cache: dict[str, Record] = {}
-        self._depth = 0
         self.problems: list[tuple[int, str]] = []
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -284,45 +288,13 @@ class Index:
             self._conn.close()
             self._conn = None
 
-    @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the cross-process lock for index writes (re-entrant in one process)."""
-        from filelock import FileLock, Timeout
+        return self._lock.hold()
 
-        if self._lock is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(self.folder / "index.lock"), timeout=self.lock_timeout)
-        lock = self._lock
-        assert isinstance(lock, FileLock)
-        try:
-            lock.acquire(poll_interval=POLL_SECONDS)
-        except Timeout as exc:
-            raise LockTimeout(f"could not lock the index in {self.folder}") from exc
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            lock.release()
-
-    @contextlib.contextmanager
-    def fulltext_lock(self) -> Iterator[None]:
+    def fulltext_lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the cross-process lock for writes to the full-text backend."""
-        from filelock import FileLock, Timeout
-
-        if self._ft_lock is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._ft_lock = FileLock(str(self.folder / "fulltext.lock"), timeout=self.lock_timeout)
-        lock = self._ft_lock
-        assert isinstance(lock, FileLock)
-        try:
-            lock.acquire(poll_interval=POLL_SECONDS)
-        except Timeout as exc:
-            raise LockTimeout(f"could not lock the full-text index in {self.folder}") from exc
-        try:
-            yield
-        finally:
-            lock.release()
+        return self._ft_lock.hold()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

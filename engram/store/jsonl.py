@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from engram.errors import CorruptStore, InvalidInput, LockTimeout
+from engram.errors import CorruptStore, InvalidInput
 from engram.model import (
     REQUIRED,
     Record,
@@ -36,6 +36,7 @@ from engram.model import (
     is_tombstone,
     parse_line,
 )
+from engram.store.lock import ProcessLock
 
 MEMORIES: Final = "memories.jsonl"
 _ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
@@ -84,33 +85,19 @@ class MemoryStore:
         self.path = engram_dir / MEMORIES
         self.state_dir = engram_dir / "state"
         self.lock_timeout = lock_timeout
-        self._lock: object | None = None
-        self._depth = 0
+        self._lock = ProcessLock(
+            self.state_dir / "store.lock", timeout=lock_timeout, what=str(self.path)
+        )
 
     # -- locking -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the cross-process write lock of this store (re-entrant in one process)."""
-        from filelock import FileLock, Timeout
-
-        if self._lock is None:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(self.state_dir / "store.lock"), timeout=self.lock_timeout)
-        lock = self._lock
-        assert isinstance(lock, FileLock)
-        try:
-            lock.acquire(poll_interval=0.005)
-        except Timeout as exc:
-            raise LockTimeout(f"could not lock {self.path} within {self.lock_timeout:g}s") from exc
-        self._depth += 1
-        try:
-            if self._depth == 1:
+        with self._lock.hold():
+            if self._lock.depth == 1:
                 self._remove_stale_temp_files()
             yield
-        finally:
-            self._depth -= 1
-            lock.release()
 
     def _remove_stale_temp_files(self) -> None:
         # Under the lock no other writer is mid-write, so any temp file is a crash leftover.
