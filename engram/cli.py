@@ -340,40 +340,7 @@ def remember(
     )
 
 
-@app.command("save")
-def save(
-    ctx: typer.Context,
-    title: Annotated[str, typer.Argument(help="Short summary.")],
-    content: Annotated[str | None, typer.Argument(help="Full text; '-' reads stdin.")] = None,
-    kind: KindOpt = "note",
-    tags: Annotated[list[str] | None, typer.Option("--tags", "-t")] = None,
-    files: Annotated[list[str] | None, typer.Option("--files", "-f")] = None,
-    importance: Annotated[int, typer.Option("--importance", "-i", min=1, max=5)] = 3,
-    topic_key: Annotated[str | None, typer.Option()] = None,
-    scope: Annotated[str, typer.Option()] = "project",
-    link: Annotated[list[str] | None, typer.Option()] = None,
-    status: Annotated[str, typer.Option()] = "active",
-    source: Annotated[str, typer.Option()] = "cli",
-    session: Annotated[str | None, typer.Option()] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Alias of remember."""
-    _remember(
-        ctx,
-        title,
-        content,
-        kind,
-        tags,
-        files,
-        importance,
-        topic_key,
-        scope,
-        link,
-        status,
-        source,
-        session,
-        as_json,
-    )
+app.command("save", help="Alias of remember.")(remember)
 
 
 def _recall(
@@ -446,22 +413,7 @@ def recall(
     _recall(_start(ctx), query, kind, tag, file, status, scope, project, limit, offset, as_json)
 
 
-@app.command("search")
-def search(
-    ctx: typer.Context,
-    query: Annotated[str, typer.Argument()] = "",
-    kind: Annotated[list[str] | None, typer.Option("--kind", "-k")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", "-t")] = None,
-    file: Annotated[list[str] | None, typer.Option("--file", "-f")] = None,
-    status: Annotated[list[str] | None, typer.Option()] = None,
-    scope: Annotated[list[str] | None, typer.Option()] = None,
-    project: Annotated[list[str] | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=0)] = 10,
-    offset: Annotated[int, typer.Option(min=0)] = 0,
-    as_json: JsonOpt = False,
-) -> None:
-    """Alias of recall."""
-    _recall(_start(ctx), query, kind, tag, file, status, scope, project, limit, offset, as_json)
+app.command("search", help="Alias of recall.")(recall)
 
 
 def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
@@ -510,12 +462,7 @@ def get(
     _show(ctx, ref, as_json)
 
 
-@app.command("show")
-def show(
-    ctx: typer.Context, ref: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonOpt = False
-) -> None:
-    """Alias of get."""
-    _show(ctx, ref, as_json)
+app.command("show", help="Alias of get.")(get)
 
 
 @app.command()
@@ -582,15 +529,7 @@ def forget(
     _forget(ctx, ref, hard, as_json)
 
 
-@app.command("delete")
-def delete(
-    ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID")],
-    hard: Annotated[bool, typer.Option("--hard")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Alias of forget."""
-    _forget(ctx, ref, hard, as_json)
+app.command("delete", help="Alias of forget.")(forget)
 
 
 @app.command()
