@@ -696,6 +696,21 @@ def bench_size(
     return rows
 
 
+def align(lines: Sequence[Sequence[str]], left: Sequence[int] = (0,)) -> str:
+    """Return rows of cells (the first is the header) as an aligned plain-text table."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = []
+    for number, line in enumerate(lines):
+        cells = [
+            cell.ljust(width) if column in left else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+        if number == 0:
+            out.append("  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
 def render(rows: Sequence[Figure]) -> str:
     """Return the result table as aligned plain text."""
     header = (
@@ -724,17 +739,7 @@ def render(rows: Sequence[Figure]) -> str:
                 str(row.runs),
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = []
-    for number, line in enumerate(lines):
-        cells = [
-            cell.ljust(width) if column == 0 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("  ".join(cells).rstrip())
-        if number == 0:
-            out.append("  ".join("-" * width for width in widths))
-    return "\n".join(out)
+    return align(lines)
 
 
 LEGEND: Final = """\

@@ -46,6 +46,9 @@ from dulwich.walk import Walker
 
 from engram.indexer.git import CACHE_FILE, scan_history
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import align  # a sibling script, not a package
+
 HERE: Final = Path(__file__).resolve().parent
 SEED: Final = 20240611
 BASE_TIME: Final = 1_700_000_000
@@ -397,17 +400,7 @@ def render(rows: Sequence[Figure]) -> str:
                 str(len(row.ours)),
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = []
-    for number, line in enumerate(lines):
-        cells = [
-            cell.ljust(width) if column in (0, 2) else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("  ".join(cells).rstrip())
-        if number == 0:
-            out.append("  ".join("-" * width for width in widths))
-    return "\n".join(out)
+    return align(lines, left=(0, 2))
 
 
 LEGEND: Final = """\

@@ -44,7 +44,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import Corpus, build_store, say  # a sibling script, not a package
+from bench_core import Corpus, align, build_store, say  # a sibling script, not a package
 
 from engram.mcp_server import RECALL_LIMIT
 from engram.service import Engram
@@ -114,17 +114,7 @@ def render(rows: Sequence[Figure]) -> str:
                 str(row.runs),
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = []
-    for number, line in enumerate(lines):
-        cells = [
-            cell.ljust(width) if column == 0 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("  ".join(cells).rstrip())
-        if number == 0:
-            out.append("  ".join("-" * width for width in widths))
-    return "\n".join(out)
+    return align(lines)
 
 
 LEGEND: Final = """\
