@@ -429,6 +429,29 @@ def test_status_section_life_cycle_wins() -> None:
     assert adr.links == (("supersedes", "docs/adr/0001-record-decisions.md"),)
 
 
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (  # one row per field
+            "| Field | Value |\n|---|---|\n| Status | Rejected |\n| Date | 2024-01-05 |\n",
+            ("rejected", "Rejected", "2024-01-05T00:00:00.000Z", ("Ann",)),
+        ),
+        (  # one column per field
+            "| Status | Date | Deciders |\n|---|:---:|---|\n| **Accepted** | 2024-01-05 | Ann |\n",
+            ("active", "Accepted", "2024-01-05T00:00:00.000Z", ("Ann",)),
+        ),
+        (  # a status history in the Status section
+            "## Status\n\n| Date | Status |\n|---|---|\n| 2024-01-01 | Proposed |\n"
+            "| 2024-02-01 | Accepted |\n",
+            ("active", "2024-02-01 Accepted", "2024-02-01T00:00:00.000Z", ("Ann",)),
+        ),
+    ],
+)
+def test_status_tables(table: str, expected: tuple[str, str, str, tuple[str, ...]]) -> None:
+    adr = parse(f"# T\n\n* Deciders: Ann\n\n{table}\n## Context\n\nText.\n")
+    assert (adr.status, adr.status_text, adr.date, adr.deciders) == expected
+
+
 def test_status_section_with_only_a_date_is_not_a_status() -> None:
     adr = parse("# 10. This\n\n## Status\n\n2024-03-04\n")
     assert (adr.status, adr.status_text, adr.date) == ("active", "", "2024-03-04T00:00:00.000Z")
@@ -498,6 +521,9 @@ def test_numbers_and_dates_from_file_names(name: str, number: int | None, date: 
         ("# T\n\nDate: 2019/12/31\n", "2019-12-31T00:00:00.000Z"),
         ("# T\n\n* Date: 31st December 2019\n", "2019-12-31T00:00:00.000Z"),
         ("# T\n\nDate: 2019-02-30\n", None),
+        ("# 7. T\n\nDate: 07/11/2016\n", "2016-11-07T00:00:00.000Z"),  # adr-tools, day first
+        ("# T\n\nDate: 11/25/2016\n", "2016-11-25T00:00:00.000Z"),  # only month first fits
+        ("# T\n\n- Date: 1.3.2024\n", "2024-03-01T00:00:00.000Z"),
         ("# T\n\n## Status\n\nAccepted (Jan 9, 2020)\n", "2020-01-09T00:00:00.000Z"),
         ("# T\n\n## Context\n\nSince 2020-01-01 we have 5 decisions 2024.\n", None),
     ],

@@ -25,7 +25,8 @@ Conventions
       written but not recognised → ``proposed``** (not shown as in force, not hidden either).
       ``status_text`` is the status as written ("" when there is none).
     * ``date``: front matter ``date``, else a ``Date:`` line, else a date in the status, else the
-      date of a date-named file; midnight UTC unless a time is given.
+      date of a date-named file; midnight UTC unless a time is given. ISO dates, English month
+      names, and day-first ``07/11/2016`` / ``7.11.2016`` (adr-tools' old default) are read.
     * relations are read outside code fences and HTML comments: anywhere on a line in front
       matter, the status, "Links"/"Related" sections and metadata lines before the first
       section; elsewhere only from lines that open with the phrase ("Supersedes ADR-3"), so
@@ -631,8 +632,18 @@ _KEYS: Final = {
 def _key_values(lines: list[_Line]) -> dict[str, list[str]]:
     """Collect ``Key: value`` lines and table rows of the metadata parts, by engram field."""
     fields: dict[str, list[str]] = {}
-    for line in lines:
+    for index, line in enumerate(lines):
         if line.meta is None or line.zone not in ("preamble", "metadata", "status"):
+            continue
+        after = [other.meta or "" for other in lines[index + 1 : index + 3]]
+        if after and _is_table_separator(after[0]):
+            # A header row: "| Status | Date |" over "| Accepted | 2024-03-01 |" sets both.
+            keys = [_KEYS.get(_key_name(cell)) for cell in _table_cells(line.meta)]
+            # In a Status section it is a history: the section's own reading picks the row.
+            if line.zone != "status" and sum(key is not None for key in keys) >= 2 and after[1:]:
+                for key, cell in zip(keys, _table_cells(after[1]), strict=False):
+                    if key is not None and _clean_value(cell):
+                        fields.setdefault(key, []).append(_clean_value(cell))
             continue
         match = _KEY_VALUE.match(line.meta) or _TABLE_ROW.match(line.meta)
         name = _field_of(line.meta)
@@ -644,13 +655,30 @@ def _key_values(lines: list[_Line]) -> dict[str, list[str]]:
     return fields
 
 
+def _table_cells(text: str) -> list[str]:
+    """Return the cells of a Markdown table row ([] when the line is not one)."""
+    text = text.strip()
+    if not text.startswith("|"):
+        return []
+    return [cell.strip() for cell in text.strip("|").split("|")]
+
+
+def _is_table_separator(text: str) -> bool:
+    """Tell whether a line is a table's header separator (``|---|:--:|``)."""
+    text = text.strip()
+    return "-" in text and "|" in text and not set(text) - set("|:- \t")
+
+
+def _key_name(text: str) -> str:
+    """Normalise a metadata key: lowercase, no emphasis, colon, dashes or underscores."""
+    text = text.replace("*", " ").replace(":", " ").replace("-", " ").replace("_", " ")
+    return " ".join(text.lower().split())
+
+
 def _field_of(text: str) -> str | None:
     """Return the engram field a ``Key: value`` line or table row sets, or None."""
     match = _KEY_VALUE.match(text) or _TABLE_ROW.match(text)
-    if match is None:
-        return None
-    key = " ".join(match.group("key").replace("-", " ").replace("_", " ").lower().split())
-    return _KEYS.get(key)
+    return _KEYS.get(_key_name(match.group("key"))) if match else None
 
 
 def _clean_value(text: str) -> str:
@@ -728,9 +756,12 @@ def _status(
         _check_template_status(text)
         return _status_word(text) or "proposed", text, _date_in(text)
     section = [
-        _clean_value(_LIST_PREFIX.sub("", line.meta))
+        _clean_value(" ".join(_LIST_PREFIX.sub("", line.meta).strip(" |").split(" | ")))
         for line in lines
-        if line.zone == "status" and line.meta is not None and line.meta.strip()
+        if line.zone == "status"
+        and line.meta is not None
+        and line.meta.strip()
+        and not _is_table_separator(line.meta)
     ]
     best: tuple[int, int, str, str] | None = None
     for index, text in enumerate(section):
@@ -868,13 +899,24 @@ _MONTHS: Final = {
     "dec": 12,
 }
 _MONTH: Final = (
-    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"(?P<{name}>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
 )
-_ISO_DATE: Final = r"(?<![\d.])(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)"
-_DAY_MONTH: Final = r"(?<!\d)(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(\d{4})(?!\d)"
-_MONTH_DAY: Final = r"\b" + _MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})(?!\d)"
-_DATES: Final = re.compile(f"{_ISO_DATE}|{_DAY_MONTH}|{_MONTH_DAY}", re.IGNORECASE)
+_DATES: Final = re.compile(
+    "|".join(
+        (
+            r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?!\d)",
+            r"(?<![\d./-])(?P<a4>\d{1,2})(?P<sep>[/.])(?P<b4>\d{1,2})(?P=sep)(?P<y4>\d{4})(?!\d)",
+            r"(?<!\d)(?P<d2>\d{1,2})(?:st|nd|rd|th)?\s+"
+            + _MONTH.format(name="m2")
+            + r",?\s+(?P<y2>\d{4})(?!\d)",
+            r"\b"
+            + _MONTH.format(name="m3")
+            + r"\s+(?P<d3>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y3>\d{4})(?!\d)",
+        )
+    ),
+    re.IGNORECASE,
+)
 
 
 def _make_date(year: str, month: str, day: str) -> str | None:
@@ -887,15 +929,22 @@ def _make_date(year: str, month: str, day: str) -> str | None:
 
 
 def _date_in(text: str) -> str | None:
-    """Return the first real date written in a text (ISO, or with an English month name)."""
+    """Return the first real date written in a text.
+
+    ISO (2024-03-01, 2024/03/01), an English month name (1 March 2024, March 1, 2024), or
+    day first with slashes or dots (01/03/2024, 1.3.2024: adr-tools' old default and the
+    German style); month first only when the day-first reading cannot be a date (03/25/2024).
+    """
     for match in _DATES.finditer(text):
-        g = match.groups()
-        if g[0]:
-            found = _make_date(g[0], g[1], g[2])
-        elif g[3]:
-            found = _make_date(g[5], str(_MONTHS[g[4][:3].lower()]), g[3])
+        g = match.groupdict()
+        if g["y1"]:
+            found = _make_date(g["y1"], g["m1"], g["d1"])
+        elif g["y4"]:
+            found = _make_date(g["y4"], g["b4"], g["a4"]) or _make_date(g["y4"], g["a4"], g["b4"])
+        elif g["y2"]:
+            found = _make_date(g["y2"], str(_MONTHS[g["m2"][:3].lower()]), g["d2"])
         else:
-            found = _make_date(g[8], str(_MONTHS[g[6][:3].lower()]), g[7])
+            found = _make_date(g["y3"], str(_MONTHS[g["m3"][:3].lower()]), g["d3"])
         if found:
             return found
     return None
