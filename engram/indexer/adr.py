@@ -3,8 +3,9 @@
 This module owns reading ADR folders and parsing each record into a ``ParsedAdr``; the service
 turns those into ``decision`` memories (``source: adr:<path>``). It does no writes, touches no
 store or index, and never imports dulwich, typer or rich. A bad ADR is a value (``Skipped`` with
-a reason), never a crash: ``scan_adrs`` does not raise on any file's content, and ``parse_adr``
-raises only ``InvalidInput``.
+a reason), never a crash: ``scan_adrs`` does not raise on any file's content (even a parser bug
+on one file becomes a ``Skipped``), and ``parse_adr`` is pure (no I/O) and raises only
+``InvalidInput``.
 
 Styles read
     Nygard / adr-tools (``# 7. Title``, ``Date:`` line, ``## Status`` section), MADR 2.x (bullet
@@ -23,7 +24,7 @@ Conventions
       archived → ``archived``. **No status at all → ``active``** (an ADR committed without a
       status records a decision in force; adr-tools and MADR default to accepted), **a status
       written but not recognised → ``proposed``** (not shown as in force, not hidden either).
-      ``status_text`` is the status as written ("" when there is none).
+      ``status_text`` is the status as written, emphasis removed ("" when there is none).
     * ``date``: front matter ``date``, else a ``Date:`` line, else a date in the status, else the
       date of a date-named file; midnight UTC unless a time is given. ISO dates, English month
       names, and day-first ``07/11/2016`` / ``7.11.2016`` (adr-tools' old default) are read.
@@ -80,7 +81,16 @@ ADR_SUFFIXES: Final = (".md", ".markdown")
 
 @dataclass(frozen=True)
 class ParsedAdr:
-    """One architecture decision record, as read from its file."""
+    """One architecture decision record, as read from its file.
+
+    ``path`` is repo-relative (posix); ``number`` comes from the file name only (``0005-…`` →
+    5; None for date-named or unnumbered files); ``title`` has no number or date prefix;
+    ``status`` is one of engram's statuses and ``status_text`` the words as written (emphasis
+    removed); ``date`` is RFC 3339 UTC or None; ``deciders`` keep their written order; ``tags``
+    are ``adr`` plus front-matter or ``Tags:`` tags, lowercase, sorted; ``links`` are
+    ``(rel, ADR path)`` with rel ``supersedes`` or ``relates``; ``superseded_by`` lists the ADR
+    paths this one says replace it.
+    """
 
     path: str
     number: int | None
@@ -330,7 +340,7 @@ def _parse(path: str, text: str, catalog: _Catalog) -> ParsedAdr:
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise InvalidInput("empty file")
-    front_lines, body, body_offset = _split_front_matter(text)
+    front_lines, body, first_line = _split_front_matter(text)
     lines = _lines(body)
     heading_title = next(
         (_heading_text(line.meta or line.raw) for line in lines if line.zone == "title"), ""
@@ -339,7 +349,7 @@ def _parse(path: str, text: str, catalog: _Catalog) -> ParsedAdr:
         _check_template_title(heading_title)
     meta: dict[str, Any] = {}
     if front_lines is not None:
-        meta = _load_front_matter(front_lines, body_offset)
+        meta = _load_front_matter(front_lines, first_line)
     fm_title = _scalar(meta.get("title"))
     if fm_title:
         _check_template_title(fm_title)
@@ -362,10 +372,8 @@ def _parse(path: str, text: str, catalog: _Catalog) -> ParsedAdr:
         or name_date
     )
 
-    deciders = _names(
-        [meta.get("deciders"), meta.get("decision-makers"), meta.get("decision_makers")]
-        + [value for value in fields.get("deciders", [])]
-    )
+    written_deciders = [meta.get(key) for key in ("deciders", "decision-makers", "decision_makers")]
+    deciders = _names([*written_deciders, *fields.get("deciders", [])])
     tags = _tags([meta.get("tags"), *fields.get("tags", [])])
 
     supersedes, superseded_by, relates = _relations(meta, status_text, lines, catalog, here)
@@ -403,7 +411,7 @@ _FM_CLOSE: Final = re.compile(r"^(?:-{3,}|\.{3})[ \t]*$")
 
 
 def _split_front_matter(text: str) -> tuple[list[str] | None, str, int]:
-    """Split YAML front matter off: (its lines or None, the body, the body's first line index)."""
+    """Split YAML front matter off: (its lines or None, the body, its first line's index)."""
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if line.strip()), 0)
     if not _FM_OPEN.match(lines[start]):
@@ -1114,15 +1122,14 @@ class _Catalog:
     """The known ADR paths, looked up by path, file name, slug and number in any case."""
 
     def __init__(self, paths: Iterable[str]) -> None:
-        self.paths: list[str] = []
+        unique: set[str] = set()
         for raw in paths:
             try:
-                path = normalize_path(str(raw))
+                unique.add(normalize_path(str(raw)))
             except InvalidInput:
                 continue
-            if path and path not in self.paths:
-                self.paths.append(path)
-        self.paths.sort()
+        unique.discard("")
+        self.paths: list[str] = sorted(unique)
         self._path: dict[str, list[str]] = {}
         self._name: dict[str, list[str]] = {}
         self._stem: dict[str, list[str]] = {}
