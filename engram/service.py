@@ -664,7 +664,8 @@ class Engram:
                 from engram.indexer.adr import scan_adrs
 
                 dirs = cfg.get("indexer.adr_dirs")
-                scan = scan_adrs(self.root, [str(d) for d in dirs] if dirs else None)
+                configured = [str(d) for d in dirs] if isinstance(dirs, list) else None
+                scan = scan_adrs(self.root, configured)
                 existing = ws.index.by_source_prefix("adr:")
                 adr_plan = planner.plan_adrs(
                     scan.adrs, existing, project=cfg.project, stamp=stamp, revise=revise

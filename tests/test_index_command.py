@@ -191,3 +191,25 @@ def test_cli_index_summary(repo: Path) -> None:
     assert result.stdout.rstrip().endswith("wrote 0 memories")
     result = runner.invoke(app, ["-C", str(repo), "index", "--dry-run"])
     assert result.stdout.rstrip().endswith("would write 0 memories")
+
+
+def test_an_adr_superseded_by_another_is_superseded_even_if_it_says_accepted(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    (root / "docs/adr").mkdir(parents=True)
+    (root / "docs/adr/0001-use-rest.md").write_text(
+        "# 1. Use REST\n\n## Status\n\nAccepted\n\n## Decision\n\nREST everywhere.\n", "utf-8"
+    )
+    (root / "docs/adr/0002-use-grpc.md").write_text(
+        "# 2. Use gRPC\n\n## Status\n\nAccepted\n\nSupersedes [ADR-0001](0001-use-rest.md)\n\n"
+        "## Decision\n\ngRPC between services.\n",
+        "utf-8",
+    )
+    engram, _ = Engram.init(root, "p")
+    with engram:
+        engram.index_project(git=False)
+        assert engram.get(adr_id("docs/adr/0001-use-rest.md"))["status"] == "superseded"
+        grpc = engram.get(adr_id("docs/adr/0002-use-grpc.md"))
+        assert grpc["status"] == "active"
+        assert grpc["links"] == [{"rel": "supersedes", "to": adr_id("docs/adr/0001-use-rest.md")}]

@@ -87,6 +87,13 @@ def plan_adrs(
         for target in getattr(adr, "superseded_by", ()):
             if target in by_path:
                 extra_links.setdefault(target, set()).add(("supersedes", adr.path))
+    # An ADR that another one supersedes is superseded, whatever its own Status says.
+    superseded = {
+        target
+        for adr in adrs
+        for rel, target in (*adr.links, *extra_links.get(adr.path, set()))
+        if rel == "supersedes" and target in by_path and target != adr.path
+    }
     for adr in adrs:
         rid = adr_id(adr.path)
         pairs = {(rel, target) for rel, target in adr.links if target in by_path}
@@ -101,7 +108,9 @@ def plan_adrs(
             "kind": "decision",
             "title": title[:500],
             "content": adr.content,
-            "status": adr.status,
+            "status": "superseded"
+            if adr.path in superseded and adr.status in ("active", "proposed")
+            else adr.status,
             "tags": sorted({"adr", *adr.tags}),
             "files": sorted(set(adr.files)),
             "links": links,
