@@ -1,9 +1,11 @@
 """`make demo`: engram's main job on the example project, with real output.
 
 Sets up a scratch copy of the example project in .demo/ledger-api (never touching the committed
-examples/), runs `engram init`, brings in the team's memories as a `git pull` would, saves a few
-new ones, and shows a ranked recall, a file-scoped recall, one memory in full and the stats. Each
-step runs the real `engram` CLI in its own process and prints the command before its output.
+examples/): two ADRs from examples/docs/adr and a short git history made with dulwich; runs
+`engram init` over the team's committed memories (it indexes the ADRs and history), saves a
+few new ones, and shows ranked recalls, a file-scoped recall, one memory in full and the stats.
+Each step runs the real `engram` CLI in its own process and prints the command before its
+output.
 """
 
 from __future__ import annotations
@@ -39,19 +41,59 @@ def engram(*args: str, stdin: str | None = None) -> str:
     return result.stdout.strip()
 
 
+def make_history() -> None:
+    """Give the scratch project ADRs and a short git history (made with dulwich) to index."""
+    from dulwich import porcelain
+
+    shutil.copytree(HERE / "docs", WORK / "docs")
+    porcelain.init(str(WORK)).close()
+    when = 1_780_000_000
+    author = b"Maria Okafor <maria@ledger.example>"
+
+    def commit(message: str, files: dict[str, str]) -> str:
+        nonlocal when
+        when += 3_600
+        for name, text in files.items():
+            (WORK / name).parent.mkdir(parents=True, exist_ok=True)
+            (WORK / name).write_text(text, encoding="utf-8")
+        porcelain.add(str(WORK), paths=[str(WORK / name) for name in files])
+        sha = porcelain.commit(
+            str(WORK),
+            message=message.encode(),
+            author=author,
+            committer=author,
+            author_timestamp=when,
+            commit_timestamp=when,
+            author_timezone=0,
+            commit_timezone=0,
+        )
+        return sha.decode("ascii")
+
+    adrs = {f"docs/adr/{p.name}": p.read_text("utf-8") for p in (WORK / "docs/adr").iterdir()}
+    commit("Record the event encoding decisions", adrs)
+    for n in range(9):
+        commit(f"Posting: tighten balance check ({n})", {"ledger/posting.py": f"CHECK = {n}\n"})
+    pooled = commit("Batch webhook deliveries per merchant", {"webhooks/dispatch.py": "batch\n"})
+    commit(
+        f'Revert "Batch webhook deliveries per merchant"\n\nThis reverts commit {pooled}.\n',
+        {"webhooks/dispatch.py": "single\n"},
+    )
+
+
 def main() -> None:
     """Run the demo from a clean scratch folder."""
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
-    if shutil.which("git"):
-        subprocess.run(["git", "init", "-q", str(WORK)], check=True)
+    make_history()
+    # The team's memories are already committed with the code.
+    (WORK / ".engram").mkdir()
+    shutil.copyfile(HERE / ".engram" / "memories.jsonl", WORK / ".engram" / "memories.jsonl")
 
-    print("# 1. Set up engram in the project")
+    print("# 1. Set up engram in the project: it reads the ADRs and mines the git history")
     engram("init", "--project", "ledger-api")
 
-    print("\n# 2. The team's memories arrive with the code (as after a git pull)")
-    shutil.copyfile(HERE / ".engram" / "memories.jsonl", WORK / ".engram" / "memories.jsonl")
+    print("\n# 2. Indexing again changes nothing")
     engram("index")
 
     print("\n# 3. An agent saves what it learned")
@@ -105,6 +147,7 @@ def main() -> None:
 
     print("\n# 6. What do we know about a file before editing it?")
     engram("recall", "--file", "webhooks/dispatch.py", "--limit", "5")
+    engram("recall", "event encoding", "--kind", "decision", "--limit", "3")
 
     print("\n# 7. One memory in full")
     engram("get", pitfall[:8])
