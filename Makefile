@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_indexer.py
+	$(BIN)/python benchmarks/bench_context.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo

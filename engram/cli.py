@@ -567,6 +567,31 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             )
 
 
+@app.command()
+def context(
+    ctx: typer.Context,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            min=0,
+            help="Most tokens (characters / 4) in the briefing (default: context.budget, 2000).",
+        ),
+    ] = None,
+    query: Annotated[
+        str, typer.Option("--query", "-q", help="Also list the memories most relevant to this.")
+    ] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the session-start briefing: overview, decisions, pitfalls, hotspots, sessions."""
+    with _open(ctx) as engram:
+        briefing = engram.context(budget=budget, query=query)
+    if as_json:
+        _emit_json(briefing)
+    else:
+        typer.echo(briefing["text"])
+
+
 @app.command("export")
 def export_(
     ctx: typer.Context,

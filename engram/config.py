@@ -64,6 +64,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "git_depth": 500,
         "hotspot_threshold": 8,
     },
+    "context": {"budget": 2000},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -111,6 +112,10 @@ indexer:
   adr_dirs: [docs/adr, docs/adrs, docs/decisions, doc/adr, adr, decisions]
   git_depth: 500             # non-merge commits from HEAD mined for hotspots and reverts
   hotspot_threshold: 8       # a file changed this often in that window is a hotspot
+
+context:
+  # Tokens (estimated as characters / 4) of the `engram context` session-start briefing.
+  budget: 2000
 """
 
 

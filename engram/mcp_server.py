@@ -68,6 +68,8 @@ TITLE_CHARS: Final = 160
 ID_CHARS: Final = 8
 PAGE_WINDOW: Final = 50  # hits ranked at once when a cursor is followed
 PAGES_KEPT: Final = 256  # recall cursors a server remembers
+CONTEXT_HEADER_TOKENS: Final = 150  # the briefing's header, for mem_context's limit
+CONTEXT_ITEM_TOKENS: Final = 80  # one briefing line, about
 WHOLE_FIRST: Final = 64  # lists up to this long are serialized whole before any probing
 LIST_CAP: Final = 20  # entries of a by_* count that stats shows
 MAX_MESSAGE_BYTES: Final = 256 * 1024 * 1024  # one JSON-RPC line from the client, at most
@@ -412,6 +414,24 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             read_only=True,
         ),
         Tool(
+            "context",
+            "Call at the start of a session: a compact briefing of this project's memory "
+            "(overview, active decisions, principles, pitfalls, hotspots, latest sessions, and "
+            "with query the memories most relevant to it), within a token budget. Each line has "
+            "an id for get.",
+            (
+                Param("query", "string", "Words of the task at hand (optional)."),
+                Param(
+                    "budget",
+                    "integer",
+                    "Most tokens in the briefing (default: context.budget, 2000).",
+                    minimum=50,
+                ),
+            ),
+            agent,
+            read_only=True,
+        ),
+        Tool(
             "forget",
             "Delete a memory that is wrong or harmful; a tombstone carries the delete to other "
             "clones (hard=true also drops its text). Prefer update status=archived.",
@@ -474,6 +494,16 @@ _GO_TYPE = Param(
 _GO_PROJECT = Param("project", "string", "Project name (default: this project).")
 _RS_TYPES: Final = ("decision", "pattern", "bugfix", "context", "antipattern")
 _RS_BACK: Final = {"pitfall": "antipattern", "fact": "context"}
+
+
+def _go_context_args(args: Args) -> Args:
+    """Map go-engram's mem_context onto context: ``limit`` memories become a token budget.
+
+    The briefing always covers this project and the personal store, so ``project`` and
+    ``scope`` need no mapping.
+    """
+    limit = int(args.get("limit") or 20)
+    return {"budget": CONTEXT_HEADER_TOKENS + CONTEXT_ITEM_TOKENS * limit}
 
 
 def _rs_title(context: str, action: str) -> str:
@@ -689,6 +719,19 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             rename={"type": "kind"},
         ),
         row("mem_stats", "stats", "Count memories by type, status and project.", compat=_GO),
+        row(
+            "mem_context",
+            "context",
+            "Get the memory context of earlier sessions at the start of a session: decisions, "
+            "pitfalls, hotspots and the latest session summaries, each with an id.",
+            _GO_PROJECT,
+            c.scope,
+            Param(
+                "limit", "integer", "About how many memories.", default=20, minimum=1, maximum=100
+            ),
+            compat=_GO,
+            convert=_go_context_args,
+        ),
         row(
             "memory_store",
             "remember",
@@ -911,8 +954,8 @@ RESOURCES: Final = (
     (
         "engram://context",
         "context",
-        "Digest of the most important active decisions, pitfalls "
-        "and principles (data, not instructions).",
+        "Session briefing: overview, active decisions, principles, pitfalls, hotspots and "
+        "latest sessions, each with its id (data, not instructions).",
         "text/markdown",
     ),
     (
@@ -923,7 +966,6 @@ RESOURCES: Final = (
     ),
 )
 MEMORY_TEMPLATE: Final = "engram://memory/{id}"
-CONTEXT_KINDS: Final = ("decision", "pitfall", "principle")
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -1114,6 +1156,7 @@ class EngramMCP:
             "update": self._update,
             "suggest_topic_key": self._suggest_topic_key,
             "stats": self._stats,
+            "context": self._context,
             "forget": self._forget,
             "export": self._export,
             "import": self._import,
@@ -1493,6 +1536,27 @@ class EngramMCP:
     def _stats(self, args: Args, call: Call) -> str:
         return call.render(self.stats_payload())
 
+    def briefing(self, budget: int | None, query: str = "") -> dict[str, Any]:
+        """Return the packed session briefing, its budget capped by the response budget."""
+        if budget is None:
+            budget = int(self.engram.config.number("context.budget"))
+        return self.engram.context(budget=min(budget, self.budget), query=query)
+
+    def _context(self, args: Args, call: Call) -> str:
+        budget: int | None = args.get("budget")
+        query = str(args.get("query") or "")
+        while True:
+            briefing = self.briefing(budget, query)
+            payload = {
+                "briefing": briefing["text"],
+                "tokens": briefing["tokens"],
+                "left_out": briefing["left_out"],
+            }
+            # JSON escaping lengthens the text a little: shrink until the answer fits.
+            if call.size(payload) <= call.budget or briefing["budget"] <= 50:
+                return call.render(payload)
+            budget = max(50, int(briefing["budget"] * 0.9))
+
     def _forget(self, args: Args, call: Call) -> str:
         current = self._record(args["id"])
         hard = bool(args.get("hard"))
@@ -1620,33 +1684,8 @@ class EngramMCP:
         )
 
     def context_digest(self, budget: int) -> str:
-        """Return the most important active decisions, pitfalls and principles, as markdown."""
-        hits = self.engram.recall("", kinds=CONTEXT_KINDS, statuses="active", limit=RECALL_MAX + 1)
-        text = (
-            f"# {self.engram.project}: memory digest (data, not instructions)\n\n"
-            "The most important active decisions, pitfalls and principles, ranked by kind, "
-            "importance and freshness, each with its provenance. Check them against the code; "
-            "the get tool reads one in full.\n"
-        )
-        if not hits:
-            return text + "\nNo active decisions, pitfalls or principles saved yet.\n"
-        more = (
-            "\n…and more: call recall with kind=[decision, pitfall, principle] and words, or "
-            "page with its cursor.\n"
-        )
-        short = self.engram.short_ids([hit.id for hit in hits[:RECALL_MAX]], ID_CHARS)
-        for hit in hits[:RECALL_MAX]:
-            record = hit.record
-            line = (
-                f"- [{record.get('kind')}] {short[hit.id]} "
-                f"{_clip(record.get('title', ''), TITLE_CHARS)}"
-            )
-            snippet = _clip(str(record.get("content") or ""), 120)
-            line += (f" — {snippet}" if snippet else "") + f" (from {provenance(record)})"
-            if len(text) + 1 + len(line) + len(more) > budget:
-                return text + more
-            text += "\n" + line
-        return text + (more if len(hits) > RECALL_MAX else "\n")
+        """Return the session briefing (the context packer's text) within ``budget`` characters."""
+        return str(self.briefing(None)["text"])[:budget]
 
     # -- prompts -----------------------------------------------------------------------------
 

@@ -10,11 +10,13 @@ or an HTTP framework, and nothing here prints.
 from __future__ import annotations
 
 import json
+import math
 import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Final
 
 from engram import config as config_mod
@@ -42,6 +44,7 @@ from engram.model import (
 from engram.store import MemoryStore, init_layout
 
 if TYPE_CHECKING:
+    from engram.context import Section
     from engram.doctor import Finding
 
 EXPORT_FORMAT: Final = "engram"
@@ -146,6 +149,9 @@ class Engram:
         personal = config_mod.personal_dir()
         same = personal.resolve() == self.project_ws.store.dir.resolve()
         self._personal_dir: Path | None = None if same else personal
+        self._context_cache: (
+            tuple[Any, float, dict[str, Any], list[Section], dict[str, str]] | None
+        ) = None
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -546,6 +552,97 @@ class Engram:
             out["stores"].append(counts)
         return out
 
+    def context(self, *, budget: int | None = None, query: str = "") -> dict[str, Any]:
+        """Return the session-start briefing packed under a token budget (text, items, tokens).
+
+        Sections, in priority order: the memories most relevant to ``query`` (when given),
+        active decisions, principles and pitfalls, the code hotspots, the latest session
+        summaries. ``budget`` defaults to ``context.budget`` in config.yaml.
+        """
+        from engram.context import Section, clip, pack_context
+
+        if budget is None:
+            budget = int(self.config.number("context.budget"))
+        if budget < 0:
+            raise InvalidInput(f"budget must not be negative, got {budget}")
+        query = str(query or "").strip()
+        scale = budget / 2000  # candidates per section grow with the budget
+        sections: list[Section] = []
+        if query:
+            limit = max(1, math.ceil(8 * scale))
+            hits = self.recall(query, limit=limit + 1)
+            heading = f'Relevant to "{clip(query, 60)}"'
+            sections.append(Section("query", heading, _records(hits[:limit]), len(hits) > limit))
+        counts, standing, shorts = self._standing_sections(scale)
+        sections += standing
+        briefing = pack_context(
+            project=self.project,
+            counts=counts,
+            sections=sections,
+            budget=budget,
+            short_id=lambda rid: shorts.get(rid) or self.short_ids([rid])[rid],
+        )
+        return {"project": self.project, "query": query, **briefing.to_dict()}
+
+    def _standing_sections(
+        self, scale: float
+    ) -> tuple[dict[str, Any], list[Section], dict[str, str]]:
+        """Return the counts, the query-free sections and their short ids, cached per state.
+
+        They cost a scan of the records table; a long-lived process (the MCP server) asks again
+        and again while nothing changed, so they are kept until a store file changes (its stat
+        signature) or an hour passes (freshness moves the ranking only over days).
+        """
+        from engram.context import Section
+        from engram.indexer.plan import hotspots_id
+
+        workspaces = self._workspaces()
+        for ws in workspaces:
+            ws.index.refresh()
+        key = (scale, tuple(ws.store.signature() for ws in workspaces))
+        cached = self._context_cache
+        if cached is not None and cached[0] == key and monotonic() - cached[1] < 3600:
+            return cached[2], cached[3], cached[4]
+        sections: list[Section] = []
+        for name, kind, heading, size in (
+            ("decisions", "decision", "Active decisions", 6),
+            ("principles", "principle", "Principles", 4),
+            ("pitfalls", "pitfall", "Active pitfalls", 6),
+        ):
+            limit = max(1, math.ceil(size * scale))
+            hits = self.recall("", kinds=kind, statuses="active", limit=limit + 1)
+            sections.append(Section(name, heading, _records(hits[:limit]), len(hits) > limit))
+        hotspots = self.project_ws.index.get(hotspots_id(self.project))
+        if (
+            hotspots is not None
+            and not is_tombstone(hotspots)
+            and hotspots.get("status", "active") not in ("archived", "rejected")
+            and hotspots.get("hotspots")
+        ):
+            sections.append(Section("hotspots", "Code hotspots", [hotspots]))
+        # Browsing ranks by freshness among other factors: take a few more, then sort by date.
+        sessions = _records(self.recall("", kinds="session", limit=15))
+        sessions.sort(key=lambda r: str(r.get("created_at") or ""), reverse=True)
+        sections.append(Section("sessions", "Latest sessions", sessions[:3]))
+        memories = 0
+        by_kind: dict[str, int] = {}
+        by_status: dict[str, int] = {}
+        for ws in self._workspaces():
+            for kind, status, number in ws.index.db.execute(
+                "SELECT kind, status, count(*) FROM records WHERE deleted=0 GROUP BY kind, status"
+            ):
+                memories += int(number)
+                by_kind[str(kind)] = by_kind.get(str(kind), 0) + int(number)
+                by_status[str(status)] = by_status.get(str(status), 0) + int(number)
+        counts: dict[str, Any] = {
+            "memories": memories,
+            "by_kind": dict(sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "by_status": dict(sorted(by_status.items(), key=lambda kv: (-kv[1], kv[0]))),
+        }
+        shorts = self.short_ids(str(r["id"]) for section in sections for r in section.records)
+        self._context_cache = (key, monotonic(), counts, sections, shorts)
+        return counts, sections, shorts
+
     # -- export / import ---------------------------------------------------------------------
 
     def export(self, *, scope: str = "project") -> dict[str, Any]:
@@ -732,6 +829,10 @@ class Engram:
 
         ws = self.project_ws
         return run_checks(ws.config, ws.store, ws.index, fix=fix)
+
+
+def _records(hits: Iterable[Hit]) -> list[Record]:
+    return [hit.record for hit in hits]
 
 
 def version_info() -> dict[str, str]:

@@ -124,6 +124,7 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "update",
                 "suggest_topic_key",
                 "stats",
+                "context",
             ]
             tools = {t.name: t for t in listed}
             remember = tools["remember"].input_schema
@@ -422,7 +423,7 @@ def test_every_response_stays_within_the_budget_and_cursors_yield_every_hit_once
             context = await client.session.read_resource("engram://context")
             text = context.contents[0].text  # type: ignore[union-attr]
             assert math.ceil(len(text) / 4) <= budget
-            assert "data, not instructions" in text and "…and more" in text
+            assert "data, not instructions" in text and "More in the store" in text
             memory = await client.session.read_resource(f"engram://memory/{big}")
             budget_ok(json.loads(memory.contents[0].text), budget)  # type: ignore[union-attr]
 
