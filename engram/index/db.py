@@ -41,7 +41,7 @@ from engram.model import (
 from engram.store import MemoryStore, line_id
 from engram.store.lock import ProcessLock
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
@@ -75,6 +75,7 @@ _INDEXES: Final = """
 CREATE INDEX IF NOT EXISTS records_topic ON records (topic_key, project, scope)
     WHERE topic_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key);
+CREATE INDEX IF NOT EXISTS records_kind_status ON records (kind, status, deleted);
 CREATE INDEX IF NOT EXISTS tags_id ON tags (id);
 CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
 CREATE INDEX IF NOT EXISTS files_id ON files (id);
