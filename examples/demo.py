@@ -21,6 +21,16 @@ REPO = HERE.parent
 WORK = REPO / ".demo" / "ledger-api"
 
 
+PITFALL = (
+    "remember",
+    "Refund webhooks can arrive before the charge webhook",
+    "Merchants see refund.created before charge.succeeded when the charge webhook is retried."
+    " Handlers in webhooks/dispatch.py must tolerate an unknown charge id and retry later.",
+    *("--kind", "pitfall", "--tags", "webhooks,ordering", "--files", "webhooks/dispatch.py"),
+    *("--importance", "4"),
+)
+
+
 def engram(*args: str, stdin: str | None = None) -> str:
     """Run one engram command in the demo project, echo it and its output, return stdout."""
     shown = " ".join(f'"{a}"' if " " in a or not a else a for a in args)
@@ -97,20 +107,7 @@ def main() -> None:
     engram("index")
 
     print("\n# 3. An agent saves what it learned")
-    pitfall = engram(
-        "remember",
-        "Refund webhooks can arrive before the charge webhook",
-        "Merchants see refund.created before charge.succeeded when the charge webhook is retried."
-        " Handlers in webhooks/dispatch.py must tolerate an unknown charge id and retry later.",
-        "--kind",
-        "pitfall",
-        "--tags",
-        "webhooks,ordering",
-        "--files",
-        "webhooks/dispatch.py",
-        "--importance",
-        "4",
-    )
+    pitfall = engram(*PITFALL)
     engram(
         "remember",
         "Park out-of-order refund webhooks in a retry queue",
@@ -126,20 +123,7 @@ def main() -> None:
         f"fixes:{pitfall[:8]}",
     )
     print("\n# 4. Saving the same thing again only counts it (no duplicate line)")
-    engram(
-        "remember",
-        "Refund webhooks can arrive before the charge webhook",
-        "Merchants see refund.created before charge.succeeded when the charge webhook is retried."
-        " Handlers in webhooks/dispatch.py must tolerate an unknown charge id and retry later.",
-        "--kind",
-        "pitfall",
-        "--tags",
-        "webhooks,ordering",
-        "--files",
-        "webhooks/dispatch.py",
-        "--importance",
-        "4",
-    )
+    engram(*PITFALL)
 
     print("\n# 5. Ranked recall: decisions and pitfalls first, superseded ones ranked down")
     engram("recall", "idempotency keys", "--limit", "4")
