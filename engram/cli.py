@@ -465,6 +465,71 @@ def get(
 app.command("show", help="Alias of get.")(get)
 
 
+def _line(item: dict[str, Any]) -> str:
+    return (
+        f"{item['id']}  {item.get('kind', '')}  [{item.get('status', 'active')}]  {item['title']}"
+    )
+
+
+@app.command()
+def why(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show why a memory exists: what it supersedes, what superseded it, links, provenance."""
+    with _open(ctx) as engram:
+        data = engram.why(ref)
+    if as_json:
+        _emit_json(data)
+        return
+    typer.echo(_line(data["memory"]))
+    for label, key in (("supersedes", "supersedes"), ("superseded by", "superseded_by")):
+        if data[key]:
+            typer.echo(f"{label}:")
+            for item in data[key]:
+                typer.echo("  " * item["depth"] + _line(item))
+    for label, key in (("links out", "links_out"), ("links in", "links_in")):
+        if data[key]:
+            typer.echo(f"{label}:")
+            for item in data[key]:
+                typer.echo(f"  {item['rel']}  {_line(item)}")
+    origin = data["provenance"]
+    parts = [
+        f"{key} {origin[key]}" for key in ("source", "session_id", "author") if origin.get(key)
+    ]
+    parts += [f"{key} {origin[key]}" for key in ("created_at", "updated_at") if origin.get(key)]
+    typer.echo("from: " + (", ".join(parts) or "unknown origin"))
+    if data["history"]:
+        typer.echo(f"earlier versions: {data['history']}")
+    for judgement in data["judgements"]:
+        typer.echo(f"judgement: {json.dumps(judgement, ensure_ascii=False, sort_keys=True)}")
+    for note in data["dangling"]:
+        typer.echo(f"dangling link: {note['from']} {note['rel']} {note['to']} (no such memory)")
+    for cycle in data["cycles"]:
+        typer.echo("cycle: " + " -> ".join(cycle))
+
+
+@app.command()
+def related(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="Most neighbours.")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """List a memory's neighbours by links, shared files and shared tags, best first."""
+    with _open(ctx) as engram:
+        items = engram.related(ref, limit=limit)
+    if as_json:
+        _emit_json(items)
+        return
+    if not items:
+        typer.echo("no related memories")
+    for item in items:
+        typer.echo(f"{item['score']:5.1f}  {_line(item)}")
+        typer.echo(f"       {item['reason']}")
+
+
 @app.command()
 def update(
     ctx: typer.Context,

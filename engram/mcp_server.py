@@ -432,6 +432,28 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             read_only=True,
         ),
         Tool(
+            "why",
+            'Answer "why do we do X?" for one memory (id from recall): what it supersedes and '
+            "what superseded it (whole chain), memories linked to it, where it came from, "
+            "judgements. Dangling links and cycles are noted.",
+            (Param("id", "id", _ID.description),),
+            agent,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "related",
+            "List a memory's neighbours (by links, shared files, shared tags), each with why it "
+            "is related and a score. Use to explore around a memory recall found.",
+            (
+                Param("id", "id", _ID.description),
+                Param("limit", "integer", "Most neighbours.", default=10, minimum=1, maximum=50),
+            ),
+            agent,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
             "forget",
             "Delete a memory that is wrong or harmful; a tombstone carries the delete to other "
             "clones (hard=true also drops its text). Prefer update status=archived.",
@@ -1157,6 +1179,8 @@ class EngramMCP:
             "suggest_topic_key": self._suggest_topic_key,
             "stats": self._stats,
             "context": self._context,
+            "why": self._why,
+            "related": self._related,
             "forget": self._forget,
             "export": self._export,
             "import": self._import,
@@ -1556,6 +1580,73 @@ class EngramMCP:
             if call.size(payload) <= call.budget or briefing["budget"] <= 50:
                 return call.render(payload)
             budget = max(50, int(briefing["budget"] * 0.9))
+
+    def _why(self, args: Args, call: Call) -> str:
+        record = self._record(args["id"])
+        data = self.engram.why(record["id"])
+        lists = ("supersedes", "superseded_by", "links_out", "links_in")
+        ids = {data["memory"]["id"]} | {item["id"] for key in lists for item in data[key]}
+        short = self.engram.short_ids(sorted(ids), ID_CHARS)
+
+        def brief(item: Mapping[str, Any]) -> dict[str, Any]:
+            out = {**item, "id": short.get(item["id"], item["id"])}
+            if "via" in out:
+                out["via"] = short.get(out["via"], out["via"])
+            out["title"] = _clip(out.get("title", ""), TITLE_CHARS)
+            return out
+
+        longest = max([len(data[key]) for key in lists] + [len(data["judgements"]), 1])
+
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {
+                "note": GET_NOTE.format(who=provenance(record)),
+                "memory": brief(data["memory"]),
+            }
+            for key in lists:
+                if data[key]:
+                    payload[key] = [brief(item) for item in data[key][:n]]
+                    if len(data[key]) > n:
+                        payload[key + "_left_out"] = len(data[key]) - n
+            payload["provenance"] = data["provenance"]
+            if data["judgements"]:
+                payload["judgements"] = data["judgements"][:n]
+            if data["history"]:
+                payload["earlier_versions"] = data["history"]
+            if data["dangling"]:
+                payload["dangling"] = data["dangling"][:n]
+            if data["cycles"]:
+                payload["cycles"] = data["cycles"][:n]
+            if n < longest:
+                payload["more"] = "Lists were cut to fit the budget: `engram why ID` has all."
+            return payload
+
+        text, _ = call.fit(build, longest)
+        return text
+
+    def _related(self, args: Args, call: Call) -> str:
+        record = self._record(args["id"])
+        items = self.engram.related(record["id"], limit=int(args.get("limit") or 10))
+        short = self.engram.short_ids([item["id"] for item in items], ID_CHARS)
+        rows = [
+            {
+                **item,
+                "id": short.get(item["id"], item["id"]),
+                "title": _clip(item["title"], TITLE_CHARS),
+                "score": round(float(item["score"]), 3),
+            }
+            for item in items
+        ]
+
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {"note": RECALL_NOTE, "related": rows[:n]}
+            if n < len(rows):
+                payload["more"] = "Cut to fit the budget: call again with a smaller limit."
+            if not rows:
+                payload["hint"] = "nothing shares links, files or tags with this memory"
+            return payload
+
+        text, _ = call.fit(build, len(rows))
+        return text
 
     def _forget(self, args: Args, call: Call) -> str:
         current = self._record(args["id"])

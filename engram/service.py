@@ -473,6 +473,33 @@ class Engram:
         """Return the full memory an id or unique prefix names."""
         return self._locate(ref)[1]
 
+    def why(self, ref: str) -> dict[str, Any]:
+        """Return the lineage of a memory: supersede chains, links, provenance, judgements."""
+        from engram.graph import lineage
+
+        ws, record = self._locate(ref)
+        return lineage(record, ws.index.get, ws.index.linked_to)
+
+    def related(self, ref: str, *, limit: int = 10) -> list[dict[str, Any]]:
+        """Return a memory's neighbours by links, shared files and shared tags, best first."""
+        from engram.graph import related
+
+        if limit < 0:
+            raise InvalidInput(f"limit must not be negative, got {limit}")
+        ws, record = self._locate(ref)
+        incoming = ws.index.linked_to(record["id"])
+        ids = {str(link.get("to")) for link in record.get("links", []) or []}
+        ids.update(src for src, _ in incoming)
+        files = [str(path) for path in record.get("files", []) or []]
+        if files:
+            ids.update(ws.index.ids_for_files(files))
+        tags = [str(tag) for tag in record.get("tags", []) or []]
+        if tags:
+            ids.update(ws.index.ids_for_tags(tags))
+        ids.discard(record["id"])
+        candidates = ws.index.get_many(sorted(ids)).values()
+        return related(record, candidates, incoming, limit=limit)
+
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
         workspaces = self._workspaces()

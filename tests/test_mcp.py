@@ -125,6 +125,8 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "suggest_topic_key",
                 "stats",
                 "context",
+                "why",
+                "related",
             ]
             tools = {t.name: t for t in listed}
             remember = tools["remember"].input_schema

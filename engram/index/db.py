@@ -700,6 +700,17 @@ class Index:
             )
         return frozenset(out)
 
+    def ids_for_tags(self, wanted: Sequence[str]) -> frozenset[str]:
+        """Return ids of records carrying any of these tags."""
+        out: set[str] = set()
+        for chunk in _chunks(list(wanted), 500):
+            marks = ",".join("?" * len(chunk))
+            out.update(
+                row[0]
+                for row in self.db.execute(f"SELECT id FROM tags WHERE tag IN ({marks})", chunk)
+            )
+        return frozenset(out)
+
     def all_records(self, *, include_deleted: bool = False) -> list[Record]:
         """Return every record in id order."""
         where = "" if include_deleted else " WHERE deleted=0"
