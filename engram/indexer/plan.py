@@ -107,7 +107,7 @@ def plan_adrs(
         fields: Record = {
             "kind": "decision",
             "title": title[:500],
-            "content": adr.content,
+            "content": _without_title(adr.content),
             "status": "superseded"
             if adr.path in superseded and adr.status in ("active", "proposed")
             else adr.status,
@@ -266,6 +266,14 @@ def _plan_hotspots(
         revised.pop("files", None)
     plan.writes.append(revised)
     plan.updated.append(rid)
+
+
+def _without_title(content: str) -> str:
+    """Drop a leading ``# Title`` line: the memory's title already says it."""
+    lines = content.lstrip("\n").split("\n")
+    if lines and lines[0].startswith("# "):
+        return "\n".join(lines[1:]).strip("\n")
+    return content
 
 
 def _candidate_record(candidate: Candidate, rid: str, *, project: str, stamp: str) -> Record:
