@@ -657,6 +657,33 @@ def context(
         typer.echo(briefing["text"])
 
 
+@app.command()
+def check(
+    ctx: typer.Context,
+    files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--files", "-f", help="Paths about to be edited, comma-separated or repeated."
+        ),
+    ] = None,
+    text: Annotated[
+        str, typer.Option("--text", help="The plan: also list the memories most relevant to it.")
+    ] = "",
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", min=0, help="Most tokens (characters / 4) in the answer (800)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check before editing: pitfalls, decisions, hotspots and reverts that bear on these files."""
+    with _open(ctx) as engram:
+        result = engram.check(files or [], text=text, budget=budget)
+    if as_json:
+        _emit_json(result)
+    else:
+        typer.echo(result["text"])
+
+
 @app.command("export")
 def export_(
     ctx: typer.Context,

@@ -442,6 +442,25 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             idempotent=True,
         ),
         Tool(
+            "check",
+            "Call before editing files: pitfalls and decisions citing them (path, folder, "
+            "glob), hotspot and revert warnings, superseded decisions still citing them; with "
+            "text, memories relevant to the plan. Best first, each with an id for get. An "
+            "empty answer is valid.",
+            (
+                Param("files", "strings", "Repo-relative paths about to be edited.", required=True),
+                Param("text", "string", "The plan, in a few words (optional)."),
+                Param(
+                    "budget",
+                    "integer",
+                    "Most tokens in the answer (default 800).",
+                    minimum=50,
+                ),
+            ),
+            agent,
+            read_only=True,
+        ),
+        Tool(
             "related",
             "List a memory's neighbours (by links, shared files, shared tags), each with why it "
             "is related and a score. Use to explore around a memory recall found.",
@@ -1180,6 +1199,7 @@ class EngramMCP:
             "stats": self._stats,
             "context": self._context,
             "why": self._why,
+            "check": self._check,
             "related": self._related,
             "forget": self._forget,
             "export": self._export,
@@ -1580,6 +1600,28 @@ class EngramMCP:
             if call.size(payload) <= call.budget or briefing["budget"] <= 50:
                 return call.render(payload)
             budget = max(50, int(briefing["budget"] * 0.9))
+
+    def _check(self, args: Args, call: Call) -> str:
+        from engram.check import DEFAULT_CHECK_BUDGET
+
+        budget: int | None = args.get("budget")
+        text = str(args.get("text") or "")
+        if budget is None:
+            budget = min(DEFAULT_CHECK_BUDGET, call.budget // CHARS_PER_TOKEN)
+        while True:
+            result = self.engram.check(args.get("files") or [], text=text, budget=budget)
+            payload = {
+                "text": result["text"],
+                "findings": [
+                    {key: item[key] for key in ("short_id", "reason", "kind", "status", "title")}
+                    for item in result["findings"]
+                ],
+                "tokens": result["tokens"],
+                "left_out": result["left_out"],
+            }
+            if call.size(payload) <= call.budget or budget <= 50:
+                return call.render(payload)
+            budget = max(50, int(budget * 0.7))
 
     def _why(self, args: Args, call: Call) -> str:
         record = self._record(args["id"])

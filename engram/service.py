@@ -500,6 +500,59 @@ class Engram:
         candidates = ws.index.get_many(sorted(ids)).values()
         return related(record, candidates, incoming, limit=limit)
 
+    def check(
+        self, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
+    ) -> dict[str, Any]:
+        """Return what the memory knows about files about to be edited, packed under a budget.
+
+        Findings, most relevant first: active pitfalls and decisions citing the files, hotspot
+        warnings, revert and fix-again candidates, other active memories, superseded decisions
+        still citing them, and with ``text`` the best recall hits for it. ``budget`` defaults to
+        ``engram.check.DEFAULT_CHECK_BUDGET`` tokens. No findings is a valid answer.
+        """
+        from engram.check import DEFAULT_CHECK_BUDGET, gather_findings, pack_check
+        from engram.indexer.plan import hotspots_id
+        from engram.model import normalize_path
+
+        if budget is None:
+            budget = DEFAULT_CHECK_BUDGET
+        if budget < 0:
+            raise InvalidInput(f"budget must not be negative, got {budget}")
+        wanted = [normalize_path(path) for path in _list(files)]
+        records: list[Record] = []
+        superseded_by: dict[str, list[str]] = {}
+        for ws in self._workspaces():
+            ws.index.refresh()
+            if not wanted:
+                continue
+            found = ws.index.get_many(sorted(ws.index.ids_for_files(wanted)))
+            for rid, record in found.items():
+                records.append(record)
+                if record.get("status") == "superseded":
+                    superseded_by[rid] = [
+                        src for src, rel in ws.index.linked_to(rid) if rel == "supersedes"
+                    ]
+        hotspots = self.project_ws.index.get(hotspots_id(self.project)) if wanted else None
+        if hotspots is not None and (
+            is_tombstone(hotspots) or hotspots.get("status", "active") in ("archived", "rejected")
+        ):
+            hotspots = None
+        text = str(text or "").strip()
+        hits = _records(self.recall(text, limit=5)) if text else []
+        findings = gather_findings(
+            wanted, records, hotspots=hotspots, superseded_by=superseded_by, recall_hits=hits
+        )
+        shorts = self.short_ids(
+            {str(f["id"]) for f in findings}
+            | {rid for ids in superseded_by.values() for rid in ids}
+        )
+        for finding in findings:
+            note = str(finding["note"])
+            for rid, short in shorts.items():
+                note = note.replace(rid, short)
+            finding["note"] = note
+        return pack_check(wanted, findings, budget=budget, short_id=lambda rid: shorts[rid])
+
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
         workspaces = self._workspaces()

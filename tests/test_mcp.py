@@ -126,6 +126,7 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "stats",
                 "context",
                 "why",
+                "check",
                 "related",
             ]
             tools = {t.name: t for t in listed}
