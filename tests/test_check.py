@@ -12,36 +12,14 @@ from engram.context import estimate_tokens
 from engram.indexer.plan import adr_id, hotspots_id
 from engram.service import Engram
 from tests.conftest import run_cli
-from tests.test_index_command import ADR_1, ADR_2, commit
+from tests.test_index_command import build_history
 from tests.test_mcp import connect, make_project, run
 
 
 @pytest.fixture
 def indexed(tmp_path: Path) -> Path:
     """A git repo with superseded ADRs, a hotspot changed 9 times and a revert, indexed."""
-    from dulwich import porcelain
-
-    root = tmp_path / "svc"
-    root.mkdir()
-    porcelain.init(str(root)).close()
-    when = 1_700_000_000
-    adrs = {
-        "docs/adr/0001-keep-sessions-in-redis.md": ADR_1,
-        "docs/adr/0002-keep-sessions-in-postgres.md": ADR_2,
-    }
-    commit(root, "Add ADRs", adrs, when)
-    for n in range(9):
-        when += 60
-        commit(root, f"Tune sessions {n}", {"app/sessions.py": f"TTL = {n}\n"}, when)
-    when += 60
-    pooled = commit(root, "Use a connection pool in the worker", {"app/worker.py": "pool\n"}, when)
-    when += 60
-    commit(
-        root,
-        f'Revert "Use a connection pool in the worker"\n\nThis reverts commit {pooled}.\n',
-        {"app/worker.py": "no pool\n"},
-        when,
-    )
+    root = build_history(tmp_path / "svc")
     engram, _ = Engram.init(root, "svc")
     with engram:
         engram.index_project()

@@ -73,12 +73,10 @@ def commit(root: Path, message: str, files: dict[str, str], when: int) -> str:
     return sha.decode("ascii")
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A git repository with ADRs, a hotspot changed 9 times, and a revert."""
+def build_history(root: Path) -> Path:
+    """Make ``root`` a git repository with ADRs, a hotspot changed 9 times, and a revert."""
     from dulwich import porcelain
 
-    root = tmp_path / "svc"
     root.mkdir()
     porcelain.init(str(root)).close()
     when = 1_700_000_000
@@ -104,6 +102,12 @@ def repo(tmp_path: Path) -> Path:
         when,
     )
     return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with ADRs, a hotspot changed 9 times, and a revert."""
+    return build_history(tmp_path / "svc")
 
 
 def test_index_turns_adrs_and_history_into_memories(repo: Path) -> None:
