@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,15 @@ from pathlib import Path
 from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import Corpus, align, build_store, paired, process_env, say  # a sibling script
+from bench_core import (  # a sibling script
+    Corpus,
+    Figure,
+    build_store,
+    paired,
+    process_env,
+    render,
+    say,
+)
 
 from engram.service import Engram
 
@@ -47,33 +54,11 @@ queries; for the process figure, `engram recall WORDS` as a new process.
 cached = the query-free sections are reused while no store file changed (stat signature)."""
 
 
-def quartiles(ours: Sequence[float], base: Sequence[float]) -> str:
-    """Return the 25th and 75th percentiles of the per-pair ratios."""
-    ratios = sorted(a / b for a, b in zip(ours, base, strict=True) if b)
-    if len(ratios) < 2:
-        return "-"
-    q = statistics.quantiles(ratios, n=4)
-    return f"{q[0]:.2f}-{q[2]:.2f}"
-
-
 def row(
     name: str, size: int, ours: Sequence[float], base: Sequence[float], target: float | None
-) -> tuple[str, ...]:
+) -> Figure:
     """Return one table row from paired samples."""
-    mine, theirs = statistics.median(ours), statistics.median(base)
-    ratio = mine / theirs if theirs else float("inf")
-    verdict = "info" if target is None else ("PASS" if ratio <= target else "FAIL")
-    return (
-        name,
-        f"{size // 1000}k" if size % 1000 == 0 else str(size),
-        f"{mine:.2f}",
-        f"{theirs:.2f}",
-        f"{ratio:.2f}",
-        quartiles(ours, base),
-        "-" if target is None else f"<= {target:g}",
-        verdict,
-        str(len(ours)),
-    )
+    return Figure.from_samples(name, size, ours, base, target=target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = Corpus(args.seed + 1).queries(50)
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    rows: list[tuple[str, ...]] = []
+    rows: list[Figure] = []
     try:
         root = data / f"store-{size}"
         say(f"building a {size:,}-memory store")
@@ -153,18 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end"
     )
-    header = (
-        "figure",
-        "size",
-        "engram ms",
-        "baseline ms",
-        "ratio",
-        "pairs p25-p75",
-        "target",
-        "result",
-        "runs",
-    )
-    print(align([header, *rows]))
+    print(render(rows))
     print(LEGEND)
     return 0
 

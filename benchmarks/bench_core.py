@@ -473,6 +473,21 @@ class Figure:
         *,
         name: str | None = None,
     ) -> Figure:
+        """Summarise paired samples of a figure named in FIGURES."""
+        name = name or FIGURES[key][0]
+        return cls.from_samples(name, size, ours, base, target=FIGURES[key][1], key=key)
+
+    @classmethod
+    def from_samples(
+        cls,
+        name: str,
+        size: int,
+        ours: Sequence[float],
+        base: Sequence[float],
+        *,
+        target: float | None,
+        key: str = "",
+    ) -> Figure:
         """Summarise paired samples by their medians (and the quartiles of per-pair ratios)."""
         spread = None
         if len(ours) == len(base) and len(ours) >= 2:
@@ -480,13 +495,13 @@ class Figure:
             quartiles = statistics.quantiles(ratios, n=4, method="inclusive")
             spread = (quartiles[0], quartiles[2])
         return cls(
-            key=key,
-            name=name or FIGURES[key][0],
+            key=key or name,
+            name=name,
             size=size,
             ours_ms=statistics.median(ours),
             base_ms=statistics.median(base),
             runs=len(ours),
-            target=FIGURES[key][1],
+            target=target,
             spread=spread,
         )
 
