@@ -1,0 +1,694 @@
+"""Staleness anchors: the git blob of each file a memory cites, and how far HEAD moved since.
+
+``record_anchors`` hashes the cited files as they are in the work tree when a memory is saved
+(``{"path", "blob"}``, DESIGN.md §2). ``AnchorChecker.check`` later compares each anchor with
+HEAD and, for the files that differ, counts the commits that changed them since, so that recall,
+get, why and check can say "may be stale: src/auth.py changed in 3 commits since".
+
+What it must not do: run ``git`` in a subprocess; write anything but its cache file
+(``state_dir/anchors.json``); or raise for a repository state a user can be in (no repository,
+no commits, an unborn branch, a shallow clone, a damaged or missing object, an unreadable index):
+what cannot be known is left out (``record_anchors``) or reported as a lower bound
+(``Stale.capped``). dulwich is imported inside functions so that ``engram --help`` stays fast;
+DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
+
+Conventions (the facts a reader of a "may be stale" line relies on):
+
+- An anchor's ``path`` is relative to the project root (which may be a folder inside the work
+  tree), with ``/`` separators; its ``blob`` is the SHA-1 git blob id of the file's bytes as
+  they were, hashed without filters (``git hash-object --no-filters``); a tracked symlink is
+  hashed as git stores it, by its target.
+- Fresh: HEAD's blob at the path equals the anchored blob. Fresh anchors are not reported.
+- Otherwise the commits reachable from HEAD are walked newest committer time first (like ``git
+  log -- path``). A non-merge commit counts when its blob at the path differs from its first
+  parent's (a root commit counts when it has the file); a merge commit counts nothing, and both
+  sides of a merge are walked. A commit holding the anchored blob is where the memory's version
+  lives: it and its ancestors are not counted (like ``git log HEAD ^that-commit``). The walk
+  also ends at the first commit older than ``since`` (the memory's creation time), and after
+  ``max_walk`` counted-or-not commits (``capped=True``: "at least N").
+- Count 0 with a differing blob: when the walk ended at ``since``, no commit made after the
+  memory was written touched the file (the anchored version was uncommitted work, still not
+  committed or thrown away), and the anchor is treated as fresh. Otherwise (a shallow clone, a
+  missing object, history rewritten, an "evil" merge) it is reported as ``commits=1,
+  capped=True``: changed in at least one commit.
+- ``deleted`` says the path is not a file in HEAD's tree.
+
+Speed: results are cached per HEAD, in memory and in ``state_dir/anchors.json`` (written
+atomically; a file that does not parse, has the wrong shape or names another HEAD is ignored
+and rewritten). ``head()`` reads ``HEAD`` and one ref file (or ``packed-refs``, parsed once per
+change), so a warm ``check()`` reads no git objects at all. Walks descend each commit's tree to
+the one path (no tree diffs), remembering subtrees already resolved and commits already read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import json
+import math
+import os
+import posixpath
+import re
+import stat
+import struct
+import tempfile
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
+
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
+
+__all__ = ["CACHE_FILE", "AnchorChecker", "Stale", "record_anchors"]
+
+CACHE_FILE: Final = "anchors.json"
+_CACHE_VERSION: Final = 1
+_GLOB_CHARS: Final = frozenset("*?[")
+_HEX_SHA: Final = re.compile(r"[0-9a-f]{40}")
+_HEX_REF: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+# Refs that belong to one worktree; every other ref lives in the common git folder.
+_PER_WORKTREE: Final = ("HEAD", "refs/bisect/", "refs/worktree/", "refs/rewritten/")
+_MAX_SYMREF_DEPTH: Final = 5
+# Commits and subtree lookups kept between walks: immutable, so only the size needs a bound.
+_MAX_MEMO: Final = 50_000
+# Uncounted commits (ancestors of the anchored version) a walk may still pop, per max_walk.
+_EXCLUDED_FACTOR: Final = 4
+_RETRY_DISCOVERY: Final = 1.0  # seconds between looks for a repository that was not there
+
+
+class Stale(NamedTuple):
+    """An anchor whose file differs at HEAD from the version the memory was written against."""
+
+    path: str  # as in the anchor
+    commits: int  # commits that changed the file since the anchored version (>= 1)
+    deleted: bool  # the file is not in HEAD's tree any more
+    capped: bool  # ``commits`` is a lower bound: "changed in at least N commits"
+
+
+def _repo_errors() -> tuple[type[BaseException], ...]:
+    """Return the exceptions a damaged or odd repository can raise from dulwich."""
+    from dulwich.errors import (
+        ChecksumMismatch,
+        FileFormatException,
+        NotGitRepository,
+        ObjectMissing,
+        WrongObjectException,
+    )
+
+    return (
+        OSError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AssertionError,
+        UnicodeError,
+        zlib.error,
+        struct.error,
+        ChecksumMismatch,
+        FileFormatException,
+        NotGitRepository,
+        ObjectMissing,
+        WrongObjectException,
+    )
+
+
+def _git_blob_id(data: bytes) -> str:
+    """Return the git blob id (SHA-1) of some bytes, as ``git hash-object --no-filters``."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def _clean_path(path: object) -> str | None:
+    """Return a cited path normalised (``a/./b`` -> ``a/b``), or None when it cannot be a file."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        return None
+    if _GLOB_CHARS.intersection(path) or path.startswith("/") or path.endswith("/"):
+        return None
+    clean = posixpath.normpath(path)
+    if clean in (".", "..") or clean.startswith("/"):
+        return None
+    return clean
+
+
+def _in_repo(prefix: str, path: str) -> str | None:
+    """Return the repository-relative path of a root-relative one, None if it leaves the tree."""
+    joined = posixpath.normpath(posixpath.join(prefix, path)) if prefix else path
+    if joined in (".", "..") or joined.startswith(("../", "/")) or joined == ".git":
+        return None
+    if joined.startswith(".git/"):
+        return None
+    return joined
+
+
+def _prefix(root: Path, work_tree: Path) -> str | None:
+    """Return root relative to the work tree ('' at the top), None if it is outside."""
+    try:
+        relative = root.resolve().relative_to(work_tree.resolve())
+    except (OSError, ValueError):
+        return None
+    text = relative.as_posix()
+    return "" if text == "." else text
+
+
+def _discover(root: Path) -> Repo | None:
+    """Open the repository holding root (root or a folder above it), or None."""
+    from dulwich.repo import Repo
+
+    try:
+        if not root.is_dir():
+            return None
+        return Repo.discover(str(root))
+    except _repo_errors():
+        return None
+
+
+def _tree_entry(repo: Repo, tree_id: bytes, parts: Sequence[bytes]) -> tuple[int, bytes] | None:
+    """Return (mode, sha) at parts under a tree, None when absent; raises on damaged objects."""
+    from dulwich.objects import Tree
+
+    mode, sha = stat.S_IFDIR, tree_id
+    for part in parts:
+        if not stat.S_ISDIR(mode):
+            return None
+        tree = repo.object_store[cast(Any, sha)]
+        if not isinstance(tree, Tree):
+            return None
+        try:
+            mode, sha = tree[part]
+        except KeyError:
+            return None
+    return mode, sha
+
+
+def _tracked(repo: Repo, git_path: bytes) -> bool:
+    """Say whether git tracks a path: in the index, or else in HEAD's tree."""
+    errors = _repo_errors()
+    try:
+        if git_path in repo.open_index():
+            return True
+    except errors:
+        pass  # no or unreadable index: HEAD's tree still tells
+    try:
+        head = repo.object_store[repo.head()]
+        tree_id = getattr(head, "tree", None)
+        if not isinstance(tree_id, bytes):
+            return False
+        entry = _tree_entry(repo, tree_id, git_path.split(b"/"))
+    except errors:
+        return False
+    return entry is not None and _is_file(entry[0])
+
+
+def _is_file(mode: int) -> bool:
+    """Say whether a tree entry is a file git stores as a blob (not a folder or submodule)."""
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def record_anchors(
+    root: Path, paths: Sequence[str], *, max_bytes: int = 16 * 1024 * 1024
+) -> list[dict[str, str]]:
+    """Return anchors ``{"path", "blob"}`` for the cited files that git tracks, sorted by path.
+
+    Globs, folders, missing and untracked files, paths leaving the work tree and files over
+    ``max_bytes`` are skipped; outside a repository the answer is ``[]``. Never raises for a
+    repository state.
+    """
+    wanted = sorted({clean for path in paths if (clean := _clean_path(path)) is not None})
+    if not wanted:
+        return []
+    repo = _discover(Path(root))
+    if repo is None:
+        return []
+    anchors: list[dict[str, str]] = []
+    with repo:
+        work_tree = Path(repo.path)
+        prefix = _prefix(Path(root), work_tree)
+        if prefix is None:
+            return []
+        try:
+            real_top = work_tree.resolve()
+        except OSError:
+            return []
+        for path in wanted:
+            git_path = _in_repo(prefix, path)
+            if git_path is None:
+                continue
+            try:
+                blob = _blob_of_file(work_tree, real_top, git_path, max_bytes)
+                if blob is None or not _tracked(repo, git_path.encode("utf-8")):
+                    continue
+            except (OSError, UnicodeError):
+                continue
+            anchors.append({"path": path, "blob": blob})
+    return anchors
+
+
+def _blob_of_file(work_tree: Path, real_top: Path, git_path: str, max_bytes: int) -> str | None:
+    """Return the blob id of a work-tree file, None for folders, big files and odd paths."""
+    file = work_tree / git_path
+    # A folder that is a symlink could lead out of the work tree; git never tracks past one.
+    if not file.parent.resolve().is_relative_to(real_top):
+        return None
+    info = file.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        return _git_blob_id(os.fsencode(os.readlink(file)))
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        return None
+    data = file.read_bytes()
+    if len(data) > max_bytes:  # grew between the stat and the read
+        return None
+    return _git_blob_id(data)
+
+
+class _Commit(NamedTuple):
+    """What a walk needs from one commit."""
+
+    time: int
+    tree: bytes
+    parents: tuple[bytes, ...]
+
+
+class _Result(NamedTuple):
+    """A cached answer for one (path, blob, since) at one HEAD; None in the cache means fresh."""
+
+    commits: int
+    deleted: bool
+    capped: bool
+
+
+_Key = tuple[str, str, int | None]  # (repository path, anchored blob, since rounded up)
+
+
+class AnchorChecker:
+    """Checks anchors against HEAD; one per project root, long-lived in a server process."""
+
+    def __init__(self, root: Path, state_dir: Path | None = None, *, max_walk: int = 500) -> None:
+        self.root = Path(root)
+        self.cache_path = state_dir / CACHE_FILE if state_dir is not None else None
+        self.max_walk = max(1, max_walk)
+        self._repo: Repo | None = None
+        self._looked_at = -math.inf  # monotonic time of the last failed discovery
+        self._gitdir: Path | None = None
+        self._commondir: Path | None = None
+        self._prefix = ""
+        self._packed: tuple[tuple[int, int, int], dict[str, str]] | None = None
+        self._memo_head: str | None = None
+        self._memo: dict[_Key, _Result | None] = {}
+        self._commits: dict[bytes, _Commit | None] = {}
+        self._subtrees: dict[tuple[bytes, bytes], tuple[int, bytes] | None] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the repository (the checker opens it again when next asked)."""
+        if self._repo is not None:
+            self._repo.close()
+            self._repo = None
+
+    def __enter__(self) -> AnchorChecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> Repo | None:
+        """Return the open repository, discovering it once (and again a second after a miss)."""
+        if self._repo is not None:
+            return self._repo
+        now = time.monotonic()
+        if now - self._looked_at < _RETRY_DISCOVERY:
+            return None
+        repo = _discover(self.root)
+        if repo is None:
+            self._looked_at = now
+            return None
+        prefix = _prefix(self.root, Path(repo.path))
+        try:
+            gitdir, commondir = Path(repo.controldir()), Path(repo.commondir())
+        except _repo_errors():
+            prefix = None
+        if prefix is None:
+            repo.close()
+            self._looked_at = now
+            return None
+        self._repo, self._prefix = repo, prefix
+        self._gitdir, self._commondir = gitdir, commondir
+        return repo
+
+    # --- HEAD ---------------------------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """Return HEAD's commit sha, or None (no repository, no commits); reads two small files."""
+        repo = self._open()
+        if repo is None:
+            return None
+        found = self._read_ref("HEAD", 0)
+        if found is not None:
+            return found
+        # Odd layouts (reftable, a damaged ref) and unborn branches: ask dulwich.
+        try:
+            sha = repo.refs[cast(Any, b"HEAD")].decode("ascii")
+        except _repo_errors():
+            return None
+        return sha if _HEX_REF.fullmatch(sha) else None
+
+    def _read_ref(self, name: str, depth: int) -> str | None:
+        """Resolve a ref from loose files and packed-refs; None when it cannot be read here."""
+        assert self._gitdir is not None and self._commondir is not None
+        if depth > _MAX_SYMREF_DEPTH or ".." in name.split("/"):
+            return None
+        folder = self._gitdir if name.startswith(_PER_WORKTREE) else self._commondir
+        try:
+            text = (folder / name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeError):
+            text = ""
+        if text.startswith("ref:"):
+            return self._read_ref(text[4:].strip(), depth + 1)
+        if _HEX_REF.fullmatch(text):
+            return text
+        if text:
+            return None
+        return self._packed_refs().get(name)
+
+    def _packed_refs(self) -> dict[str, str]:
+        """Return packed-refs as {name: sha}, parsed again only when the file changed."""
+        assert self._commondir is not None
+        path = self._commondir / "packed-refs"
+        try:
+            info = path.stat()
+        except OSError:
+            return {}
+        version = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if self._packed is not None and self._packed[0] == version:
+            return self._packed[1]
+        refs: dict[str, str] = {}
+        try:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                sha, _, name = line.partition(" ")
+                if _HEX_REF.fullmatch(sha) and name:
+                    refs[name.strip()] = sha
+        except (OSError, UnicodeError):
+            return {}
+        self._packed = (version, refs)
+        return refs
+
+    # --- checking -----------------------------------------------------------------------------
+
+    def check(
+        self, anchors: Sequence[Mapping[str, Any]], *, since: float | None = None
+    ) -> list[Stale]:
+        """Return one Stale per anchor whose file differs at HEAD, in anchor order."""
+        head = self.head()
+        if head is None or not anchors:
+            return []
+        bucket = _bucket(since)
+        if bucket is False:
+            return []
+        if head != self._memo_head:
+            self._memo_head = head
+            self._memo = self._load(head)
+        stale: list[Stale] = []
+        missed = False
+        for anchor in anchors:
+            key = self._key(anchor, bucket)
+            if key is None:
+                continue
+            if key in self._memo:
+                result = self._memo[key]
+            else:
+                result = self._compute(head, key)
+                if len(self._memo) >= _MAX_MEMO:
+                    self._memo.clear()
+                self._memo[key] = result
+                missed = True
+            if result is not None:
+                stale.append(Stale(anchor["path"], *result))
+        if missed:
+            self._save(head)
+        return stale
+
+    def _key(self, anchor: Mapping[str, Any], bucket: int | None) -> _Key | None:
+        """Return the cache key of a well-formed anchor, None for a malformed one."""
+        if not isinstance(anchor, Mapping):
+            return None
+        path, blob = anchor.get("path"), anchor.get("blob")
+        if not isinstance(blob, str) or not _HEX_SHA.fullmatch(blob):
+            return None
+        clean = _clean_path(path)
+        git_path = _in_repo(self._prefix, clean) if clean is not None else None
+        if git_path is None:
+            return None
+        return (git_path, blob, bucket)
+
+    def _compute(self, head: str, key: _Key) -> _Result | None:
+        """Compare one anchor with HEAD and count the changes; None when it is fresh."""
+        repo = self._repo
+        if repo is None:
+            return None
+        git_path, blob, since = key
+        try:
+            parts = tuple(git_path.encode("utf-8").split(b"/"))
+        except UnicodeError:
+            return None
+        errors = _repo_errors()
+        try:
+            head_commit = self._commit(repo, head.encode("ascii"))
+            if head_commit is None:
+                return None  # HEAD names a missing object: nothing can be said
+            at_head = self._blob_at(repo, head_commit.tree, parts)
+        except errors:
+            return None
+        if at_head == blob.encode("ascii"):
+            return None
+        deleted = at_head is None
+        try:
+            commits, capped, ended_at_since = self._walk(repo, head, parts, blob, since)
+        except errors:
+            commits, capped, ended_at_since = 0, True, False
+        if commits == 0:
+            if ended_at_since:
+                return None  # uncommitted work when written; no commit touched it since
+            return _Result(1, deleted, True)
+        return _Result(commits, deleted, capped)
+
+    def _walk(
+        self, repo: Repo, head: str, parts: tuple[bytes, ...], blob: str, since: int | None
+    ) -> tuple[int, bool, bool]:
+        """Count commits changing the path since the anchored blob: (count, capped, at since)."""
+        anchored = blob.encode("ascii")
+        start = head.encode("ascii")
+        first = self._commit(repo, start)
+        if first is None:
+            return 0, True, False
+        # Time-ordered queue of (-time, order, sha); ``excluded`` marks the anchored version's
+        # ancestors, which are popped only to pass the mark on (git's "uninteresting" commits).
+        queue: list[tuple[int, int, bytes]] = [(-first.time, 0, start)]
+        seen = {start}
+        excluded: set[bytes] = set()
+        included_queued = 1
+        order = 1
+        walked = pops = 0
+        count = 0
+        budget = self.max_walk * _EXCLUDED_FACTOR
+        while queue and included_queued > 0:
+            _, _, sha = heapq.heappop(queue)
+            pops += 1
+            if pops > budget:
+                return count, True, False
+            commit = self._commit(repo, sha)
+            is_excluded = sha in excluded
+            if not is_excluded:
+                included_queued -= 1
+            if commit is None:
+                continue  # missing (shallow or partial clone): its history is unknown
+            if not is_excluded:
+                if since is not None and commit.time < since:
+                    return count, False, True
+                if walked >= self.max_walk:
+                    return count, True, False
+                walked += 1
+                here = self._blob_at(repo, commit.tree, parts)
+                if here == anchored:
+                    is_excluded = True
+                    excluded.add(sha)
+                elif len(commit.parents) <= 1 and self._changed(repo, commit, parts, here):
+                    count += 1
+            for parent in commit.parents:
+                if parent not in seen:
+                    seen.add(parent)
+                    parent_commit = self._commit(repo, parent)
+                    if parent_commit is None:
+                        continue
+                    if is_excluded:
+                        excluded.add(parent)
+                    else:
+                        included_queued += 1
+                    heapq.heappush(queue, (-parent_commit.time, order, parent))
+                    order += 1
+                elif is_excluded and parent not in excluded:
+                    # Reached by an included path first; still queued, it is excluded now.
+                    excluded.add(parent)
+                    if any(queued == parent for _, _, queued in queue):
+                        included_queued -= 1
+        return count, False, False
+
+    def _changed(
+        self, repo: Repo, commit: _Commit, parts: tuple[bytes, ...], here: bytes | None
+    ) -> bool:
+        """Say whether a non-merge commit changed the path (a root commit: whether it has it)."""
+        if not commit.parents:
+            return here is not None
+        parent = self._commit(repo, commit.parents[0])
+        if parent is None:
+            return False  # a shallow boundary: what it changed is unknown
+        return self._blob_at(repo, parent.tree, parts) != here
+
+    def _commit(self, repo: Repo, sha: bytes) -> _Commit | None:
+        """Return a commit's time, tree and parents (remembered), None when it is not here."""
+        if sha in self._commits:
+            return self._commits[sha]
+        from dulwich.objects import Commit
+
+        try:
+            obj = repo.object_store[cast(Any, sha)]
+        except KeyError:
+            obj = None
+        found = (
+            _Commit(obj.commit_time, obj.tree, tuple(obj.parents))
+            if isinstance(obj, Commit)
+            else None
+        )
+        if len(self._commits) >= _MAX_MEMO:
+            self._commits.clear()
+        self._commits[sha] = found
+        return found
+
+    def _blob_at(self, repo: Repo, tree_id: bytes, parts: tuple[bytes, ...]) -> bytes | None:
+        """Return the blob sha of the file at parts under a tree, None when it is no file."""
+        key = (tree_id, b"/".join(parts))
+        if key in self._subtrees:
+            entry = self._subtrees[key]
+        else:
+            # Resolve the folder first: commits that did not touch it share its subtree.
+            if len(parts) > 1:
+                folder = self._blob_or_tree(repo, tree_id, parts[:-1])
+                entry = (
+                    _tree_entry(repo, folder[1], parts[-1:])
+                    if folder is not None and stat.S_ISDIR(folder[0])
+                    else None
+                )
+            else:
+                entry = _tree_entry(repo, tree_id, parts)
+            self._remember(key, entry)
+        if entry is None or not _is_file(entry[0]):
+            return None
+        return entry[1]
+
+    def _blob_or_tree(
+        self, repo: Repo, tree_id: bytes, parts: tuple[bytes, ...]
+    ) -> tuple[int, bytes] | None:
+        """Return the (mode, sha) at parts under a tree, remembered per tree and path."""
+        key = (tree_id, b"/".join(parts))
+        if key in self._subtrees:
+            return self._subtrees[key]
+        entry = _tree_entry(repo, tree_id, parts)
+        self._remember(key, entry)
+        return entry
+
+    def _remember(self, key: tuple[bytes, bytes], entry: tuple[int, bytes] | None) -> None:
+        if len(self._subtrees) >= _MAX_MEMO:
+            self._subtrees.clear()
+        self._subtrees[key] = entry
+
+    # --- the cache file -----------------------------------------------------------------------
+
+    def _load(self, head: str) -> dict[_Key, _Result | None]:
+        """Return the cached results for this HEAD from anchors.json; {} when none are usable."""
+        if self.cache_path is None:
+            return {}
+        try:
+            raw = json.loads(self.cache_path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        return _parse_cache(raw, head, self.max_walk) or {}
+
+    def _save(self, head: str) -> None:
+        """Write this HEAD's results to anchors.json atomically, merged with another writer's."""
+        if self.cache_path is None:
+            return
+        entries = {**self._load(head), **self._memo}
+        data = json.dumps(
+            {
+                "version": _CACHE_VERSION,
+                "head": head,
+                "max_walk": self.max_walk,
+                "entries": [
+                    [path, blob, since, None if result is None else list(result)]
+                    for (path, blob, since), result in entries.items()
+                ],
+            },
+            separators=(",", ":"),
+        ).encode("utf-8")
+        tmp = ""
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{self.cache_path.name}.", suffix=".tmp", dir=self.cache_path.parent
+            )
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, self.cache_path)
+        except OSError:
+            # Only a cache: the next check computes again.
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _bucket(since: float | None) -> int | bool | None:
+    """Return since rounded up to whole seconds (commit times are whole); False if unusable."""
+    if since is None:
+        return None
+    if isinstance(since, bool) or not isinstance(since, (int, float)) or not math.isfinite(since):
+        return False
+    # A commit at whole second t is older than since exactly when t < ceil(since).
+    return math.ceil(since)
+
+
+def _parse_cache(raw: object, head: str, max_walk: int) -> dict[_Key, _Result | None] | None:
+    """Return the entries of a cache document for this HEAD, None when its shape is wrong."""
+    if not isinstance(raw, dict) or raw.get("version") != _CACHE_VERSION:
+        return None
+    if raw.get("head") != head or raw.get("max_walk") != max_walk:
+        return None
+    rows = raw.get("entries")
+    if not isinstance(rows, list):
+        return None
+    entries: dict[_Key, _Result | None] = {}
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 4:
+            return None
+        path, blob, since, result = row
+        if not isinstance(path, str) or not isinstance(blob, str):
+            return None
+        if since is not None and (isinstance(since, bool) or not isinstance(since, int)):
+            return None
+        if result is None:
+            entries[(path, blob, since)] = None
+            continue
+        if (
+            not isinstance(result, list)
+            or len(result) != 3
+            or isinstance(result[0], bool)
+            or not isinstance(result[0], int)
+            or result[0] < 1
+            or not isinstance(result[1], bool)
+            or not isinstance(result[2], bool)
+        ):
+            return None
+        entries[(path, blob, since)] = _Result(result[0], result[1], result[2])
+    return entries
