@@ -7,15 +7,18 @@ memories.jsonl or the index.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import ConfigError, NotInitialized
+from engram.model import normalize_project
 
 ENGRAM_DIR: Final = ".engram"
 
@@ -148,7 +151,9 @@ class Config:
 
     @property
     def project(self) -> str:
-        return str(self.data.get("project") or self.root.name)
+        """The project's name: config.yaml's ``project``, else the git remote's, else the folder."""
+        configured = normalize_project(str(self.data.get("project") or ""))
+        return configured or detect_project(self.root)
 
     def get(self, dotted: str) -> Any:
         """Return a setting by dotted path, e.g. ``search.backend``."""
@@ -271,6 +276,62 @@ def set_value(engram_dir: Path, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
     with path.open("w", encoding="utf-8") as handle:
         yaml.dump(doc, handle)
+
+
+def _git_dir(root: Path) -> Path | None:
+    """Return the git folder of the work tree at ``root`` (following a ``gitdir:`` file)."""
+    dot = root / ".git"
+    if dot.is_dir():
+        return dot
+    if dot.is_file():
+        try:
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        if text.startswith("gitdir:"):
+            target = Path(text[len("gitdir:") :].strip())
+            return target if target.is_absolute() else (root / target).resolve()
+    return None
+
+
+def remote_project(root: Path) -> str:
+    """Return the repository name of the git remote (``origin`` first), or ``""``.
+
+    ``git@host:team/ledger-api.git``, ``https://host/team/ledger-api/`` and a local path all
+    give ``ledger-api``. Read from the repo's config file; git is not run.
+    """
+    import configparser
+
+    for folder in (root, *root.parents):
+        git_dir = _git_dir(folder)
+        if git_dir is None:
+            continue
+        config = git_dir / "config"
+        common = git_dir / "commondir"  # a linked worktree keeps its remotes in the main repo
+        if common.is_file():
+            with contextlib.suppress(OSError):
+                shared = git_dir / common.read_text(encoding="utf-8").strip()
+                config = shared.resolve() / "config"
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read(config, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            return ""
+        remotes = [s for s in parser.sections() if s.startswith('remote "')]
+        remotes.sort(key=lambda s: (s != 'remote "origin"', s))
+        for section in remotes:
+            url = parser.get(section, "url", fallback="").strip().strip('"')
+            name = re.split(r"[/:\\]", url.rstrip("/\\"))[-1]
+            name = normalize_project(name.removesuffix(".git"))
+            if name:
+                return name
+        return ""
+    return ""
+
+
+def detect_project(root: Path) -> str:
+    """Return the project name for ``root`` when config.yaml names none: remote, else folder."""
+    return remote_project(root) or normalize_project(root.resolve().name) or "default"
 
 
 def git_user_name(root: Path) -> str:

@@ -396,11 +396,18 @@ def normalize_fields(fields: Mapping[str, Any], *, max_content_bytes: int) -> Re
     for field in ("topic_key", "project", "source", "session_id", "author"):
         if field in out and out[field] is not None:
             out[field] = _check_text(field, str(out[field]), limit=MAX_ITEM_CHARS).strip()
+    if out.get("project"):
+        out["project"] = normalize_project(str(out["project"]))
     # Drop empty optional values so that the canonical line stays short and stable.
     for field in ("tags", "files", "links", "topic_key", "session_id", "author"):
         if field in out and out[field] in ([], "", None):
             del out[field]
     return out
+
+
+def normalize_project(name: str) -> str:
+    """Return a project name as engram compares it: trimmed, lower case, inner spaces single."""
+    return " ".join(str(name).split()).lower()
 
 
 def iter_strings(record: Mapping[str, Any]) -> Iterable[tuple[str, str]]:

@@ -13,7 +13,7 @@ import json
 import math
 import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from time import monotonic
@@ -39,6 +39,7 @@ from engram.model import (
     is_tombstone,
     new_id,
     normalize_fields,
+    normalize_project,
     now,
 )
 from engram.store import MemoryStore, init_layout
@@ -46,7 +47,9 @@ from engram.store import MemoryStore, init_layout
 if TYPE_CHECKING:
     from engram.context import Section
     from engram.doctor import Finding
+    from engram.store.sessions import SessionLog
 
+GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in every project
 EXPORT_FORMAT: Final = "engram"
 EXPORT_VERSION: Final = 1
 Progress = Callable[[int, int], None]
@@ -149,6 +152,7 @@ class Engram:
         personal = config_mod.personal_dir()
         same = personal.resolve() == self.project_ws.store.dir.resolve()
         self._personal_dir: Path | None = None if same else personal
+        self._sessions: SessionLog | None = None
         self._context_cache: (
             tuple[Any, float, dict[str, Any], list[Section], dict[str, str]] | None
         ) = None
@@ -167,7 +171,8 @@ class Engram:
         """Create .engram/ in ``path`` (default: the git work tree here); keep what exists."""
         root = config_mod.find_repo_root(path) if path is None else path.resolve()
         root.mkdir(parents=True, exist_ok=True)
-        created = init_layout(root / config_mod.ENGRAM_DIR, project or root.name)
+        name = normalize_project(project or "") or config_mod.detect_project(root)
+        created = init_layout(root / config_mod.ENGRAM_DIR, name)
         return cls(root), created
 
     def close(self) -> None:
@@ -188,7 +193,17 @@ class Engram:
 
     @property
     def project(self) -> str:
+        """This project's name (config.yaml, else the git remote, else the folder; normalised)."""
         return self.config.project
+
+    @property
+    def _personal_projects(self) -> frozenset[str]:
+        """The personal store's memories recall shows here: this project's and global ones.
+
+        A personal memory names the project it was saved in; one whose project is empty, ``*``
+        or ``personal`` (the store's own name) belongs to every project.
+        """
+        return frozenset((self.project, *GLOBAL_PROJECTS))
 
     def personal(self, *, create: bool = False) -> Workspace | None:
         """Return the personal store's workspace (ENGRAM_HOME), creating it if asked."""
@@ -310,7 +325,7 @@ class Engram:
             session_id=session_id,
         )
         ws = self._workspace(str(fields["scope"]).strip().lower())
-        fields["project"] = project or ws.config.project
+        fields["project"] = self.project if project is None or not project.strip() else project
         fields["author"] = author if author is not None else config_mod.git_user_name(self.root)
         max_bytes = int(ws.config.number("store.max_content_bytes"))
         fields = normalize_fields(fields, max_content_bytes=max_bytes)
@@ -606,7 +621,10 @@ class Engram:
         hits: list[Hit] = []
         for ws in self._workspaces(q.scopes):
             ws.index.refresh()
-            hits.extend(ws.index.search(q))
+            if ws.scope == "personal" and not q.projects:
+                hits.extend(ws.index.search(replace(q, projects=self._personal_projects)))
+            else:
+                hits.extend(ws.index.search(q))
         hits.sort(key=lambda hit: (-hit.score, hit.id))
         if hits and hits[0].bm25 > 0:
             floor = hits[0].score * self.project_ws.index.weights.min_score_ratio
@@ -722,6 +740,231 @@ class Engram:
         shorts = self.short_ids(str(r["id"]) for section in sections for r in section.records)
         self._context_cache = (key, monotonic(), counts, sections, shorts)
         return counts, sections, shorts
+
+    # -- sessions, prompts, capture, timeline ------------------------------------------------
+
+    @property
+    def sessions(self) -> SessionLog:
+        """The clone's session log (state/sessions.json)."""
+        if self._sessions is None:
+            from engram.store.sessions import SessionLog
+
+            ws = self.project_ws
+            timeout = float(ws.config.number("store.lock_timeout_seconds"))
+            self._sessions = SessionLog(ws.store.state_dir, lock_timeout=timeout)
+        return self._sessions
+
+    def _session_id(self, session_id: str | None, project: str) -> str | None:
+        """Return the session id given, else the open session of ``project`` (or None)."""
+        if session_id is not None and str(session_id).strip():
+            return _check_session_id(str(session_id))
+        current = self.sessions.open_session(project)
+        return str(current["id"]) if current else None
+
+    def _project_name(self, project: str | None) -> str:
+        return normalize_project(project or "") or self.project
+
+    def session_start(
+        self,
+        session_id: str | None = None,
+        *,
+        directory: str = "",
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """Start (or reopen) a session; without an id a new one is made. Returns the session."""
+        sid = _check_session_id(session_id) if session_id else new_id()
+        return self.sessions.start(
+            sid, project=self._project_name(project), directory=str(directory or ""), stamp=now()
+        )
+
+    def session_end(
+        self,
+        session_id: str | None = None,
+        *,
+        summary: str = "",
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """End a session (default: the open one), saving ``summary`` as its summary if given."""
+        name = self._project_name(project)
+        sid = self._session_id(session_id, name)
+        if sid is None:
+            raise InvalidInput(
+                "no session to end: none is open in this project",
+                hint="pass the session id that session_start returned",
+            )
+        entry = self.sessions.end(sid, stamp=now())
+        if str(summary or "").strip():
+            saved = self.session_summary(summary, session_id=sid, project=project)
+            entry["summary_id"] = saved.record["id"]
+            entry["summary"] = saved.to_dict()
+        return entry
+
+    def session_summary(
+        self,
+        content: str = "",
+        *,
+        session_id: str | None = None,
+        project: str | None = None,
+        **sections: str | None,
+    ) -> SaveResult:
+        """Save a session summary (a ``session`` memory, one per session: a later one revises it).
+
+        ``content`` is markdown with any of the sections Goal, Instructions, Discoveries,
+        Accomplished, Next steps, Relevant files; ``sections`` (goal=…, next_steps=…) replace
+        the section of that name. Relevant files become the memory's ``files``.
+        """
+        from engram.session import FIELD_NAMES, parse_summary
+
+        unknown = sorted(set(sections) - set(FIELD_NAMES))
+        if unknown:
+            raise InvalidInput(
+                f"unknown summary section {', '.join(unknown)}; use: {', '.join(FIELD_NAMES)}"
+            )
+        summary = parse_summary(str(content or ""), sections)
+        if not summary.sections and not summary.preamble:
+            raise InvalidInput(
+                "a session summary needs some text",
+                hint="give content, or sections such as goal and accomplished",
+            )
+        name = self._project_name(project)
+        sid = self._session_id(session_id, name) or new_id()
+        logged = self.sessions.get(sid) or {}
+        extra = {
+            key: logged[key]
+            for key in ("started_at", "ended_at", "directory")
+            if isinstance(logged.get(key), str) and logged[key]
+        }
+        result = self.remember(
+            summary.title,
+            summary.markdown(),
+            kind="session",
+            files=summary.files,
+            topic_key=f"session/{sid}",
+            source="session",
+            session_id=sid,
+            project=name,
+            extra={"session": extra} if extra else None,
+        )
+        if logged:
+            self.sessions.note_summary(sid, result.record["id"])
+        return result
+
+    def save_prompt(
+        self, content: str, *, session_id: str | None = None, project: str | None = None
+    ) -> SaveResult:
+        """Save a user's prompt (kind ``prompt``; redacted like every memory)."""
+        from engram.session import TITLE_CHARS, _clip
+
+        text = str(content or "").strip()
+        if not text:
+            raise InvalidInput("a prompt needs some text")
+        name = self._project_name(project)
+        first = next(line for line in text.splitlines() if line.strip())
+        return self.remember(
+            _clip(first, TITLE_CHARS),
+            text,
+            kind="prompt",
+            source="prompt",
+            session_id=self._session_id(session_id, name),
+            project=name,
+        )
+
+    def capture(
+        self,
+        text: str,
+        *,
+        session_id: str | None = None,
+        project: str | None = None,
+        source: str = "capture",
+    ) -> dict[str, Any]:
+        """Save the learnings of an agent's output (its last "Key Learnings" section).
+
+        Each item becomes a ``discovery`` memory unless one with the same title or the same
+        text already exists (in any kind). Returns what was extracted, saved and skipped.
+        """
+        from engram.capture import extract_learnings
+
+        name = self._project_name(project)
+        sid = self._session_id(session_id, name)
+        learnings = extract_learnings(str(text or ""))
+        saved: list[dict[str, Any]] = []
+        duplicates: list[dict[str, Any]] = []
+        for item in learnings:
+            existing = self._same_learning(item.title, item.content)
+            if existing is not None:
+                duplicates.append({"id": existing["id"], "title": existing.get("title", "")})
+                continue
+            result = self.remember(
+                item.title,
+                item.content,
+                kind="discovery",
+                tags=["capture"],
+                source=str(source or "capture"),
+                session_id=sid,
+                project=name,
+            )
+            target = duplicates if result.action == "duplicate" else saved
+            target.append({"id": result.record["id"], "title": result.record.get("title", "")})
+        return {
+            "extracted": len(learnings),
+            "saved": saved,
+            "duplicates": duplicates,
+            "session_id": sid,
+        }
+
+    def _same_learning(self, title: str, content: str) -> Record | None:
+        """Return a live memory with this title or this text (normalised), if one exists."""
+        from engram.model import normalize_content
+
+        want = {normalize_content(title), normalize_content(content)}
+        for hit in self.recall(title, limit=5):
+            record = hit.record
+            have = {
+                normalize_content(str(record.get("title", ""))),
+                normalize_content(str(record.get("content", ""))),
+            }
+            if want & have:
+                return record
+        return None
+
+    def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> dict[str, Any]:
+        """Return what happened before and after a memory, oldest first.
+
+        Within its session when it has a ``session_id``, else among its project's memories by
+        creation time. ``before`` and ``after`` count memories on each side.
+        """
+        if before < 0 or after < 0:
+            raise InvalidInput("before and after must not be negative")
+        ws, record = self._locate(ref)
+        sid = record.get("session_id")
+        if isinstance(sid, str) and sid:
+            around = ws.index.session_records(sid)
+            scope = "session"
+        else:
+            count = max(before, after)
+            around = ws.index.neighbours_in_time(
+                str(record.get("created_at", "")), str(record.get("project", "")), count
+            )
+            scope = "project"
+        ids = [str(r["id"]) for r in around]
+        at = ids.index(record["id"]) if record["id"] in ids else len(ids)
+        if at == len(ids):
+            around.append(record)
+        start = max(0, at - before)
+        out: dict[str, Any] = {
+            "memory": _entry(record),
+            "scope": scope,
+            "session_id": sid if scope == "session" else None,
+            "before": [_entry(r) for r in around[start:at]],
+            "after": [_entry(r) for r in around[at + 1 : at + 1 + after]],
+            "earlier": start,
+            "later": max(0, len(around) - (at + 1 + after)),
+        }
+        if scope == "session":
+            logged = self.sessions.get(str(sid))
+            if logged:
+                out["session"] = logged
+        return out
 
     # -- export / import ---------------------------------------------------------------------
 
@@ -909,6 +1152,27 @@ class Engram:
 
         ws = self.project_ws
         return run_checks(ws.config, ws.store, ws.index, fix=fix)
+
+
+def _check_session_id(value: str) -> str:
+    text = str(value).strip()
+    if not text or len(text) > 200 or any(ord(ch) < 32 for ch in text):
+        raise InvalidInput(
+            f"invalid session id {value[:40]!r}: 1–200 printable characters",
+            hint="use the id session_start returned",
+        )
+    return text
+
+
+def _entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the compact timeline view of a memory."""
+    return {
+        "id": record["id"],
+        "kind": record.get("kind", ""),
+        "title": record.get("title", ""),
+        "created_at": record.get("created_at", ""),
+        "status": record.get("status", "active"),
+    }
 
 
 def _records(hits: Iterable[Hit]) -> list[Record]:

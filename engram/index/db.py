@@ -41,7 +41,7 @@ from engram.model import (
 from engram.store import MemoryStore, line_id
 from engram.store.lock import ProcessLock
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS records (
     updated_at TEXT NOT NULL DEFAULT '',
     updated_epoch REAL NOT NULL DEFAULT 0,
     deleted INTEGER NOT NULL DEFAULT 0,
+    session_id TEXT,
     json TEXT NOT NULL  -- last: ranking reads the columns above without touching it
 );
 CREATE TABLE IF NOT EXISTS tags (id TEXT NOT NULL, tag TEXT NOT NULL);
@@ -76,6 +77,8 @@ CREATE INDEX IF NOT EXISTS records_topic ON records (topic_key, project, scope)
     WHERE topic_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key);
 CREATE INDEX IF NOT EXISTS records_kind_status ON records (kind, status, deleted);
+CREATE INDEX IF NOT EXISTS records_session ON records (session_id, created_at)
+    WHERE session_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tags_id ON tags (id);
 CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
 CREATE INDEX IF NOT EXISTS files_id ON files (id);
@@ -86,7 +89,7 @@ CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
 
 _RECORD_COLUMNS: Final = (
     "id, line_hash, kind, status, scope, project, topic_key, dedupe_key, importance, "
-    "created_at, updated_at, updated_epoch, deleted, json"
+    "created_at, updated_at, updated_epoch, deleted, session_id, json"
 )
 
 
@@ -436,7 +439,7 @@ class Index:
             conn.executemany("DELETE FROM links WHERE src=?", ids)
         conn.executemany(
             f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_row(record, digest, line) for record, digest, line in rows],
         )
         live = [record for record, _, _ in rows if not is_tombstone(record)]
@@ -676,6 +679,29 @@ class Index:
         ).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
+    def session_records(self, session_id: str) -> list[Record]:
+        """Return the live memories written in a session, oldest first (then by id)."""
+        rows = self.db.execute(
+            "SELECT json FROM records WHERE session_id=? AND deleted=0 ORDER BY created_at, id",
+            (session_id,),
+        ).fetchall()
+        return [_loads(row[0]) for row in rows]
+
+    def neighbours_in_time(self, created_at: str, project: str, count: int) -> list[Record]:
+        """Return up to ``count`` live memories of ``project`` on each side of ``created_at``."""
+        before = self.db.execute(
+            "SELECT json FROM records WHERE deleted=0 AND project=? AND created_at<=? "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (project, created_at, count + 1),
+        ).fetchall()
+        after = self.db.execute(
+            "SELECT json FROM records WHERE deleted=0 AND project=? AND created_at>? "
+            "ORDER BY created_at, id LIMIT ?",
+            (project, created_at, count),
+        ).fetchall()
+        out = [_loads(row[0]) for row in reversed(before)] + [_loads(row[0]) for row in after]
+        return out
+
     def linked_to(self, rid: str) -> list[tuple[str, str]]:
         """Return (source id, relation) of live records that link to ``rid``."""
         return [
@@ -897,6 +923,7 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         str(record.get("updated_at", "")),
         epoch(record.get("updated_at")),
         1 if tomb else 0,
+        record.get("session_id") if isinstance(record.get("session_id"), str) else None,
         line.decode("utf-8"),
     )
 

@@ -1,0 +1,115 @@
+"""The clone's session log: which agent sessions started and ended here (``state/sessions.json``).
+
+A session's *summary* is a memory (kind ``session``) and travels with memories.jsonl; the log
+only remembers what the summary needs later (when the session started, in which folder, whether
+it ended) and which session is open, so that a summary or a saved prompt without a session id
+lands in the session the agent started. It is per-clone state, never committed.
+
+The file is one JSON object ``{"version": 1, "sessions": {id: {...}}}``, written atomically under
+its own lock. A file that does not parse is set aside as ``sessions.json.corrupt`` (never
+deleted) and the log starts afresh: losing it loses no memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from engram.store.lock import ProcessLock
+
+SESSIONS: Final = "sessions.json"
+VERSION: Final = 1
+KEEP: Final = 1000  # sessions the log keeps (the oldest go first)
+
+
+class SessionLog:
+    """Start, end and look up sessions of one .engram/ folder."""
+
+    def __init__(self, state_dir: Path, *, lock_timeout: float = 60.0) -> None:
+        self.path = state_dir / SESSIONS
+        self._lock = ProcessLock(
+            state_dir / "sessions.lock", timeout=lock_timeout, what=str(self.path)
+        )
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, UnicodeDecodeError):
+            with contextlib.suppress(OSError):
+                os.replace(self.path, self.path.with_name(SESSIONS + ".corrupt"))
+            return {}
+        sessions = raw.get("sessions") if isinstance(raw, dict) else None
+        if not isinstance(sessions, dict):
+            return {}
+        return {str(k): v for k, v in sessions.items() if isinstance(v, dict)}
+
+    def _write(self, sessions: dict[str, dict[str, Any]]) -> None:
+        if len(sessions) > KEEP:
+            newest = sorted(sessions, key=lambda k: str(sessions[k].get("started_at", "")))
+            sessions = {k: sessions[k] for k in newest[-KEEP:]}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"version": VERSION, "sessions": sessions}, sort_keys=True, indent=1)
+        fd, tmp = tempfile.mkstemp(prefix=".sessions-", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(data + "\n")
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    @contextlib.contextmanager
+    def _editing(self) -> Iterator[dict[str, dict[str, Any]]]:
+        with self._lock.hold():
+            sessions = self._read()
+            yield sessions
+            self._write(sessions)
+
+    def get(self, session_id: str) -> dict[str, Any] | None:
+        """Return the logged session, or None."""
+        found = self._read().get(session_id)
+        return {"id": session_id, **found} if found is not None else None
+
+    def start(self, session_id: str, *, project: str, directory: str, stamp: str) -> dict[str, Any]:
+        """Log a session's start; starting a known session again reopens it, keeping its start."""
+        with self._editing() as sessions:
+            entry = sessions.get(session_id) or {"started_at": stamp}
+            entry.update(project=project, directory=directory or entry.get("directory", ""))
+            entry.pop("ended_at", None)
+            sessions[session_id] = entry
+            return {"id": session_id, **entry}
+
+    def end(self, session_id: str, *, stamp: str, summary_id: str | None = None) -> dict[str, Any]:
+        """Log a session's end (a session never started here is logged as starting now)."""
+        with self._editing() as sessions:
+            entry = sessions.get(session_id) or {"started_at": stamp}
+            entry["ended_at"] = stamp
+            if summary_id:
+                entry["summary_id"] = summary_id
+            sessions[session_id] = entry
+            return {"id": session_id, **entry}
+
+    def note_summary(self, session_id: str, summary_id: str) -> None:
+        """Remember which memory summarises a logged session."""
+        with self._editing() as sessions:
+            if session_id in sessions:
+                sessions[session_id]["summary_id"] = summary_id
+
+    def open_session(self, project: str) -> dict[str, Any] | None:
+        """Return the most recently started session of ``project`` that has not ended."""
+        candidates = [
+            {"id": sid, **entry}
+            for sid, entry in self._read().items()
+            if "ended_at" not in entry and entry.get("project") == project
+        ]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda s: (str(s.get("started_at", "")), s["id"]))
