@@ -152,8 +152,8 @@ def _fenced_lines(lines: list[str]) -> list[int]:
             closing = match and match[1][0] == opener[0] and len(match[1]) >= len(opener)
             if closing and not line.strip().strip(opener[0]):
                 opener = ""
-        elif match:
-            fenced[index] = 1
+        elif match and not (match[1][0] == "`" and "`" in line[match.end() :]):
+            fenced[index] = 1  # (a backtick fence's info string has no backtick: CommonMark)
             opener = match[1]
     return fenced
 
@@ -241,6 +241,7 @@ def _section_items(lines: list[str], fenced: list[int], start: int, level: int) 
         if item:
             text = _CHECKBOX.sub("", item[2] or "")
             if items and nested:
+                _lead_in(items[-1])
                 items[-1].append([text])
             else:
                 if base < 0:
@@ -249,6 +250,7 @@ def _section_items(lines: list[str], fenced: list[int], start: int, level: int) 
         elif items:
             if blank and not nested:
                 break  # the first paragraph after the list ends the section
+            _lead_in(items[-1])
             if blank:
                 items[-1].append([stripped])
             else:
@@ -260,6 +262,14 @@ def _section_items(lines: list[str], fenced: list[int], start: int, level: int) 
         blank = False
         index += 1
     return [[" ".join(block) for block in item] for item in items]
+
+
+def _lead_in(item: list[list[str]]) -> None:
+    """End a bold-only first line (``**Atomic writes**``) with a colon before text follows it."""
+    if len(item) == 1 and len(item[0]) == 1:
+        line = item[0][0].strip()
+        if _bold_line(line) and line.rstrip("*_")[-1:].isalnum():
+            item[0][0] = line + ":"
 
 
 def _join_blocks(blocks: list[str]) -> str:

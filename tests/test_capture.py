@@ -455,3 +455,60 @@ def test_huge_pathological_input_stays_linear(line: str) -> None:
 def test_huge_input_without_a_section() -> None:
     text = ("Some line about learnings and **bold** `code` [x](y)\n" * 100_000) + "#" * 1_000_000
     assert extract_learnings(text) == []
+
+
+def test_a_bold_lead_in_line_gets_a_colon() -> None:
+    text = (
+        "## Key Learnings\n\n"
+        "1. **Atomic writes**\n   Write to a temporary file, then rename it over the old one.\n"
+        "2. **Testing**\n   - real git repos in tmp_path\n   - no mocks of dulwich\n"
+        "3. **Already punctuated:**\n   nothing is added to this one.\n"
+    )
+    assert extract_learnings(text) == [
+        Learning(
+            "Atomic writes: Write to a temporary file, then rename it over the old one",
+            "Atomic writes: Write to a temporary file, then rename it over the old one.",
+        ),
+        Learning(
+            "Testing: real git repos in tmp_path; no mocks of dulwich",
+            "Testing: real git repos in tmp_path; no mocks of dulwich",
+        ),
+        Learning(
+            "Already punctuated: nothing is added to this one",
+            "Already punctuated: nothing is added to this one.",
+        ),
+    ]
+
+
+def test_setext_heading() -> None:
+    text = "Key Learnings\n=============\n\n- A setext heading works like an ATX one.\n"
+    assert titles(extract_learnings(text)) == ["A setext heading works like an ATX one"]
+
+
+def test_an_empty_last_section_still_wins() -> None:
+    text = (
+        "## Key Learnings\n- An early learning that is long enough.\n\n"
+        "## Key Learnings\n\nNothing new this time.\n"
+    )
+    assert extract_learnings(text) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "* " * 1_500_000 + "x",
+        "- " * 1_500_000 + "x",
+        " " * 3_000_000 + "x",
+        "**Key Learnings" + "*" * 3_000_000,
+        "## " + "#" * 3_000_000 + " x",
+        "```x" + "`" * 3_000_000,
+    ],
+    ids=["star-rule", "dash-rule", "spaces", "bold-heading", "hashes", "fence"],
+)
+def test_huge_lines_around_the_section(line: str) -> None:
+    text = f"{line}\n\n## Key Learnings\n- A learning after a huge line.\n\n## Next\n{line}\n"
+    assert titles(extract_learnings(text)) == ["A learning after a huge line"]
+    nested = f"## Key Learnings\n- A learning before a huge line:\n  {line}\n"
+    title = extract_learnings(nested)[0].title
+    assert title.startswith("A learning before a huge line")
+    assert len(title) <= 120
