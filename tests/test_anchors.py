@@ -544,3 +544,28 @@ def test_module_does_not_import_dulwich_at_import_time() -> None:
     source = Path(anchors_module.__file__).read_text(encoding="utf-8")
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert top_level and not any("dulwich" in line for line in top_level)
+
+
+def test_record_hashes_a_symlink_as_git_stores_it(work: Path) -> None:
+    (work / "link.py").symlink_to("src/auth.py")
+    porcelain.add(str(work), paths=[str(work / "link.py")])
+    found = record_anchors(work, ["link.py"])
+    with Repo(str(work)) as repo:
+        entry = repo.open_index()[b"link.py"]
+    assert found == [{"path": "link.py", "blob": entry.sha.decode("ascii")}]  # type: ignore[union-attr]
+    assert found[0]["blob"] == blob_id(b"src/auth.py")
+
+
+def test_record_does_not_follow_a_symlinked_folder_out(work: Path, tmp_path: Path) -> None:
+    (work / "ext").mkdir()
+    (work / "ext" / "secret.py").write_bytes(b"tracked\n")
+    porcelain.add(str(work), paths=[str(work / "ext" / "secret.py")])
+    assert record_anchors(work, ["ext/secret.py"]) == [anchor("ext/secret.py", b"tracked\n")]
+    # The folder becomes a symlink to a folder outside the work tree; the index still lists it.
+    (work / "ext" / "secret.py").unlink()
+    (work / "ext").rmdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_bytes(b"outside\n")
+    (work / "ext").symlink_to(outside)
+    assert record_anchors(work, ["ext/secret.py"]) == []

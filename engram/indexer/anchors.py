@@ -37,7 +37,8 @@ Speed: results are cached per HEAD, in memory and in ``state_dir/anchors.json`` 
 atomically; a file that does not parse, has the wrong shape or names another HEAD is ignored
 and rewritten). ``head()`` reads ``HEAD`` and one ref file (or ``packed-refs``, parsed once per
 change), so a warm ``check()`` reads no git objects at all. Walks descend each commit's tree to
-the one path (no tree diffs), remembering subtrees already resolved and commits already read.
+the one path (no tree diffs); the commits and trees read are remembered (bounded), so anchors
+checked together, and later walks, read each object once.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import re
 import stat
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -60,6 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 if TYPE_CHECKING:
+    from dulwich.index import Index
     from dulwich.repo import Repo
 
 __all__ = ["CACHE_FILE", "AnchorChecker", "Stale", "record_anchors"]
@@ -72,8 +75,9 @@ _HEX_REF: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # Refs that belong to one worktree; every other ref lives in the common git folder.
 _PER_WORKTREE: Final = ("HEAD", "refs/bisect/", "refs/worktree/", "refs/rewritten/")
 _MAX_SYMREF_DEPTH: Final = 5
-# Commits and subtree lookups kept between walks: immutable, so only the size needs a bound.
+# Commits and results kept between walks: immutable, so only the size needs a bound.
 _MAX_MEMO: Final = 50_000
+_MAX_TREE_ENTRIES: Final = 200_000  # parsed tree entries kept (some 40 MB at worst)
 # Uncounted commits (ancestors of the anchored version) a walk may still pop, per max_walk.
 _EXCLUDED_FACTOR: Final = 4
 _RETRY_DISCOVERY: Final = 1.0  # seconds between looks for a repository that was not there
@@ -184,23 +188,38 @@ def _tree_entry(repo: Repo, tree_id: bytes, parts: Sequence[bytes]) -> tuple[int
     return mode, sha
 
 
-def _tracked(repo: Repo, git_path: bytes) -> bool:
-    """Say whether git tracks a path: in the index, or else in HEAD's tree."""
-    errors = _repo_errors()
-    try:
-        if git_path in repo.open_index():
+class _Tracked:
+    """Says whether git tracks a path: in the index, or else in HEAD's tree (each read once)."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.errors = _repo_errors()
+        self._index: Index | None = None
+        self._tree: bytes | None = None
+        self._loaded = False
+
+    def _load(self) -> None:
+        self._loaded = True
+        with contextlib.suppress(*self.errors):  # no or unreadable index: HEAD's tree tells
+            self._index = self.repo.open_index()
+        try:
+            tree_id = getattr(self.repo.object_store[self.repo.head()], "tree", None)
+        except self.errors:
+            return  # no commits yet, or a damaged HEAD
+        self._tree = tree_id if isinstance(tree_id, bytes) else None
+
+    def __contains__(self, git_path: bytes) -> bool:
+        if not self._loaded:
+            self._load()
+        if self._index is not None and git_path in self._index:
             return True
-    except errors:
-        pass  # no or unreadable index: HEAD's tree still tells
-    try:
-        head = repo.object_store[repo.head()]
-        tree_id = getattr(head, "tree", None)
-        if not isinstance(tree_id, bytes):
+        if self._tree is None:
             return False
-        entry = _tree_entry(repo, tree_id, git_path.split(b"/"))
-    except errors:
-        return False
-    return entry is not None and _is_file(entry[0])
+        try:
+            entry = _tree_entry(self.repo, self._tree, git_path.split(b"/"))
+        except self.errors:
+            return False
+        return entry is not None and _is_file(entry[0])
 
 
 def _is_file(mode: int) -> bool:
@@ -233,13 +252,14 @@ def record_anchors(
             real_top = work_tree.resolve()
         except OSError:
             return []
+        tracked = _Tracked(repo)
         for path in wanted:
             git_path = _in_repo(prefix, path)
             if git_path is None:
                 continue
             try:
                 blob = _blob_of_file(work_tree, real_top, git_path, max_bytes)
-                if blob is None or not _tracked(repo, git_path.encode("utf-8")):
+                if blob is None or git_path.encode("utf-8") not in tracked:
                     continue
             except (OSError, UnicodeError):
                 continue
@@ -298,16 +318,19 @@ class AnchorChecker:
         self._packed: tuple[tuple[int, int, int], dict[str, str]] | None = None
         self._memo_head: str | None = None
         self._memo: dict[_Key, _Result | None] = {}
-        self._commits: dict[bytes, _Commit | None] = {}
-        self._subtrees: dict[tuple[bytes, bytes], tuple[int, bytes] | None] = {}
+        self._commits: dict[bytes, _Commit] = {}
+        self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
+        self._tree_entries = 0
+        self._lock = threading.RLock()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the repository (the checker opens it again when next asked)."""
-        if self._repo is not None:
-            self._repo.close()
-            self._repo = None
+        with self._lock:
+            if self._repo is not None:
+                self._repo.close()
+                self._repo = None
 
     def __enter__(self) -> AnchorChecker:
         return self
@@ -343,6 +366,10 @@ class AnchorChecker:
 
     def head(self) -> str | None:
         """Return HEAD's commit sha, or None (no repository, no commits); reads two small files."""
+        with self._lock:
+            return self._head()
+
+    def _head(self) -> str | None:
         repo = self._open()
         if repo is None:
             return None
@@ -402,7 +429,11 @@ class AnchorChecker:
         self, anchors: Sequence[Mapping[str, Any]], *, since: float | None = None
     ) -> list[Stale]:
         """Return one Stale per anchor whose file differs at HEAD, in anchor order."""
-        head = self.head()
+        with self._lock:  # a server may ask from several threads; the memos are shared
+            return self._check(anchors, since)
+
+    def _check(self, anchors: Sequence[Mapping[str, Any]], since: float | None) -> list[Stale]:
+        head = self._head()
         if head is None or not anchors:
             return []
         bucket = _bucket(since)
@@ -562,6 +593,8 @@ class AnchorChecker:
             if isinstance(obj, Commit)
             else None
         )
+        if found is None:
+            return None  # not remembered: a fetch or an unshallow may bring it
         if len(self._commits) >= _MAX_MEMO:
             self._commits.clear()
         self._commits[sha] = found
@@ -569,40 +602,37 @@ class AnchorChecker:
 
     def _blob_at(self, repo: Repo, tree_id: bytes, parts: tuple[bytes, ...]) -> bytes | None:
         """Return the blob sha of the file at parts under a tree, None when it is no file."""
-        key = (tree_id, b"/".join(parts))
-        if key in self._subtrees:
-            entry = self._subtrees[key]
-        else:
-            # Resolve the folder first: commits that did not touch it share its subtree.
-            if len(parts) > 1:
-                folder = self._blob_or_tree(repo, tree_id, parts[:-1])
-                entry = (
-                    _tree_entry(repo, folder[1], parts[-1:])
-                    if folder is not None and stat.S_ISDIR(folder[0])
-                    else None
-                )
-            else:
-                entry = _tree_entry(repo, tree_id, parts)
-            self._remember(key, entry)
-        if entry is None or not _is_file(entry[0]):
-            return None
-        return entry[1]
+        mode, sha = stat.S_IFDIR, tree_id
+        for part in parts:
+            if not stat.S_ISDIR(mode):
+                return None
+            entry = self._entries(repo, sha).get(part)
+            if entry is None:
+                return None
+            mode, sha = entry
+        return sha if _is_file(mode) else None
 
-    def _blob_or_tree(
-        self, repo: Repo, tree_id: bytes, parts: tuple[bytes, ...]
-    ) -> tuple[int, bytes] | None:
-        """Return the (mode, sha) at parts under a tree, remembered per tree and path."""
-        key = (tree_id, b"/".join(parts))
-        if key in self._subtrees:
-            return self._subtrees[key]
-        entry = _tree_entry(repo, tree_id, parts)
-        self._remember(key, entry)
-        return entry
+    def _entries(self, repo: Repo, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        """Return a tree's entries {name: (mode, sha)}, read raw once and then remembered.
 
-    def _remember(self, key: tuple[bytes, bytes], entry: tuple[int, bytes] | None) -> None:
-        if len(self._subtrees) >= _MAX_MEMO:
-            self._subtrees.clear()
-        self._subtrees[key] = entry
+        Commits that did not touch a folder share its subtree, and every anchor walks the same
+        root trees: remembering parsed trees reads each one once per process.
+        """
+        entries = self._trees.get(tree_id)
+        if entries is not None:
+            return entries
+        from dulwich.objects import Tree, parse_tree
+
+        type_num, raw = repo.object_store.get_raw(cast(Any, tree_id))
+        if type_num != Tree.type_num:
+            return {}  # not a tree: the path is not there
+        entries = {name: (mode, sha) for name, mode, sha in parse_tree(raw, 20)}
+        self._tree_entries += len(entries)
+        if self._tree_entries > _MAX_TREE_ENTRIES:
+            self._trees.clear()
+            self._tree_entries = len(entries)
+        self._trees[tree_id] = entries
+        return entries
 
     # --- the cache file -----------------------------------------------------------------------
 
