@@ -50,7 +50,10 @@ _CHECKBOX = re.compile(r"^\[[ xX]\][ \t]+")
 # the next candidate and the total work stays linear; the bounds are a second guard.
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _IMAGE = re.compile(r'!\[[^\[\]]{0,1000}\]\([^()\s]{0,2000}(?:\s+"[^"]{0,300}")?\)')
-_LINK = re.compile(r'\[([^\[\]]{0,1000})\]\([^()\s]{0,2000}(?:\s+"[^"]{0,300}")?\)')
+_LINK = re.compile(
+    r"\[([^\[\]]{0,1000})\]"
+    r'(?:\((?:[^()\s]|\([^()\s]{0,200}\)){0,2000}(?:\s+"[^"]{0,300}")?\)|\[[^\[\]]{0,100}\])'
+)
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]{1,2000})>")
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]{0,40}(?:\s[^<>]{0,1000})?/?>")
 _DELIMS = re.compile(r"\*+|_+|~~+")

@@ -382,6 +382,9 @@ def test_at_most_max_learnings() -> None:
         ),
         ("keep `__init__.py` and `*args` as code", "keep __init__.py and *args as code"),
         ("a [link](https://example.com/x_y) here", "a link here"),
+        ("[Foo](https://en.wikipedia.org/wiki/Foo_(bar)) page", "Foo page"),
+        ("a [reference][1] link", "a reference link"),
+        ("[not a link] stays", "[not a link] stays"),
         ('an ![diagram](d.png "Title") image', "an image"),
         ("<kbd>Ctrl</kbd>+<kbd>C</kbd> <br/> stops it", "Ctrl+C stops it"),
         ("see <https://example.com> now", "see https://example.com now"),
@@ -430,6 +433,7 @@ def test_learning_title_limit() -> None:
         "<a " * 1_000_000,
         "_a " * 1_000_000,
         "<!--" * 750_000,
+        "[a](b(c" * 500_000,
     ],
     ids=[
         "stars",
@@ -440,6 +444,7 @@ def test_learning_title_limit() -> None:
         "tags",
         "underscores",
         "comments",
+        "links",
     ],
 )
 def test_huge_pathological_input_stays_linear(line: str) -> None:
