@@ -569,3 +569,46 @@ def test_record_does_not_follow_a_symlinked_folder_out(work: Path, tmp_path: Pat
     (outside / "secret.py").write_bytes(b"outside\n")
     (work / "ext").symlink_to(outside)
     assert record_anchors(work, ["ext/secret.py"]) == []
+
+
+def test_linked_worktree_reads_its_own_head_and_the_common_refs(tmp_path: Path) -> None:
+    """A `git worktree add` layout: HEAD in .git/worktrees/NAME, branches in the common folder."""
+    built = History(tmp_path / "main")
+    try:
+        built.commit({"a.py": b"1\n"})
+        main_head = built.edit("a.py")
+        feature = built.commit({"a.py": b"feature\n"}, move_head=False)
+        built.repo.refs[b"refs/heads/feature"] = feature.encode()
+    finally:
+        built.close()
+    admin = tmp_path / "main" / ".git" / "worktrees" / "wt"
+    admin.mkdir(parents=True)
+    work = tmp_path / "wt"
+    work.mkdir()
+    (admin / "HEAD").write_text("ref: refs/heads/feature\n")
+    (admin / "commondir").write_text("../..\n")
+    (admin / "gitdir").write_text(f"{work / '.git'}\n")
+    (work / ".git").write_text(f"gitdir: {admin}\n")
+    with AnchorChecker(work) as checker:
+        assert checker.head() == feature
+        assert checker.check([anchor("a.py", b"1\n")]) == [Stale("a.py", 2, False, False)]
+    with AnchorChecker(tmp_path / "main") as checker:
+        assert checker.head() == main_head
+
+
+def test_head_is_read_from_files_without_reopening_the_repository(
+    history: History, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dulwich.refs import DiskRefsContainer
+
+    history.commit({"a.py": b"1\n"})
+    with AnchorChecker(history.root) as checker:
+        assert checker.head() == history.head
+        history.edit("a.py")
+        moved = history.head
+        history.repo.refs.pack_refs(all=True)
+        monkeypatch.setattr(anchors_module, "_discover", refuse)
+        monkeypatch.setattr(DiskRefsContainer, "__getitem__", refuse)
+        assert checker.head() == moved
+        history.edit("a.py")  # a loose ref again, newer than the packed one
+        assert checker.head() == history.head != moved

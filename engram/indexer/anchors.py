@@ -386,7 +386,7 @@ class AnchorChecker:
     def _read_ref(self, name: str, depth: int) -> str | None:
         """Resolve a ref from loose files and packed-refs; None when it cannot be read here."""
         assert self._gitdir is not None and self._commondir is not None
-        if depth > _MAX_SYMREF_DEPTH or ".." in name.split("/"):
+        if depth > _MAX_SYMREF_DEPTH or name.startswith("/") or ".." in name.split("/"):
             return None
         folder = self._gitdir if name.startswith(_PER_WORKTREE) else self._commondir
         try:
