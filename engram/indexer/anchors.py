@@ -24,8 +24,11 @@ Conventions (the facts a reader of a "may be stale" line relies on):
   parent's (a root commit counts when it has the file); a merge commit counts nothing, and both
   sides of a merge are walked. A commit holding the anchored blob is where the memory's version
   lives: it and its ancestors are not counted (like ``git log HEAD ^that-commit``). The walk
-  also ends at the first commit older than ``since`` (the memory's creation time), and after
-  ``max_walk`` counted-or-not commits (``capped=True``: "at least N").
+  also ends at the first commit older than ``since`` (the memory's creation time, rounded up to
+  whole seconds as commit times are), and after ``max_walk`` commits walked, counted or not
+  (``capped=True``: "at least N"). A shallow clone's boundary commit counts nothing.
+- The cache is keyed by HEAD only: deepening a shallow clone without moving HEAD keeps the old
+  answers until HEAD moves.
 - Count 0 with a differing blob: when the walk ended at ``since``, no commit made after the
   memory was written touched the file (the anchored version was uncommitted work, still not
   committed or thrown away), and the anchor is treated as fresh. Otherwise (a shallow clone, a
