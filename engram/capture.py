@@ -55,7 +55,14 @@ _LINK = re.compile(
     r'(?:\((?:[^()\s]|\([^()\s]{0,200}\)){0,2000}(?:\s+"[^"]{0,300}")?\)|\[[^\[\]]{0,100}\])'
 )
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]{1,2000})>")
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]{0,40}(?:\s[^<>]{0,1000})?/?>")
+_TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9-]{0,40})(?:\s[^<>]{0,1000})?/?>")
+# Only real HTML tags go: ``Vec<T>`` or ``Option<String>`` outside backticks is text.
+_HTML_TAG_NAMES: Final = (
+    "a abbr b blockquote br code del details div em h1 h2 h3 h4 h5 h6 hr i img ins kbd li "
+    "mark ol p pre s samp small span strike strong sub summary sup table tbody td th thead tr "
+    "tt u ul var"
+)
+_HTML_TAGS: Final = frozenset(_HTML_TAG_NAMES.split())
 _DELIMS = re.compile(r"\*+|_+|~~+")
 _BACKTICKS = re.compile(r"`+")
 _MASKED = re.compile("\ue000(\\d+)\ue001")
@@ -138,7 +145,7 @@ def clean_markdown(text: str) -> str:
     text = _IMAGE.sub("", text)
     text = _LINK.sub(lambda m: m[1], text)
     text = _AUTOLINK.sub(lambda m: m[1], text)
-    text = _TAG.sub("", text)
+    text = _TAG.sub(lambda m: "" if m[1].lower() in _HTML_TAGS else m[0], text)
     text = _strip_emphasis(text)
     text = _MASKED.sub(lambda m: kept[int(m[1])], text)
     return " ".join(text.split())

@@ -388,6 +388,8 @@ def test_at_most_max_learnings() -> None:
         ('an ![diagram](d.png "Title") image', "an image"),
         ("<kbd>Ctrl</kbd>+<kbd>C</kbd> <br/> stops it", "Ctrl+C stops it"),
         ("see <https://example.com> now", "see https://example.com now"),
+        ("returns Vec<T> or Option<String>", "returns Vec<T> or Option<String>"),
+        ('<DETAILS><Summary>Why</Summary> <a href="x">here</a></DETAILS>', "Why here"),
         ("snake_case_name and 2 * 3 * 4", "snake_case_name and 2 * 3 * 4"),
         (r"escaped \*stars\* stay", "escaped *stars* stay"),
         ("``code with ` tick``", "code with ` tick"),
