@@ -370,9 +370,13 @@ def _recall(
             limit=limit,
             offset=offset,
         )
+        stale = {hit.id: engram.stale(hit.record) for hit in hits}
         _warn_problems(engram)
     if as_json:
-        _emit_json({"query": query, "count": len(hits), "hits": [_hit_dict(h) for h in hits]})
+        rows = [
+            {**_hit_dict(h), "stale": stale[h.id]} if stale[h.id] else _hit_dict(h) for h in hits
+        ]
+        _emit_json({"query": query, "count": len(hits), "hits": rows})
         return
     if not hits:
         typer.echo("no memories match", err=True)
@@ -388,6 +392,8 @@ def _recall(
         snippet = _snippet(str(record.get("content", "")))
         if snippet:
             typer.echo(f"    {snippet}")
+        if stale[hit.id]:
+            typer.echo(f"    may be stale: {'; '.join(stale[hit.id])}")
 
 
 @app.command()
@@ -419,10 +425,13 @@ app.command("search", help="Alias of recall.")(recall)
 def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
     with _open(ctx) as engram:
         record = engram.get(ref)
+        stale = engram.stale(record)
     if as_json:
-        _emit_json(record)
+        _emit_json({**record, "stale": stale} if stale else record)
         return
     typer.echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
+    if stale:
+        typer.echo(f"may be stale: {'; '.join(stale)}")
     typer.echo(f"# {record.get('title', '')}")
     if record.get("content"):
         typer.echo("")
@@ -484,6 +493,8 @@ def why(
         _emit_json(data)
         return
     typer.echo(_line(data["memory"]))
+    if data.get("stale"):
+        typer.echo(f"may be stale: {'; '.join(data['stale'])}")
     for label, key in (("supersedes", "supersedes"), ("superseded by", "superseded_by")):
         if data[key]:
             typer.echo(f"{label}:")
@@ -682,6 +693,213 @@ def check(
         _emit_json(result)
     else:
         typer.echo(result["text"])
+
+
+@app.command()
+def timeline(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    before: Annotated[int, typer.Option("--before", "-b", min=0, help="Memories before it.")] = 5,
+    after: Annotated[int, typer.Option("--after", "-a", min=0, help="Memories after it.")] = 5,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show what happened before and after a memory in its session (else its project)."""
+    with _open(ctx) as engram:
+        data = engram.timeline(ref, before=before, after=after)
+        shorts = engram.short_ids(
+            [data["memory"]["id"], *(item["id"] for item in data["before"] + data["after"])]
+        )
+    if as_json:
+        _emit_json(data)
+        return
+    where = (
+        f"session {data['session_id']}" if data["scope"] == "session" else "project (no session)"
+    )
+    typer.echo(f"timeline in {where}")
+    if data["earlier"]:
+        typer.echo(f"   … {data['earlier']} earlier")
+    for item in data["before"]:
+        typer.echo(f"   {_timeline_line(item, shorts)}")
+    typer.echo(f">> {_timeline_line(data['memory'], shorts)}")
+    for item in data["after"]:
+        typer.echo(f"   {_timeline_line(item, shorts)}")
+    if data["later"]:
+        typer.echo(f"   … {data['later']} later")
+
+
+def _timeline_line(item: dict[str, Any], shorts: dict[str, str]) -> str:
+    stamp = str(item.get("created_at", ""))[:16].replace("T", " ")
+    return f"{stamp}  {shorts.get(item['id'], item['id'])}  {item['kind']:<10} {item['title']}"
+
+
+def _text_arg(value: str | None, what: str) -> str:
+    """Return an argument's text; '-', or nothing while stdin is not a terminal, reads stdin."""
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    if value == "-" or (value is None and piped):
+        return _read_stdin()
+    if value is None:
+        raise InvalidInput(f"no {what} given", hint=f"pass the {what}, or pipe it in with '-'")
+    return value
+
+
+SessionOpt = Annotated[
+    str | None,
+    typer.Option("--session", "-s", help="Session id (default: the open session, if any)."),
+]
+
+session_app = typer.Typer(
+    cls=EngramGroup,
+    help="Start and end agent sessions and save their summaries.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(session_app, name="session")
+
+
+@session_app.command("start")
+def session_start(
+    ctx: typer.Context,
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Session id (default: a new one).")
+    ] = None,
+    directory: Annotated[
+        str, typer.Option("--directory", "-d", help="The folder the agent works in.")
+    ] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Start a session (or reopen one) and print its id."""
+    with _open(ctx) as engram:
+        session = engram.session_start(session_id, directory=directory or os.getcwd())
+    if as_json:
+        _emit_json(session)
+    else:
+        typer.echo(session["id"])
+
+
+@session_app.command("end")
+def session_end(
+    ctx: typer.Context,
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Session id (default: the open one).")
+    ] = None,
+    summary: Annotated[
+        str | None,
+        typer.Option("--summary", help="Save this summary of the session ('-' reads stdin)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """End a session, saving its summary if given."""
+    if summary == "-":
+        summary = _read_stdin()
+    with _open(ctx) as engram:
+        session = engram.session_end(session_id, summary=summary or "")
+    if as_json:
+        _emit_json(session)
+        return
+    typer.echo(f"ended {session['id']}")
+    if session.get("summary_id"):
+        typer.echo(f"summary: {session['summary_id']}")
+
+
+@session_app.command("summary")
+def session_summary(
+    ctx: typer.Context,
+    content: Annotated[
+        str | None,
+        typer.Argument(help="Markdown with ## Goal, ## Accomplished … ('-' or a pipe: stdin)."),
+    ] = None,
+    session: SessionOpt = None,
+    goal: Annotated[str | None, typer.Option(help="What the session set out to do.")] = None,
+    instructions: Annotated[str | None, typer.Option(help="What the user asked for.")] = None,
+    discoveries: Annotated[str | None, typer.Option(help="What was learned.")] = None,
+    accomplished: Annotated[str | None, typer.Option(help="What got done.")] = None,
+    next_steps: Annotated[str | None, typer.Option(help="What is left to do.")] = None,
+    relevant_files: Annotated[
+        str | None, typer.Option(help="Files that matter, one per line or comma-separated.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Save a session summary (Goal, Instructions, Discoveries, Accomplished, Next steps, Files)."""
+    sections = {
+        "goal": goal,
+        "instructions": instructions,
+        "discoveries": discoveries,
+        "accomplished": accomplished,
+        "next_steps": next_steps,
+        "relevant_files": _file_list(relevant_files),
+    }
+    if content == "-" or (content is None and _stdin_has_data()):
+        content = _read_stdin()
+    with _open(ctx) as engram:
+        result = engram.session_summary(content or "", session_id=session, **sections)
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    typer.echo(result.record["id"])
+    if result.action == "updated":
+        typer.echo(f"updated the summary of session {result.record.get('session_id')}", err=True)
+
+
+def _file_list(value: str | None) -> str | None:
+    if value is None:
+        return None
+    items = [part.strip() for line in value.splitlines() for part in line.split(",")]
+    return "\n".join(f"- `{item}`" for item in items if item)
+
+
+@app.command("prompt")
+def prompt(
+    ctx: typer.Context,
+    text: Annotated[
+        str | None, typer.Argument(help="The user's prompt ('-' or a pipe reads stdin).")
+    ] = None,
+    session: SessionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Save a user's prompt (kind prompt, secrets redacted) and print its id."""
+    content = _text_arg(text, "prompt")
+    with _open(ctx) as engram:
+        result = engram.save_prompt(content, session_id=session)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        typer.echo(result.record["id"])
+
+
+@app.command()
+def capture(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None, typer.Argument(help="A file with the agent's output (default: stdin).")
+    ] = None,
+    session: SessionOpt = None,
+    source: Annotated[str, typer.Option(help="Where the text came from.")] = "capture",
+    as_json: JsonOpt = False,
+) -> None:
+    """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+    if file is None or str(file) == "-":
+        text = _text_arg("-" if file else None, "agent output")
+    else:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise InvalidInput(f"{file}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{file}: not UTF-8 text (byte {exc.start})") from exc
+    with _open(ctx) as engram:
+        result = engram.capture(text, session_id=session, source=source)
+    if as_json:
+        _emit_json(result)
+        return
+    if not result["extracted"]:
+        typer.echo('no "Key Learnings" section found: nothing saved', err=True)
+        return
+    for item in result["saved"]:
+        typer.echo(f"saved {item['id']}  {item['title']}")
+    for item in result["duplicates"]:
+        typer.echo(f"known {item['id']}  {item['title']}")
 
 
 @app.command("export")

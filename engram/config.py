@@ -60,6 +60,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "dedupe_window_minutes": 15,
         "history_limit": 20,
         "lock_timeout_seconds": 60,
+        "anchors": True,
     },
     "redact": {"extra_patterns": []},
     "indexer": {
@@ -68,6 +69,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "hotspot_threshold": 8,
     },
     "context": {"budget": 2000},
+    "check": {"budget": 800},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -105,6 +107,7 @@ store:
   dedupe_window_minutes: 15    # an identical re-save within this window only counts
   history_limit: 20            # earlier versions kept on a memory (topic-key saves, updates)
   lock_timeout_seconds: 60
+  anchors: true                # record the git blob of cited files to flag stale memories
 
 redact:
   # Extra regular expressions whose matches are replaced by [REDACTED] before saving.
@@ -119,6 +122,10 @@ indexer:
 context:
   # Tokens (estimated as characters / 4) of the `engram context` session-start briefing.
   budget: 2000
+
+check:
+  # Tokens of an `engram check` answer (what the memory knows about files about to be edited).
+  budget: 800
 """
 
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     import logging
 
     from engram.index.db import Hit
-    from engram.service import Engram
+    from engram.service import Engram, SaveResult
 
 
 def _log() -> logging.Logger:
@@ -298,6 +298,18 @@ _TITLE = Param("title", "string", "One specific, searchable line.")
 _CONTENT = Param("content", "string", "What / Why / Where / Learned, in markdown.")
 
 
+_SESSION = Param("session_id", "string", "Your session's id (default: the open session).")
+_PROJECT = Param("project", "string", "Project name (default: this project).")
+_SUMMARY_SECTIONS: Final = (
+    Param("goal", "string", "What the session set out to do."),
+    Param("instructions", "string", "What the user asked for, constraints given."),
+    Param("discoveries", "string", "What was learned."),
+    Param("accomplished", "string", "What got done."),
+    Param("next_steps", "string", "What is left to do."),
+    Param("relevant_files", "string", "Files that matter, as a markdown list."),
+)
+
+
 class _Choices(NamedTuple):
     """The arguments whose values come from engram.model (imported when the table is built)."""
 
@@ -453,7 +465,7 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
                 Param(
                     "budget",
                     "integer",
-                    "Most tokens in the answer (default 800).",
+                    "Most tokens in the answer (default: check.budget, 800).",
                     minimum=50,
                 ),
             ),
@@ -471,6 +483,84 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             agent,
             read_only=True,
             idempotent=True,
+        ),
+        Tool(
+            "timeline",
+            "Show what happened before and after a memory (id from recall) in its session, "
+            "oldest first: compact lines with ids. Without a session: its project's memories "
+            "around it in time.",
+            (
+                Param("id", "id", _ID.description),
+                Param("before", "integer", "Memories before it.", default=5, minimum=0, maximum=50),
+                Param("after", "integer", "Memories after it.", default=5, minimum=0, maximum=50),
+            ),
+            agent,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "session_start",
+            "Call when a session begins: logs it and returns its id. Memories saved with this "
+            "session_id (or while it is the open session) form its timeline.",
+            (
+                _SESSION._replace(description="Your session's id (default: a new one)."),
+                Param("directory", "string", "The folder you work in."),
+                _PROJECT,
+            ),
+            agent,
+            read_only=False,
+            idempotent=True,
+        ),
+        Tool(
+            "session_summary",
+            "Call before a session ends (or the context is compacted): save what the next "
+            "session needs as sections Goal, Instructions, Discoveries, Accomplished, Next "
+            "steps, Relevant files. One summary per session: saving again revises it.",
+            (
+                Param("content", "string", "Markdown with ## Goal, ## Accomplished … headings."),
+                *_SUMMARY_SECTIONS,
+                _SESSION,
+                _PROJECT,
+            ),
+            agent,
+            read_only=False,
+        ),
+        Tool(
+            "session_end",
+            "Call when a session ends: marks it ended and saves summary (markdown with the "
+            "summary sections) if given.",
+            (
+                _SESSION._replace(description="The session's id (default: the open session)."),
+                Param("summary", "string", "The session summary, as for session_summary."),
+                _PROJECT,
+            ),
+            agent,
+            read_only=False,
+        ),
+        Tool(
+            "save_prompt",
+            "Save the user's prompt (kind prompt; secrets redacted) so later sessions know what "
+            "was asked.",
+            (
+                Param("content", "string", "The prompt, as the user wrote it.", required=True),
+                _SESSION,
+                _PROJECT,
+            ),
+            agent,
+            read_only=False,
+        ),
+        Tool(
+            "capture",
+            'Passive capture: give your reply\'s text; the items of its last "Key Learnings" '
+            '(or "Learnings") section are saved as memories, skipping ones already known.',
+            (
+                Param("content", "string", "Your output text.", required=True),
+                _SESSION,
+                _PROJECT,
+                Param("source", "string", "Where the text came from.", default="capture"),
+            ),
+            agent,
+            read_only=False,
         ),
         Tool(
             "forget",
@@ -772,6 +862,65 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             ),
             compat=_GO,
             convert=_go_context_args,
+        ),
+        row(
+            "mem_timeline",
+            "timeline",
+            "Show the observations before and after one in its session, oldest first.",
+            Param("observation_id", "id", "The observation's id.", required=True),
+            Param("before", "integer", "How many before.", default=5, minimum=0, maximum=50),
+            Param("after", "integer", "How many after.", default=5, minimum=0, maximum=50),
+            compat=_GO,
+            rename={"observation_id": "id"},
+        ),
+        row(
+            "mem_session_summary",
+            "session_summary",
+            "Save the end-of-session summary (Goal, Instructions, Discoveries, Accomplished, "
+            "Next steps, Relevant files).",
+            Param("content", "string", "The summary, in markdown.", required=True),
+            Param("project", "string", "Project name.", required=True),
+            Param("session_id", "string", "The session's id."),
+            compat=_GO,
+        ),
+        row(
+            "mem_session_start",
+            "session_start",
+            "Register the start of a session.",
+            Param("id", "string", "The session's id.", required=True),
+            Param("project", "string", "Project name.", required=True),
+            Param("directory", "string", "Working folder."),
+            compat=_GO,
+            rename={"id": "session_id"},
+        ),
+        row(
+            "mem_session_end",
+            "session_end",
+            "Mark a session ended, with an optional summary.",
+            Param("id", "string", "The session's id.", required=True),
+            Param("summary", "string", "The session summary."),
+            compat=_GO,
+            rename={"id": "session_id"},
+        ),
+        row(
+            "mem_save_prompt",
+            "save_prompt",
+            "Save a user prompt.",
+            Param("content", "string", "The prompt.", required=True),
+            Param("session_id", "string", "The session's id."),
+            _GO_PROJECT,
+            compat=_GO,
+        ),
+        row(
+            "mem_capture_passive",
+            "capture",
+            "Extract the learnings of an agent's output (its Key Learnings section) and save "
+            "each, skipping known ones.",
+            Param("content", "string", "The agent's output.", required=True),
+            Param("session_id", "string", "The session's id."),
+            _GO_PROJECT,
+            Param("source", "string", "Where it came from.", default="capture"),
+            compat=_GO,
         ),
         row(
             "memory_store",
@@ -1201,6 +1350,12 @@ class EngramMCP:
             "why": self._why,
             "check": self._check,
             "related": self._related,
+            "timeline": self._timeline,
+            "session_start": self._session_start,
+            "session_summary": self._session_summary,
+            "session_end": self._session_end,
+            "save_prompt": self._save_prompt,
+            "capture": self._capture,
             "forget": self._forget,
             "export": self._export,
             "import": self._import,
@@ -1363,6 +1518,9 @@ class EngramMCP:
         if record.get("scope", "project") != "project":
             out["scope"] = record["scope"]
         out["from"] = provenance(record)
+        stale = self.engram.stale(record)
+        if stale:
+            out["may_be_stale"] = "; ".join(stale)
         return out
 
     def _search(self, query: Mapping[str, Any], limit: int) -> list[Hit]:
@@ -1459,6 +1617,9 @@ class EngramMCP:
                 hint="call get again without a cursor",
             )
         note = GET_NOTE.format(who=provenance(record))
+        stale = self.engram.stale(record)
+        if stale:
+            note += f" It may be stale: {'; '.join(stale)}."
         start = int(state.get("o", 0))
         if "part" not in state and start == 0:
             for brief in (False, True):
@@ -1602,12 +1763,11 @@ class EngramMCP:
             budget = max(50, int(briefing["budget"] * 0.9))
 
     def _check(self, args: Args, call: Call) -> str:
-        from engram.check import DEFAULT_CHECK_BUDGET
-
         budget: int | None = args.get("budget")
         text = str(args.get("text") or "")
         if budget is None:
-            budget = min(DEFAULT_CHECK_BUDGET, call.budget // CHARS_PER_TOKEN)
+            configured = int(self.engram.config.number("check.budget"))
+            budget = min(configured, call.budget // CHARS_PER_TOKEN)
         while True:
             result = self.engram.check(args.get("files") or [], text=text, budget=budget)
             payload = {
@@ -1650,6 +1810,8 @@ class EngramMCP:
                     if len(data[key]) > n:
                         payload[key + "_left_out"] = len(data[key]) - n
             payload["provenance"] = data["provenance"]
+            if data.get("stale"):
+                payload["may_be_stale"] = data["stale"]
             if data["judgements"]:
                 payload["judgements"] = data["judgements"][:n]
             if data["history"]:
@@ -1688,6 +1850,117 @@ class EngramMCP:
             return payload
 
         text, _ = call.fit(build, len(rows))
+        return text
+
+    def _timeline(self, args: Args, call: Call) -> str:
+        record = self._record(args["id"])
+        data = self.engram.timeline(
+            record["id"], before=int(args.get("before", 5)), after=int(args.get("after", 5))
+        )
+        items = [*data["before"], data["memory"], *data["after"]]
+        short = self.engram.short_ids([item["id"] for item in items], ID_CHARS)
+
+        def line(item: Mapping[str, Any]) -> str:
+            stamp = str(item.get("created_at", ""))[:16].replace("T", " ")
+            title = _clip(str(item.get("title", "")), TITLE_CHARS)
+            return f"{stamp} {short.get(item['id'], item['id'])} {item.get('kind')}: {title}"
+
+        def build(n: int) -> dict[str, Any]:
+            before, after = data["before"][-n:] if n else [], data["after"][:n]
+            payload: dict[str, Any] = {
+                "note": RECALL_NOTE,
+                "scope": data["scope"],
+                "session_id": data["session_id"],
+                "earlier": data["earlier"] + len(data["before"]) - len(before),
+                "before": [line(item) for item in before],
+                "memory": line(data["memory"]),
+                "after": [line(item) for item in after],
+                "later": data["later"] + len(data["after"]) - len(after),
+            }
+            if data["session_id"] is None:
+                payload["hint"] = "no session: these are the project's memories around it in time"
+            return payload
+
+        text, _ = call.fit(build, max(len(data["before"]), len(data["after"])))
+        return text
+
+    def _session_start(self, args: Args, call: Call) -> str:
+        session = self.engram.session_start(
+            args.get("session_id"),
+            directory=str(args.get("directory") or ""),
+            project=args.get("project"),
+        )
+        return call.render({"session_id": session["id"], **session})
+
+    def _saved(self, result: SaveResult, call: Call) -> str:
+        record = result.record
+        payload: dict[str, Any] = {
+            "id": record["id"],
+            "action": result.action,
+            "rev": record.get("rev"),
+            "title": _clip(record.get("title", ""), TITLE_CHARS),
+        }
+        if record.get("session_id"):
+            payload["session_id"] = record["session_id"]
+        if result.redactions:
+            payload["redacted"] = result.redactions
+        return call.render(payload)
+
+    def _session_summary(self, args: Args, call: Call) -> str:
+        from engram.session import FIELD_NAMES
+
+        sections = {name: args.get(name) for name in FIELD_NAMES if args.get(name)}
+        result = self.engram.session_summary(
+            str(args.get("content") or ""),
+            session_id=args.get("session_id"),
+            project=args.get("project"),
+            **sections,
+        )
+        return self._saved(result, call)
+
+    def _session_end(self, args: Args, call: Call) -> str:
+        session = self.engram.session_end(
+            args.get("session_id"),
+            summary=str(args.get("summary") or ""),
+            project=args.get("project"),
+        )
+        payload = {key: value for key, value in session.items() if key != "summary"}
+        return call.render({"session_id": session["id"], **payload})
+
+    def _save_prompt(self, args: Args, call: Call) -> str:
+        result = self.engram.save_prompt(
+            str(args["content"]), session_id=args.get("session_id"), project=args.get("project")
+        )
+        return self._saved(result, call)
+
+    def _capture(self, args: Args, call: Call) -> str:
+        result = self.engram.capture(
+            str(args["content"]),
+            session_id=args.get("session_id"),
+            project=args.get("project"),
+            source=str(args.get("source") or "capture"),
+        )
+        rows = {
+            key: [{**item, "title": _clip(item["title"], TITLE_CHARS)} for item in result[key]]
+            for key in ("saved", "duplicates")
+        }
+        longest = max(len(rows["saved"]), len(rows["duplicates"]), 1)
+
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {
+                "extracted": result["extracted"],
+                "saved": rows["saved"][:n],
+                "already_known": rows["duplicates"][:n],
+            }
+            if not result["extracted"]:
+                payload["hint"] = (
+                    'no "Key Learnings" section with items of 20 characters or more was found'
+                )
+            if n < longest:
+                payload["more"] = "Lists were cut to fit the budget; all items were saved."
+            return payload
+
+        text, _ = call.fit(build, longest)
         return text
 
     def _forget(self, args: Args, call: Call) -> str:

@@ -28,7 +28,7 @@ from engram.errors import (
     NotFound,
     NotInitialized,
 )
-from engram.index.db import Hit, Index, Query
+from engram.index.db import Hit, Index, Query, epoch
 from engram.index.ranking import Weights
 from engram.model import (
     Record,
@@ -47,6 +47,7 @@ from engram.store import MemoryStore, init_layout
 if TYPE_CHECKING:
     from engram.context import Section
     from engram.doctor import Finding
+    from engram.indexer.anchors import AnchorChecker
     from engram.store.sessions import SessionLog
 
 GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in every project
@@ -153,6 +154,7 @@ class Engram:
         same = personal.resolve() == self.project_ws.store.dir.resolve()
         self._personal_dir: Path | None = None if same else personal
         self._sessions: SessionLog | None = None
+        self._anchor_checker: AnchorChecker | None = None
         self._context_cache: (
             tuple[Any, float, dict[str, Any], list[Section], dict[str, str]] | None
         ) = None
@@ -178,6 +180,9 @@ class Engram:
     def close(self) -> None:
         """Release index files of every open workspace."""
         self.project_ws.close()
+        if self._anchor_checker is not None:
+            self._anchor_checker.close()
+            self._anchor_checker = None
         if self._personal is not None:
             self._personal.close()
 
@@ -326,10 +331,15 @@ class Engram:
         )
         ws = self._workspace(str(fields["scope"]).strip().lower())
         fields["project"] = self.project if project is None or not project.strip() else project
+        if session_id is None and self.sessions.path.exists():
+            fields["session_id"] = self._session_id(None, normalize_project(fields["project"]))
         fields["author"] = author if author is not None else config_mod.git_user_name(self.root)
         max_bytes = int(ws.config.number("store.max_content_bytes"))
         fields = normalize_fields(fields, max_content_bytes=max_bytes)
         redactions = self._scrub(ws, fields)
+        anchors = self._anchors(ws, fields.get("files") or [])
+        if anchors:
+            fields["anchors"] = anchors
         with ws.store.lock():
             ws.index.refresh()
             fields["links"] = self._resolve_links(ws, fields.get("links", []))
@@ -364,6 +374,41 @@ class Engram:
             superseded = self._supersede(ws, record, stamp)
             self._write(ws, [record, *superseded])
         return SaveResult(action, record, redactions, [r["id"] for r in superseded])
+
+    def _anchors(self, ws: Workspace, files: Sequence[str]) -> list[dict[str, str]]:
+        """Return the git blobs of the cited files git tracks (``store.anchors`` turns it off)."""
+        if not files or not ws.config.get("store.anchors"):
+            return []
+        from engram.indexer.anchors import record_anchors
+
+        return record_anchors(self.root, [str(path) for path in files])
+
+    def stale(self, record: Mapping[str, Any]) -> list[str]:
+        """Say which of a memory's anchored files changed in git since it was written.
+
+        One sentence per file, e.g. ``src/auth.py changed in 3 commits since it was written``;
+        ``[]`` for a memory without anchors or whose files are unchanged at HEAD. Answers are
+        cached per HEAD, so a recall pays for this only when HEAD moved.
+        """
+        anchors = record.get("anchors")
+        if not isinstance(anchors, list) or not anchors:
+            return []
+        if self._anchor_checker is None:
+            from engram.indexer.anchors import AnchorChecker
+
+            self._anchor_checker = AnchorChecker(self.root, self.project_ws.store.state_dir)
+        since = epoch(record.get("created_at")) or None
+        out = []
+        for item in self._anchor_checker.check(anchors, since=since):
+            if item.deleted:
+                out.append(f"{item.path} was deleted since it was written")
+                continue
+            least = "at least " if item.capped else ""
+            plural = "commit" if item.commits == 1 else "commits"
+            out.append(
+                f"{item.path} changed in {least}{item.commits} {plural} since it was written"
+            )
+        return out
 
     def _resolve_links(self, ws: Workspace, links: Sequence[Mapping[str, Any]]) -> list[Record]:
         out: list[Record] = []
@@ -440,6 +485,10 @@ class Engram:
         )
         redactions = self._scrub(ws, fields)
         del redactions
+        if {"title", "content", "files"} & set(fields):
+            # Rewritten against the code as it is now: anchor the cited files afresh.
+            cited = fields["files"] if "files" in fields else current.get("files") or []
+            fields["anchors"] = self._anchors(ws, cited)
         with ws.store.lock():
             ws.index.refresh()
             current = ws.index.get(current["id"]) or current
@@ -447,9 +496,13 @@ class Engram:
                 raise NotFound(f"memory {current['id']} was forgotten")
             if "links" in fields:
                 fields["links"] = self._resolve_links(ws, fields["links"])
+            if fields.get("anchors") == [] and not current.get("anchors"):
+                del fields["anchors"]
             record = self._revise(ws, current, fields, now())
             if record is current:
                 return current
+            if record.get("anchors") == []:
+                del record["anchors"]
             superseded = self._supersede(ws, record, record["updated_at"])
             self._write(ws, [record, *superseded])
         return record
@@ -493,7 +546,9 @@ class Engram:
         from engram.graph import lineage
 
         ws, record = self._locate(ref)
-        return lineage(record, ws.index.get, ws.index.linked_to)
+        out = lineage(record, ws.index.get, ws.index.linked_to)
+        out["stale"] = self.stale(record)
+        return out
 
     def related(self, ref: str, *, limit: int = 10) -> list[dict[str, Any]]:
         """Return a memory's neighbours by links, shared files and shared tags, best first."""
@@ -523,14 +578,14 @@ class Engram:
         Findings, most relevant first: active pitfalls and decisions citing the files, hotspot
         warnings, revert and fix-again candidates, other active memories, superseded decisions
         still citing them, and with ``text`` the best recall hits for it. ``budget`` defaults to
-        ``engram.check.DEFAULT_CHECK_BUDGET`` tokens. No findings is a valid answer.
+        ``check.budget`` in config.yaml (800 tokens). No findings is a valid answer.
         """
-        from engram.check import DEFAULT_CHECK_BUDGET, gather_findings, pack_check
+        from engram.check import gather_findings, pack_check
         from engram.indexer.plan import hotspots_id
         from engram.model import normalize_path
 
         if budget is None:
-            budget = DEFAULT_CHECK_BUDGET
+            budget = int(self.config.number("check.budget"))
         if budget < 0:
             raise InvalidInput(f"budget must not be negative, got {budget}")
         wanted = [normalize_path(path) for path in _list(files)]
@@ -561,7 +616,12 @@ class Engram:
             {str(f["id"]) for f in findings}
             | {rid for ids in superseded_by.values() for rid in ids}
         )
+        by_id = {str(record["id"]): record for record in [*records, *hits]}
         for finding in findings:
+            stale = self.stale(by_id.get(str(finding["id"]), {}))
+            if stale:
+                finding["stale"] = stale
+                finding["note"] = f"{finding['note']}; may be stale: {'; '.join(stale)}"
             note = str(finding["note"])
             for rid, short in shorts.items():
                 note = note.replace(rid, short)

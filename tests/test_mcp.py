@@ -128,6 +128,12 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "why",
                 "check",
                 "related",
+                "timeline",
+                "session_start",
+                "session_summary",
+                "session_end",
+                "save_prompt",
+                "capture",
             ]
             tools = {t.name: t for t in listed}
             remember = tools["remember"].input_schema
