@@ -1085,7 +1085,10 @@ updates the memory instead of adding a duplicate.
 - When a memory is wrong or outdated, update it (status superseded or archived) rather than \
 saving a contradiction.
 
-Before you finish, save a session summary (see the session-summary prompt).""",
+Sessions: call session_start when you begin (memories you save then join the session), \
+save_prompt for the user's request if it matters later, and before you finish save a session \
+summary (see the session-summary prompt). If your reply has a "Key Learnings" section, pass it \
+to capture.""",
     ),
     Prompt(
         "write-memory",
@@ -1124,15 +1127,18 @@ follow decisions unless the code shows they no longer hold, and if one is outdat
         "session-summary",
         "Save an end-of-session summary for the next session.",
         """\
-Before you finish, call remember with kind=session, title "Session: {goal}", and content:
+Before you finish (or before the context is compacted), call session_summary with \
+goal="{goal}" and content:
 
 ## Goal
+## Instructions
 ## Discoveries
 ## Accomplished
 ## Next steps
 ## Relevant files
 
-Keep it under about 300 words. Durable decisions and pitfalls deserve memories of their own \
+(or pass each section as its own argument). Keep it under about 300 words. Durable \
+decisions and pitfalls deserve memories of their own \
 (write-memory), not only a line here.""",
         (("goal", "The session's goal in a few words."),),
     ),
