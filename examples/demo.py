@@ -3,7 +3,9 @@
 Sets up a scratch copy of the example project in .demo/ledger-api (never touching the committed
 examples/): two ADRs from examples/docs/adr and a short git history made with dulwich; runs
 `engram init` over the team's committed memories (it indexes the ADRs and history), saves a
-few new ones, and shows ranked recalls, a file-scoped recall, one memory in full and the stats.
+few new ones, and shows ranked recalls, a file-scoped recall, one memory in full, a check before
+an edit, a session (capture, summary, timeline), a memory flagged stale after a commit, the
+session-start briefing and the stats.
 Each step runs the real `engram` CLI in its own process and prints the command before its
 output.
 """
@@ -49,6 +51,41 @@ def engram(*args: str, stdin: str | None = None) -> str:
     if result.returncode != 0:
         raise SystemExit(f"demo step failed: engram {shown} (exit {result.returncode})")
     return result.stdout.strip()
+
+
+AGENT_REPLY = """\
+Done: refunds that arrive before their charge are parked and replayed.
+
+## Key Learnings
+
+1. **Webhook ordering:** the payment provider retries a failed charge webhook for up to three
+   days, so a refund for it can arrive days before the charge itself.
+2. `webhook_retry` rows must carry the merchant id, or replays cross merchants.
+3. Use fakes.
+"""
+
+
+def commit_change() -> None:
+    """Commit a change to webhooks/dispatch.py now (a teammate's push, say)."""
+    import time
+
+    from dulwich import porcelain
+
+    path = WORK / "webhooks" / "dispatch.py"
+    path.write_text("single\nparked refunds replayed in order\n", encoding="utf-8")
+    porcelain.add(str(WORK), paths=[str(path)])
+    author = b"Sam Lee <sam@ledger.example>"
+    stamp = int(time.time()) + 1
+    porcelain.commit(
+        str(WORK),
+        message=b"Replay parked refunds in arrival order",
+        author=author,
+        committer=author,
+        author_timestamp=stamp,
+        commit_timestamp=stamp,
+        author_timezone=0,
+        commit_timezone=0,
+    )
 
 
 def make_history() -> None:
@@ -136,7 +173,35 @@ def main() -> None:
     print("\n# 7. One memory in full")
     engram("get", pitfall[:8])
 
-    print("\n# 8. Stats")
+    print("\n# 8. Before editing a file: its pitfalls, decisions, hotspot and revert warnings")
+    engram("check", "--files", "webhooks/dispatch.py", "--budget", "400")
+
+    print("\n# 9. A session: the agent's learnings are captured, then summarised")
+    session = engram("session", "start")
+    learned = engram("capture", stdin=AGENT_REPLY).split()[1]
+    engram(
+        "session",
+        "summary",
+        "--goal",
+        "Make refund webhooks robust to ordering",
+        "--accomplished",
+        "Out-of-order refunds are parked in webhook_retry and replayed.",
+        "--next-steps",
+        "Alert when an event stays parked for more than an hour.",
+        "--relevant-files",
+        "webhooks/dispatch.py",
+    )
+    engram("session", "end", session)
+    engram("timeline", learned[:8])
+
+    print("\n# 10. The code moves on: memories citing a changed file say they may be stale")
+    commit_change()
+    engram("recall", "out-of-order refund webhooks", "--limit", "2")
+
+    print("\n# 11. What the next session starts with")
+    engram("context", "--budget", "800")
+
+    print("\n# 12. Stats")
     engram("stats")
     print(f"\nThe store is a plain file: {WORK / '.engram' / 'memories.jsonl'}")
 
