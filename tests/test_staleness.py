@@ -100,13 +100,13 @@ class Saved(NamedTuple):
     legacy: str  # cites src/legacy.py, deleted since
 
 
-@pytest.fixture(scope="module")
-def moved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Saved]:
+@pytest.fixture
+def moved(tmp_path: Path) -> Iterator[Saved]:
     """Memories citing auth.py (then changed 3 times), db.py (unchanged) and legacy.py (deleted).
 
-    Module-scoped so the CLI and MCP checks share one history; nothing here is mutated by them.
+    Function-scoped on purpose: a wider scope would run before the autouse HOME isolation.
     """
-    root = tmp_path_factory.mktemp("stale") / "svc"
+    root = tmp_path / "svc"
     repo = new_repo(root)
     engram, _ = Engram.init(root, "svc")
     with engram:
