@@ -337,7 +337,9 @@ class Engram:
         max_bytes = int(ws.config.number("store.max_content_bytes"))
         fields = normalize_fields(fields, max_content_bytes=max_bytes)
         redactions = self._scrub(ws, fields)
-        anchors = self._anchors(ws, fields.get("files") or [])
+        anchors = []
+        if fields["project"] == self.project:  # files of this repository
+            anchors = self._anchors(ws, fields.get("files") or [])
         if anchors:
             fields["anchors"] = anchors
         with ws.store.lock():
@@ -352,7 +354,13 @@ class Engram:
                     fields["topic_key"], fields["project"], fields["scope"]
                 )
             if existing is not None:
-                record = self._revise(ws, existing, fields, stamp)
+                # The save is the topic's new version: the files it cites (and their anchors)
+                # replace the old ones, also when it cites none.
+                revision = {"files": [], "anchors": [], **fields}
+                record = self._revise(ws, existing, revision, stamp)
+                for name in ("files", "anchors"):
+                    if record.get(name) == []:
+                        del record[name]
                 action = "updated"
             else:
                 window = float(ws.config.number("store.dedupe_window_minutes"))
@@ -393,6 +401,8 @@ class Engram:
         anchors = record.get("anchors")
         if not isinstance(anchors, list) or not anchors:
             return []
+        if str(record.get("project") or "") != self.project:
+            return []  # anchored in another project's repository (a personal memory)
         if self._anchor_checker is None:
             from engram.indexer.anchors import AnchorChecker
 
@@ -485,7 +495,8 @@ class Engram:
         )
         redactions = self._scrub(ws, fields)
         del redactions
-        if {"title", "content", "files"} & set(fields):
+        project = fields.get("project", current.get("project"))
+        if {"title", "content", "files"} & set(fields) and project == self.project:
             # Rewritten against the code as it is now: anchor the cited files afresh.
             cited = fields["files"] if "files" in fields else current.get("files") or []
             fields["anchors"] = self._anchors(ws, cited)

@@ -123,3 +123,34 @@ def test_personal_memories_of_other_projects_are_filtered_out(tmp_path: Path) ->
         assert [hit.id for hit in beta.recall("small", projects="alpha")] == [mine["id"]]
         # An id is an explicit request: get works across projects.
         assert beta.get(mine["id"])["title"] == mine["title"]
+
+
+def test_only_memories_of_this_project_are_anchored_and_checked(tmp_path: Path) -> None:
+    """Anchors name blobs of this repository: a memory of another project never gets any."""
+    from dulwich import porcelain
+
+    root = tmp_path / "alpha"
+    root.mkdir()
+    porcelain.init(str(root)).close()
+    (root / "app.py").write_text("print('hi')\n", encoding="utf-8")
+    porcelain.add(str(root), paths=[str(root / "app.py")])
+    porcelain.commit(str(root), message=b"app", author=b"A <a@x>", committer=b"A <a@x>")
+    engram, _ = Engram.init(root, "alpha")
+    with engram:
+        own = engram.remember("The app prints a greeting", files="app.py").record
+        assert [a["path"] for a in own["anchors"]] == ["app.py"]
+        everywhere = engram.remember(
+            "Greeting apps print hi", files="app.py", scope="personal", project="*"
+        ).record
+        assert "anchors" not in everywhere
+        # A record anchored elsewhere (e.g. written by hand) is not checked against this repo.
+        foreign = {
+            **own,
+            "project": "beta",
+            "created_at": "2020-01-01T00:00:00.000Z",
+            "anchors": [{"path": "app.py", "blob": "0" * 40}],
+        }
+        assert engram.stale(foreign) == []
+        assert engram.stale({**foreign, "project": "alpha"}) == [
+            "app.py changed in 1 commit since it was written"
+        ]

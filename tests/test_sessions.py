@@ -202,11 +202,6 @@ def test_end_without_an_open_session_is_a_clear_error(project: Engram) -> None:
     assert "session_start" in (caught.value.hint or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a revised session summary keeps the previous summary's files although its "
-    "Relevant files section is gone (topic-key revise merges files instead of replacing them)",
-)
 def test_revised_summary_files_follow_its_relevant_files(project: Engram) -> None:
     project.session_start()
     project.session_summary("## Goal\nFix login\n## Relevant files\n- `src/auth.py`\n")
