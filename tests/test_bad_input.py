@@ -169,11 +169,11 @@ def test_cli_reports_a_damaged_file_and_doctor_fix_repairs_it(project: Engram, n
     originals = [str(parse_line(raw, path="m", lineno=1)["title"]) for raw in lines]
     quarantined = sorted((path.parent / "state").glob("quarantine-*.jsonl"))
     if name == "conflict-markers":
-        # Both sides kept: the newer side wins the line, the other side's text is in history.
+        # Both sides kept: the newer side wins the line, the other side's text is in conflicts.
         assert b"<<<<<<<" not in path.read_bytes()
         assert titles == {originals[0], f"{originals[1]}, their side", originals[2]}
         (merged,) = [r for r in scan.records if r["title"] == f"{originals[1]}, their side"]
-        assert [h["title"] for h in merged["history"]] == [originals[1]]
+        assert [h["title"] for h in merged["conflicts"]] == [originals[1]]
         assert not quarantined
     else:
         assert titles == set(originals)
@@ -202,7 +202,8 @@ def test_doctor_fix_merges_a_duplicate_id(project: Engram) -> None:
     (merged,) = MemoryStore(path.parent).read_all()
     assert merged["title"] == "New title"
     assert merged["rev"] == 2
-    assert [h["title"] for h in merged["history"]] == ["Old title"]
+    # Not an earlier version it knows of (no history): kept as a possible concurrent edit.
+    assert [h["title"] for h in merged["conflicts"]] == ["Old title"]
     assert project.get(rid[:8])["title"] == "New title"
 
 
@@ -238,7 +239,7 @@ def test_doctor_fix_resolves_a_diff3_conflict_keeping_both_sides(project: Engram
     by_id = {r["id"]: r for r in scan.records}
     assert set(by_id) == {shared, ours_only["id"], theirs_only["id"]}
     assert by_id[shared]["title"] == "Their title"
-    assert {h["title"] for h in by_id[shared]["history"]} == {"Our title", "Base title"}
+    assert {h["title"] for h in by_id[shared]["conflicts"]} == {"Our title", "Base title"}
     assert not list((path.parent / "state").glob("quarantine-*.jsonl"))
     assert [f.severity for f in project.doctor()] == ["ok"]
 

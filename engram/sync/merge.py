@@ -1,83 +1,222 @@
-"""The one merge function: reconcile two versions of memories, keyed by id.
+"""The one merge function: reconcile versions of memories, keyed by id (DESIGN.md §4).
 
-Pure and deterministic: no I/O, no clock. For one id, the winner is the version with the
-higher ``rev``, then the later ``updated_at``, then a tombstone over a live version, then the
-larger content hash; so merging is commutative, associative and idempotent. Content never
-disappears silently: when the loser's title or content differs from the winner's, the loser's
-text is kept in the winner's ``history`` (sorted, without repeats), where ``engram get`` shows
-it and a user can restore it.
+Every place that reconciles two views of the memories calls this module: the git merge driver
+(three-way, with git's common ancestor), the import of sync chunks and ``engram import``
+(two-way), ``doctor --fix`` (duplicate ids) and ``engram resolve``. It is pure and
+deterministic: no I/O, no clock, no randomness.
+
+Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempotent:
+
+- The *winner* among versions of one id is the one with the higher ``rev``, then the later
+  ``updated_at``, then a tombstone over a live version, then the larger hash of its fields
+  (``history`` and ``conflicts`` left out). Its fields are the merged record's fields, unknown
+  ones included.
+- Nothing is lost: ``history`` (earlier versions) is the union of both sides'. A loser whose
+  title or content differs from the winner's, and is not an earlier version of it (its text is
+  not in the merged ``history``), was edited concurrently: its text is kept in ``conflicts``
+  (``[{rev, updated_at, author, title, content}]``, sorted, without repeats), where ``engram
+  get`` shows it, ``doctor`` lists it and a user can restore it. ``conflicts`` is a union too,
+  minus entries that became the winner's text or an earlier version.
+- A tombstone wins over a version with a lower (rev, updated_at): a delete is never resurrected
+  by an older copy, and a newer edit made without seeing the delete wins over it.
+
+Three-way (``merge3_record``, ``merge3``) — what the merge driver does with git's base version:
+
+- An id on one side only, or changed on one side only, takes that side. Removed from the file on
+  one side (not tombstoned) and unchanged on the other: removed. Both sides equal: that.
+- Changed on both sides, both live: field by field. A field changed on one side only takes that
+  side; ``tags``, ``files`` and ``links`` merge as sets with removals honoured
+  (``base∩ours∩theirs ∪ ours−base ∪ theirs−base``); a field both sides changed differently takes
+  the winner's value (the two-way rule), and a losing title or content goes to ``conflicts``.
+  The result is a new version: ``rev`` one more than the higher side's, ``updated_at`` the later
+  side's. Symmetric in ours and theirs.
+- A tombstone on either side: the two-way rule between the sides.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from engram.model import Record, dumps, is_tombstone
 
+SET_FIELDS: Final = ("tags", "files", "links")
+KEPT: Final = ("history", "conflicts")  # unions, never decided by a winner
+_ENTRY_KEYS: Final = ("rev", "updated_at", "author", "title", "content")
+_NEW_VERSION: Final = ("id", "rev", "updated_at", *KEPT)
+_MISSING: Final = object()
 
-def _rank(record: Mapping[str, Any]) -> tuple[int, str, int, str]:
-    rev = record.get("rev", 0)
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _fields_hash(record: Mapping[str, Any]) -> str:
+    body = {key: value for key, value in record.items() if key not in KEPT}
+    return hashlib.sha256(dumps(body).encode("utf-8")).hexdigest()
+
+
+def rank(record: Mapping[str, Any]) -> tuple[int, str, int, str]:
+    """Return the sort key that picks the winner among versions of one memory."""
     return (
-        rev if isinstance(rev, int) else 0,
+        _int(record.get("rev")),
         str(record.get("updated_at", "")),
         1 if is_tombstone(record) else 0,
-        hashlib.sha256(
-            dumps({k: v for k, v in record.items() if k != "history"}).encode("utf-8")
-        ).hexdigest(),
+        _fields_hash(record),
     )
 
 
+def _text(record: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(record.get("title", "") or ""), str(record.get("content", "") or ""))
+
+
 def _entry(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "rev": record.get("rev", 0),
-        "title": record.get("title", ""),
-        "content": record.get("content", ""),
-        "updated_at": record.get("updated_at", ""),
-    }
+    out = {key: record.get(key) for key in _ENTRY_KEYS if record.get(key) not in (None, "")}
+    out.setdefault("rev", 0)
+    return out
 
 
-def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
-    """Return the merged version of two versions of the same memory."""
-    if a.get("id") != b.get("id"):
-        raise ValueError("merge_record needs two versions of the same id")
-    winner, loser = (a, b) if _rank(a) >= _rank(b) else (b, a)
-    merged: Record = dict(winner)
-    history = [dict(item) for item in winner.get("history", []) or [] if isinstance(item, dict)]
-    history += [dict(item) for item in loser.get("history", []) or [] if isinstance(item, dict)]
-    if (
-        not is_tombstone(loser)
-        and not is_tombstone(winner)
-        and (
-            loser.get("title") != winner.get("title")
-            or loser.get("content") != winner.get("content")
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [dict(item) for item in value or [] if isinstance(item, Mapping)]
+
+
+def _sorted_unique(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    unique = {dumps(item): dict(item) for item in items}
+    return [
+        unique[key]
+        for key in sorted(
+            unique,
+            key=lambda k: (_int(unique[k].get("rev")), str(unique[k].get("updated_at", "")), k),
         )
-    ):
-        history.append(_entry(loser))
-    unique: dict[str, dict[str, Any]] = {dumps(item): item for item in history}
-    if unique:
-        merged["history"] = [
-            unique[key]
-            for key in sorted(
-                unique,
-                key=lambda k: (
-                    unique[k].get("rev", 0) if isinstance(unique[k].get("rev", 0), int) else 0,
-                    str(unique[k].get("updated_at", "")),
-                    k,
-                ),
-            )
-        ]
-    elif "history" in merged:
-        del merged["history"]
+    ]
+
+
+def _finish(
+    merged: Record, versions: Iterable[Mapping[str, Any]], losers: Iterable[Mapping[str, Any]]
+) -> Record:
+    """Set ``history`` and ``conflicts`` of ``merged`` from every version that took part."""
+    versions = list(versions)
+    history = _sorted_unique(item for v in versions for item in _items(v.get("history")))
+    earlier = {_text(item) for item in history}
+    candidates = [item for v in versions for item in _items(v.get("conflicts"))]
+    candidates += [
+        _entry(loser) for loser in losers if not is_tombstone(loser) and _text(loser) != ("", "")
+    ]
+    winner_text = _text(merged)
+    conflicts = _sorted_unique(
+        item for item in candidates if _text(item) != winner_text and _text(item) not in earlier
+    )
+    for name, value in (("history", history), ("conflicts", conflicts)):
+        if value:
+            merged[name] = value
+        else:
+            merged.pop(name, None)
     return merged
 
 
+def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
+    """Return the merge of two versions of the same memory (two-way; see the module doc)."""
+    if a.get("id") != b.get("id"):
+        raise ValueError("merge_record needs two versions of the same id")
+    winner, loser = (a, b) if rank(a) >= rank(b) else (b, a)
+    merged: Record = {key: value for key, value in winner.items() if key not in KEPT}
+    return _finish(merged, (a, b), (loser,))
+
+
 def merge_sets(*sides: Iterable[Mapping[str, Any]]) -> dict[str, Record]:
-    """Merge several collections of records into one mapping id -> merged record."""
+    """Merge collections of records (any number, any order) into id -> merged record."""
     out: dict[str, Record] = {}
     for side in sides:
         for record in side:
             rid = str(record["id"])
             out[rid] = merge_record(out[rid], record) if rid in out else dict(record)
     return out
+
+
+def _set_merge(base: Any, ours: Any, theirs: Any) -> list[Any]:
+    def keyed(value: Any) -> dict[str, Any]:
+        if not isinstance(value, list):
+            return {}
+        return {dumps(item) if isinstance(item, Mapping) else str(item): item for item in value}
+
+    o, a, b = keyed(base), keyed(ours), keyed(theirs)
+    keys = (set(o) & set(a) & set(b)) | (set(a) - set(o)) | (set(b) - set(o))
+    return [({**a, **b})[key] for key in sorted(keys)]
+
+
+def merge3_record(
+    base: Mapping[str, Any] | None,
+    ours: Mapping[str, Any] | None,
+    theirs: Mapping[str, Any] | None,
+) -> Record | None:
+    """Return the three-way merge of one memory (None: absent from the result)."""
+    if ours is None and theirs is None:
+        return None
+    if ours is None or theirs is None:
+        present = ours if ours is not None else theirs
+        assert present is not None
+        if base is not None and dumps(present) == dumps(base):
+            return None  # removed on one side, untouched on the other
+        return dict(present)
+    if dumps(ours) == dumps(theirs):
+        return dict(ours)
+    if base is not None and dumps(ours) == dumps(base):
+        return dict(theirs)
+    if base is not None and dumps(theirs) == dumps(base):
+        return dict(ours)
+    if base is None or is_tombstone(ours) or is_tombstone(theirs):
+        return merge_record(ours, theirs)
+    winner, loser = (ours, theirs) if rank(ours) >= rank(theirs) else (theirs, ours)
+    merged: Record = {}
+    text_lost = False
+    for key in sorted((set(base) | set(ours) | set(theirs)) - set(_NEW_VERSION)):
+        o, a, b = (side.get(key, _MISSING) for side in (base, ours, theirs))
+        if key in SET_FIELDS and all(v is _MISSING or isinstance(v, list) for v in (o, a, b)):
+            value: Any = _set_merge(o, a, b)
+            if not value and a is _MISSING and b is _MISSING:
+                value = _MISSING
+        elif _same(a, b):
+            value = a
+        elif _same(a, o):
+            value = b
+        elif _same(b, o):
+            value = a
+        else:
+            value = winner.get(key, _MISSING)
+            text_lost = text_lost or key in ("title", "content")
+        if value is not _MISSING:
+            merged[key] = value
+    merged["id"] = winner["id"]
+    merged["rev"] = max(_int(ours.get("rev")), _int(theirs.get("rev"))) + 1
+    merged["updated_at"] = max(str(ours.get("updated_at", "")), str(theirs.get("updated_at", "")))
+    return _finish(merged, (ours, theirs), (loser,) if text_lost else ())
+
+
+def _same(value: Any, other: Any) -> bool:
+    if value is _MISSING or other is _MISSING:
+        return value is other
+    return dumps({"v": value}) == dumps({"v": other})
+
+
+def merge3(
+    base: Iterable[Mapping[str, Any]],
+    ours: Iterable[Mapping[str, Any]],
+    theirs: Iterable[Mapping[str, Any]],
+) -> list[Record]:
+    """Merge three versions of a store (git's base, ours, theirs); return records by id.
+
+    Duplicate ids within one side are first merged two-way.
+    """
+    o, a, b = merge_sets(base), merge_sets(ours), merge_sets(theirs)
+    out: list[Record] = []
+    for rid in sorted(set(a) | set(b)):
+        merged = merge3_record(o.get(rid), a.get(rid), b.get(rid))
+        if merged is not None:
+            out.append(merged)
+    return out
+
+
+def conflicted(record: Mapping[str, Any]) -> bool:
+    """Tell whether a memory holds text from a concurrent edit that lost (see ``conflicts``)."""
+    return bool(record.get("conflicts"))
