@@ -79,3 +79,8 @@ class LockTimeout(EngramError):
 class IndexError_(EngramError):  # trailing underscore: not the builtin IndexError
     code = "index"
     hint = "run `engram index --rebuild`"
+
+
+class SyncError(EngramError):
+    code = "sync"
+    hint = "check the remote and run `engram sync --status`; nothing local was lost"
