@@ -290,9 +290,14 @@ class Engram:
             fields["tags"] = sorted(set(cleaned))
         return count
 
-    def _write(self, ws: Workspace, records: Sequence[Record]) -> None:
+    def _write(self, ws: Workspace, records: Sequence[Record], *, journal: bool = True) -> None:
+        """Write records to the store and the index; journal them as this clone's changes."""
         signature = ws.store.put(records)
         ws.index.apply(records, signature)
+        if journal and records:
+            from engram.store.journal import ChangeJournal
+
+            ChangeJournal(ws.store.state_dir).append(str(r["id"]) for r in records)
 
     def remember(
         self,
@@ -1214,7 +1219,8 @@ class Engram:
                 cleaned.append(fields)
             summary["writes"] = len(cleaned)
             if cleaned and not dry_run:
-                self._write(ws, cleaned)
+                # Every clone derives these from the same files and history: not exported.
+                self._write(ws, cleaned, journal=False)
         return summary
 
     def doctor(self, *, fix: bool = False) -> list[Finding]:
