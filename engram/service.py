@@ -1060,8 +1060,6 @@ class Engram:
 
     def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
         """Merge an export document into the store through the one merge function."""
-        from engram.model import parse_line
-        from engram.sync.merge import merge_record
 
         if not isinstance(document, Mapping):
             raise InvalidInput("import expects a JSON object with a 'memories' list")
@@ -1073,15 +1071,34 @@ class Engram:
         items = document.get("memories")
         if not isinstance(items, list):
             raise InvalidInput("import document has no 'memories' list")
+        return self._merge_in(self.project_ws, items, progress=progress)
+
+    def _merge_in(
+        self,
+        ws: Workspace,
+        items: Sequence[Any],
+        *,
+        label: str = "memories",
+        from_clone: bool = False,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        """Merge records from elsewhere into a store through the one merge function.
+
+        Each item is checked like a line of memories.jsonl (an item that fails is skipped with
+        its reason) and redacted. ``from_clone``: the items are another clone's changes (a sync
+        chunk), so only what the merge changed beyond them is journalled as this clone's.
+        """
+        from engram.model import parse_line
+        from engram.sync.merge import merge_record
+
         result = ImportResult()
-        ws = self.project_ws
         max_bytes = int(ws.config.number("store.max_content_bytes"))
         incoming: dict[str, Record] = {}
         for position, item in enumerate(items):
             try:
                 record = parse_line(
                     json.dumps(item, ensure_ascii=False).encode("utf-8"),
-                    path="import",
+                    path=label,
                     lineno=position + 1,
                 )
                 if not is_tombstone(record):
@@ -1090,13 +1107,14 @@ class Engram:
                     record = normalized
             except (EngramError, TypeError, ValueError) as exc:
                 message = getattr(exc, "message", str(exc))
-                result.errors.append(f"memories[{position}]: {message}")
+                result.errors.append(f"{label}[{position}]: {message}")
                 continue
             rid = record["id"]
             incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
         with ws.store.lock():
             ws.index.refresh()
             changed: list[Record] = []
+            ours: list[str] = []
             for number, (rid, record) in enumerate(sorted(incoming.items()), start=1):
                 if progress is not None:
                     progress(number, len(incoming))
@@ -1108,11 +1126,17 @@ class Engram:
                 merged = merge_record(current, record)
                 if merged == current:
                     result.unchanged += 1
-                else:
-                    changed.append(merged)
-                    result.updated += 1
+                    continue
+                changed.append(merged)
+                result.updated += 1
+                if merged != record:
+                    ours.append(rid)
             if changed:
-                self._write(ws, changed)
+                self._write(ws, changed, journal=not from_clone)
+                if from_clone and ours:
+                    from engram.store.journal import ChangeJournal
+
+                    ChangeJournal(ws.store.state_dir).append(ours)
         return result
 
     # -- maintenance -------------------------------------------------------------------------
