@@ -232,6 +232,7 @@ def commit(
     """
     import time
 
+    from dulwich.graph import can_fast_forward
     from dulwich.objects import Commit
 
     ref = _ref(branch)
@@ -240,11 +241,15 @@ def commit(
         prefix = _prefix_of(repo, store_dir)
         tree = _tree_of(repo, files, prefix)
         unique = list(dict.fromkeys(p for p in parents if p))
-        if len(unique) == 1:
-            parent = repo[unique[0].encode()]
-            if isinstance(parent, Commit) and parent.tree == tree:
+        # Nothing new on top of a parent that already holds the other ones: fast-forward to it.
+        for candidate in reversed(unique):
+            parent = repo[cast("ObjectID", candidate.encode())]
+            if not isinstance(parent, Commit) or parent.tree != tree:
+                continue
+            others = [cast("ObjectID", p.encode()) for p in unique if p != candidate]
+            if all(can_fast_forward(repo, other, parent.id) for other in others):
                 repo.refs.set_if_equals(ref, _tip(repo, ref), parent.id)
-                return unique[0]
+                return candidate
         made = Commit()
         made.tree = tree
         made.parents = [cast("ObjectID", p.encode()) for p in unique]
