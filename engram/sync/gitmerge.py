@@ -1,0 +1,627 @@
+"""Git integration of the canonical files: merge driver, setup, ``resolve`` and a memory's log.
+
+DESIGN.md §4: git merges ``.engram/memories.jsonl`` and ``.engram/manifest.json`` through
+``engram merge-driver %O %A %B %P``, which calls the one merge function
+(``engram.sync.merge.merge3``); the manifest merges as a set union of its chunks. ``install``
+writes the two ``.gitattributes`` lines and the ``[merge "engram"]`` section of the repository's
+own config; ``check_setup`` tells what is there. ``resolve`` turns a conflicted ``.engram/``
+(git's three index stages, or conflict markers committed by a hosted merge or a rebase made
+without the driver) into a clean, canonical, staged file. ``memory_log`` lists the versions of
+one memory across the commits reachable from HEAD.
+
+Rules where git leaves a choice:
+
+- The driver writes nothing and exits 1 when a side holds a line it cannot read (conflict
+  markers included): git then reports the conflict and ``engram resolve`` takes over.
+- The manifest ignores git's base: chunks are immutable and the ``chunks/`` folder is
+  authoritative, so a chunk listed on either side stays listed. The same id twice keeps the
+  entry whose canonical JSON sorts greater; other top-level keys are kept (ours over theirs),
+  ``version`` is the larger of the sides' (2 when absent).
+- ``resolve`` reads a stage (or a side of a committed file) that itself holds conflict markers
+  by splitting them too; a deleted side (modify/delete) is an empty file.
+- ``memory_log`` reports a commit when the memory's line differs from its line in every parent
+  (so a merge that took one side's version is not a change; the side's commit is).
+
+What it must not do: run ``git`` in a subprocess (dulwich only, imported inside functions), raise
+for a repository state a user can be in where a value says it (no repo: ``[]`` or
+``Setup(repo=False)``), or write ``memories.jsonl`` in a work tree other than through
+``MemoryStore``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engram.errors import CorruptStore, EngramError, InvalidInput
+from engram.model import Record, canonical_line, dumps, format_time, parse_line
+from engram.store.jsonl import MemoryStore
+from engram.sync.merge import conflicted, merge3
+
+if TYPE_CHECKING:
+    from dulwich.index import ConflictedIndexEntry, IndexEntry
+    from dulwich.objects import ObjectID
+    from dulwich.repo import Repo
+
+__all__ = [
+    "ATTRIBUTES",
+    "DRIVER_NAME",
+    "Resolved",
+    "Setup",
+    "Version",
+    "check_setup",
+    "install",
+    "memory_log",
+    "merge_driver",
+    "resolve",
+]
+
+ATTRIBUTES: Final = (
+    ".engram/memories.jsonl merge=engram",
+    ".engram/manifest.json merge=engram",
+)
+DRIVER_NAME: Final = "engram"
+DRIVER_LABEL: Final = "engram memories"
+MEMORIES_PATH: Final = ".engram/memories.jsonl"
+MANIFEST_PATH: Final = ".engram/manifest.json"
+MANIFEST_VERSION: Final = 2
+_SECTION: Final = (b"merge", DRIVER_NAME.encode())
+_MARKERS: Final = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
+_FILE_MODE: Final = 0o100644
+
+
+# --- setup -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """What of the git integration is installed in a repository."""
+
+    attributes: bool  # .gitattributes at the work-tree root has both ATTRIBUTES lines
+    driver: bool  # the repository's config has [merge "engram"] with a driver command
+    repo: bool  # a git work tree was found at or above the root
+
+
+def _discover(root: Path) -> Repo | None:
+    """Open the repository holding root (root or a folder above it); None when there is none."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    if not root.is_dir():
+        return None
+    try:
+        return Repo.discover(str(root))
+    except (NotGitRepository, OSError, ValueError, KeyError):
+        return None
+
+
+def _attribute_lines(text: str) -> set[tuple[str, ...]]:
+    return {tuple(line.split()) for line in text.splitlines() if line.strip()}
+
+
+def _missing_attributes(path: Path) -> list[str]:
+    try:
+        text = path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        text = ""
+    present = _attribute_lines(text)
+    return [line for line in ATTRIBUTES if tuple(line.split()) not in present]
+
+
+def _driver_command(repo: Repo) -> str | None:
+    try:
+        value = repo.get_config().get(_SECTION, b"driver")
+    except KeyError:
+        return None
+    text = value.decode("utf-8", "replace").strip() if isinstance(value, bytes) else ""
+    return text or None
+
+
+def check_setup(root: Path) -> Setup:
+    """Tell whether the attributes and the merge driver are installed in root's repository."""
+    repo = _discover(Path(root))
+    if repo is None:
+        return Setup(attributes=False, driver=False, repo=False)
+    with contextlib.closing(repo):
+        attributes = not _missing_attributes(Path(repo.path) / ".gitattributes")
+        return Setup(attributes=attributes, driver=_driver_command(repo) is not None, repo=True)
+
+
+def install(root: Path, command: str = "engram") -> list[str]:
+    """Write the missing .gitattributes lines and merge driver config; say what was done."""
+    repo = _discover(Path(root))
+    if repo is None:
+        return []
+    done: list[str] = []
+    with contextlib.closing(repo):
+        attributes = Path(repo.path) / ".gitattributes"
+        missing = _missing_attributes(attributes)
+        if missing:
+            _append_lines(attributes, missing)
+            done.append(f"added {len(missing)} line(s) to {attributes}: " + "; ".join(missing))
+        wanted = f"{command} merge-driver %O %A %B %P"
+        config = repo.get_config()
+        current = _driver_command(repo)
+        if current != wanted or _config_value(config, b"name") != DRIVER_LABEL:
+            config.set(_SECTION, b"name", DRIVER_LABEL.encode())
+            config.set(_SECTION, b"driver", wanted.encode())
+            _write_config(config, wanted.encode())
+            verb = "registered" if current is None else "updated"
+            done.append(
+                f'{verb} the git merge driver [merge "{DRIVER_NAME}"] in {config.path}: '
+                f"driver = {wanted}"
+            )
+    return done
+
+
+def _write_config(config: Any, driver: bytes) -> None:
+    """Write the config through dulwich, quoting a driver that holds ``;``.
+
+    dulwich quotes a value with ``#`` but not one with ``;``, which git reads as the start of a
+    comment: the driver command would be cut there. Such a line is rewritten quoted.
+    """
+    from dulwich.file import GitFile
+
+    buffer = io.BytesIO()
+    config.write_to_file(buffer)
+    data = buffer.getvalue()
+    escaped = driver.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\t", b"\\t")
+    escaped = escaped.replace(b'"', b'\\"')
+    plain = b"\tdriver = " + escaped + b"\n"
+    header = data.find(b'[merge "' + DRIVER_NAME.encode() + b'"]')
+    at = data.find(plain, max(header, 0))
+    if b";" in driver and at >= 0:
+        data = data[:at] + b'\tdriver = "' + escaped + b'"\n' + data[at + len(plain) :]
+    with GitFile(config.path, "wb") as handle:
+        handle.write(data)
+
+
+def _config_value(config: Any, name: bytes) -> str | None:
+    try:
+        value = config.get(_SECTION, name)
+    except KeyError:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else None
+
+
+def _append_lines(path: Path, lines: list[str]) -> None:
+    """Append lines to a text file, keeping its content and its line endings."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    newline = b"\r\n" if b"\r\n" in data else b"\n"
+    if data and not data.endswith(b"\n"):
+        data += newline
+    data += b"".join(line.encode("utf-8") + newline for line in lines)
+    _atomic_write(path, data)
+
+
+# --- the merge driver ------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Replace path with data atomically (temp file in the same folder, fsync, os.replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _is_manifest(pathname: str) -> bool:
+    return pathname.replace("\\", "/").endswith("manifest.json")
+
+
+def _parse_memories(data: bytes, name: str) -> list[Record]:
+    """Parse every line of a memories.jsonl version; CorruptStore names the first bad line."""
+    records = []
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        if raw.strip():
+            records.append(parse_line(raw, path=name, lineno=lineno))
+    return records
+
+
+def _parse_manifest(data: bytes, name: str) -> dict[str, Any]:
+    """Parse a manifest version (empty: no chunks); CorruptStore says what is wrong."""
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        if raw.startswith(_MARKERS):
+            raise CorruptStore(
+                f"{name}:{lineno}: git conflict marker {raw[:7].decode('ascii', 'replace')!r}",
+                path=name,
+                line=lineno,
+            )
+    if not data.strip():
+        return {"version": MANIFEST_VERSION, "chunks": []}
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise CorruptStore(f"{name}: not JSON: {exc}", path=name) from exc
+    chunks = value.get("chunks", []) if isinstance(value, dict) else None
+    if not isinstance(chunks, list) or not all(
+        isinstance(chunk, dict) and isinstance(chunk.get("id"), str) for chunk in chunks
+    ):
+        raise CorruptStore(
+            f'{name}: expected {{"version": 2, "chunks": [{{"id": …}}, …]}}', path=name
+        )
+    return dict(value)
+
+
+def merge_manifests(*sides: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the set union of manifests' chunks by id (the greater canonical entry per id)."""
+    chunks: dict[str, dict[str, Any]] = {}
+    merged: dict[str, Any] = {}
+    versions = [MANIFEST_VERSION]
+    for side in reversed(sides):  # the first side's top-level keys win
+        merged.update({key: value for key, value in side.items() if key != "chunks"})
+        version = side.get("version")
+        if isinstance(version, int) and not isinstance(version, bool):
+            versions.append(version)
+        for chunk in side.get("chunks", []):
+            key = str(chunk["id"])
+            if key not in chunks or dumps(chunk) > dumps(chunks[key]):
+                chunks[key] = dict(chunk)
+    merged["version"] = max(versions)
+    merged["chunks"] = [chunks[key] for key in sorted(chunks)]
+    return merged
+
+
+def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _memories_bytes(records: list[Record]) -> bytes:
+    return b"".join(canonical_line(record) for record in sorted(records, key=lambda r: r["id"]))
+
+
+def _merge_bytes(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[bytes, int, int]:
+    """Merge three versions of one file; return (bytes, records, conflicted records)."""
+    sides = (("base", base), ("ours", ours), ("theirs", theirs))
+    if _is_manifest(name):
+        manifests = [_parse_manifest(data, f"{name} ({side})") for side, data in sides]
+        merged = merge_manifests(manifests[1], manifests[2])
+        return _manifest_bytes(merged), len(merged["chunks"]), 0
+    parsed = [_parse_memories(data, f"{name} ({side})") for side, data in sides]
+    records = merge3(*parsed)
+    return _memories_bytes(records), len(records), sum(1 for r in records if conflicted(r))
+
+
+def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
+    """Merge git's %O %A %B into %A; return 0 when clean, 1 (and leave %A alone) when not."""
+    name = pathname or MEMORIES_PATH
+    try:
+        data, _, _ = _merge_bytes(_read(Path(base)), _read(Path(ours)), _read(Path(theirs)), name)
+        _atomic_write(Path(ours), data)
+    except EngramError as exc:
+        sys.stderr.write(
+            f"engram merge-driver: cannot merge {name}: {exc.message}\n"
+            "  git leaves the conflict in the file; run `engram resolve` "
+            "(or `engram doctor --fix`) after fixing it\n"
+        )
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"engram merge-driver: cannot merge {name}: {exc}\n")
+        return 1
+    return 0
+
+
+# --- resolve ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Resolved:
+    """One conflicted file that ``resolve`` merged, wrote and staged."""
+
+    path: str  # repo-relative path
+    records: int  # memories (or manifest chunks) in the result
+    conflicts: int  # memories that now carry ``conflicts`` entries
+
+
+def has_markers(data: bytes) -> bool:
+    """Tell whether a file holds a line that starts with a git conflict marker."""
+    return any(line.startswith(_MARKERS) for line in data.splitlines())
+
+
+def split_markers(data: bytes, name: str = MEMORIES_PATH) -> tuple[bytes, bytes, bytes]:
+    """Split a file with git conflict markers into its (base, ours, theirs) versions.
+
+    Lines outside the hunks belong to every side; a hunk without a diff3 ``|||||||`` section
+    gives the base nothing. Raises CorruptStore naming the line of a malformed hunk.
+    """
+    sides: dict[str, list[bytes]] = {"base": [], "ours": [], "theirs": []}
+    state = "outside"
+    opened = 0
+    for lineno, line in enumerate(data.splitlines(keepends=True), start=1):
+        if line.startswith(b"<<<<<<<") and state == "outside":
+            state, opened = "ours", lineno
+        elif line.startswith(b"|||||||") and state == "ours":
+            state = "base"
+        elif line.startswith(b"=======") and state in ("ours", "base"):
+            state = "theirs"
+        elif line.startswith(b">>>>>>>") and state == "theirs":
+            state = "outside"
+        elif line.startswith(_MARKERS):
+            raise CorruptStore(
+                f"{name}:{lineno}: unexpected conflict marker "
+                f"{line[:7].decode('ascii', 'replace')!r}",
+                path=name,
+                line=lineno,
+            )
+        elif state == "outside":
+            for lines in sides.values():
+                lines.append(line)
+        else:
+            sides[state].append(line)
+    if state != "outside":
+        raise CorruptStore(
+            f"{name}:{opened}: conflict hunk opened here is never closed", path=name, line=opened
+        )
+    return b"".join(sides["base"]), b"".join(sides["ours"]), b"".join(sides["theirs"])
+
+
+def _merge_with_markers(base: bytes, ours: bytes, theirs: bytes, name: str) -> bytes:
+    """Merge three versions, first splitting any that itself holds conflict markers."""
+
+    def flat(data: bytes, side: str) -> bytes:
+        if not has_markers(data):
+            return data
+        parts = split_markers(data, f"{name} ({side})")
+        return _merge_bytes(*parts, name)[0]
+
+    return _merge_bytes(flat(base, "base"), flat(ours, "ours"), flat(theirs, "theirs"), name)[0]
+
+
+def _is_engram_file(path: str) -> bool:
+    return any(
+        path == suffix or path.endswith("/" + suffix) for suffix in (MEMORIES_PATH, MANIFEST_PATH)
+    )
+
+
+def _blob(repo: Repo, entry: IndexEntry | None, path: str) -> bytes:
+    if entry is None:
+        return b""
+    try:
+        return bytes(repo.object_store[entry.sha].as_raw_string())
+    except (KeyError, ValueError) as exc:
+        raise InvalidInput(
+            f"cannot read the git object {entry.sha.decode('ascii', 'replace')} of {path}: {exc}",
+            hint="run `git fsck`; the repository is missing objects",
+        ) from exc
+
+
+def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
+    """Write data to the work tree file and stage it as a normal entry (like ``git add``)."""
+    from dulwich.index import index_entry_from_stat
+    from dulwich.objects import Blob
+
+    target = Path(repo.path, *path.split("/"))
+    if _is_manifest(path):
+        _atomic_write(target, data)
+    else:
+        MemoryStore(target.parent).rewrite(
+            _parse_memories(data, path)  # canonical bytes: the parse cannot fail
+        )
+    written = target.read_bytes()
+    blob = Blob.from_string(written)
+    repo.object_store.add_object(blob)
+    index[path.encode("utf-8")] = index_entry_from_stat(os.stat(target), blob.id, mode=mode)
+
+
+def _count(data: bytes, path: str) -> tuple[int, int]:
+    if _is_manifest(path):
+        return len(json.loads(data)["chunks"]), 0
+    records = _parse_memories(data, path)
+    return len(records), sum(1 for record in records if conflicted(record))
+
+
+def resolve(root: Path) -> list[Resolved]:
+    """Merge conflicted .engram files (index stages or committed markers); write and stage them."""
+    from dulwich.errors import NoIndexPresent
+    from dulwich.index import ConflictedIndexEntry
+
+    repo = _discover(Path(root))
+    if repo is None:
+        raise InvalidInput(
+            f"not a git repository: {root} (nor any folder above it)",
+            hint="run `engram resolve` inside the repository whose merge left conflicts",
+        )
+    done: list[Resolved] = []
+    with contextlib.closing(repo):
+        try:
+            index = repo.open_index()
+        except NoIndexPresent as exc:
+            raise InvalidInput(f"no git index (a bare repository?) at {repo.path}") from exc
+        except (OSError, ValueError, AssertionError) as exc:
+            raise InvalidInput(f"cannot read the git index of {repo.path}: {exc}") from exc
+        items: list[tuple[str, IndexEntry | ConflictedIndexEntry]] = [
+            (key.decode("utf-8", "surrogateescape"), value) for key, value in index.items()
+        ]
+        for path, entry in sorted(items):
+            if not _is_engram_file(path):
+                continue
+            try:
+                if isinstance(entry, ConflictedIndexEntry):
+                    data = _merge_with_markers(
+                        _blob(repo, entry.ancestor, path),
+                        _blob(repo, entry.this, path),
+                        _blob(repo, entry.other, path),
+                        path,
+                    )
+                    chosen = entry.this or entry.other or entry.ancestor
+                    mode = chosen.mode if chosen is not None else _FILE_MODE
+                else:
+                    current = _read(Path(repo.path, *path.split("/")))
+                    if not has_markers(current):
+                        continue
+                    data = _merge_bytes(*split_markers(current, path), path)[0]
+                    mode = entry.mode
+            except CorruptStore as exc:
+                raise InvalidInput(
+                    f"cannot resolve {path}: {exc.message}",
+                    hint=f"fix that line of {path} by hand, then run `engram resolve` again",
+                ) from exc
+            _stage(repo, index, path, data, mode)
+            records, conflicts = _count(data, path)
+            done.append(Resolved(path=path, records=records, conflicts=conflicts))
+        if done:
+            index.write()
+    return done
+
+
+# --- history of one memory -------------------------------------------------------------------
+
+
+@dataclass
+class Version:
+    """One version of a memory in the git history, as a commit left it."""
+
+    commit: str
+    author: str  # the commit author's name
+    date: str  # RFC 3339 UTC of the commit (committer time)
+    message: str  # first line
+    record: dict[str, Any] | None  # the memory's line at that commit (None: line gone)
+    change: str  # "added" | "changed" | "deleted" (tombstoned) | "removed" (line gone)
+
+
+def _find_line(data: bytes, memory_id: str) -> Record | None:
+    """Return the record with this id in a memories.jsonl version (None: absent)."""
+    needle = b'"id":' + json.dumps(memory_id).encode("utf-8")
+    start = 0
+    while True:
+        found = data.find(needle, start)
+        if found < 0:
+            return None
+        begin = data.rfind(b"\n", 0, found) + 1
+        end = data.find(b"\n", found)
+        end = len(data) if end < 0 else end
+        start = end
+        try:
+            record = parse_line(data[begin:end], path=MEMORIES_PATH, lineno=0)
+        except CorruptStore:
+            continue
+        if record.get("id") == memory_id:
+            return record
+
+
+class _Reader:
+    """Reads the memory's record at a commit, remembering blobs (a sha names immutable data)."""
+
+    def __init__(self, repo: Repo, path: bytes, memory_id: str) -> None:
+        self.repo = repo
+        self.path = path
+        self.memory_id = memory_id
+        self.blobs: dict[bytes, Record | None] = {}
+
+    def at(self, sha: ObjectID) -> Record | None:
+        """Return the record at a commit (None: absent); KeyError: the commit is not here."""
+        from dulwich.object_store import tree_lookup_path
+        from dulwich.objects import Commit
+
+        commit = self.repo.object_store[sha]
+        if not isinstance(commit, Commit):
+            raise KeyError(sha)
+        try:
+            _, blob = tree_lookup_path(self.repo.object_store.__getitem__, commit.tree, self.path)
+        except (KeyError, NotADirectoryError):
+            return None
+        if blob not in self.blobs:
+            data = self.repo.object_store[blob].as_raw_string()
+            self.blobs[blob] = _find_line(bytes(data), self.memory_id)
+        return self.blobs[blob]
+
+
+def _change(record: Record | None, before: Record | None) -> str:
+    if record is None:
+        return "removed"
+    if record.get("deleted_at") and not (before or {}).get("deleted_at"):
+        return "deleted"
+    return "added" if before is None else "changed"
+
+
+def _author_name(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    return text.split(" <", 1)[0].strip() if " <" in text else text.strip()
+
+
+def memory_log(
+    root: Path, memory_id: str, *, limit: int = 50, path: str = MEMORIES_PATH
+) -> list[Version]:
+    """List the versions of one memory in the commits reachable from HEAD, newest first."""
+    repo = _discover(Path(root))
+    if repo is None or limit < 1:
+        return []
+    with contextlib.closing(repo):
+        try:
+            head = repo.head()
+        except KeyError:
+            return []  # no commits yet
+        return list(_walk_versions(repo, head, memory_id, limit, path.encode("utf-8")))[:limit]
+
+
+def _walk_versions(
+    repo: Repo, head: ObjectID, memory_id: str, limit: int, path: bytes
+) -> Iterator[Version]:
+    from dulwich.walk import Walker
+
+    reader = _Reader(repo, path, memory_id)
+    emitted = 0
+    try:
+        walker = Walker(repo.object_store, [head], paths=[path])
+        for entry in walker:
+            commit = entry.commit
+            try:
+                record = reader.at(commit.id)
+                before = [reader.at(parent) for parent in commit.parents]
+            except KeyError:
+                continue  # a parent missing (shallow clone): its change is unknown
+            if record is None and not before:
+                continue
+            if before and any(_same(record, other) for other in before):
+                continue
+            yield Version(
+                commit=commit.id.decode("ascii"),
+                author=_author_name(commit.author),
+                date=format_time(datetime.fromtimestamp(commit.commit_time, UTC)),
+                message=commit.message.decode("utf-8", "replace").split("\n", 1)[0].strip(),
+                record=record,
+                change=_change(record, before[0] if before else None),
+            )
+            emitted += 1
+            if emitted >= limit:
+                return
+    except KeyError:
+        return  # a missing commit object ends the walk (shallow or damaged clone)
+
+
+def _same(a: Record | None, b: Record | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return dumps(a) == dumps(b)

@@ -1,0 +1,493 @@
+"""Tests for engram.sync.gitmerge: setup, the merge driver, resolve and a memory's log.
+
+Repositories are real, in tmp_path: built with dulwich where git itself is not under test, and
+with the real ``git`` binary (skipped when it is absent) to prove that git calls the driver and
+that ``resolve`` leaves an index git accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dulwich import porcelain
+from dulwich.index import ConflictedIndexEntry, IndexEntry
+from dulwich.repo import Repo
+
+from engram.errors import InvalidInput
+from engram.model import canonical_line
+from engram.sync.gitmerge import (
+    ATTRIBUTES,
+    Setup,
+    check_setup,
+    install,
+    memory_log,
+    merge_driver,
+    resolve,
+    split_markers,
+)
+
+GIT = shutil.which("git")
+needs_git = pytest.mark.skipif(GIT is None, reason="the git binary is not installed")
+MEMORIES = ".engram/memories.jsonl"
+MANIFEST = ".engram/manifest.json"
+BASE_TIME = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+
+def rec(rid: str, title: str, rev: int = 1, updated: str = "01", **extra: Any) -> dict[str, Any]:
+    """Return a valid memory record; ``updated`` is the day of January 2026."""
+    return {
+        "id": rid,
+        "kind": "fact",
+        "title": title,
+        "content": f"{title} body",
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": f"2026-01-{updated}T00:00:00.000Z",
+        "rev": rev,
+        **extra,
+    }
+
+
+def jsonl(*records: dict[str, Any]) -> bytes:
+    return b"".join(canonical_line(r) for r in sorted(records, key=lambda r: r["id"]))
+
+
+def parse(data: bytes) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in map(json.loads, data.splitlines())}
+
+
+def canonical(data: bytes) -> bool:
+    return data == jsonl(*parse(data).values())
+
+
+# --- install / check_setup -------------------------------------------------------------------
+
+
+def test_no_repository(tmp_path: Path) -> None:
+    assert check_setup(tmp_path) == Setup(attributes=False, driver=False, repo=False)
+    assert install(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+    assert memory_log(tmp_path, "abc") == []
+    with pytest.raises(InvalidInput, match="not a git repository"):
+        resolve(tmp_path)
+
+
+def test_install_fresh_repo_twice(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    assert check_setup(tmp_path) == Setup(attributes=False, driver=False, repo=True)
+    done = install(tmp_path / ".")
+    assert len(done) == 2
+    assert check_setup(tmp_path) == Setup(attributes=True, driver=True, repo=True)
+    assert (tmp_path / ".gitattributes").read_text() == "".join(f"{a}\n" for a in ATTRIBUTES)
+    with Repo(str(tmp_path)) as repo:
+        config = repo.get_config()
+        assert config.get((b"merge", b"engram"), b"driver") == b"engram merge-driver %O %A %B %P"
+        assert config.get((b"merge", b"engram"), b"name") == b"engram memories"
+        assert config.get((b"core",), b"bare") == b"false"  # other settings survive
+    assert install(tmp_path) == []  # idempotent
+    assert (tmp_path / ".gitattributes").read_text().count("merge=engram") == 2
+
+
+def test_install_keeps_existing_attributes_and_line_endings(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    (tmp_path / ".gitattributes").write_bytes(
+        b"*.png binary\r\n.engram/manifest.json   merge=engram\r\n*.sh text eol=lf"
+    )
+    sub = tmp_path / "src"
+    sub.mkdir()
+    done = install(sub, command="/opt/engram")
+    assert any("1 line" in sentence for sentence in done)
+    assert (tmp_path / ".gitattributes").read_bytes() == (
+        b"*.png binary\r\n.engram/manifest.json   merge=engram\r\n*.sh text eol=lf\r\n"
+        b".engram/memories.jsonl merge=engram\r\n"
+    )
+    assert check_setup(sub).attributes
+    assert install(sub, command="/opt/engram") == []
+    assert install(sub, command="/usr/bin/engram") != []  # a changed command is updated
+    with Repo(str(tmp_path)) as repo:
+        driver = repo.get_config().get((b"merge", b"engram"), b"driver")
+    assert driver == b"/usr/bin/engram merge-driver %O %A %B %P"
+
+
+def test_git_file_pointing_elsewhere(tmp_path: Path) -> None:
+    """Worktrees and submodules have a .git file; the config lives in the real git folder."""
+    Repo.init(str(tmp_path / "store"), mkdir=True).close()
+    (tmp_path / "store" / ".git").rename(tmp_path / "gitdir")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".git").write_text("gitdir: ../gitdir\n")
+    assert check_setup(work) == Setup(attributes=False, driver=False, repo=True)
+    assert len(install(work)) == 2
+    assert (work / ".gitattributes").exists()
+    assert b'[merge "engram"]' in (tmp_path / "gitdir" / "config").read_bytes()
+    assert check_setup(work) == Setup(attributes=True, driver=True, repo=True)
+
+
+# --- merge_driver ----------------------------------------------------------------------------
+
+
+def drive(
+    tmp_path: Path, base: bytes | None, ours: bytes, theirs: bytes, name: str = MEMORIES
+) -> tuple[int, bytes]:
+    paths = [tmp_path / "O", tmp_path / "A", tmp_path / "B"]
+    for path, data in zip(paths, (base, ours, theirs), strict=True):
+        if data is not None:
+            path.write_bytes(data)
+    code = merge_driver(*paths, name)
+    return code, paths[1].read_bytes()
+
+
+A, B, C, D = (f"{letter}aaaaaaaaaaaaaaaaaaaaaaaaa" for letter in "abcd")
+
+
+def test_driver_merges_different_additions(tmp_path: Path) -> None:
+    base = jsonl(rec(B, "base"))
+    code, out = drive(
+        tmp_path, base, jsonl(rec(A, "ours"), rec(B, "base")), jsonl(rec(B, "base"), rec(C, "th"))
+    )
+    assert code == 0
+    assert out == jsonl(rec(A, "ours"), rec(B, "base"), rec(C, "th"))
+
+
+def test_driver_field_merge_and_conflicts_kept(tmp_path: Path) -> None:
+    base = jsonl(rec(A, "t", tags=["x"]))
+    ours = jsonl(rec(A, "t ours", rev=2, updated="02", tags=["x", "o"]))
+    theirs = jsonl(rec(A, "t", rev=2, updated="03", tags=["x", "t"], importance=5))
+    code, out = drive(tmp_path, base, ours, theirs)
+    assert code == 0
+    merged = parse(out)[A]
+    assert (merged["title"], merged["importance"], merged["rev"]) == ("t ours", 5, 3)
+    assert merged["tags"] == ["o", "t", "x"]
+    assert "conflicts" not in merged
+    # the same field changed differently: the losing text is kept in conflicts
+    theirs = jsonl(rec(A, "t theirs", rev=2, updated="03"))
+    code, out = drive(tmp_path, base, ours, theirs)
+    assert code == 0
+    merged = parse(out)[A]
+    assert merged["title"] == "t theirs"  # later updated_at wins
+    assert [c["title"] for c in merged["conflicts"]] == ["t ours"]
+    assert canonical(out)
+
+
+def test_driver_deletion_on_one_side(tmp_path: Path) -> None:
+    base = jsonl(rec(A, "a"), rec(B, "b"))
+    tomb = {"id": B, "rev": 2, "updated_at": "2026-01-05T00:00:00.000Z", "deleted_at": "x"}
+    code, out = drive(tmp_path, base, jsonl(rec(A, "a")), jsonl(rec(A, "a"), rec(B, "b")))
+    assert (code, out) == (0, jsonl(rec(A, "a")))  # line removed on one side: removed
+    code, out = drive(tmp_path, base, jsonl(rec(A, "a"), rec(B, "b")), jsonl(rec(A, "a"), tomb))
+    assert (code, out) == (0, jsonl(rec(A, "a"), tomb))  # tombstone travels
+
+
+def test_driver_base_missing_and_output_canonical(tmp_path: Path) -> None:
+    ours = b'{"title":"o","id":"' + A.encode() + b'","kind":"fact","created_at":"x",'
+    ours += b'"updated_at":"2026-01-01T00:00:00.000Z","rev":1}\n\n'
+    code, out = drive(tmp_path, None, ours, jsonl(rec(B, "b")))
+    assert code == 0
+    assert canonical(out)
+    assert set(parse(out)) == {A, B}
+    assert out.index(A.encode()) < out.index(B.encode())
+
+
+@pytest.mark.parametrize("side", ["ours", "theirs"])
+def test_driver_refuses_conflict_markers(
+    tmp_path: Path, side: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = jsonl(rec(A, "a")) + b"<<<<<<< HEAD\n" + jsonl(rec(B, "b")) + b">>>>>>> x\n"
+    ours = bad if side == "ours" else jsonl(rec(C, "c"))
+    theirs = bad if side == "theirs" else jsonl(rec(C, "c"))
+    code, out = drive(tmp_path, b"", ours, theirs)
+    assert code == 1
+    assert out == ours  # untouched
+    err = capsys.readouterr().err
+    assert f"{MEMORIES} ({side}):2" in err and "conflict marker" in err
+
+
+def test_driver_refuses_unreadable_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ours = jsonl(rec(A, "a")) + b"{not json\n"
+    code, out = drive(tmp_path, b"", ours, b"")
+    assert (code, out) == (1, ours)
+    assert "(ours):2" in capsys.readouterr().err
+
+
+def manifest(*chunks: dict[str, Any]) -> bytes:
+    return json.dumps({"version": 2, "chunks": list(chunks)}).encode()
+
+
+def chunk(cid: str, memories: int = 1) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "created_by": "m",
+        "created_at": "2026-01-01T00:00:00Z",
+        "memories": memories,
+    }
+
+
+def test_driver_manifest_union(tmp_path: Path) -> None:
+    base = manifest(chunk("c1"))
+    ours = manifest(chunk("c3"), chunk("c1"), chunk("c2", 1))
+    theirs = manifest(chunk("c1"), chunk("c2", 4), chunk("c0"))
+    code, out = drive(tmp_path, base, ours, theirs, name=MANIFEST)
+    assert code == 0
+    value = json.loads(out)
+    assert [c["id"] for c in value["chunks"]] == ["c0", "c1", "c2", "c3"]
+    assert value["chunks"][2]["memories"] == 4  # the greater canonical JSON
+    assert value["version"] == 2
+    assert out == (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+    code, out = drive(tmp_path, None, b"", manifest(chunk("c9")), name="sub/.engram/manifest.json")
+    assert code == 0 and [c["id"] for c in json.loads(out)["chunks"]] == ["c9"]
+    code, _ = drive(tmp_path, None, b"[1, 2]", manifest(), name=MANIFEST)
+    assert code == 1
+
+
+def test_split_markers_diff3_and_several_hunks() -> None:
+    data = (
+        b"top\n<<<<<<< ours\no1\n||||||| base\nb1\n=======\nt1\n>>>>>>> theirs\n"
+        b"mid\n<<<<<<< ours\no2\n=======\n>>>>>>> theirs\nend\n"
+    )
+    assert split_markers(data) == (
+        b"top\nb1\nmid\nend\n",
+        b"top\no1\nmid\no2\nend\n",
+        b"top\nt1\nmid\nend\n",
+    )
+
+
+# --- with the real git binary ----------------------------------------------------------------
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@x.org",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@x.org",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    assert GIT is not None
+    return subprocess.run(
+        [GIT, "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=60,
+    )
+
+
+def two_branches(root: Path, ours: bytes, theirs: bytes, base: bytes) -> None:
+    """Commit base on main, ours on main and theirs on a branch `other` made from base."""
+    git(root, "init", "-q")
+    (root / ".engram").mkdir()
+    (root / MEMORIES).write_bytes(base)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "other")
+    (root / MEMORIES).write_bytes(theirs)
+    git(root, "commit", "-q", "-am", "theirs")
+    git(root, "checkout", "-q", "main")
+    (root / MEMORIES).write_bytes(ours)
+    git(root, "commit", "-q", "-am", "ours")
+
+
+def edited_sides() -> tuple[bytes, bytes, bytes]:
+    base = [rec(A, "a"), rec(B, "b"), rec(C, "c")]
+    ours = [rec(A, "a ours", 2, "02"), rec(B, "b ours", 2, "02"), rec(C, "c"), rec("a1" * 13, "n")]
+    theirs = [rec(A, "a"), rec(B, "b theirs", 2, "03"), rec(C, "c theirs", 2, "03"), rec(D, "d")]
+    return jsonl(*base), jsonl(*ours), jsonl(*theirs)
+
+
+@needs_git
+def test_git_merge_calls_the_driver(tmp_path: Path) -> None:
+    base, ours, theirs = edited_sides()
+    two_branches(tmp_path, ours, theirs, base)
+    script = (
+        "import sys; from pathlib import Path; from engram.sync.gitmerge import merge_driver; "
+        "sys.exit(merge_driver(*map(Path, sys.argv[2:5]), sys.argv[5]))"
+    )
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"
+    assert install(tmp_path, command=command)
+    # dulwich leaves a value with ";" unquoted (git would cut it there): install quotes it
+    driver = git(tmp_path, "config", "--get", "merge.engram.driver").stdout
+    assert driver == f"{command} merge-driver %O %A %B %P\n"
+    # without the attributes committed, git still reads them from the work tree
+    result = git(tmp_path, "merge", "--no-edit", "other", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(tmp_path, "status", "--porcelain", "--", MEMORIES).stdout == ""
+    out = (tmp_path / MEMORIES).read_bytes()
+    assert canonical(out)
+    merged = parse(out)
+    assert set(merged) == {A, B, C, D, "a1" * 13}
+    assert (merged[A]["title"], merged[C]["title"]) == ("a ours", "c theirs")
+    assert merged[B]["title"] == "b theirs"
+    assert [c["title"] for c in merged[B]["conflicts"]] == ["b ours"]
+
+
+@needs_git
+def test_resolve_a_conflicted_index(tmp_path: Path) -> None:
+    base, ours, theirs = edited_sides()
+    two_branches(tmp_path, ours, theirs, base)
+    result = git(tmp_path, "merge", "--no-edit", "other", check=False)
+    assert result.returncode != 0  # no driver: git's line merge conflicts
+    assert "UU .engram/memories.jsonl" in git(tmp_path, "status", "--porcelain").stdout
+    with Repo(str(tmp_path)) as repo:
+        assert isinstance(repo.open_index()[MEMORIES.encode()], ConflictedIndexEntry)
+    done = resolve(tmp_path)
+    assert [(r.path, r.records, r.conflicts) for r in done] == [(MEMORIES, 5, 1)]
+    out = (tmp_path / MEMORIES).read_bytes()
+    assert canonical(out)
+    merged = parse(out)
+    assert (merged[A]["title"], merged[C]["title"], merged[B]["title"]) == (
+        "a ours",
+        "c theirs",
+        "b theirs",
+    )
+    status = git(tmp_path, "status", "--porcelain").stdout
+    assert "UU" not in status and "M  .engram/memories.jsonl" in status
+    assert git(tmp_path, "diff", "--name-only").stdout == ""  # staged = work tree
+    git(tmp_path, "commit", "-q", "--no-edit")
+    assert git(tmp_path, "show", f"HEAD:{MEMORIES}").stdout.encode() == out
+    assert resolve(tmp_path) == []
+
+
+# --- resolve without git ---------------------------------------------------------------------
+
+
+def dulwich_commit(root: Path, files: dict[str, bytes | None], message: str, when: int) -> str:
+    for name, data in files.items():
+        path = root / name
+        if data is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    with Repo(str(root)) as repo:
+        porcelain.add(repo, paths=[str(root / name) for name in files if files[name] is not None])
+        removed = [name for name, data in files.items() if data is None]
+        if removed:
+            porcelain.rm(repo, paths=[str(root / name) for name in removed], cached=True)
+        author = message.split(":", 1)[0].encode() + b" <a@x.org>"
+        sha = porcelain.commit(
+            repo,
+            message=message.encode(),
+            author=author,
+            committer=author,
+            author_timestamp=when,
+            commit_timestamp=when,
+            author_timezone=0,
+            commit_timezone=0,
+        )
+    return sha.decode()
+
+
+def test_resolve_committed_markers(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    marked = (
+        jsonl(rec(A, "a"))
+        + b"<<<<<<< HEAD\n"
+        + jsonl(rec(B, "b ours", 2, "02"))
+        + b"||||||| base\n"
+        + jsonl(rec(B, "b"))
+        + b"=======\n"
+        + jsonl(rec(B, "b theirs", 2, "03"), rec(C, "c"))
+        + b">>>>>>> other\n"
+        + jsonl(rec(D, "d"))
+    )
+    dulwich_commit(tmp_path, {MEMORIES: marked, MANIFEST: manifest(chunk("c1"))}, "Ada: x", 1)
+    done = resolve(tmp_path)
+    assert [(r.path, r.records, r.conflicts) for r in done] == [(MEMORIES, 4, 1)]
+    out = (tmp_path / MEMORIES).read_bytes()
+    assert canonical(out)
+    merged = parse(out)
+    assert set(merged) == {A, B, C, D}
+    assert merged[B]["title"] == "b theirs"
+    assert [c["title"] for c in merged[B]["conflicts"]] == ["b ours"]
+    with Repo(str(tmp_path)) as repo:
+        entry = repo.open_index()[MEMORIES.encode()]
+        assert isinstance(entry, IndexEntry)
+        assert repo.object_store[entry.sha].as_raw_string() == out
+    assert resolve(tmp_path) == []
+    if GIT:
+        status = git(tmp_path, "status", "--porcelain").stdout
+        assert "M  .engram/memories.jsonl" in status
+        assert git(tmp_path, "diff", "--name-only", "--", MEMORIES).stdout == ""
+
+
+def test_resolve_unreadable_line_is_invalid_input(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    marked = b"<<<<<<< HEAD\n{oops\n=======\n>>>>>>> x\n"
+    dulwich_commit(tmp_path, {MEMORIES: marked}, "Ada: x", 1)
+    with pytest.raises(InvalidInput, match=r"memories.jsonl \(ours\):1"):
+        resolve(tmp_path)
+    assert (tmp_path / MEMORIES).read_bytes() == marked  # nothing written
+
+
+# --- memory_log ------------------------------------------------------------------------------
+
+
+def test_memory_log(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    other = rec(B, "other")
+    shas = [
+        dulwich_commit(tmp_path, {"README": b"hi\n"}, "Ada: readme", BASE_TIME),
+        dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v1"))}, "Ada: add", BASE_TIME + 60),
+        dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v1"), other)}, "Bob: b", BASE_TIME + 120),
+        dulwich_commit(
+            tmp_path, {MEMORIES: jsonl(rec(A, "v2", 2), other)}, "Cy: edit\n\nbody", BASE_TIME + 180
+        ),
+    ]
+    tomb = {"id": A, "rev": 3, "updated_at": "2026-01-09T00:00:00.000Z", "deleted_at": "x"}
+    shas.append(
+        dulwich_commit(tmp_path, {MEMORIES: jsonl(tomb, other)}, "Dee: del", BASE_TIME + 240)
+    )
+    shas.append(dulwich_commit(tmp_path, {MEMORIES: jsonl(other)}, "Eve: purge", BASE_TIME + 300))
+    log = memory_log(tmp_path, A)
+    assert [(v.commit, v.change, v.author) for v in log] == [
+        (shas[5], "removed", "Eve"),
+        (shas[4], "deleted", "Dee"),
+        (shas[3], "changed", "Cy"),
+        (shas[1], "added", "Ada"),
+    ]
+    assert log[0].record is None and log[1].record == tomb
+    assert log[2].record == rec(A, "v2", 2) and log[2].message == "Cy: edit"
+    assert log[3].date == "2023-11-14T22:14:20.000Z"
+    assert [v.change for v in memory_log(tmp_path, A, limit=2)] == ["removed", "deleted"]
+    assert memory_log(tmp_path, "zzzz") == []
+
+
+def test_memory_log_merge_taking_one_side(tmp_path: Path) -> None:
+    Repo.init(str(tmp_path)).close()
+    base = dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v1"))}, "Ada: add", BASE_TIME)
+    side = dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v2", 2))}, "Bob: edit", BASE_TIME + 60)
+    with Repo(str(tmp_path)) as repo:
+        repo.refs[b"refs/heads/master"] = base.encode()
+        repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/master")
+    porcelain.reset(str(tmp_path), "hard", base)
+    main = dulwich_commit(
+        tmp_path, {MEMORIES: jsonl(rec(A, "v1"), rec(B, "b"))}, "Cy: b", BASE_TIME + 120
+    )
+    merged = jsonl(rec(A, "v2", 2), rec(B, "b"))
+    (tmp_path / MEMORIES).write_bytes(merged)
+    with Repo(str(tmp_path)) as repo:
+        porcelain.add(repo, paths=[str(tmp_path / MEMORIES)])
+        merge_sha = repo.get_worktree().commit(
+            message=b"Dee: merge",
+            author=b"Dee <d@x.org>",
+            committer=b"Dee <d@x.org>",
+            commit_timestamp=BASE_TIME + 180,
+            commit_timezone=0,
+            author_timestamp=BASE_TIME + 180,
+            author_timezone=0,
+            merge_heads=[side.encode()],
+        )
+    assert merge_sha
+    log = memory_log(tmp_path, A)
+    assert [(v.commit, v.change) for v in log] == [(side, "changed"), (base, "added")]
+    assert main not in [v.commit for v in log]
