@@ -282,18 +282,29 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
     )
 
 
-def two_branches(root: Path, ours: bytes, theirs: bytes, base: bytes) -> None:
-    """Commit base on main, ours on main and theirs on a branch `other` made from base."""
+def two_branches(
+    root: Path, ours: bytes, theirs: bytes, base: bytes, manifests: tuple[bytes, ...] = ()
+) -> None:
+    """Commit base on main, ours on main and theirs on a branch `other` made from base.
+
+    ``manifests`` (base, ours, theirs) adds manifest.json versions to the same commits.
+    """
     git(root, "init", "-q")
     (root / ".engram").mkdir()
-    (root / MEMORIES).write_bytes(base)
+
+    def write(memories: bytes, side: int) -> None:
+        (root / MEMORIES).write_bytes(memories)
+        if manifests:
+            (root / MANIFEST).write_bytes(manifests[side])
+
+    write(base, 0)
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
     git(root, "checkout", "-q", "-b", "other")
-    (root / MEMORIES).write_bytes(theirs)
+    write(theirs, 2)
     git(root, "commit", "-q", "-am", "theirs")
     git(root, "checkout", "-q", "main")
-    (root / MEMORIES).write_bytes(ours)
+    write(ours, 1)
     git(root, "commit", "-q", "-am", "ours")
 
 
@@ -333,14 +344,27 @@ def test_git_merge_calls_the_driver(tmp_path: Path) -> None:
 @needs_git
 def test_resolve_a_conflicted_index(tmp_path: Path) -> None:
     base, ours, theirs = edited_sides()
-    two_branches(tmp_path, ours, theirs, base)
+    manifests = tuple(
+        json.dumps({"version": 2, "chunks": chunks}, indent=2, sort_keys=True).encode()
+        for chunks in ([chunk("c1")], [chunk("c1"), chunk("c2")], [chunk("c1"), chunk("c3")])
+    )
+    two_branches(tmp_path, ours, theirs, base, manifests)
     result = git(tmp_path, "merge", "--no-edit", "other", check=False)
     assert result.returncode != 0  # no driver: git's line merge conflicts
-    assert "UU .engram/memories.jsonl" in git(tmp_path, "status", "--porcelain").stdout
+    status = git(tmp_path, "status", "--porcelain").stdout
+    assert f"UU {MEMORIES}" in status and f"UU {MANIFEST}" in status
     with Repo(str(tmp_path)) as repo:
         assert isinstance(repo.open_index()[MEMORIES.encode()], ConflictedIndexEntry)
     done = resolve(tmp_path)
-    assert [(r.path, r.records, r.conflicts) for r in done] == [(MEMORIES, 5, 1)]
+    assert [(r.path, r.records, r.conflicts) for r in done] == [
+        (MANIFEST, 3, 0),
+        (MEMORIES, 5, 1),
+    ]
+    assert [c["id"] for c in json.loads((tmp_path / MANIFEST).read_text())["chunks"]] == [
+        "c1",
+        "c2",
+        "c3",
+    ]
     out = (tmp_path / MEMORIES).read_bytes()
     assert canonical(out)
     merged = parse(out)
@@ -351,6 +375,7 @@ def test_resolve_a_conflicted_index(tmp_path: Path) -> None:
     )
     status = git(tmp_path, "status", "--porcelain").stdout
     assert "UU" not in status and "M  .engram/memories.jsonl" in status
+    assert "M  .engram/manifest.json" in status
     assert git(tmp_path, "diff", "--name-only").stdout == ""  # staged = work tree
     git(tmp_path, "commit", "-q", "--no-edit")
     assert git(tmp_path, "show", f"HEAD:{MEMORIES}").stdout.encode() == out
@@ -423,10 +448,17 @@ def test_resolve_committed_markers(tmp_path: Path) -> None:
 def test_resolve_unreadable_line_is_invalid_input(tmp_path: Path) -> None:
     Repo.init(str(tmp_path)).close()
     marked = b"<<<<<<< HEAD\n{oops\n=======\n>>>>>>> x\n"
-    dulwich_commit(tmp_path, {MEMORIES: marked}, "Ada: x", 1)
+    marked_manifest = b"<<<<<<< HEAD\n" + manifest(chunk("c1")) + b"\n=======\n"
+    marked_manifest += manifest(chunk("c2")) + b"\n>>>>>>> x\n"
+    dulwich_commit(tmp_path, {MEMORIES: marked, MANIFEST: marked_manifest}, "Ada: x", 1)
     with pytest.raises(InvalidInput, match=r"memories.jsonl \(ours\):1"):
         resolve(tmp_path)
-    assert (tmp_path / MEMORIES).read_bytes() == marked  # nothing written
+    # nothing written, not even the manifest that could be merged
+    assert (tmp_path / MEMORIES).read_bytes() == marked
+    assert (tmp_path / MANIFEST).read_bytes() == marked_manifest
+    (tmp_path / MEMORIES).write_bytes(b"<<<<<<< HEAD\n=======\n")
+    with pytest.raises(InvalidInput, match="never closed"):
+        resolve(tmp_path)
 
 
 # --- memory_log ------------------------------------------------------------------------------
@@ -462,7 +494,9 @@ def test_memory_log(tmp_path: Path) -> None:
     assert memory_log(tmp_path, "zzzz") == []
 
 
-def test_memory_log_merge_taking_one_side(tmp_path: Path) -> None:
+@pytest.mark.parametrize("field_merge", [False, True])
+def test_memory_log_merges(tmp_path: Path, field_merge: bool) -> None:
+    """A merge that took one side's version is not a change; a field merge is."""
     Repo.init(str(tmp_path)).close()
     base = dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v1"))}, "Ada: add", BASE_TIME)
     side = dulwich_commit(tmp_path, {MEMORIES: jsonl(rec(A, "v2", 2))}, "Bob: edit", BASE_TIME + 60)
@@ -473,7 +507,8 @@ def test_memory_log_merge_taking_one_side(tmp_path: Path) -> None:
     main = dulwich_commit(
         tmp_path, {MEMORIES: jsonl(rec(A, "v1"), rec(B, "b"))}, "Cy: b", BASE_TIME + 120
     )
-    merged = jsonl(rec(A, "v2", 2), rec(B, "b"))
+    merged_a = rec(A, "v2", 3, tags=["m"]) if field_merge else rec(A, "v2", 2)
+    merged = jsonl(merged_a, rec(B, "b"))
     (tmp_path / MEMORIES).write_bytes(merged)
     with Repo(str(tmp_path)) as repo:
         porcelain.add(repo, paths=[str(tmp_path / MEMORIES)])
@@ -487,7 +522,25 @@ def test_memory_log_merge_taking_one_side(tmp_path: Path) -> None:
             author_timezone=0,
             merge_heads=[side.encode()],
         )
-    assert merge_sha
     log = memory_log(tmp_path, A)
-    assert [(v.commit, v.change) for v in log] == [(side, "changed"), (base, "added")]
+    expected = [(side, "changed", "Bob"), (base, "added", "Ada")]
+    if field_merge:
+        expected.insert(0, (merge_sha.decode(), "changed", "Dee"))
+    assert [(v.commit, v.change, v.author) for v in log] == expected
     assert main not in [v.commit for v in log]
+    assert log[0].record == merged_a
+
+
+@needs_git
+def test_linked_worktree_shares_the_config(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    main.mkdir()
+    git(main, "init", "-q")
+    git(main, "commit", "-q", "--allow-empty", "-m", "root")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
+    done = install(tmp_path / "wt")
+    assert len(done) == 2
+    assert (tmp_path / "wt" / ".gitattributes").exists()  # the linked work tree's root
+    assert not (main / ".gitattributes").exists()
+    assert check_setup(main) == Setup(attributes=False, driver=True, repo=True)
+    assert git(main, "config", "--get", "merge.engram.name").stdout == "engram memories\n"

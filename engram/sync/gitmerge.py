@@ -387,7 +387,9 @@ def split_markers(data: bytes, name: str = MEMORIES_PATH) -> tuple[bytes, bytes,
     return b"".join(sides["base"]), b"".join(sides["ours"]), b"".join(sides["theirs"])
 
 
-def _merge_with_markers(base: bytes, ours: bytes, theirs: bytes, name: str) -> bytes:
+def _merge_with_markers(
+    base: bytes, ours: bytes, theirs: bytes, name: str
+) -> tuple[bytes, int, int]:
     """Merge three versions, first splitting any that itself holds conflict markers."""
 
     def flat(data: bytes, side: str) -> bytes:
@@ -396,7 +398,7 @@ def _merge_with_markers(base: bytes, ours: bytes, theirs: bytes, name: str) -> b
         parts = split_markers(data, f"{name} ({side})")
         return _merge_bytes(*parts, name)[0]
 
-    return _merge_bytes(flat(base, "base"), flat(ours, "ours"), flat(theirs, "theirs"), name)[0]
+    return _merge_bytes(flat(base, "base"), flat(ours, "ours"), flat(theirs, "theirs"), name)
 
 
 def _is_engram_file(path: str) -> bool:
@@ -432,14 +434,9 @@ def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
     written = target.read_bytes()
     blob = Blob.from_string(written)
     repo.object_store.add_object(blob)
-    index[path.encode("utf-8")] = index_entry_from_stat(os.stat(target), blob.id, mode=mode)
-
-
-def _count(data: bytes, path: str) -> tuple[int, int]:
-    if _is_manifest(path):
-        return len(json.loads(data)["chunks"]), 0
-    records = _parse_memories(data, path)
-    return len(records), sum(1 for record in records if conflicted(record))
+    index[path.encode("utf-8", "surrogateescape")] = index_entry_from_stat(
+        os.stat(target), blob.id, mode=mode
+    )
 
 
 def resolve(root: Path) -> list[Resolved]:
@@ -464,12 +461,13 @@ def resolve(root: Path) -> list[Resolved]:
         items: list[tuple[str, IndexEntry | ConflictedIndexEntry]] = [
             (key.decode("utf-8", "surrogateescape"), value) for key, value in index.items()
         ]
+        merged: list[tuple[str, bytes, int]] = []
         for path, entry in sorted(items):
             if not _is_engram_file(path):
                 continue
             try:
                 if isinstance(entry, ConflictedIndexEntry):
-                    data = _merge_with_markers(
+                    result = _merge_with_markers(
                         _blob(repo, entry.ancestor, path),
                         _blob(repo, entry.this, path),
                         _blob(repo, entry.other, path),
@@ -481,17 +479,20 @@ def resolve(root: Path) -> list[Resolved]:
                     current = _read(Path(repo.path, *path.split("/")))
                     if not has_markers(current):
                         continue
-                    data = _merge_bytes(*split_markers(current, path), path)[0]
+                    result = _merge_bytes(*split_markers(current, path), path)
                     mode = entry.mode
             except CorruptStore as exc:
                 raise InvalidInput(
                     f"cannot resolve {path}: {exc.message}",
                     hint=f"fix that line of {path} by hand, then run `engram resolve` again",
                 ) from exc
-            _stage(repo, index, path, data, mode)
-            records, conflicts = _count(data, path)
+            data, records, conflicts = result
+            merged.append((path, data, mode))
             done.append(Resolved(path=path, records=records, conflicts=conflicts))
-        if done:
+        # Every file merged before any is written: a file that cannot be merged changes nothing.
+        for path, data, mode in merged:
+            _stage(repo, index, path, data, mode)
+        if merged:
             index.write()
     return done
 
