@@ -1,0 +1,680 @@
+"""Sync chunks, the manifest and the per-clone sync state: the file layer of ``engram sync``.
+
+DESIGN.md §5: an export writes one immutable, content-addressed chunk
+``.engram/chunks/<id>.jsonl.gz`` (gzip'd canonical JSON Lines of full memory versions,
+tombstones included) and lists it in ``.engram/manifest.json``
+(``{"version": 2, "chunks": [{"id", "created_by", "created_at", "memories"}]}``, sorted by id).
+The ``chunks/`` folder is authoritative: a chunk file the manifest does not list is still a
+chunk. ``state/sync.json`` is this clone's own record of its id, the chunks it applied and the
+service's export cursor; it is never committed.
+
+Chunks and manifests come from teammates and other tools, so everything read here is untrusted
+(DESIGN.md §8): names are checked against ``^[0-9a-f]{8,64}$`` before any path is built from
+them, symlinks and non-files in ``chunks/`` are refused, files are opened without following
+links, compressed and decompressed sizes are capped while streaming (gzip bombs), and an engram
+chunk whose content does not hash to its name is refused. A failure raises ``ChunkError`` naming
+the file and what is wrong; reading never changes a file.
+
+Gentleman-Programming's Go engram keeps the same layout (manifest version 1, 8-hex chunk ids)
+but a chunk holds ONE JSON object ``{sessions, observations, prompts[, mutations]}``;
+``read_chunk`` returns such an object as-is for the service to convert.
+
+This module decides nothing about WHICH records to export or how they merge (the service and
+``engram.sync.merge`` do); it must not import the service or any adapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from engram.errors import CorruptStore, InvalidInput
+from engram.model import canonical_line, dumps, loads, new_id, parse_line
+from engram.store.lock import ProcessLock
+
+MANIFEST: Final = "manifest.json"
+CHUNKS: Final = "chunks"
+SUFFIX: Final = ".jsonl.gz"
+VERSION: Final = 2
+MAX_CHUNK_BYTES: Final = 64 * 1024 * 1024  # decompressed size limit of one chunk (gzip bombs)
+MAX_COMPRESSED_BYTES: Final = 16 * 1024 * 1024
+MAX_MANIFEST_BYTES: Final = 64 * 1024 * 1024
+STATE: Final = "state"
+SYNC_STATE: Final = "sync.json"
+GO_KEYS: Final = ("sessions", "observations", "prompts", "mutations")
+ID_CHARS: Final = 32  # hex characters of chunk_id
+
+# Hex only: engram ids are 32 hex, Go engram's are 8 hex (REFERENCE.md), a full sha256 is 64.
+_CHUNK_ID_RE: Final = re.compile(r"^[0-9a-f]{8,64}$")
+_READ_PIECE: Final = 256 * 1024
+_LOCK_TIMEOUT: Final = 60.0
+
+
+class ChunkError(CorruptStore):
+    """A chunk file, the manifest or the sync state is unreadable, hostile or inconsistent."""
+
+    code = "corrupt_chunk"
+    hint = (
+        "the chunk is skipped and nothing was changed; run `engram doctor` to list every "
+        "problem, or ask the clone that wrote it to run `engram sync` again"
+    )
+
+
+@dataclass(frozen=True)
+class ChunkEntry:
+    """One manifest entry: which chunk, who wrote it, when, and how many memories it holds."""
+
+    id: str
+    created_by: str
+    created_at: str
+    memories: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the entry as the JSON object the manifest stores."""
+        return {
+            "id": self.id,
+            "created_by": self.created_by,
+            "created_at": self.created_at,
+            "memories": self.memories,
+        }
+
+
+def is_chunk_id(value: Any) -> bool:
+    """Tell whether a value is a safe chunk id (lowercase hex, 8 to 64 characters)."""
+    return isinstance(value, str) and _CHUNK_ID_RE.match(value) is not None
+
+
+def chunk_id(data: bytes) -> str:
+    """Return the content address of a chunk: sha256 of its UNCOMPRESSED JSONL, 32 hex chars.
+
+    The uncompressed bytes, not the gzip file, because compressed bytes depend on the zlib
+    version and level of the machine that wrote them, while the canonical JSONL of the same
+    records is the same everywhere: two clones exporting the same versions name the chunk alike.
+    128 bits keep ids collision-free across every clone without coordination, and a reader can
+    verify that a teammate's chunk holds what its name promises.
+    """
+    return hashlib.sha256(data).hexdigest()[:ID_CHARS]
+
+
+def chunk_path(engram_dir: Path, chunk: str) -> Path:
+    """Return the path of a chunk file, refusing any id that could name something else."""
+    if not is_chunk_id(chunk):
+        raise ChunkError(
+            f"{CHUNKS}/{chunk!r}: not a chunk id (expected 8 to 64 lowercase hex characters)",
+            path=f"{CHUNKS}/{chunk!r}",
+        )
+    return engram_dir / CHUNKS / f"{chunk}{SUFFIX}"
+
+
+def _rel(chunk: str) -> str:
+    return f"{CHUNKS}/{chunk}{SUFFIX}"
+
+
+# ── atomic files ──────────────────────────────────────────────────────────────
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write a file atomically: unique temp file in the same folder, fsync, os.replace."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _read_limited(path: Path, *, name: str, limit: int) -> bytes | None:
+    """Read a regular file without following a symlink, refusing more than ``limit`` bytes.
+
+    Returns None when the file does not exist.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if path.is_symlink():
+            raise ChunkError(
+                f"{name}: is a symbolic link; refused (it could point outside .engram/)",
+                path=name,
+            ) from exc
+        raise ChunkError(f"{name}: cannot be read: {exc.strerror or exc}", path=name) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ChunkError(f"{name}: is not a regular file; refused", path=name)
+        if info.st_size > limit:
+            raise ChunkError(
+                f"{name}: {info.st_size} bytes is over the limit of {limit} bytes; refused",
+                path=name,
+            )
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while we looked
+        raise ChunkError(f"{name}: over the limit of {limit} bytes; refused", path=name)
+    return data
+
+
+def _gunzip(raw: bytes, *, name: str) -> bytes:
+    """Decompress gzip data in pieces, refusing more than MAX_CHUNK_BYTES of output."""
+    limit = MAX_CHUNK_BYTES
+    if not raw:
+        raise ChunkError(f"{name}: empty file, not gzip", path=name)
+    out = bytearray()
+    pending = memoryview(raw)
+    while True:  # one pass per gzip member (a file may hold several)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while pending and not inflater.eof:
+            piece = pending[:_READ_PIECE]
+            pending = pending[len(piece) :]
+            while piece:
+                try:
+                    # max_length bounds what one call may produce: the bomb never inflates.
+                    out += inflater.decompress(piece, limit - len(out) + 1)
+                except zlib.error as exc:
+                    raise ChunkError(f"{name}: not valid gzip: {exc}", path=name) from exc
+                if len(out) > limit:
+                    raise ChunkError(
+                        f"{name}: decompresses to more than the limit of {limit} bytes "
+                        "(MAX_CHUNK_BYTES); refused as a possible gzip bomb",
+                        path=name,
+                    )
+                piece = memoryview(inflater.unconsumed_tail)
+                if inflater.eof:
+                    break
+        if not inflater.eof:
+            raise ChunkError(f"{name}: gzip data is truncated", path=name)
+        rest = inflater.unused_data + bytes(pending)
+        if not rest:
+            return bytes(out)
+        pending = memoryview(rest)
+
+
+# ── the manifest ──────────────────────────────────────────────────────────────
+
+
+def _check_manifest(value: Any, *, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ChunkError(f"{name}: expected a JSON object, got {type(value).__name__}", path=name)
+    try:
+        dumps_value(value)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(f"{name}: not valid JSON: {exc}", path=name) from exc
+    chunks = value.get("chunks")
+    if chunks is None:  # Go engram writes null for an empty list
+        chunks = []
+    if not isinstance(chunks, list):
+        raise ChunkError(f'{name}: "chunks" must be a list, got {type(chunks).__name__}', path=name)
+    version = value.get("version", VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ChunkError(f'{name}: "version" must be an integer, got {version!r}', path=name)
+    return {**value, "chunks": chunks}
+
+
+def parse_manifest(data: bytes, *, name: str = MANIFEST) -> dict[str, Any]:
+    """Parse manifest bytes into a dict with a ``chunks`` list, raising ChunkError if malformed."""
+    try:
+        value = loads(data)
+    except UnicodeDecodeError as exc:
+        raise ChunkError(f"{name}: invalid UTF-8 at byte {exc.start}", path=name) from exc
+    except ValueError as exc:
+        raise ChunkError(f"{name}: not JSON: {exc}", path=name) from exc
+    return _check_manifest(value, name=name)
+
+
+def _entry_from(raw: Mapping[str, Any]) -> ChunkEntry:
+    by, at, count = raw.get("created_by"), raw.get("created_at"), raw.get("memories")
+    return ChunkEntry(
+        id=str(raw["id"]),
+        created_by=by if isinstance(by, str) else "",
+        created_at=at if isinstance(at, str) else "",
+        memories=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+    )
+
+
+def _greater(a: Mapping[str, Any], b: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Pick one of two values deterministically: the one whose canonical JSON sorts greater."""
+    return a if dumps(a) >= dumps(b) else b
+
+
+def _valid_entries(
+    chunks: Sequence[Any], *, name: str = MANIFEST
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Key raw manifest entries by id; refuse (and report) those that are not safe entries."""
+    by_id: dict[str, dict[str, Any]] = {}
+    problems = []
+    for number, raw in enumerate(chunks, 1):
+        if not isinstance(raw, dict):
+            problems.append(f"{name}: entry {number} is not a JSON object; ignored")
+            continue
+        if not is_chunk_id(raw.get("id")):
+            problems.append(
+                f"{name}: entry {number} has id {raw.get('id')!r}, which is not a chunk id "
+                "(8 to 64 lowercase hex characters); ignored"
+            )
+            continue
+        try:
+            dumps(raw)
+        except InvalidInput:
+            problems.append(f"{name}: entry {number} is not valid JSON; ignored")
+            continue
+        known = by_id.get(raw["id"])
+        by_id[raw["id"]] = dict(_greater(known, raw)) if known is not None else raw
+    return by_id, problems
+
+
+def _load_manifest(engram_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+    data = _read_limited(engram_dir / MANIFEST, name=MANIFEST, limit=MAX_MANIFEST_BYTES)
+    if data is None:
+        return {"version": VERSION, "chunks": []}, {}, []
+    manifest = parse_manifest(data)
+    by_id, problems = _valid_entries(manifest["chunks"])
+    return manifest, by_id, problems
+
+
+def read_manifest(engram_dir: Path) -> list[ChunkEntry]:
+    """Return the manifest's entries sorted by id (no file: []; unsafe entries left out)."""
+    _, by_id, _ = _load_manifest(engram_dir)
+    return [_entry_from(by_id[key]) for key in sorted(by_id)]
+
+
+def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    """Render a manifest canonically: sorted keys, one chunk entry per line, sorted by id.
+
+    One line per entry keeps a pull request's diff to one line per new chunk, and the same
+    manifest always gives the same bytes.
+    """
+    chunks = sorted(manifest.get("chunks") or [], key=lambda entry: str(entry.get("id", "")))
+    lines = []
+    for key in sorted({*manifest, "chunks"}):
+        if key == "chunks":
+            if not chunks:
+                lines.append('  "chunks": []')
+                continue
+            body = ",\n".join(f"    {dumps(entry)}" for entry in chunks)
+            lines.append(f'  "chunks": [\n{body}\n  ]')
+        else:
+            lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {dumps_value(manifest[key])}")
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
+
+
+def dumps_value(value: Any) -> str:
+    """Return canonical compact JSON of any JSON value (sorted keys, raw UTF-8)."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def _version(*values: Any) -> int:
+    found = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return max(found) if found else VERSION
+
+
+def merge_manifests(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two parsed manifests as a set union of entries by id (the git merge driver's rule).
+
+    Commutative, associative and idempotent: for one id on both sides, or one top-level key
+    with two values, the value whose canonical JSON sorts greater is kept; ``version`` is the
+    higher one. Entries without a safe chunk id are dropped (no reader would accept them).
+    """
+    chunks_a = _check_manifest(a, name=MANIFEST)["chunks"]
+    chunks_b = _check_manifest(b, name=MANIFEST)["chunks"]
+    merged: dict[str, Any] = {}
+    for key in sorted({*a, *b} - {"chunks", "version"}):
+        if key in a and key in b:
+            merged[key] = _greater({"v": a[key]}, {"v": b[key]})["v"]
+        else:
+            merged[key] = a[key] if key in a else b[key]
+    by_id, _ = _valid_entries([*chunks_a, *chunks_b])
+    merged["version"] = _version(a.get("version"), b.get("version"))
+    merged["chunks"] = [by_id[key] for key in sorted(by_id)]
+    return merged
+
+
+# ── chunk files ───────────────────────────────────────────────────────────────
+
+
+def _chunks_dir(engram_dir: Path) -> Path:
+    folder = engram_dir / CHUNKS
+    if folder.is_symlink():
+        raise ChunkError(
+            f"{CHUNKS}/: is a symbolic link; refused (it could point outside .engram/)",
+            path=CHUNKS,
+            hint="replace .engram/chunks with a real folder",
+        )
+    return folder
+
+
+def _chunk_bytes(records: Sequence[Mapping[str, Any]]) -> tuple[bytes, int]:
+    """Return the canonical JSONL of records (sorted by id) and how many lines it has."""
+    lines = set()
+    for record in records:
+        if not isinstance(record.get("id"), str):
+            raise InvalidInput(f"cannot export a record without a string id: {record!r:.200}")
+        line = canonical_line(record)
+        try:  # never write a chunk that a reader (this one) would refuse
+            parse_line(line, path="export", lineno=0)
+        except CorruptStore as exc:
+            raise InvalidInput(f"cannot export record {record['id']!r}: {exc.message}") from exc
+        lines.add((record["id"], line))
+    ordered = sorted(lines)
+    return b"".join(line for _, line in ordered), len(ordered)
+
+
+def write_chunk(
+    engram_dir: Path,
+    records: Sequence[Mapping[str, Any]],
+    *,
+    created_by: str,
+    created_at: str,
+) -> ChunkEntry | None:
+    """Write records as a new content-addressed chunk and list it in the manifest.
+
+    Records are written as canonical JSONL sorted by id, gzip'd with mtime 0 (the same records
+    give the same bytes). Two versions of one id are both kept (the merge function reconciles
+    them on import); identical records are written once. Nothing to write: None. A chunk id
+    that exists already is not rewritten, and a manifest that lists it is not touched.
+    """
+    if not records:
+        return None
+    data, count = _chunk_bytes(records)
+    if len(data) > MAX_CHUNK_BYTES:
+        raise InvalidInput(
+            f"a chunk of {len(data)} bytes is over the limit of {MAX_CHUNK_BYTES} bytes that "
+            "readers accept; export the records in several chunks"
+        )
+    ident = chunk_id(data)
+    folder = _chunks_dir(engram_dir)
+    path = folder / f"{ident}{SUFFIX}"
+    lock = ProcessLock(
+        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
+    )
+    with lock.hold():
+        # Read the manifest first: a malformed one stops the export before any file is written.
+        manifest, by_id, _ = _load_manifest(engram_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            info = None
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            raise ChunkError(
+                f"{_rel(ident)}: exists but is not a regular file; refused",
+                path=_rel(ident),
+                hint=f"remove .engram/{_rel(ident)} and run `engram sync` again",
+            )
+        if info is None:
+            packed = zlib.compress(data, level=9, wbits=16 + zlib.MAX_WBITS)  # gzip, mtime 0
+            if len(packed) > MAX_COMPRESSED_BYTES:
+                raise InvalidInput(
+                    f"a chunk of {len(packed)} compressed bytes is over the limit of "
+                    f"{MAX_COMPRESSED_BYTES} bytes; export the records in several chunks"
+                )
+            _atomic_write(path, packed)
+        if ident in by_id:
+            return _entry_from(by_id[ident])
+        entry = ChunkEntry(ident, created_by, created_at, count)
+        by_id[ident] = entry.to_dict()
+        # Unsafe entries are dropped on rewrite: no reader would accept them anyway.
+        updated = {
+            **manifest,
+            "version": _version(manifest.get("version"), VERSION),
+            "chunks": [by_id[key] for key in sorted(by_id)],
+        }
+        _atomic_write(engram_dir / MANIFEST, manifest_bytes(updated))
+        return entry
+
+
+def list_chunks(engram_dir: Path) -> tuple[list[ChunkEntry], list[str]]:
+    """Return every chunk this folder holds, sorted by id, and the problems found on the way.
+
+    The manifest's entries whose file exists, plus chunk files the manifest does not list
+    (their entry has ``created_by`` and ``created_at`` "" and ``memories`` 0: unknown until
+    read). Problems are sentences naming the file: a malformed manifest, unsafe entries, listed
+    chunks without a file, symlinks, non-files and foreign names in ``chunks/``. Hidden files
+    (temp files of an interrupted write) are skipped silently.
+    """
+    problems: list[str] = []
+    try:
+        _, by_id, found = _load_manifest(engram_dir)
+    except ChunkError as exc:
+        by_id, found = {}, [exc.message]
+    problems += found
+    files: set[str] = set()
+    refused: set[str] = set()
+    folder = engram_dir / CHUNKS
+    if folder.is_symlink():
+        problems.append(f"{CHUNKS}/: is a symbolic link; refused (it could point outside .engram/)")
+    elif folder.is_dir():
+        for item in sorted(os.scandir(folder), key=lambda e: e.name):
+            name = item.name
+            if name.startswith("."):
+                continue
+            ident = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
+            if not is_chunk_id(ident):
+                problems.append(f"{CHUNKS}/{name}: not a chunk file name (<hex id>{SUFFIX})")
+            elif item.is_symlink():
+                problems.append(
+                    f"{CHUNKS}/{name}: is a symbolic link; refused (it could point outside "
+                    ".engram/)"
+                )
+                refused.add(ident)
+            elif not item.is_file(follow_symlinks=False):
+                problems.append(f"{CHUNKS}/{name}: is not a regular file; refused")
+                refused.add(ident)
+            else:
+                files.add(ident)
+    entries = []
+    for ident in sorted(set(by_id) | files):
+        if ident in files:
+            raw = by_id.get(ident)
+            entries.append(_entry_from(raw) if raw else ChunkEntry(ident, "", "", 0))
+        elif ident not in refused:
+            problems.append(f"{MANIFEST}: lists chunk {ident} but {_rel(ident)} is missing")
+    return entries, problems
+
+
+def _go_chunk(data: bytes, *, name: str) -> dict[str, Any] | None:
+    """Return the object of a Go engram chunk, or None when the data is not one."""
+    if data[:4096].lstrip()[:1] != b"{":
+        return None
+    try:
+        value = loads(data)
+    except ValueError:  # several lines (JSONL) or not JSON: not a Go chunk
+        return None
+    if not isinstance(value, dict) or "id" in value or not any(k in value for k in GO_KEYS):
+        return None
+    for key in GO_KEYS:
+        if value.get(key) is not None and not isinstance(value[key], list):
+            raise ChunkError(
+                f'{name}: "{key}" must be a list or null, got {type(value[key]).__name__}',
+                path=name,
+            )
+    return value
+
+
+def read_chunk(engram_dir: Path, chunk: str) -> list[dict[str, Any]] | dict[str, Any]:
+    """Read and verify one chunk by id: its records, or a Go engram chunk's object as-is.
+
+    The id must be a chunk id, the file a regular file (never followed through a symlink) in
+    ``chunks/`` (itself no symlink); the compressed size is capped by MAX_COMPRESSED_BYTES and
+    the decompressed size by MAX_CHUNK_BYTES while inflating. An engram chunk's content must
+    hash to its id and every line must be a valid record (errors name file and line). Reading
+    changes nothing.
+    """
+    name = _rel(chunk) if is_chunk_id(chunk) else f"{CHUNKS}/{chunk!r}"
+    path = chunk_path(engram_dir, chunk)
+    _chunks_dir(engram_dir)
+    raw = _read_limited(path, name=name, limit=MAX_COMPRESSED_BYTES)
+    if raw is None:
+        raise ChunkError(f"{name}: no such chunk file", path=name)
+    data = _gunzip(raw, name=name)
+    go = _go_chunk(data, name=name)
+    if go is not None:
+        return go
+    actual = chunk_id(data)
+    if actual != chunk:
+        raise ChunkError(
+            f"{name}: content hashes to {actual}, not to its name; refused (altered or misnamed)",
+            path=name,
+        )
+    records = []
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_line(line, path=name, lineno=lineno))
+        except CorruptStore as exc:
+            raise ChunkError(exc.message, path=name, line=lineno) from exc
+    return records
+
+
+# ── per-clone sync state ──────────────────────────────────────────────────────
+
+
+class SyncState:
+    """Per-clone sync state in ``state/sync.json``: clone id, applied chunks, service values.
+
+    The file is ``{"version": 1, "clone_id", "applied": [ids], "values": {key: value}}``,
+    written atomically under ``state/sync.lock``. ``save`` re-reads the file first and merges:
+    applied ids are a union (a chunk applied by another process stays applied) and values this
+    instance set win. A file that does not parse or has the wrong shape is set aside as
+    ``sync.json.corrupt`` (never deleted), the state starts afresh (a new clone id; applying a
+    chunk again changes nothing) and ``problems`` says so.
+    """
+
+    def __init__(self, engram_dir: Path) -> None:
+        self.path = engram_dir / STATE / SYNC_STATE
+        self.problems: list[str] = []
+        self._lock = ProcessLock(
+            engram_dir / STATE / "sync.lock", timeout=_LOCK_TIMEOUT, what=str(self.path)
+        )
+        self._clone_id = ""
+        self._applied: set[str] = set()
+        self._values: dict[str, Any] = {}
+        self._dirty: set[str] = set()
+        with self._lock.hold():
+            self._load(self._read())
+
+    def _read(self) -> dict[str, Any]:
+        name = f"{STATE}/{SYNC_STATE}"
+        try:
+            data = _read_limited(self.path, name=name, limit=MAX_MANIFEST_BYTES)
+            if data is None:
+                return {}
+            value = loads(data)
+            if not isinstance(value, dict):
+                raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+            clone, applied, values = (
+                value.get("clone_id"),
+                value.get("applied"),
+                value.get("values"),
+            )
+            if not isinstance(clone, str) or not clone:
+                raise ValueError("no clone_id")
+            if not isinstance(applied, list) or not all(isinstance(i, str) for i in applied):
+                raise ValueError('"applied" is not a list of chunk ids')
+            if not isinstance(values, dict):
+                raise ValueError('"values" is not an object')
+            return value
+        except (ChunkError, ValueError) as exc:
+            aside = self.path.with_name(SYNC_STATE + ".corrupt")
+            with contextlib.suppress(OSError):
+                os.replace(self.path, aside)
+            reason = exc.message if isinstance(exc, ChunkError) else str(exc)
+            self.problems.append(
+                f"{name} was unreadable ({reason}); set aside as {aside.name} and started afresh"
+            )
+            return {}
+
+    def _load(self, value: Mapping[str, Any]) -> None:
+        self._clone_id = str(value.get("clone_id") or self._clone_id)
+        self._applied |= set(value.get("applied") or ())
+        ours = {key: self._values[key] for key in self._dirty}
+        self._values = {**(value.get("values") or {}), **ours}
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = {
+            "version": 1,
+            "clone_id": self._clone_id,
+            "applied": sorted(self._applied),
+            "values": self._values,
+        }
+        text = json.dumps(body, sort_keys=True, indent=1, ensure_ascii=False)
+        _atomic_write(self.path, (text + "\n").encode("utf-8"))
+
+    @property
+    def clone_id(self) -> str:
+        """This clone's random id, made and saved on first use."""
+        if not self._clone_id:
+            with self._lock.hold():
+                self._load(self._read())
+                if not self._clone_id:
+                    self._clone_id = new_id()
+                    self._write()
+        return self._clone_id
+
+    @property
+    def applied(self) -> frozenset[str]:
+        """The ids of the chunks this clone has applied."""
+        return frozenset(self._applied)
+
+    def mark_applied(self, ids: Iterable[str]) -> None:
+        """Record chunks as applied (kept in memory until ``save``)."""
+        self._applied.update(str(i) for i in ids)
+
+    def get(self, key: str) -> Any:
+        """Return a value the service stored (None when unset)."""
+        return self._values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        """Store a small JSON value (kept in memory until ``save``)."""
+        try:
+            dumps_value(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"sync state value for {key!r} is not JSON: {exc}") from exc
+        self._values[str(key)] = value
+        self._dirty.add(str(key))
+
+    def save(self) -> None:
+        """Write the state atomically, merged with what other processes saved meanwhile."""
+        with self._lock.hold():
+            self._load(self._read())
+            if not self._clone_id:
+                self._clone_id = new_id()
+            self._write()
+            self._dirty.clear()
