@@ -11,12 +11,15 @@ Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempot
   ``updated_at``, then a tombstone over a live version, then the larger hash of its fields
   (``history`` and ``conflicts`` left out). Its fields are the merged record's fields, unknown
   ones included.
-- Nothing is lost: ``history`` (earlier versions) is the union of both sides'. A loser whose
+- Nothing is lost: ``history`` (earlier versions) is the union of both sides'. A version whose
   title or content differs from the winner's, and is not an earlier version of it (its text is
   not in the merged ``history``), was edited concurrently: its text is kept in ``conflicts``
-  (``[{rev, updated_at, author, title, content}]``, sorted, without repeats), where ``engram
-  get`` shows it, ``doctor`` lists it and a user can restore it. ``conflicts`` is a union too,
-  minus entries that became the winner's text or an earlier version.
+  (``[{rev, updated_at, author, title, content}]``, sorted by rev and time), where ``engram get``
+  shows it, ``doctor`` lists it and a user can restore it. A soft-deleted tombstone's text counts
+  too: a delete that loses to a newer edit keeps the text it deleted. ``conflicts`` is a union
+  too, one entry per text (the latest version holding it, so every grouping of merges gives the
+  same entry), minus the winner's own text (when the winner is its latest version) and earlier
+  versions.
 - A tombstone wins over a version with a lower (rev, updated_at): a delete is never resurrected
   by an older copy, and a newer edit made without seeing the delete wins over it.
 
@@ -81,32 +84,46 @@ def _items(value: Any) -> list[dict[str, Any]]:
     return [dict(item) for item in value or [] if isinstance(item, Mapping)]
 
 
+def _entry_key(item: Mapping[str, Any]) -> tuple[int, str, str]:
+    return (_int(item.get("rev")), str(item.get("updated_at", "")), dumps(item))
+
+
 def _sorted_unique(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     unique = {dumps(item): dict(item) for item in items}
-    return [
-        unique[key]
-        for key in sorted(
-            unique,
-            key=lambda k: (_int(unique[k].get("rev")), str(unique[k].get("updated_at", "")), k),
-        )
-    ]
+    return sorted(unique.values(), key=_entry_key)
 
 
 def _finish(
-    merged: Record, versions: Iterable[Mapping[str, Any]], losers: Iterable[Mapping[str, Any]]
+    merged: Record,
+    versions: Iterable[Mapping[str, Any]],
+    texts: Iterable[Mapping[str, Any]],
+    *,
+    own: Mapping[str, Any] | None,
 ) -> Record:
-    """Set ``history`` and ``conflicts`` of ``merged`` from every version that took part."""
+    """Set ``history`` and ``conflicts`` of ``merged`` from every version that took part.
+
+    ``texts`` are the versions whose text may become a conflict. ``conflicts`` holds one entry
+    per text, the latest (``_entry_key``), so that the versions of one text seen in any grouping
+    give the same entry. The merged record's own text is left out when its latest entry is
+    ``own`` (the winner's entry, which a later merge adds back as a candidate: nothing is lost
+    that a later grouping could need); ``own`` None drops it unconditionally (a new version).
+    """
     versions = list(versions)
     history = _sorted_unique(item for v in versions for item in _items(v.get("history")))
     earlier = {_text(item) for item in history}
     candidates = [item for v in versions for item in _items(v.get("conflicts"))]
-    candidates += [
-        _entry(loser) for loser in losers if not is_tombstone(loser) and _text(loser) != ("", "")
-    ]
-    winner_text = _text(merged)
-    conflicts = _sorted_unique(
-        item for item in candidates if _text(item) != winner_text and _text(item) not in earlier
-    )
+    candidates += [_entry(version) for version in texts]
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in candidates:
+        text = _text(item)
+        if text == ("", "") or text in earlier:
+            continue
+        if text not in latest or _entry_key(item) > _entry_key(latest[text]):
+            latest[text] = item
+    mine = _text(merged)
+    if mine in latest and (own is None or latest[mine] == dict(own)):
+        del latest[mine]
+    conflicts = sorted(latest.values(), key=_entry_key)
     for name, value in (("history", history), ("conflicts", conflicts)):
         if value:
             merged[name] = value
@@ -119,9 +136,9 @@ def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
     """Return the merge of two versions of the same memory (two-way; see the module doc)."""
     if a.get("id") != b.get("id"):
         raise ValueError("merge_record needs two versions of the same id")
-    winner, loser = (a, b) if rank(a) >= rank(b) else (b, a)
+    winner = a if rank(a) >= rank(b) else b
     merged: Record = {key: value for key, value in winner.items() if key not in KEPT}
-    return _finish(merged, (a, b), (loser,))
+    return _finish(merged, (a, b), (a, b), own=_entry(winner))
 
 
 def merge_sets(*sides: Iterable[Mapping[str, Any]]) -> dict[str, Record]:
@@ -190,7 +207,7 @@ def merge3_record(
     merged["id"] = winner["id"]
     merged["rev"] = max(_int(ours.get("rev")), _int(theirs.get("rev"))) + 1
     merged["updated_at"] = max(str(ours.get("updated_at", "")), str(theirs.get("updated_at", "")))
-    return _finish(merged, (ours, theirs), (loser,) if text_lost else ())
+    return _finish(merged, (ours, theirs), (loser,) if text_lost else (), own=None)
 
 
 def _same(value: Any, other: Any) -> bool:

@@ -1,0 +1,659 @@
+"""The one merge function (engram.sync.merge): each rule of its docstring, then properties.
+
+The properties run random histories of creates, edits, deletes and two-way syncs on 2–4
+replicas (each replica a dict id -> record, edits made the way engram.service makes them) and
+check that the replicas converge whatever the merge order, lose no acknowledged text and never
+resurrect a delete.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram.model import Record, canonical_line, format_time, is_tombstone
+from engram.sync.merge import (
+    SET_FIELDS,
+    conflicted,
+    merge3,
+    merge3_record,
+    merge_record,
+    merge_sets,
+    rank,
+)
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stamp(tick: int) -> str:
+    return format_time(EPOCH + timedelta(seconds=tick))
+
+
+def rec(rid: str = "m1", rev: int = 1, tick: int = 0, **fields: Any) -> Record:
+    record: Record = {
+        "id": rid,
+        "kind": "note",
+        "title": "title",
+        "content": "content",
+        "created_at": stamp(0),
+        "updated_at": stamp(tick),
+        "rev": rev,
+    }
+    record.update(fields)
+    return record
+
+
+def revise(current: Mapping[str, Any], tick: int, **fields: Any) -> Record:
+    """Change a memory as engram.service does: rev+1, earlier text appended to history."""
+    record = dict(current)
+    record.update(fields)
+    if any(name in fields and fields[name] != current.get(name) for name in ("title", "content")):
+        record["history"] = [
+            *current.get("history", []),
+            {
+                "rev": current["rev"],
+                "title": current.get("title", ""),
+                "content": current.get("content", ""),
+                "updated_at": current["updated_at"],
+            },
+        ]
+    record["rev"] = current["rev"] + 1
+    record["updated_at"] = stamp(tick)
+    return record
+
+
+def tombstone(current: Mapping[str, Any], tick: int, *, hard: bool = False) -> Record:
+    """Delete a memory as engram.service does (a soft delete keeps the text)."""
+    if hard:
+        return {
+            "id": current["id"],
+            "rev": current["rev"] + 1,
+            "updated_at": stamp(tick),
+            "deleted_at": current.get("deleted_at") or stamp(tick),
+        }
+    return {
+        **current,
+        "rev": current["rev"] + 1,
+        "updated_at": stamp(tick),
+        "deleted_at": stamp(tick),
+    }
+
+
+def lines(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """Return the canonical bytes of a store holding ``records``."""
+    return b"".join(canonical_line(r) for r in sorted(records, key=lambda r: str(r["id"])))
+
+
+def texts(record: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """Return every (title, content) a merged record still holds: current, history, conflicts."""
+    out = {(record.get("title", ""), record.get("content", ""))}
+    for name in ("history", "conflicts"):
+        out |= {(e.get("title", ""), e.get("content", "")) for e in record.get(name, [])}
+    return out
+
+
+# -- two-way ---------------------------------------------------------------------------------
+
+
+def test_higher_rev_wins_and_its_fields_are_taken_unknown_ones_included() -> None:
+    base = rec(importance=3)
+    newer = revise(base, 5, importance=5, x_custom={"keep": [1, 2]})
+    for merged in (merge_record(base, newer), merge_record(newer, base)):
+        assert merged == newer
+        assert merged["x_custom"] == {"keep": [1, 2]}
+        assert not conflicted(merged)
+
+
+def test_same_rev_later_updated_at_wins() -> None:
+    base = rec()
+    early = revise(base, 3, importance=2)
+    late = revise(base, 4, importance=4)
+    assert merge_record(early, late)["importance"] == 4
+    assert merge_record(late, early)["importance"] == 4
+
+
+def test_concurrent_text_edit_keeps_both_texts_and_the_loser_is_in_conflicts() -> None:
+    base = rec(title="original", content="v0")
+    ours = revise(base, 3, title="ours", content="ours text", author="ann")
+    theirs = revise(base, 4, title="theirs", content="theirs text", author="bob")
+    merged = merge_record(ours, theirs)
+    assert merged == merge_record(theirs, ours)
+    assert (merged["title"], merged["content"]) == ("theirs", "theirs text")
+    assert merged["conflicts"] == [
+        {
+            "rev": 2,
+            "updated_at": stamp(3),
+            "author": "ann",
+            "title": "ours",
+            "content": "ours text",
+        }
+    ]
+    assert conflicted(merged)
+    # the common ancestor's text is history, not a conflict
+    assert merged["history"] == [
+        {"rev": 1, "title": "original", "content": "v0", "updated_at": stamp(0)}
+    ]
+
+
+def test_an_older_version_whose_text_is_in_the_winners_history_is_not_a_conflict() -> None:
+    v1 = rec(title="first")
+    v2 = revise(v1, 1, title="second")
+    v3 = revise(v2, 2, title="third")
+    for older in (v1, v2):
+        merged = merge_record(older, v3)
+        assert merged == v3
+        assert not conflicted(merged)
+
+
+def test_an_older_version_with_the_winners_text_is_not_a_conflict() -> None:
+    v1 = rec(title="same")
+    v2 = revise(v1, 1, importance=5)  # text unchanged: nothing appended to history
+    merged = merge_record(v1, v2)
+    assert merged == v2
+    assert not conflicted(merged)
+
+
+def test_history_is_the_union_of_both_sides() -> None:
+    base = rec(title="t0")
+    ours = revise(revise(base, 1, title="ours-1"), 2, title="ours-2")
+    theirs = revise(base, 3, title="theirs-1")
+    merged = merge_record(ours, theirs)
+    assert [e["title"] for e in merged["history"]] == ["t0", "ours-1"]
+    assert merged["title"] == "ours-2"  # rev 3 beats rev 2
+    assert [e["title"] for e in merged["conflicts"]] == ["theirs-1"]
+    # a later edit on top of the merge keeps everything, and merging the old sides back in
+    # changes nothing
+    later = revise(merged, 9, title="final")
+    again = merge_record(merge_record(later, ours), theirs)
+    assert again == later
+    assert texts(again) >= {("t0", "content"), ("ours-1", "content"), ("theirs-1", "content")}
+
+
+def test_conflicts_are_not_duplicated_on_re_merge() -> None:
+    base = rec(title="t0")
+    ours = revise(base, 3, title="ours")
+    theirs = revise(base, 4, title="theirs")
+    merged = merge_record(ours, theirs)
+    assert len(merged["conflicts"]) == 1
+    for other in (ours, theirs, merged, base):
+        assert merge_record(merged, other) == merged
+        assert merge_record(other, merged) == merged
+
+
+def test_versions_with_the_same_text_give_one_conflict_whatever_the_grouping() -> None:
+    # a and b hold the same text (b only changed importance); c edited the text concurrently.
+    base = rec(title="t0")
+    a = revise(base, 1, title="shared")
+    b = revise(a, 2, importance=5)
+    c = revise(revise(base, 3, title="other"), 4, title="winner")
+    left = merge_record(merge_record(a, b), c)
+    right = merge_record(a, merge_record(b, c))
+    assert canonical_line(left) == canonical_line(right)
+    assert [e["title"] for e in left["conflicts"]] == ["shared"]
+    assert left["conflicts"][0]["rev"] == 3  # b's version: the latest with that text
+
+
+def test_a_conflict_that_became_the_winners_text_is_dropped() -> None:
+    base = rec(title="t0")
+    ours = revise(base, 3, title="ours")
+    theirs = revise(base, 4, title="theirs")
+    merged = merge_record(ours, theirs)
+    restored = revise(merged, 5, title="ours")  # the user restored the losing text
+    assert "conflicts" not in merge_record(restored, merged)
+    assert "conflicts" not in merge_record(restored, ours)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_a_tombstone_beats_an_older_edit_in_either_order(hard: bool) -> None:
+    base = rec(title="t0")
+    edit = revise(base, 3, title="edited")  # rev 2
+    gone = tombstone(revise(base, 1, importance=4), 5, hard=hard)  # rev 3
+    for merged in (merge_record(edit, gone), merge_record(gone, edit)):
+        assert is_tombstone(merged)
+        assert merged["rev"] == 3
+        # the concurrent edit's text is still kept where a user can restore it
+        assert ("edited", "content") in texts(merged)
+
+
+def test_a_newer_edit_made_without_seeing_the_delete_wins_over_it() -> None:
+    base = rec(title="t0")
+    gone = tombstone(base, 1)  # rev 2
+    edit = revise(revise(base, 2, title="t1"), 3, title="t2")  # rev 3
+    for merged in (merge_record(edit, gone), merge_record(gone, edit)):
+        assert not is_tombstone(merged)
+        assert merged["title"] == "t2"
+        assert not conflicted(merged)  # the deleted text, t0, is history
+
+
+def test_a_tombstone_beats_a_live_version_with_the_same_rev_and_time() -> None:
+    base = rec()
+    live = revise(base, 2, importance=4)
+    gone = {**live, "deleted_at": stamp(2)}
+    assert rank(gone) > rank(live)
+    assert is_tombstone(merge_record(live, gone))
+    assert not conflicted(merge_record(live, gone))
+
+
+def test_merge_record_refuses_two_ids() -> None:
+    with pytest.raises(ValueError):
+        merge_record(rec("a"), rec("b"))
+
+
+def test_merge_sets_keys_by_id_and_merges_duplicates() -> None:
+    a1, b1 = rec("a"), rec("b")
+    a2 = revise(a1, 1, title="a2")
+    out = merge_sets([a1, b1], [a2], [a1, a1])
+    assert sorted(out) == ["a", "b"]
+    assert out["a"] == a2
+    assert out["b"] == b1
+
+
+# -- three-way -------------------------------------------------------------------------------
+
+
+def test_a_field_changed_on_one_side_takes_that_side() -> None:
+    base = rec(title="t0", importance=3)
+    ours = revise(base, 3, importance=5)
+    theirs = revise(base, 4, content="theirs content")
+    for merged in (merge3_record(base, ours, theirs), merge3_record(base, theirs, ours)):
+        assert merged is not None
+        assert merged["importance"] == 5
+        assert merged["content"] == "theirs content"
+        assert merged["title"] == "t0"
+        assert merged["rev"] == 3  # a new version
+        assert merged["updated_at"] == stamp(4)
+        assert not conflicted(merged)
+        assert [e["content"] for e in merged["history"]] == ["content"]
+
+
+def test_changed_on_one_side_only_takes_that_side() -> None:
+    base = rec()
+    ours = revise(base, 3, title="ours", x_new="kept")
+    assert merge3_record(base, ours, base) == ours
+    assert merge3_record(base, base, ours) == ours
+
+
+def test_both_sides_made_the_same_change() -> None:
+    base = rec(importance=3)
+    ours = revise(base, 3, importance=5, x_ours=1)
+    theirs = revise(base, 4, importance=5, x_theirs=2)
+    merged = merge3_record(base, ours, theirs)
+    assert merged is not None
+    assert merged["importance"] == 5
+    assert (merged["x_ours"], merged["x_theirs"]) == (1, 2)  # unknown fields kept from both
+    assert not conflicted(merged)
+    assert merge3_record(base, ours, dict(ours)) == ours
+
+
+@pytest.mark.parametrize("field", SET_FIELDS)
+def test_set_fields_merge_with_additions_and_removals_on_both_sides(field: str) -> None:
+    if field == "links":
+        items: list[Any] = [{"rel": "relates", "to": name} for name in "abcde"]
+    else:
+        items = list("abcde")
+    a, b, c, d, e = items
+    base = rec(**{field: [a, b, c]})
+    ours = revise(base, 3, **{field: [a, b, d]})  # removed c, added d
+    theirs = revise(base, 4, **{field: [b, c, e]})  # removed a, added e
+    for merged in (merge3_record(base, ours, theirs), merge3_record(base, theirs, ours)):
+        assert merged is not None
+        assert merged[field] == [b, d, e]
+
+
+def test_set_field_emptied_on_one_side_stays_empty_unless_the_other_adds() -> None:
+    base = rec(tags=["x", "y"])
+    ours = revise(base, 3, tags=[])
+    theirs = revise(base, 4, tags=["x", "y", "z"])
+    merged = merge3_record(base, ours, theirs)
+    assert merged is not None
+    assert merged["tags"] == ["z"]
+
+
+def test_scalar_conflict_takes_the_winner_and_keeps_the_losing_text() -> None:
+    base = rec(title="t0", content="c0", importance=3)
+    ours = revise(base, 3, title="ours", importance=1, author="ann")
+    theirs = revise(base, 4, title="theirs", importance=5, tags=["new"], author="bob")
+    merged = merge3_record(base, ours, theirs)
+    assert merged == merge3_record(base, theirs, ours)
+    assert merged is not None
+    assert (merged["title"], merged["importance"], merged["author"]) == ("theirs", 5, "bob")
+    assert merged["tags"] == ["new"]
+    assert merged["conflicts"] == [
+        {"rev": 2, "updated_at": stamp(3), "author": "ann", "title": "ours", "content": "c0"}
+    ]
+    assert [e["title"] for e in merged["history"]] == ["t0"]
+
+
+def test_a_non_text_scalar_conflict_leaves_no_conflict_entry() -> None:
+    base = rec(importance=3)
+    ours = revise(base, 3, importance=1)
+    theirs = revise(base, 4, importance=5)
+    merged = merge3_record(base, ours, theirs)
+    assert merged is not None
+    assert merged["importance"] == 5
+    assert not conflicted(merged)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_three_way_tombstone_against_an_edit_in_both_orders(hard: bool) -> None:
+    base = rec(title="t0")
+    gone = tombstone(base, 5, hard=hard)  # rev 2, later
+    edit = revise(base, 3, title="edited")  # rev 2, earlier
+    for merged in (merge3_record(base, gone, edit), merge3_record(base, edit, gone)):
+        assert merged is not None
+        assert is_tombstone(merged)
+        assert ("edited", "content") in texts(merged)
+    newer_edit = revise(edit, 6, title="edited again")  # rev 3: made without seeing the delete
+    for merged in (merge3_record(base, gone, newer_edit), merge3_record(base, newer_edit, gone)):
+        assert merged is not None
+        assert not is_tombstone(merged)
+        assert merged["title"] == "edited again"
+
+
+def test_an_id_added_on_one_side_is_kept() -> None:
+    new = rec("new", title="added")
+    assert merge3_record(None, new, None) == new
+    assert merge3_record(None, None, new) == new
+    assert merge3([], [new], []) == [new]
+    assert merge3([], [], [new]) == [new]
+
+
+def test_removed_from_the_file_on_one_side() -> None:
+    base = rec()
+    assert merge3_record(base, None, dict(base)) is None
+    assert merge3_record(base, dict(base), None) is None
+    changed = revise(base, 3, title="changed")
+    assert merge3_record(base, None, changed) == changed
+    assert merge3_record(base, changed, None) == changed
+    assert merge3_record(base, None, None) is None
+
+
+def test_merge3_keys_by_id_and_sorts() -> None:
+    a, b, c = rec("a"), rec("b"), rec("c")
+    ours = [revise(b, 2, title="b ours"), a, c]
+    theirs = [c, revise(a, 3, title="a theirs"), b, rec("d")]
+    merged = merge3([a, b, c], ours, theirs)
+    assert [r["id"] for r in merged] == ["a", "b", "c", "d"]
+    assert merged[0]["title"] == "a theirs"
+    assert merged[1]["title"] == "b ours"
+
+
+def test_merge3_merges_duplicate_ids_within_a_side_first() -> None:
+    base = rec()
+    v2 = revise(base, 2, title="v2")
+    merged = merge3([base], [base, v2], [base])
+    assert merged == [v2]
+
+
+# -- properties: random histories on replicas ------------------------------------------------
+
+TITLES = st.sampled_from(["alpha", "beta", "gamma"])
+CONTENTS = st.sampled_from(["one", "two"])
+TAGS = st.lists(st.sampled_from(["x", "y", "z"]), unique=True, max_size=3).map(sorted)
+
+OPS = st.one_of(
+    st.tuples(st.just("create"), st.integers(0, 3), TITLES, CONTENTS),
+    st.tuples(
+        st.just("edit"),
+        st.integers(0, 3),
+        st.integers(0, 50),
+        st.sampled_from(["title", "content", "tags", "importance"]),
+        st.one_of(TITLES, CONTENTS, TAGS, st.integers(1, 5)),
+    ),
+    st.tuples(st.just("delete"), st.integers(0, 3), st.integers(0, 50), st.booleans()),
+    st.tuples(st.just("sync"), st.integers(0, 3), st.integers(0, 3)),
+)
+
+
+class World:
+    """Replicas (id -> record) with per-replica logical clocks and a log of every write."""
+
+    def __init__(self, count: int) -> None:
+        self.replicas: list[dict[str, Record]] = [{} for _ in range(count)]
+        self.clocks = [0] * count
+        self.created = 0
+        self.written: list[Record] = []  # every version any replica wrote
+
+    def tick(self, r: int) -> int:
+        self.clocks[r] += 1
+        return self.clocks[r]
+
+    def write(self, r: int, record: Record) -> None:
+        self.replicas[r][record["id"]] = record
+        self.written.append(record)
+
+    def pick(self, r: int, index: int, *, live: bool) -> Record | None:
+        ids = sorted(
+            rid for rid, rec_ in self.replicas[r].items() if not live or not is_tombstone(rec_)
+        )
+        return self.replicas[r][ids[index % len(ids)]] if ids else None
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        count = len(self.replicas)
+        name, r = op[0], op[1] % count
+        if name == "create":
+            self.created += 1
+            tick = self.tick(r)
+            record = rec(f"m{self.created:03d}", 1, tick, title=op[2], content=op[3])
+            record.update(created_at=stamp(tick), author=f"r{r}", tags=[], importance=3)
+            if self.created % 3 == 0:
+                record["x_unknown"] = {"from": r, "list": [1, "two"]}
+            self.write(r, record)
+        elif name == "edit":
+            current = self.pick(r, op[2], live=True)
+            field, value = op[3], op[4]
+            valid = {
+                "title": isinstance(value, str),
+                "content": isinstance(value, str),
+                "tags": isinstance(value, list),
+                "importance": isinstance(value, int),
+            }[field]
+            if current is None or not valid or current.get(field) == value:
+                return  # engram.service returns the memory unchanged
+            self.write(r, revise(current, self.tick(r), **{field: value, "author": f"r{r}"}))
+        elif name == "delete":
+            hard = op[3]
+            current = self.pick(r, op[2], live=not hard)
+            if current is None:
+                return
+            self.write(r, tombstone(current, self.tick(r), hard=hard))
+        else:
+            other = op[2] % count
+            if other != r:
+                self.sync(r, other)
+
+    def sync(self, r: int, other: int) -> None:
+        merged = merge_sets(self.replicas[r].values(), self.replicas[other].values())
+        self.replicas[r] = dict(merged)
+        self.replicas[other] = dict(merged)
+
+    def exchange_everything(self) -> None:
+        count = len(self.replicas)
+        for r in range(1, count):
+            self.sync(0, r)
+        for r in range(1, count):
+            self.sync(0, r)
+
+
+def fold(states: Sequence[Iterable[Record]]) -> bytes:
+    """Merge stores left to right, two at a time."""
+    acc: dict[str, Record] = {}
+    for state in states:
+        acc = merge_sets(acc.values(), state)
+    return lines(acc.values())
+
+
+def fold_right(states: Sequence[Iterable[Record]]) -> bytes:
+    acc: dict[str, Record] = {}
+    for state in reversed(states):
+        acc = merge_sets(state, acc.values())
+    return lines(acc.values())
+
+
+def tree(states: Sequence[list[Record]]) -> list[Record]:
+    """Merge stores as a balanced tree."""
+    if len(states) == 1:
+        return list(states[0])
+    middle = len(states) // 2
+    return list(merge_sets(tree(states[:middle]), tree(states[middle:])).values())
+
+
+WORLDS = st.tuples(st.integers(2, 4), st.lists(OPS, max_size=40))
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(WORLDS)
+def test_replicas_converge_whatever_the_merge_order(world_spec: tuple[int, list[Any]]) -> None:
+    count, ops = world_spec
+    world = World(count)
+    for op in ops:
+        world.apply(op)
+    finals = [list(replica.values()) for replica in world.replicas]
+    expected = fold(finals)
+    for order in itertools.permutations(finals):
+        assert fold(order) == expected
+        assert fold_right(order) == expected
+        assert lines(tree(order)) == expected
+    # duplicates of whole stores change nothing (idempotence at the store level)
+    assert fold(finals + finals) == expected
+
+    world.exchange_everything()
+    for replica in world.replicas:
+        assert lines(replica.values()) == expected
+
+
+@PROPERTY
+@given(WORLDS)
+def test_nothing_acknowledged_is_lost_and_no_delete_is_resurrected(
+    world_spec: tuple[int, list[Any]],
+) -> None:
+    count, ops = world_spec
+    world = World(count)
+    for op in ops:
+        world.apply(op)
+    world.exchange_everything()
+    converged = world.replicas[0]
+    for version in world.written:
+        final = converged[version["id"]]
+        assert rank(final) >= rank(version)
+        tombstones = [
+            rank(t) for t in world.written if t["id"] == version["id"] and is_tombstone(t)
+        ]
+        if is_tombstone(version):
+            # (d) a delete is never resurrected by an older copy
+            assert is_tombstone(final) or rank(final) > rank(version)
+        elif not any(r > rank(version) for r in tombstones):
+            # (c) nothing acknowledged is lost
+            assert (version["title"], version["content"]) in texts(final)
+
+
+# -- properties: merge_record on arbitrary versions of one id ---------------------------------
+
+ENTRY = st.fixed_dictionaries(
+    {"rev": st.integers(0, 4), "title": TITLES, "content": CONTENTS},
+    optional={"updated_at": st.integers(0, 4).map(stamp), "author": st.sampled_from(["a", "b"])},
+)
+VERSION = st.fixed_dictionaries(
+    {
+        "id": st.just("m1"),
+        "rev": st.integers(1, 4),
+        "updated_at": st.integers(0, 4).map(stamp),
+    },
+    optional={
+        "kind": st.just("note"),
+        "title": TITLES,
+        "content": CONTENTS,
+        "tags": TAGS,
+        "importance": st.integers(1, 5),
+        "author": st.sampled_from(["a", "b"]),
+        "deleted_at": st.integers(0, 4).map(stamp),
+        "x_unknown": st.one_of(st.integers(0, 2), st.lists(st.integers(0, 2), max_size=2)),
+        "history": st.lists(ENTRY, max_size=3),
+        "conflicts": st.lists(ENTRY, max_size=3),
+    },
+)
+ARBITRARY = settings(max_examples=200, deadline=None)
+
+
+@ARBITRARY
+@given(VERSION, VERSION)
+def test_merge_record_is_commutative(a: Record, b: Record) -> None:
+    assert canonical_line(merge_record(a, b)) == canonical_line(merge_record(b, a))
+
+
+@ARBITRARY
+@given(VERSION, VERSION, VERSION)
+def test_merge_record_is_associative(a: Record, b: Record, c: Record) -> None:
+    left = merge_record(merge_record(a, b), c)
+    right = merge_record(a, merge_record(b, c))
+    assert canonical_line(left) == canonical_line(right)
+
+
+@ARBITRARY
+@given(VERSION, VERSION)
+def test_merge_record_is_idempotent(a: Record, b: Record) -> None:
+    merged = merge_record(a, b)
+    assert merge_record(merged, merged) == merged
+    assert merge_record(merged, a) == merged
+    assert merge_record(merged, b) == merged
+    once = merge_record(a, a)
+    assert merge_record(once, a) == once
+
+
+@ARBITRARY
+@given(VERSION, VERSION)
+def test_merge_record_keeps_the_winners_fields_and_every_text(a: Record, b: Record) -> None:
+    merged = merge_record(a, b)
+    winner = a if rank(a) >= rank(b) else b
+    assert {k: v for k, v in merged.items() if k not in ("history", "conflicts")} == {
+        k: v for k, v in winner.items() if k not in ("history", "conflicts")
+    }
+    for side in (a, b):
+        if side.get("title") or side.get("content"):
+            assert (side.get("title", ""), side.get("content", "")) in texts(merged)
+
+
+# -- properties: three-way from a common ancestor --------------------------------------------
+
+
+@PROPERTY
+@given(st.lists(OPS, max_size=20), st.lists(OPS, max_size=15), st.lists(OPS, max_size=15))
+def test_merge3_from_a_common_ancestor(
+    before: list[Any], ours_ops: list[Any], theirs_ops: list[Any]
+) -> None:
+    world = World(3)
+    for op in before:
+        world.apply(op)
+    world.exchange_everything()
+    base = list(world.replicas[0].values())
+    # replica 1 and replica 2 go their own ways from the common state (no syncs between them)
+    for r, ops in ((1, ours_ops), (2, theirs_ops)):
+        for op in ops:
+            if op[0] != "sync":
+                world.apply((op[0], r, *op[2:]))
+    ours, theirs = list(world.replicas[1].values()), list(world.replicas[2].values())
+
+    merged = merge3(base, ours, theirs)
+    assert lines(merged) == lines(merge3(base, theirs, ours))
+    assert lines(merge3(base, ours, ours)) == lines(ours)
+    assert lines(merge3(base, ours, base)) == lines(ours)
+    assert lines(merge3(base, base, theirs)) == lines(theirs)
+    # keyed by id, sorted, and every id of either side is there (deletes are tombstones)
+    assert [r["id"] for r in merged] == sorted({r["id"] for r in ours + theirs})
+    # a second merge of the result with either side changes nothing
+    assert lines(merge3(base, merged, ours)) == lines(merge3(base, ours, merged))
+    # no delete resurrected: a tombstone on one side stays, unless the other side is newer
+    by_id = {r["id"]: r for r in merged}
+    for side in (ours, theirs):
+        for record in side:
+            final = by_id[record["id"]]
+            if is_tombstone(record):
+                assert is_tombstone(final) or rank(final) > rank(record)
+            assert rank(final) >= rank(record)
