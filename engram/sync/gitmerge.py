@@ -59,10 +59,13 @@ __all__ = [
     "Setup",
     "Version",
     "check_setup",
+    "has_markers",
     "install",
     "memory_log",
     "merge_driver",
+    "merge_manifests",
     "resolve",
+    "split_markers",
 ]
 
 ATTRIBUTES: Final = (
