@@ -622,3 +622,56 @@ def test_chunk_lines_parse_as_store_lines(engram_dir: Path) -> None:
     raw = gzip.decompress((engram_dir / CHUNKS / f"{entry.id}.jsonl.gz").read_bytes())
     parsed = [parse_line(line, path="x", lineno=n) for n, line in enumerate(raw.splitlines(), 1)]
     assert parsed == read_chunk(engram_dir, entry.id)
+
+
+def test_a_symlinked_manifest_is_refused(engram_dir: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"version": 2, "chunks": [{"id": "aaaaaaaa"}]}')
+    (engram_dir / MANIFEST).symlink_to(outside)
+    before = snapshot(tmp_path)
+    with pytest.raises(ChunkError, match=r"manifest\.json: is a symbolic link"):
+        read_manifest(engram_dir)
+    with pytest.raises(ChunkError, match="symbolic link"):
+        write_chunk(engram_dir, RECORDS, created_by="a", created_at=STAMP)
+    assert snapshot(tmp_path) == before
+    assert (engram_dir / MANIFEST).is_symlink()
+
+
+def test_duplicate_manifest_entries_collapse_deterministically(engram_dir: Path) -> None:
+    one = {"id": "aaaaaaaa", "created_by": "a", "memories": 1}
+    two = {"id": "aaaaaaaa", "created_by": "b", "memories": 1}
+    for order in ([one, two], [two, one]):
+        (engram_dir / MANIFEST).write_text(json.dumps({"version": 2, "chunks": order}))
+        assert [e.created_by for e in read_manifest(engram_dir)] == ["b"]
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from engram.sync.chunks import write_chunk
+folder, tag = Path(sys.argv[1]), sys.argv[2]
+for n in range(8):
+    record = {"id": f"{tag}{n}", "kind": "fact", "title": "t", "created_at": "x",
+              "updated_at": "x", "rev": 1}
+    write_chunk(folder, [record], created_by=tag, created_at="x")
+"""
+
+
+def test_concurrent_writers_lose_no_manifest_entry(engram_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(engram_dir), tag])
+        for tag in ("p", "q", "r")
+    ]
+    assert [proc.wait(timeout=120) for proc in procs] == [0, 0, 0]
+    entries, problems = list_chunks(engram_dir)
+    assert problems == []
+    assert len(read_manifest(engram_dir)) == len(entries) == 24
+    ids = []
+    for entry in entries:
+        records = read_chunk(engram_dir, entry.id)
+        assert isinstance(records, list)
+        ids += [r["id"] for r in records]
+    assert sorted(ids) == sorted(f"{tag}{n}" for tag in "pqr" for n in range(8))
