@@ -562,3 +562,81 @@ def test_convert_returns_an_engram_export_as_is() -> None:
         ["memories[1]: not a JSON object"],
         "engram",
     )
+
+
+# ── details of the Go conversion ─────────────────────────────────────────────────────────────
+
+
+def obs_row(**fields: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "sync_id": "obs-1",
+        "type": "decision",
+        "title": "t",
+        "content": "c",
+        "created_at": "2025-01-01 00:00:00",
+        "updated_at": "2025-01-01 00:00:00",
+    }
+    return {**row, **fields}
+
+
+@pytest.mark.parametrize(
+    ("summary", "title"),
+    [
+        (
+            "## Goal\n\n- Build the importer\n\n## Accomplished\n- done",
+            "Session: Build the importer",
+        ),
+        ("**Goal:** Ship the thing", "Session: Ship the thing"),
+        ("Fixed the flaky test", "Session: Fixed the flaky test"),
+        ("## Accomplished\n", "Session: sess-x"),
+        ("word " * 60, "Session: " + ("word " * 22).strip() + "…"),
+    ],
+)
+def test_go_session_titles_come_from_the_summary(summary: str, title: str) -> None:
+    session = {"id": "sess-x", "started_at": "2025-01-01 00:00:00", "summary": summary}
+    (record,) = convert_go({"sessions": [session]}, project="demo").records
+    assert record["title"] == title
+    assert len(record["title"]) <= 120
+    assert record["content"] == summary
+    assert record["session"] == {"started_at": "2025-01-01T00:00:00.000Z"}
+
+
+def test_go_file_fields_become_repo_relative_files() -> None:
+    row = obs_row(files=["src/a.py", "/etc/passwd", "../out.txt"], path="./docs/b.md")
+    (record,) = convert_go({"observations": [row]}, project="demo").records
+    assert record["files"] == ["docs/b.md", "src/a.py"]
+
+
+def test_go_row_failing_validation_is_skipped_with_the_reason() -> None:
+    rows = [
+        obs_row(content="x" * 50),
+        obs_row(sync_id="obs-2", title="y" * 600),
+        obs_row(sync_id="obs-3"),
+    ]
+    result = convert_go({"observations": rows}, project="demo", max_content_bytes=20)
+    assert [record["id"] for record in result.records] == [import_id("go-engram:obs:obs-3")]
+    assert result.skipped == [
+        "observations[0]: field 'content' is 50 bytes; the limit is 20",
+        "observations[1]: title is 600 characters; the limit is 500",
+    ]
+
+
+def test_go_hard_delete_drops_the_text_and_outranks_the_row() -> None:
+    mutation = {
+        "seq": 1,
+        "entity": "observation",
+        "entity_key": "obs-1",
+        "op": "delete",
+        "payload": json.dumps({"sync_id": "obs-1", "deleted": True, "hard_delete": True}),
+        "occurred_at": "2025-01-02T00:00:00Z",
+    }
+    document = {"observations": [obs_row(revision_count=4)], "mutations": [mutation]}
+    result = convert_go(document, project="demo", fmt="go-engram-chunk")
+    assert result.records == [
+        {
+            "id": import_id("go-engram:obs:obs-1"),
+            "rev": 5,
+            "updated_at": "2025-01-02T00:00:00.000Z",
+            "deleted_at": "2025-01-02T00:00:00.000Z",
+        }
+    ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,31 @@ def _text(value: Any) -> str:
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+_SECTION_WORDS: Final = frozenset(
+    {"goal", "instructions", "discoveries", "accomplished", "next steps", "relevant files"}
+)
+
+
+_LABEL: Final = re.compile(
+    r"^(?:\*\*|__)?([A-Za-z ]+?)\s*(?::\s*(?:\*\*|__)?|(?:\*\*|__)\s*:)\s*(.*)$"
+)
+
+
+def _summary_line(text: str) -> str:
+    """Return a summary's first line of substance: markdown marks and bare headings left out."""
+    for line in text.splitlines():
+        words = re.sub(r"^\s*(?:#{1,6}\s*|[-*+•]\s+|\d+[.)]\s+)", "", line).strip()
+        label = _LABEL.match(words)
+        if label and label.group(1).strip().lower() in _SECTION_WORDS:
+            words = label.group(2)  # "**Goal:** ship it" -> "ship it"
+        elif label:
+            words = f"{label.group(1).strip()}: {label.group(2)}"  # "**Note:** x" -> "Note: x"
+        words = words.strip(" *_#`:")
+        if words and words.lower() not in _SECTION_WORDS:
+            return words
+    return ""
 
 
 def _clip(text: str, limit: int = TITLE_CHARS) -> str:
@@ -419,7 +445,7 @@ def _convert_session(row: Mapping[str, Any], record_id: str, project: str) -> tu
     record: Record = {
         "id": record_id,
         "kind": "session",
-        "title": _clip(f"Session: {_first_line(summary) or sid}"),
+        "title": _clip(f"Session: {_summary_line(summary) or sid}"),
         "content": summary,
         "project": normalize_project(_text(row.get("project"))) or project,
         "scope": "project",
