@@ -65,8 +65,8 @@ class ChunkError(CorruptStore):
 
     code = "corrupt_chunk"
     hint = (
-        "the chunk is skipped and nothing was changed; run `engram doctor` to list every "
-        "problem, or ask the clone that wrote it to run `engram sync` again"
+        "nothing was changed; run `engram doctor` to list every problem (a chunk another "
+        "clone wrote can be exported again by running `engram sync` there)"
     )
 
 
@@ -230,7 +230,7 @@ def _check_manifest(value: Any, *, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ChunkError(f"{name}: expected a JSON object, got {type(value).__name__}", path=name)
     try:
-        dumps_value(value)
+        _dumps_value(value)
     except (TypeError, ValueError) as exc:
         raise ChunkError(f"{name}: not valid JSON: {exc}", path=name) from exc
     chunks = value.get("chunks")
@@ -327,11 +327,11 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
             body = ",\n".join(f"    {dumps(entry)}" for entry in chunks)
             lines.append(f'  "chunks": [\n{body}\n  ]')
         else:
-            lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {dumps_value(manifest[key])}")
+            lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {_dumps_value(manifest[key])}")
     return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
 
 
-def dumps_value(value: Any) -> str:
+def _dumps_value(value: Any) -> str:
     """Return canonical compact JSON of any JSON value (sorted keys, raw UTF-8)."""
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -664,7 +664,7 @@ class SyncState:
     def set(self, key: str, value: Any) -> None:
         """Store a small JSON value (kept in memory until ``save``)."""
         try:
-            dumps_value(value)
+            _dumps_value(value)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"sync state value for {key!r} is not JSON: {exc}") from exc
         self._values[str(key)] = value
