@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
 from engram.model import canonical_line, normalize_fields, parse_line
@@ -640,3 +642,122 @@ def test_go_hard_delete_drops_the_text_and_outranks_the_row() -> None:
             "deleted_at": "2025-01-02T00:00:00.000Z",
         }
     ]
+
+
+# ── untrusted input never breaks the converter ───────────────────────────────────────────────
+
+SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=12)
+# Mostly readable times (in both of Go's forms), sometimes not.
+TIMES = st.sampled_from(
+    [
+        "2025-01-01 00:00:00",
+        "2025-01-01T01:02:03Z",
+        "2025-01-02 00:00:00",
+        "2025-01-01 00:00:00",
+        "2025-01-03T00:00:00.5+02:00",
+        "2025-01-01 12:00:00",
+        "soon",
+        7,
+    ]
+)
+GO_KEYS = [
+    "id",
+    "sync_id",
+    "session_id",
+    "type",
+    "title",
+    "content",
+    "project",
+    "scope",
+    "summary",
+    "revision_count",
+    "duplicate_count",
+    "files",
+    "hard_delete",
+]
+WORDS = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
+JUNK_ROWS = st.dictionaries(
+    st.sampled_from(GO_KEYS), SCALARS | TIMES | st.lists(SCALARS, max_size=3), max_size=6
+)
+PLAUSIBLE_ROWS = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["s1", "s2"]),
+        "sync_id": st.sampled_from(["k1", "k2", "k1", ""]),
+        "type": st.sampled_from(["decision", "learning", "manual", "odd"]),
+        "title": WORDS,
+        "content": WORDS,
+        "summary": WORDS | st.none(),
+        "created_at": TIMES,
+        "started_at": TIMES,
+    },
+    optional={
+        "updated_at": TIMES,
+        "deleted_at": TIMES | st.none(),
+        "revision_count": st.integers(-1, 4) | SCALARS,
+        "files": st.lists(WORDS, max_size=3),
+        "scope": st.sampled_from(["project", "personal", "team"]),
+        "project": WORDS | st.none(),
+        "hard_delete": st.booleans(),
+    },
+)
+GO_ROWS = PLAUSIBLE_ROWS | JUNK_ROWS
+MUTATIONS = st.fixed_dictionaries(
+    {
+        "seq": st.integers(0, 5) | SCALARS,
+        "entity": st.sampled_from(["observation", "session", "prompt", "relation"]) | SCALARS,
+        "entity_key": st.sampled_from(["k1", "k2"]) | SCALARS,
+        "op": st.sampled_from(["upsert", "delete", "merge"]),
+        "payload": GO_ROWS.map(json.dumps) | SCALARS,
+        "occurred_at": TIMES,
+    }
+)
+
+
+def assert_valid(records: list[dict[str, Any]]) -> None:
+    assert len({record["id"] for record in records}) == len(records)
+    for record in records:
+        assert parse_line(canonical_line(record), path="t", lineno=1) == record
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    observations=st.lists(GO_ROWS | SCALARS, max_size=4),
+    sessions=st.lists(GO_ROWS, max_size=3),
+    prompts=st.lists(GO_ROWS, max_size=3),
+    mutations=st.lists(MUTATIONS | SCALARS, max_size=5),
+)
+def test_any_go_document_converts_without_raising(
+    observations: list[Any], sessions: list[Any], prompts: list[Any], mutations: list[Any]
+) -> None:
+    document = {
+        "observations": observations,
+        "sessions": sessions,
+        "prompts": prompts,
+        "mutations": mutations,
+    }
+    first = convert_go(document, project="demo", fmt="go-engram-chunk")
+    assert_valid(first.records)
+    assert convert_go(json.loads(json.dumps(document)), project="demo").records == first.records
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.binary(max_size=40)
+        | GO_ROWS.map(
+            lambda row: json.dumps(
+                {
+                    "type": "entity",
+                    "name": str(row.get("title") or "n"),
+                    "entityType": row.get("type"),
+                    "observations": row.get("files"),
+                }
+            ).encode()
+        ),
+        max_size=6,
+    )
+)
+def test_any_mcp_lines_convert_without_raising(lines: list[bytes]) -> None:
+    data = b"\n".join(lines)
+    result = convert_mcp_memory(data, project="demo")
+    assert_valid(result.records)

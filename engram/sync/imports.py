@@ -505,7 +505,7 @@ def _payload(mutation: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidInput(f"payload is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidInput("payload is not a JSON object")
@@ -527,8 +527,8 @@ def _mutation_rows(
     rows: list[tuple[str, _Row]] = []
     for _seq, position, mutation in sorted(ordered, key=lambda item: (item[0], item[1])):
         where = f"mutations[{position}]"
-        entity = _text(mutation.get("entity")).strip().lower()
-        op = _text(mutation.get("op")).strip().lower()
+        entity = str(mutation.get("entity") or "").strip().lower()
+        op = str(mutation.get("op") or "").strip().lower()
         if entity not in _GO_ENTITIES:
             skipped.append(f"{where}: {entity or 'unnamed'} mutations are not imported")
             continue
@@ -542,10 +542,10 @@ def _mutation_rows(
             skipped.append(f"{where}: {exc.message}")
             continue
         key_field = "id" if entity == "session" else "sync_id"
-        entity_key = _text(mutation.get("entity_key")).strip()
-        if entity_key and not payload.get(key_field):
-            payload[key_field] = entity_key
         try:
+            entity_key = _text(mutation.get("entity_key")).strip()
+            if entity_key and not payload.get(key_field):
+                payload[key_field] = entity_key
             key = _KEYS[entity](payload, project)
         except InvalidInput as exc:
             skipped.append(f"{where}: {exc.message}")
