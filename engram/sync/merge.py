@@ -32,7 +32,9 @@ Three-way (``merge3_record``, ``merge3``) — what the merge driver does with gi
   (``base∩ours∩theirs ∪ ours−base ∪ theirs−base``); a field both sides changed differently takes
   the winner's value (the two-way rule), and a losing title or content goes to ``conflicts``.
   The result is a new version: ``rev`` one more than the higher side's, ``updated_at`` the later
-  side's. Symmetric in ours and theirs.
+  side's, and both sides are earlier versions of it (their texts join ``history``, except a
+  losing one, which is in ``conflicts``), so that a sync bringing a side back changes nothing.
+  Symmetric in ours and theirs.
 - A tombstone on either side: the two-way rule between the sides.
 """
 
@@ -47,6 +49,7 @@ from engram.model import Record, dumps, is_tombstone
 SET_FIELDS: Final = ("tags", "files", "links")
 KEPT: Final = ("history", "conflicts")  # unions, never decided by a winner
 _ENTRY_KEYS: Final = ("rev", "updated_at", "author", "title", "content")
+_HISTORY_KEYS: Final = ("rev", "title", "content", "updated_at")  # as engram.service writes
 _NEW_VERSION: Final = ("id", "rev", "updated_at", *KEPT)
 _MISSING: Final = object()
 
@@ -99,6 +102,7 @@ def _finish(
     texts: Iterable[Mapping[str, Any]],
     *,
     own: Mapping[str, Any] | None,
+    earlier: Iterable[Mapping[str, Any]] = (),
 ) -> Record:
     """Set ``history`` and ``conflicts`` of ``merged`` from every version that took part.
 
@@ -107,16 +111,20 @@ def _finish(
     give the same entry. The merged record's own text is left out when its latest entry is
     ``own`` (the winner's entry, which a later merge adds back as a candidate: nothing is lost
     that a later grouping could need); ``own`` None drops it unconditionally (a new version).
+    ``earlier`` are versions that become history entries of ``merged``.
     """
     versions = list(versions)
-    history = _sorted_unique(item for v in versions for item in _items(v.get("history")))
-    earlier = {_text(item) for item in history}
+    history = _sorted_unique(
+        [item for v in versions for item in _items(v.get("history"))]
+        + [{key: v.get(key, "") for key in _HISTORY_KEYS} for v in earlier]
+    )
+    old_texts = {_text(item) for item in history}
     candidates = [item for v in versions for item in _items(v.get("conflicts"))]
     candidates += [_entry(version) for version in texts]
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for item in candidates:
         text = _text(item)
-        if text == ("", "") or text in earlier:
+        if text == ("", "") or text in old_texts:
             continue
         if text not in latest or _entry_key(item) > _entry_key(latest[text]):
             latest[text] = item
@@ -207,7 +215,15 @@ def merge3_record(
     merged["id"] = winner["id"]
     merged["rev"] = max(_int(ours.get("rev")), _int(theirs.get("rev"))) + 1
     merged["updated_at"] = max(str(ours.get("updated_at", "")), str(theirs.get("updated_at", "")))
-    return _finish(merged, (ours, theirs), (loser,) if text_lost else (), own=None)
+    # Both sides are earlier versions of the result (a later sync that brings one back is no
+    # conflict), except a side whose title or content lost: that text is a conflict.
+    absorbed = [
+        side
+        for side in (ours, theirs)
+        if not (text_lost and side is loser) and _text(side) != _text(merged)
+    ]
+    lost = (loser,) if text_lost else ()
+    return _finish(merged, (ours, theirs), lost, own=None, earlier=absorbed)
 
 
 def _same(value: Any, other: Any) -> bool:
