@@ -240,6 +240,17 @@ def test_a_tombstone_beats_a_live_version_with_the_same_rev_and_time() -> None:
     assert not conflicted(merge_record(live, gone))
 
 
+def test_a_hard_tombstone_keeps_the_text_of_a_live_copy_merged_into_it() -> None:
+    # documented limit: without text or history it cannot tell a copy it deleted from an edit
+    base = rec(title="t0")
+    gone = tombstone(base, 1, hard=True)
+    merged = merge_record(gone, base)
+    assert is_tombstone(merged)
+    assert [(e["title"], e["rev"]) for e in merged["conflicts"]] == [("t0", 1)]
+    soft = tombstone(base, 1)  # a soft delete holds the text it deleted: no conflict
+    assert merge_record(soft, base) == soft
+
+
 def test_merge_record_refuses_two_ids() -> None:
     with pytest.raises(ValueError):
         merge_record(rec("a"), rec("b"))

@@ -22,6 +22,9 @@ Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempot
   versions.
 - A tombstone wins over a version with a lower (rev, updated_at): a delete is never resurrected
   by an older copy, and a newer edit made without seeing the delete wins over it.
+  A hard tombstone (no text, no history) cannot tell an older copy it deleted from an edit made
+  concurrently: a live copy merged into it later leaves its text in the tombstone's
+  ``conflicts``.
 
 Three-way (``merge3_record``, ``merge3``) — what the merge driver does with git's base version:
 
@@ -129,7 +132,7 @@ def _finish(
         if text not in latest or _entry_key(item) > _entry_key(latest[text]):
             latest[text] = item
     mine = _text(merged)
-    if mine in latest and (own is None or latest[mine] == dict(own)):
+    if mine in latest and (own is None or dumps(latest[mine]) == dumps(own)):
         del latest[mine]
     conflicts = sorted(latest.values(), key=_entry_key)
     for name, value in (("history", history), ("conflicts", conflicts)):
