@@ -27,7 +27,7 @@ from engram.context import CHARS_PER_TOKEN, ID_CHARS, clip, estimate_tokens, pro
 from engram.index.db import file_matches
 from engram.model import Record
 
-DEFAULT_CHECK_BUDGET: Final = 800
+GIVE_UP: Final = 32  # findings in a row that do not fit before packing stops looking
 TITLE_CHARS: Final = 100
 CANDIDATE_TAGS: Final = frozenset({"revert", "fix-again"})
 FRAME: Final = (
@@ -169,8 +169,14 @@ def pack_check(
     *,
     budget: int,
     short_id: Callable[[str], str] | None = None,
+    decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Pack findings greedily under ``budget`` tokens; return text, findings, tokens, left_out."""
+    """Pack findings greedily under ``budget`` tokens; return text, findings, tokens, left_out.
+
+    ``decorate`` finishes a finding (e.g. its note's ids shortened, staleness added) just before
+    it is placed, so that only the findings considered pay for it. After ``GIVE_UP`` findings in
+    a row that do not fit, the rest are counted as left out without being looked at.
+    """
     budget = max(int(budget), 0)
     room = budget * CHARS_PER_TOKEN
     shown = ", ".join(wanted) or "(no files)"
@@ -185,16 +191,23 @@ def pack_check(
     used = len(header)
     placed: list[dict[str, Any]] = []
     left_out = 0
-    for finding in findings:
+    misses = 0
+    for position, finding in enumerate(findings):
+        if misses >= GIVE_UP:
+            left_out += len(findings) - position
+            break
         rid = str(finding["id"])
-        item = {**finding, "short_id": short_id(rid) if short_id else rid[:ID_CHARS]}
+        item = dict(finding) if decorate is None else decorate(dict(finding))
+        item["short_id"] = short_id(rid) if short_id else rid[:ID_CHARS]
         line = finding_line(item)
         if used + 1 + len(line) <= room:
             lines.append(line)
             used += 1 + len(line)
             placed.append(item)
+            misses = 0
         else:
             left_out += 1
+            misses += 1
     if left_out:
         footer = f"({left_out} more left out for the token budget: raise --budget.)"
         if used + 1 + len(footer) <= room:

@@ -370,7 +370,8 @@ def _recall(
             limit=limit,
             offset=offset,
         )
-        stale = {hit.id: engram.stale(hit.record) for hit in hits}
+        found = engram.stale_many(hit.record for hit in hits)
+        stale = {hit.id: found.get(hit.id, []) for hit in hits}
         _warn_problems(engram)
     if as_json:
         rows = [
@@ -922,37 +923,160 @@ def export_(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="An `engram export` file, or - for stdin.")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE|DIR",
+            help="An engram export, a Go engram export or chunk, an MCP memory JSONL file, "
+            "a folder with manifest.json and chunks/, or - for stdin.",
+        ),
+    ],
     as_json: JsonOpt = False,
 ) -> None:
-    """Merge an engram export into this store (the same merge as git and sync use)."""
-    if str(file) == "-":
-        text = _read_stdin()
-        name = "stdin"
-    else:
-        try:
-            text = file.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start})") from exc
-        name = str(file)
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{name}: not valid JSON: {exc}") from exc
+    """Merge another store's memories into this one (format detected; same merge as git)."""
     update_bar, close_bar = _progress("importing")
     try:
         with _open(ctx) as engram:
-            result = engram.import_(document, progress=update_bar)
+            if str(source) == "-":
+                text = _read_stdin()
+                try:
+                    document = json.loads(text)
+                except ValueError as exc:
+                    raise InvalidInput(f"stdin: not valid JSON: {exc}") from exc
+                result = engram.import_(document, progress=update_bar)
+            else:
+                result = engram.import_path(source, progress=update_bar)
     finally:
         close_bar()
     if as_json:
         _emit_json(result.to_dict())
         return
-    typer.echo(f"added {result.added}, updated {result.updated}, unchanged {result.unchanged}")
+    typer.echo(
+        f"{result.format}: added {result.added}, updated {result.updated}, "
+        f"unchanged {result.unchanged}, skipped {len(result.errors)}"
+    )
     for error in result.errors[:20]:
         typer.echo(f"skipped {error}", err=True)
     if len(result.errors) > 20:
         typer.echo(f"… and {len(result.errors) - 20} more skipped", err=True)
+
+
+@app.command()
+def sync(
+    ctx: typer.Context,
+    remote: Annotated[
+        str | None,
+        typer.Option(help="Also fetch, merge and push the store's branch on this git remote."),
+    ] = None,
+    branch: Annotated[
+        str | None, typer.Option(help="The branch that carries the store (engram-memories).")
+    ] = None,
+    personal: Annotated[
+        bool, typer.Option("--personal", help="Sync the personal store (ENGRAM_HOME).")
+    ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Show chunks, contributors and what is pending.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Share memories: import others' sync chunks, export this clone's changes as one."""
+    scope = "personal" if personal else "project"
+    with _open(ctx) as engram:
+        if status:
+            report = engram.sync_status(scope=scope)
+        else:
+            report = engram.sync(scope=scope, remote=remote, branch=branch)
+    if as_json:
+        _emit_json(report)
+        return
+    if status:
+        typer.echo(
+            f"{report['scope']} store: {report['chunks']} chunks "
+            f"({report['memories_in_chunks']} memory versions), clone {report['clone_id'][:8]}"
+        )
+        for who, count in report["contributors"].items():
+            typer.echo(f"  {who}: {count}")
+        typer.echo(
+            f"pending: {len(report['pending_import'])} chunks to import, "
+            f"{report['pending_export']} changed memories to export"
+        )
+    else:
+        imported = report["imported"]
+        typer.echo(
+            f"imported {len(report['imported_chunks'])} chunks (added {imported['added']}, "
+            f"updated {imported['updated']}, unchanged {imported['unchanged']})"
+        )
+        if report["exported_chunk"]:
+            typer.echo(
+                f"exported {report['exported']} memories as chunk {report['exported_chunk']}"
+            )
+        else:
+            typer.echo("nothing to export")
+        far = report.get("remote")
+        if far:
+            pulled = far["pulled"]["memories"]
+            typer.echo(
+                f"{far['url']} ({far['branch']}): pulled {pulled['added']} new and "
+                f"{pulled['updated']} changed memories, pushed {far['head'][:10]}"
+            )
+    for problem in report["problems"]:
+        typer.echo(f"warning: {problem}", err=True)
+
+
+@app.command("merge-driver", hidden=True)
+def merge_driver(
+    base: Annotated[Path, typer.Argument(help="%O: the common ancestor's version.")],
+    ours: Annotated[Path, typer.Argument(help="%A: our version; the result is written here.")],
+    theirs: Annotated[Path, typer.Argument(help="%B: their version.")],
+    pathname: Annotated[str, typer.Argument(help="%P: the file's path in the repo.")] = "",
+) -> None:
+    """git merge driver for .engram files (installed by `engram init`): exit 0 when merged."""
+    from engram.service import Engram
+
+    raise typer.Exit(Engram.merge_driver(base, ours, theirs, pathname))
+
+
+@app.command()
+def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Repair .engram/ files a merge left conflicted, from git's three versions, and stage them."""
+    with _open(ctx) as engram:
+        resolved = engram.resolve()
+    if as_json:
+        _emit_json(resolved)
+        return
+    if not resolved:
+        typer.echo("nothing to resolve")
+    for item in resolved:
+        typer.echo(
+            f"resolved {item['path']}: {item['records']} entries, "
+            f"{item['conflicts']} memories keep a concurrent edit (engram doctor lists them)"
+        )
+
+
+@app.command()
+def log(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Most versions.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the history of one memory across commits: each version with commit, author, date."""
+    with _open(ctx) as engram:
+        versions = engram.log(ref, limit=limit)
+    if as_json:
+        _emit_json(versions)
+        return
+    if not versions:
+        typer.echo("no committed version of this memory (commit .engram/ to start its log)")
+    for version in versions:
+        record = version.get("record") or {}
+        title = record.get("title", "")
+        rev = f" rev {record['rev']}" if record.get("rev") is not None else ""
+        typer.echo(
+            f"{version['commit'][:10]}  {version['date'][:16].replace('T', ' ')}  "
+            f"{version['author']}  {version['change']}{rev}  {title}"
+        )
+        typer.echo(f"            {version['message']}")
 
 
 def _index_summary(summary: dict[str, Any]) -> list[str]:

@@ -2,9 +2,11 @@
 
 Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, order and
 canonical bytes), .gitignore keeps index/ and state/ out of git, no secrets sit in the store,
-and the index agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids
+which memories keep a concurrent edit (``conflicts``), the git merge driver is set up, and the
+index agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids
 with the one merge function, moves unreadable lines to ``state/quarantine-*.jsonl`` (never
-deleting them), redacts secrets, repairs .gitignore and rebuilds a drifted index. Feature layer:
+deleting them), redacts secrets, repairs .gitignore, installs the merge driver and rebuilds a
+drifted index. Feature layer:
 called by the service, prints nothing.
 """
 
@@ -38,8 +40,18 @@ class Finding:
         }
 
 
-def run_checks(config: Config, store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
-    """Run every check on one store; repair what is safe when ``fix`` is set."""
+def run_checks(
+    config: Config,
+    store: MemoryStore,
+    index: Index,
+    *,
+    fix: bool,
+    driver_command: str | None = None,
+) -> list[Finding]:
+    """Run every check on one store; repair what is safe when ``fix`` is set.
+
+    ``driver_command``: check (and with ``fix`` install) the git merge driver with it.
+    """
     from engram.store.redact import find_secrets, redact
     from engram.sync.merge import merge_sets
 
@@ -134,7 +146,46 @@ def run_checks(config: Config, store: MemoryStore, index: Index, *, fix: bool) -
             finding.fixed = True
         findings.append(finding)
 
-    # 4. Index drift.
+    # 4. Memories that keep a concurrent edit (the merge function's losing text).
+    for record in store.scan().records:
+        conflicts = record.get("conflicts")
+        if isinstance(conflicts, list) and conflicts and not is_tombstone(record):
+            findings.append(
+                Finding(
+                    "warning",
+                    "conflicts",
+                    f"memory {record['id']} keeps {len(conflicts)} concurrent edit(s) that lost "
+                    f"a merge: `engram get {record['id'][:8]}` shows them; update the memory to "
+                    "settle it",
+                )
+            )
+
+    # 5. The git merge driver (a fresh clone has .gitattributes but not the driver's config).
+    if driver_command is not None:
+        from engram.sync.gitmerge import check_setup, install
+
+        setup = check_setup(config.root)
+        if setup.repo and not (setup.attributes and setup.driver):
+            missing = [
+                name
+                for name, ok in (
+                    (".gitattributes lines", setup.attributes),
+                    ("driver", setup.driver),
+                )
+                if not ok
+            ]
+            finding = Finding(
+                "warning",
+                "git",
+                f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
+                "missing): git merges of .engram/ fall back to line merges",
+            )
+            if fix:
+                install(config.root, driver_command)
+                finding.fixed = True
+            findings.append(finding)
+
+    # 6. Index drift.
     index.refresh()
     index.flush()
     live = {r["id"] for r in store.scan().records if not is_tombstone(r)}

@@ -1507,7 +1507,7 @@ class EngramMCP:
             payload["superseded"] = result.superseded
         return call.render(payload)
 
-    def _hit(self, hit: Hit, short: Mapping[str, str]) -> dict[str, Any]:
+    def _hit(self, hit: Hit, short: Mapping[str, str], stale: list[str]) -> dict[str, Any]:
         record = hit.record
         out: dict[str, Any] = {
             "id": short.get(hit.id, hit.id),
@@ -1524,7 +1524,6 @@ class EngramMCP:
         if record.get("scope", "project") != "project":
             out["scope"] = record["scope"]
         out["from"] = provenance(record)
-        stale = self.engram.stale(record)
         if stale:
             out["may_be_stale"] = "; ".join(stale)
         return out
@@ -1574,7 +1573,8 @@ class EngramMCP:
         more = len(hits) > limit
         ids = [hit.id for hit in hits[:limit]]
         short = self.engram.short_ids(ids, ID_CHARS)
-        items = [self._hit(hit, short) for hit in hits[:limit]]
+        stale = self.engram.stale_many(hit.record for hit in hits[:limit])
+        items = [self._hit(hit, short, stale.get(hit.id, [])) for hit in hits[:limit]]
         token = self._pages.token()
         note = RECALL_NOTE + ("" if query.get("query") else BROWSE_NOTE)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -27,6 +28,7 @@ from engram.errors import (
     InvalidInput,
     NotFound,
     NotInitialized,
+    SyncError,
 )
 from engram.index.db import Hit, Index, Query, epoch
 from engram.index.ranking import Weights
@@ -113,14 +115,17 @@ class ImportResult:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # items skipped, each with its reason
+    format: str = "engram"
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {
+            "format": self.format,
             "added": self.added,
             "updated": self.updated,
             "unchanged": self.unchanged,
+            "skipped": len(self.errors),
             "errors": self.errors,
         }
 
@@ -175,7 +180,9 @@ class Engram:
         root.mkdir(parents=True, exist_ok=True)
         name = normalize_project(project or "") or config_mod.detect_project(root)
         created = init_layout(root / config_mod.ENGRAM_DIR, name)
-        return cls(root), created
+        engram = cls(root)
+        engram.git_setup(install=True)
+        return engram, created
 
     def close(self) -> None:
         """Release index files of every open workspace."""
@@ -403,26 +410,38 @@ class Engram:
         ``[]`` for a memory without anchors or whose files are unchanged at HEAD. Answers are
         cached per HEAD, so a recall pays for this only when HEAD moved.
         """
-        anchors = record.get("anchors")
-        if not isinstance(anchors, list) or not anchors:
-            return []
-        if str(record.get("project") or "") != self.project:
-            return []  # anchored in another project's repository (a personal memory)
+        return self.stale_many([record]).get(str(record.get("id", "")), [])
+
+    def stale_many(self, records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+        """Return ``stale`` for several memories by id (only those with something to say)."""
+        wanted = [
+            r
+            for r in records
+            if isinstance(r.get("anchors"), list)
+            and r.get("anchors")
+            # Anchored in another project's repository (a personal memory): not checked here.
+            and str(r.get("project") or "") == self.project
+        ]
+        if not wanted:
+            return {}
         if self._anchor_checker is None:
             from engram.indexer.anchors import AnchorChecker
 
             self._anchor_checker = AnchorChecker(self.root, self.project_ws.store.state_dir)
-        since = epoch(record.get("created_at")) or None
-        out = []
-        for item in self._anchor_checker.check(anchors, since=since):
-            if item.deleted:
-                out.append(f"{item.path} was deleted since it was written")
-                continue
-            least = "at least " if item.capped else ""
-            plural = "commit" if item.commits == 1 else "commits"
-            out.append(
-                f"{item.path} changed in {least}{item.commits} {plural} since it was written"
-            )
+        items = [(r["anchors"], epoch(r.get("created_at")) or None) for r in wanted]
+        out: dict[str, list[str]] = {}
+        for record, found in zip(wanted, self._anchor_checker.check_many(items), strict=True):
+            lines = []
+            for item in found:
+                if item.deleted:
+                    lines.append(f"{item.path} was deleted since it was written")
+                    continue
+                least = "at least " if item.capped else ""
+                plural = "commit" if item.commits == 1 else "commits"
+                count = f"{least}{item.commits} {plural}"
+                lines.append(f"{item.path} changed in {count} since it was written")
+            if lines:
+                out[str(record.get("id", ""))] = lines
         return out
 
     def _resolve_links(self, ws: Workspace, links: Sequence[Mapping[str, Any]]) -> list[Record]:
@@ -628,21 +647,31 @@ class Engram:
         findings = gather_findings(
             wanted, records, hotspots=hotspots, superseded_by=superseded_by, recall_hits=hits
         )
-        shorts = self.short_ids(
-            {str(f["id"]) for f in findings}
-            | {rid for ids in superseded_by.values() for rid in ids}
-        )
         by_id = {str(record["id"]): record for record in [*records, *hits]}
-        for finding in findings:
+        shorts: dict[str, str] = {}
+
+        def short(rid: str) -> str:
+            if rid not in shorts:
+                shorts.update(self.short_ids([rid]))
+            return shorts[rid]
+
+        def decorate(finding: dict[str, Any]) -> dict[str, Any]:
+            """Shorten the ids a note names and add staleness: only for findings packed."""
+            note = _ID_IN_TEXT.sub(
+                lambda m: (
+                    short(m.group()) if m.group() in by_id or m.group() in known else m.group()
+                ),
+                str(finding["note"]),
+            )
             stale = self.stale(by_id.get(str(finding["id"]), {}))
             if stale:
                 finding["stale"] = stale
-                finding["note"] = f"{finding['note']}; may be stale: {'; '.join(stale)}"
-            note = str(finding["note"])
-            for rid, short in shorts.items():
-                note = note.replace(rid, short)
+                note = f"{note}; may be stale: {'; '.join(stale)}"
             finding["note"] = note
-        return pack_check(wanted, findings, budget=budget, short_id=lambda rid: shorts[rid])
+            return finding
+
+        known = {rid for ids in superseded_by.values() for rid in ids}
+        return pack_check(wanted, findings, budget=budget, short_id=short, decorate=decorate)
 
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
@@ -1139,6 +1168,318 @@ class Engram:
                     ChangeJournal(ws.store.state_dir).append(ours)
         return result
 
+    # -- git integration ---------------------------------------------------------------------
+
+    @staticmethod
+    def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
+        """git's merge driver for .engram files: merge %O %A %B into %A; 0 when clean."""
+        from engram.sync.gitmerge import merge_driver
+
+        return merge_driver(base, ours, theirs, pathname)
+
+    def git_setup(self, *, install: bool = False, command: str | None = None) -> dict[str, Any]:
+        """Report (and with ``install`` write) .gitattributes and the merge driver's config.
+
+        The driver runs ``engram merge-driver``: the engram found on PATH now (quoted), else
+        plain ``engram``. The repo's config is local to the clone, never committed.
+        """
+        from engram.sync.gitmerge import check_setup
+        from engram.sync.gitmerge import install as install_driver
+
+        if command is None:
+            command = _driver_command()
+        done = install_driver(self.root, command) if install else []
+        setup = check_setup(self.root)
+        return {
+            "repo": setup.repo,
+            "attributes": setup.attributes,
+            "driver": setup.driver,
+            "installed": done,
+        }
+
+    def resolve(self) -> list[dict[str, Any]]:
+        """Rebuild conflicted .engram files from git's three stages (or their markers)."""
+        from dataclasses import asdict
+
+        from engram.sync.gitmerge import resolve
+
+        with self.project_ws.store.lock():
+            resolved = resolve(self.root)
+            self.project_ws.index.refresh()
+        return [asdict(item) for item in resolved]
+
+    def log(self, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Return the versions of one memory in the commits reachable from HEAD, newest first."""
+        from dataclasses import asdict
+
+        from engram.sync.gitmerge import memory_log
+
+        try:
+            rid = self._locate(ref, include_deleted=True)[1]["id"]
+        except NotFound:
+            rid = check_id(ref)  # gone from the file now: its full id still finds its past
+        store = self.project_ws.store.path
+        try:
+            path = store.resolve().relative_to(self._work_tree()).as_posix()
+        except ValueError:
+            path = f"{config_mod.ENGRAM_DIR}/memories.jsonl"
+        return [asdict(version) for version in memory_log(self.root, rid, limit=limit, path=path)]
+
+    def _work_tree(self) -> Path:
+        for folder in (self.root.resolve(), *self.root.resolve().parents):
+            if (folder / ".git").exists():
+                return folder
+        return self.root.resolve()
+
+    def import_path(self, path: Path, *, progress: Progress | None = None) -> ImportResult:
+        """Import a file or folder of another memory tool (format detected) or of engram.
+
+        Files: an engram export, a Go engram export or chunk, an MCP memory server's JSONL.
+        Folders: a store with ``manifest.json`` and ``chunks/`` (engram's or Go engram's; its
+        ``.engram/`` inside is found too). Re-importing the same thing changes nothing.
+        """
+        from engram.sync import chunks as chunks_mod
+        from engram.sync.imports import convert
+
+        ws = self.project_ws
+        max_bytes = int(ws.config.number("store.max_content_bytes"))
+        if path.is_dir():
+            folder = (
+                path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
+            )
+            entries, problems = chunks_mod.list_chunks(folder)
+            if not entries and not problems:
+                raise InvalidInput(
+                    f"{path}: no manifest.json or chunks/ to import",
+                    hint="give a file (an export) or a folder holding manifest.json and chunks/",
+                )
+            records: list[Any] = []
+            skipped = list(problems)
+            for entry in entries:
+                try:
+                    records += self._chunk_records(ws, chunks_mod.read_chunk(folder, entry.id))
+                except EngramError as exc:
+                    skipped.append(exc.message)
+            result = self._merge_in(ws, records, label=str(path), progress=progress)
+            result.errors = skipped + result.errors
+            result.format = "chunks"
+            return result
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        converted = convert(
+            data, name=str(path), project=self.project, stamp=now(), max_content_bytes=max_bytes
+        )
+        result = self._merge_in(ws, converted.records, label=str(path), progress=progress)
+        result.errors = list(converted.skipped) + result.errors
+        result.format = converted.format
+        return result
+
+    # -- sync --------------------------------------------------------------------------------
+
+    def _sync_ws(self, scope: str) -> Workspace:
+        if scope not in ("project", "personal"):
+            raise InvalidInput(f"unknown scope {scope!r}; use project or personal")
+        return self._workspace(scope) if scope == "personal" else self.project_ws
+
+    def sync(
+        self,
+        *,
+        scope: str = "project",
+        remote: str | None = None,
+        branch: str | None = None,
+    ) -> dict[str, Any]:
+        """Import the sync chunks not applied here, export this clone's changes as a chunk.
+
+        With ``remote``: also fetch the store's branch from that git remote, merge its memories
+        and chunks in, commit the result on the branch and push it (never forced; a remote that
+        moved meanwhile is fetched and merged again). Returns what was done.
+        """
+        ws = self._sync_ws(scope)
+        report: dict[str, Any] = {"scope": ws.scope, "problems": []}
+        if remote is None:
+            report.update(self._sync_local(ws))
+            return report
+        from engram.sync import remote as remote_mod
+
+        branch = branch or remote_mod.DEFAULT_BRANCH
+        repo_root = ws.store.dir if ws.scope == "personal" else self.root
+        for attempt in range(1, 4):
+            fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
+            pulled = self._merge_remote(ws, fetched.files)
+            local = self._sync_local(ws)
+            files = self._committed_files(ws)
+            parents = [p for p in (fetched.local_tip, fetched.tip) if p]
+            author = remote_mod.author_of(repo_root)
+            head = remote_mod.commit(
+                repo_root,
+                ws.store.dir,
+                files,
+                parents=parents,
+                message=f"engram sync: {local['exported'] or 0} memories from {author}",
+                author=author,
+                branch=branch,
+            )
+            pushed = head == fetched.tip or remote_mod.push(repo_root, remote, branch)
+            report.update(local)
+            report["problems"] = pulled.pop("problems") + local["problems"]
+            report["remote"] = {
+                "url": fetched.url,
+                "branch": branch,
+                "pulled": pulled,
+                "head": head,
+                "pushed": pushed,
+                "attempts": attempt,
+            }
+            if pushed:
+                return report
+        raise SyncError(
+            f"could not push to {remote} ({branch}): it kept moving while engram merged",
+            hint="run engram sync --remote again in a moment; nothing local was lost",
+        )
+
+    def _merge_remote(self, ws: Workspace, files: Mapping[str, bytes]) -> dict[str, Any]:
+        """Merge the memories, manifest and chunks of a fetched branch into the store."""
+        from engram.store.jsonl import MEMORIES
+        from engram.sync import chunks as chunks_mod
+
+        out: dict[str, Any] = {"memories": ImportResult().to_dict(), "chunks": 0, "problems": []}
+        data = files.get(MEMORIES)
+        if data:
+            scan = MemoryStore(ws.store.dir).scan(data)
+            out["problems"] += [f"remote {p.message}" for p in scan.problems]
+            merged = self._merge_in(ws, scan.records, label="remote", from_clone=True)
+            out["memories"] = merged.to_dict()
+        prefix = f"{chunks_mod.CHUNKS}/"
+        for path, blob in sorted(files.items()):
+            name = path[len(prefix) :] if path.startswith(prefix) else ""
+            chunk = name.removesuffix(chunks_mod.SUFFIX)
+            if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
+                continue
+            target = chunks_mod.chunk_path(ws.store.dir, chunk)
+            if target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob)
+            out["chunks"] += 1
+        manifest = files.get(chunks_mod.MANIFEST)
+        if manifest:
+            try:
+                theirs = chunks_mod.parse_manifest(manifest, name=f"remote {chunks_mod.MANIFEST}")
+                where = ws.store.dir / chunks_mod.MANIFEST
+                ours = chunks_mod.parse_manifest(where.read_bytes()) if where.exists() else {}
+                merged_manifest = chunks_mod.merge_manifests(ours, theirs)
+                if merged_manifest != ours:
+                    where.write_bytes(chunks_mod.manifest_bytes(merged_manifest))
+            except EngramError as exc:
+                out["problems"].append(exc.message)
+        return out
+
+    def _committed_files(self, ws: Workspace) -> dict[str, bytes]:
+        """Return the store's files that belong in git (everything but index/ and state/)."""
+        out: dict[str, bytes] = {}
+        folder = ws.store.dir
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder).as_posix()
+            if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
+                continue
+            if path.is_symlink():
+                continue
+            out[rel] = path.read_bytes()
+        return out
+
+    def _sync_local(self, ws: Workspace) -> dict[str, Any]:
+        """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
+        from engram.store.journal import ChangeJournal
+        from engram.sync import chunks as chunks_mod
+
+        state = chunks_mod.SyncState(ws.store.dir)
+        entries, problems = chunks_mod.list_chunks(ws.store.dir)
+        problems = list(problems) + list(getattr(state, "problems", []))
+        totals = ImportResult()
+        applied: list[str] = []
+        for entry in entries:
+            if entry.id in state.applied:
+                continue
+            try:
+                data = chunks_mod.read_chunk(ws.store.dir, entry.id)
+                records = self._chunk_records(ws, data)
+            except EngramError as exc:
+                problems.append(exc.message)
+                continue
+            result = self._merge_in(
+                ws, records, label=f"chunks/{entry.id}{chunks_mod.SUFFIX}", from_clone=True
+            )
+            totals.added += result.added
+            totals.updated += result.updated
+            totals.unchanged += result.unchanged
+            totals.errors += result.errors
+            applied.append(entry.id)
+        if applied:
+            state.mark_applied(applied)
+            state.save()
+        exported: chunks_mod.ChunkEntry | None = None
+        journal = ChangeJournal(ws.store.state_dir)
+        with ws.store.lock():
+            offset = state.get("journal_offset")
+            ids, end = journal.since(offset if isinstance(offset, int) else 0)
+            if ids:
+                ws.index.refresh()
+                records = list(ws.index.get_many(ids).values())
+                author = config_mod.git_user_name(self.root) or state.clone_id
+                exported = chunks_mod.write_chunk(
+                    ws.store.dir, records, created_by=author, created_at=now()
+                )
+                if exported is not None:
+                    state.mark_applied([exported.id])
+            if ids or end != offset:
+                state.set("journal_offset", journal.compact(end))
+                state.save()
+        return {
+            "imported_chunks": applied,
+            "imported": totals.to_dict(),
+            "exported": exported.memories if exported else 0,
+            "exported_chunk": exported.id if exported else None,
+            "problems": problems,
+        }
+
+    def _chunk_records(self, ws: Workspace, data: Any) -> list[Any]:
+        """Return the records a chunk holds (a Go engram chunk is converted first)."""
+        if isinstance(data, list):
+            return data
+        from engram.sync.imports import convert_go
+
+        converted = convert_go(data, project=self.project, fmt="go-engram-chunk")
+        return list(converted.records)
+
+    def sync_status(self, *, scope: str = "project") -> dict[str, Any]:
+        """Return the chunks, their contributors and what is pending either way."""
+        from engram.store.journal import ChangeJournal
+        from engram.sync import chunks as chunks_mod
+
+        ws = self._sync_ws(scope)
+        state = chunks_mod.SyncState(ws.store.dir)
+        entries, problems = chunks_mod.list_chunks(ws.store.dir)
+        offset = state.get("journal_offset")
+        pending, _ = ChangeJournal(ws.store.state_dir).since(
+            offset if isinstance(offset, int) else 0
+        )
+        contributors: dict[str, int] = {}
+        for entry in entries:
+            who = entry.created_by or "unknown"
+            contributors[who] = contributors.get(who, 0) + entry.memories
+        return {
+            "scope": ws.scope,
+            "clone_id": state.clone_id,
+            "chunks": len(entries),
+            "memories_in_chunks": sum(entry.memories for entry in entries),
+            "contributors": dict(sorted(contributors.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "pending_import": [entry.id for entry in entries if entry.id not in state.applied],
+            "pending_export": len(pending),
+            "problems": problems,
+        }
+
     # -- maintenance -------------------------------------------------------------------------
 
     def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> dict[str, Any]:
@@ -1252,7 +1593,19 @@ class Engram:
         from engram.doctor import run_checks
 
         ws = self.project_ws
-        return run_checks(ws.config, ws.store, ws.index, fix=fix)
+        return run_checks(ws.config, ws.store, ws.index, fix=fix, driver_command=_driver_command())
+
+
+_ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
+
+
+def _driver_command() -> str:
+    """Return how git should run engram for the merge driver: the one on PATH, quoted."""
+    import shlex
+    import shutil
+
+    found = shutil.which("engram")
+    return shlex.quote(found) if found else "engram"
 
 
 def _check_session_id(value: str) -> str:

@@ -158,11 +158,11 @@ def test_export_import_files(repo: Path, tmp_path: Path) -> None:
     other.mkdir()
     invoke("-C", str(other), "init")
     code, out, _ = invoke("-C", str(other), "import", str(target))
-    assert (code, out.strip()) == (0, "added 1, updated 0, unchanged 0")
+    assert (code, out.strip()) == (0, "engram: added 1, updated 0, unchanged 0, skipped 0")
     bad = tmp_path / "bad.json"
     bad.write_text("{nope", encoding="utf-8")
     code, _, err = invoke("-C", str(other), "import", str(bad))
-    assert code == 1 and f"{bad}: not valid JSON" in err
+    assert code == 1 and f"{bad}: not a file engram can import" in err
 
 
 def test_python_dash_m_and_console_script_agree(repo: Path) -> None:

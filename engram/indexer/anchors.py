@@ -325,6 +325,8 @@ class AnchorChecker:
         self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
         self._tree_entries = 0
         self._lock = threading.RLock()
+        self._deferred = False  # inside check_many: save the cache once at the end
+        self._dirty: str | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -435,6 +437,21 @@ class AnchorChecker:
         with self._lock:  # a server may ask from several threads; the memos are shared
             return self._check(anchors, since)
 
+    def check_many(
+        self, items: Sequence[tuple[Sequence[Mapping[str, Any]], float | None]]
+    ) -> list[list[Stale]]:
+        """Check several memories' anchors (``(anchors, since)`` each); the cache is saved once."""
+        with self._lock:
+            self._deferred = True
+            try:
+                out = [self._check(anchors, since) for anchors, since in items]
+            finally:
+                self._deferred = False
+            if self._dirty is not None:
+                self._save(self._dirty)
+                self._dirty = None
+            return out
+
     def _check(self, anchors: Sequence[Mapping[str, Any]], since: float | None) -> list[Stale]:
         head = self._head()
         if head is None or not anchors:
@@ -462,7 +479,10 @@ class AnchorChecker:
             if result is not None:
                 stale.append(Stale(anchor["path"], *result))
         if missed:
-            self._save(head)
+            if self._deferred:
+                self._dirty = head
+            else:
+                self._save(head)
         return stale
 
     def _key(self, anchor: Mapping[str, Any], bucket: int | None) -> _Key | None:
