@@ -27,7 +27,7 @@ from engram.context import CHARS_PER_TOKEN, ID_CHARS, clip, estimate_tokens, pro
 from engram.index.db import file_matches
 from engram.model import Record
 
-GIVE_UP: Final = 32  # findings in a row that do not fit before packing stops looking
+GIVE_UP: Final = 16  # findings in a row that do not fit before packing stops looking
 TITLE_CHARS: Final = 100
 CANDIDATE_TAGS: Final = frozenset({"revert", "fix-again"})
 FRAME: Final = (

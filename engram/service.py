@@ -648,7 +648,13 @@ class Engram:
             wanted, records, hotspots=hotspots, superseded_by=superseded_by, recall_hits=hits
         )
         by_id = {str(record["id"]): record for record in [*records, *hits]}
-        shorts: dict[str, str] = {}
+        known = {rid for ids in superseded_by.values() for rid in ids}
+        # The packer looks at the first findings only (those that fit, then a few that do not):
+        # their short ids and staleness are worked out in one batch, the rest on demand.
+        first = [str(f["id"]) for f in findings[:_CHECK_BATCH]]
+        shorts = self.short_ids({*first, *known})
+        stale_of = self.stale_many(by_id[rid] for rid in first if rid in by_id)
+        batch = set(first)
 
         def short(rid: str) -> str:
             if rid not in shorts:
@@ -663,14 +669,14 @@ class Engram:
                 ),
                 str(finding["note"]),
             )
-            stale = self.stale(by_id.get(str(finding["id"]), {}))
+            rid = str(finding["id"])
+            stale = stale_of.get(rid, []) if rid in batch else self.stale(by_id.get(rid, {}))
             if stale:
                 finding["stale"] = stale
                 note = f"{note}; may be stale: {'; '.join(stale)}"
             finding["note"] = note
             return finding
 
-        known = {rid for ids in superseded_by.values() for rid in ids}
         return pack_check(wanted, findings, budget=budget, short_id=short, decorate=decorate)
 
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
@@ -1596,6 +1602,7 @@ class Engram:
         return run_checks(ws.config, ws.store, ws.index, fix=fix, driver_command=_driver_command())
 
 
+_CHECK_BATCH: Final = 48  # findings of a check prepared in one batch
 _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
 
 

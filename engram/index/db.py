@@ -198,6 +198,9 @@ class Index:
         self._flushed_sig: str | None = None
         self._rank_cache: dict[str, tuple[float, float] | None] = {}
         self._record_cache: dict[str, Record] = {}
+        # The files table's distinct paths (key ""), and those matching each list of wanted
+        # paths (key: the paths joined by NUL); dropped by any write.
+        self._paths_cache: dict[str, list[str]] | None = None
         self.problems: list[tuple[int, str]] = []
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -359,6 +362,7 @@ class Index:
         self._flushed_sig = None
         self._rank_cache.clear()
         self._record_cache.clear()
+        self._paths_cache = None
 
     def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
         known = dict(self.db.execute("SELECT id, line_hash FROM records").fetchall())
@@ -432,6 +436,7 @@ class Index:
         """
         if not rows:
             return
+        self._paths_cache = None
         ids = [(str(record["id"]),) for record, _, _ in rows]
         if not fresh:
             conn.executemany("DELETE FROM tags WHERE id=?", ids)
@@ -715,8 +720,17 @@ class Index:
 
     def ids_for_files(self, wanted: Sequence[str]) -> frozenset[str]:
         """Return ids of live records whose files bear on any wanted path."""
-        paths = [row[0] for row in self.db.execute("SELECT DISTINCT path FROM files")]
-        hits = [p for p in paths if any(file_matches(p, w) for w in wanted)]
+        if self._paths_cache is None:
+            rows = self.db.execute("SELECT DISTINCT path FROM files").fetchall()
+            self._paths_cache = {"": [str(row[0]) for row in rows]}
+        key = "\0".join(wanted)
+        hits = self._paths_cache.get(key)
+        if hits is None:
+            if len(self._paths_cache) > 256:
+                self._paths_cache = {"": self._paths_cache[""]}
+            paths = self._paths_cache[""]
+            hits = [p for p in paths if any(file_matches(p, w) for w in wanted)]
+            self._paths_cache[key] = hits
         out: set[str] = set()
         for chunk in _chunks(hits, 500):
             marks = ",".join("?" * len(chunk))

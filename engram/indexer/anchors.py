@@ -443,8 +443,9 @@ class AnchorChecker:
         """Check several memories' anchors (``(anchors, since)`` each); the cache is saved once."""
         with self._lock:
             self._deferred = True
+            head = self._head()
             try:
-                out = [self._check(anchors, since) for anchors, since in items]
+                out = [self._check(anchors, since, head) for anchors, since in items]
             finally:
                 self._deferred = False
             if self._dirty is not None:
@@ -452,8 +453,10 @@ class AnchorChecker:
                 self._dirty = None
             return out
 
-    def _check(self, anchors: Sequence[Mapping[str, Any]], since: float | None) -> list[Stale]:
-        head = self._head()
+    def _check(
+        self, anchors: Sequence[Mapping[str, Any]], since: float | None, head: str | None = ""
+    ) -> list[Stale]:
+        head = self._head() if head == "" else head
         if head is None or not anchors:
             return []
         bucket = _bucket(since)
