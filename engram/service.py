@@ -1209,9 +1209,8 @@ class Engram:
 
         from engram.sync.gitmerge import resolve
 
-        with self.project_ws.store.lock():
-            resolved = resolve(self.root)
-            self.project_ws.index.refresh()
+        resolved = resolve(self.root)  # writes memories.jsonl under the store's lock
+        self.project_ws.index.refresh()
         return [asdict(item) for item in resolved]
 
     def log(self, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
@@ -1313,7 +1312,7 @@ class Engram:
         repo_root = ws.store.dir if ws.scope == "personal" else self.root
         for attempt in range(1, 4):
             fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
-            pulled = self._merge_remote(ws, fetched.files)
+            pulled = self._merge_remote(ws, fetched.files, fetched.base)
             local = self._sync_local(ws)
             files = self._committed_files(ws)
             parents = [p for p in (fetched.local_tip, fetched.tip) if p]
@@ -1345,7 +1344,47 @@ class Engram:
             hint="run engram sync --remote again in a moment; nothing local was lost",
         )
 
-    def _merge_remote(self, ws: Workspace, files: Mapping[str, bytes]) -> dict[str, Any]:
+    def _merge3_in(
+        self, ws: Workspace, base: Sequence[Record], theirs: Sequence[Record]
+    ) -> ImportResult:
+        """Merge another branch's memories into the store three-way, against their common base.
+
+        A memory the other side removed from its file (without a tombstone) stays here: only
+        tombstones delete. What the merge made beyond their version is journalled as ours.
+        """
+        from engram.sync.merge import merge3_record, merge_sets
+
+        result = ImportResult()
+        base_by_id, theirs_by_id = merge_sets(base), merge_sets(theirs)
+        with ws.store.lock():
+            ws.index.refresh()
+            ours_by_id = ws.index.get_many(sorted(theirs_by_id))
+            changed: list[Record] = []
+            ours: list[str] = []
+            for rid, their in sorted(theirs_by_id.items()):
+                mine = ours_by_id.get(rid)
+                merged = merge3_record(base_by_id.get(rid), mine, their)
+                if merged is None or merged == mine:
+                    result.unchanged += 1
+                    continue
+                changed.append(merged)
+                if mine is None:
+                    result.added += 1
+                else:
+                    result.updated += 1
+                if merged != their:
+                    ours.append(rid)
+            if changed:
+                self._write(ws, changed, journal=False)
+                if ours:
+                    from engram.store.journal import ChangeJournal
+
+                    ChangeJournal(ws.store.state_dir).append(ours)
+        return result
+
+    def _merge_remote(
+        self, ws: Workspace, files: Mapping[str, bytes], base: Mapping[str, bytes]
+    ) -> dict[str, Any]:
         """Merge the memories, manifest and chunks of a fetched branch into the store."""
         from engram.store.jsonl import MEMORIES
         from engram.sync import chunks as chunks_mod
@@ -1355,7 +1394,8 @@ class Engram:
         if data:
             scan = MemoryStore(ws.store.dir).scan(data)
             out["problems"] += [f"remote {p.message}" for p in scan.problems]
-            merged = self._merge_in(ws, scan.records, label="remote", from_clone=True)
+            base_scan = MemoryStore(ws.store.dir).scan(base.get(MEMORIES, b""))
+            merged = self._merge3_in(ws, base_scan.records, scan.records)
             out["memories"] = merged.to_dict()
         prefix = f"{chunks_mod.CHUNKS}/"
         for path, blob in sorted(files.items()):

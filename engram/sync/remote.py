@@ -45,6 +45,9 @@ class Fetched:
     tip: str | None  # None: the branch does not exist on the remote yet
     local_tip: str | None  # this clone's own branch tip, before the sync
     files: dict[str, bytes] = field(default_factory=dict)  # store-relative path -> bytes
+    # The store's files at the merge base of the two tips (the common ancestor's version),
+    # for a three-way merge; empty when the tips share no history.
+    base: dict[str, bytes] = field(default_factory=dict)
 
 
 def _open(repo_root: Path) -> Repo:
@@ -149,6 +152,12 @@ def fetch(repo_root: Path, store_dir: Path, remote: str, branch: str = DEFAULT_B
         )
         if tip:
             fetched.files = dict(_files_at(repo, tip, prefix))
+            if local and local != tip:
+                from dulwich.graph import find_merge_base
+
+                bases = find_merge_base(repo, [local, tip])
+                if bases:
+                    fetched.base = dict(_files_at(repo, bases[0], prefix))
         return fetched
     finally:
         repo.close()
