@@ -124,6 +124,17 @@ def _warn_problems(engram: Engram) -> None:
         )
 
 
+def _offer_driver(engram: Engram) -> None:
+    """Say so when this clone lacks the merge driver its .gitattributes asks for (a fresh clone)."""
+    setup = engram.git_setup()
+    if setup["repo"] and setup["attributes"] and not setup["driver"]:
+        typer.echo(
+            "hint: git merges of .engram/ need the engram merge driver, which this clone does not "
+            "have yet: run `engram doctor --fix` to install it",
+            err=True,
+        )
+
+
 def _read_stdin() -> str:
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
     try:
@@ -260,6 +271,7 @@ def _remember(
             source=source,
             session_id=session,
         )
+        _offer_driver(engram)
     if as_json:
         _emit_json(result.to_dict())
         return
@@ -986,6 +998,8 @@ def sync(
             report = engram.sync_status(scope=scope)
         else:
             report = engram.sync(scope=scope, remote=remote, branch=branch)
+        if scope == "project":
+            _offer_driver(engram)
     if as_json:
         _emit_json(report)
         return

@@ -592,6 +592,20 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             idempotent=True,
         ),
         Tool(
+            "sync",
+            "Share memories beyond the branch: import other clones' sync chunks, export this "
+            "clone's changes as one; with remote, also fetch, merge and push the store's own "
+            "branch on that git remote (never forced). status=true only reports.",
+            (
+                Param("remote", "string", "A git remote of the repository (e.g. origin)."),
+                Param("branch", "string", "The branch carrying the store (engram-memories)."),
+                Param("personal", "boolean", "Sync the personal store instead.", default=False),
+                Param("status", "boolean", "Only report what is pending.", default=False),
+            ),
+            admin,
+            read_only=False,
+        ),
+        Tool(
             "reindex",
             "Bring the search index up to date with memories.jsonl, or rebuild it from scratch.",
             (Param("rebuild", "boolean", "Drop the index and rebuild it.", default=False),),
@@ -1366,6 +1380,7 @@ class EngramMCP:
             "export": self._export,
             "import": self._import,
             "reindex": self._reindex,
+            "sync": self._sync,
             "doctor": self._doctor,
             "config": self._config,
         }
@@ -2040,6 +2055,27 @@ class EngramMCP:
             return out
 
         return call.fit(build, len(errors))[0]
+
+    def _sync(self, args: Args, call: Call) -> str:
+        scope = "personal" if args.get("personal") else "project"
+        if args.get("status"):
+            report = self.engram.sync_status(scope=scope)
+        else:
+            report = self.engram.sync(
+                scope=scope, remote=args.get("remote"), branch=args.get("branch")
+            )
+        problems = list(report.get("problems") or [])
+
+        def build(n: int) -> dict[str, Any]:
+            payload = {**report, "problems": problems[:n]}
+            if "pending_import" in payload:
+                payload["pending_import"] = payload["pending_import"][:n]
+            if n < len(problems):
+                payload["more"] = "Lists were cut to fit the budget: `engram sync --json` has all."
+            return payload
+
+        text, _ = call.fit(build, max(len(problems), len(report.get("pending_import") or []), 1))
+        return text
 
     def _reindex(self, args: Args, call: Call) -> str:
         return call.render(self.engram.reindex(rebuild=bool(args.get("rebuild"))))

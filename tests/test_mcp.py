@@ -167,7 +167,15 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
             listed = (await client.session.list_tools()).tools
             names = [t.name for t in listed]
             assert names == tool_names("admin", ["go-engram"])
-            assert names == ["forget", "export", "import", "reindex", "doctor", "mem_delete"]
+            assert names == [
+                "forget",
+                "export",
+                "import",
+                "sync",
+                "reindex",
+                "doctor",
+                "mem_delete",
+            ]
             forget = next(t for t in listed if t.name == "forget")
             assert forget.annotations is not None and forget.annotations.destructive_hint is True
 

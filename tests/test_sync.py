@@ -306,3 +306,50 @@ def test_import_detects_go_engram_and_mcp_memory_files(tmp_path: Path) -> None:
         bad = run_cli("import", str(garbage), cwd=engram.root)
         assert bad.returncode == 1 and "garbage.bin" in bad.stderr.decode()
         assert canonical_line(engram.get(hits[0].id)).endswith(b"\n")
+
+
+def test_personal_store_follows_a_person_through_its_own_remote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines: each has its own ENGRAM_HOME, a git repository with the same remote."""
+    remote = tmp_path / "personal.git"
+    Repo.init_bare(str(remote), mkdir=True).close()
+    stores = []
+    for machine in ("laptop", "desktop"):
+        home = tmp_path / machine / ".engram"
+        home.mkdir(parents=True)
+        repo = Repo.init(str(home))
+        config = repo.get_config()
+        config.set((b"remote", b"origin"), b"url", str(remote).encode())
+        config.write_to_path()
+        repo.close()
+        monkeypatch.setenv("ENGRAM_HOME", str(home))
+        project, _ = Engram.init(tmp_path / machine / "work", "ledger")
+        stores.append(project)
+    laptop, desktop = stores
+    with laptop, desktop:
+        mine = laptop.remember("I prefer small commits", scope="personal", project="*").record
+        assert laptop.sync(scope="personal", remote="origin")["remote"]["pushed"]
+        got = desktop.sync(scope="personal", remote="origin")
+        assert got["remote"]["pulled"]["memories"]["added"] == 1
+        assert [hit.id for hit in desktop.recall("small commits")] == [mine["id"]]
+        # Nothing of the personal store went into the project's repository.
+        assert not list((desktop.root / ".engram").glob("**/*small*"))
+        assert "small commits" not in (desktop.root / ".engram" / "memories.jsonl").read_text()
+
+
+def test_mcp_admin_sync_tool_reports(tmp_path: Path) -> None:
+    from engram.mcp_server import EngramMCP
+
+    engram, _ = Engram.init(tmp_path / "p", "ledger")
+    engram.remember("Something to share", "text")
+    engram.close()
+    with EngramMCP(tmp_path / "p", profile="admin") as server:
+        text, error = server.call("sync", {})
+        assert not error, text
+        assert json.loads(text)["exported"] == 1
+        text, error = server.call("sync", {"status": True})
+        payload = json.loads(text)
+        assert not error and payload["chunks"] == 1 and payload["pending_export"] == 0
+        text, error = server.call("sync", {"remote": "nowhere"})
+        assert error and "not in a git repository" in json.loads(text)["message"]
