@@ -36,6 +36,7 @@ from engram.model import (
     is_tombstone,
     parse_line,
 )
+from engram.store.atomic import fsync_dir
 from engram.store.lock import ProcessLock
 
 MEMORIES: Final = "memories.jsonl"
@@ -258,23 +259,10 @@ class MemoryStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         signature = self.signature()
         self._trust(signature)
         return signature
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _find(data: bytes, target: str, lo: int) -> tuple[int, int]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
 
 SESSIONS: Final = "sessions.json"
@@ -56,15 +56,7 @@ class SessionLog:
             sessions = {k: sessions[k] for k in newest[-KEEP:]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"version": VERSION, "sessions": sessions}, sort_keys=True, indent=1)
-        fd, tmp = tempfile.mkstemp(prefix=".sessions-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(data + "\n")
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.path, (data + "\n").encode("utf-8"))
 
     @contextlib.contextmanager
     def _editing(self) -> Iterator[dict[str, dict[str, Any]]]:

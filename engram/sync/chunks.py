@@ -31,7 +31,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any, Final
 
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import canonical_line, dumps, loads, new_id, parse_line
+from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
 
 MANIFEST: Final = "manifest.json"
@@ -121,36 +121,6 @@ def _rel(chunk: str) -> str:
 
 
 # ── atomic files ──────────────────────────────────────────────────────────────
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write a file atomically: unique temp file in the same folder, fsync, os.replace."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def _read_limited(path: Path, *, name: str, limit: int) -> bytes | None:
@@ -443,7 +413,7 @@ def write_chunk(
                     f"a chunk of {len(packed)} compressed bytes is over the limit of "
                     f"{MAX_COMPRESSED_BYTES} bytes; export the records in several chunks"
                 )
-            _atomic_write(path, packed)
+            atomic_write(path, packed)
         if ident in by_id:
             return _entry_from(by_id[ident])
         entry = ChunkEntry(ident, created_by, created_at, count)
@@ -454,7 +424,7 @@ def write_chunk(
             "version": _version(manifest.get("version"), VERSION),
             "chunks": [by_id[key] for key in sorted(by_id)],
         }
-        _atomic_write(engram_dir / MANIFEST, manifest_bytes(updated))
+        atomic_write(engram_dir / MANIFEST, manifest_bytes(updated))
         return entry
 
 
@@ -635,7 +605,7 @@ class SyncState:
             "values": self._values,
         }
         text = json.dumps(body, sort_keys=True, indent=1, ensure_ascii=False)
-        _atomic_write(self.path, (text + "\n").encode("utf-8"))
+        atomic_write(self.path, (text + "\n").encode("utf-8"))
 
     @property
     def clone_id(self) -> str:
