@@ -637,8 +637,6 @@ _GO_TYPE = Param(
     "manual …",
 )
 _GO_PROJECT = Param("project", "string", "Project name (default: this project).")
-_RS_TYPES: Final = ("decision", "pattern", "bugfix", "context", "antipattern")
-_RS_BACK: Final = {"pitfall": "antipattern", "fact": "context"}
 
 
 def _go_context_args(args: Args) -> Args:
@@ -651,130 +649,9 @@ def _go_context_args(args: Args) -> Args:
     return {"budget": CONTEXT_HEADER_TOKENS + CONTEXT_ITEM_TOKENS * limit}
 
 
-def _rs_title(context: str, action: str) -> str:
-    line = next((ln.strip() for ln in (action or context).splitlines() if ln.strip()), "")
-    return _clip(line or "memory", 120)
-
-
-def _rs_content(context: str, action: str, result: str) -> str:
-    parts = [("Context", context), ("Action", action), ("Result", result)]
-    return "\n\n".join(f"**{name}:** {text.strip()}" for name, text in parts if text.strip())
-
-
-def _rs_store_args(args: Args) -> Args:
-    context, action = str(args.pop("context", "")), str(args.pop("action", ""))
-    result = str(args.pop("result", "") or "")
-    args["title"] = _rs_title(context, action)
-    args["content"] = _rs_content(context, action, result)
-    return args
-
-
-def _rs_store_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": payload["id"],
-        "indexed": True,
-        "deduplicated": payload.get("action") == "duplicate",
-    }
-
-
-def _rs_search_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    memories = [
-        {**hit, "memory_type": _RS_BACK.get(str(hit.get("kind")), hit.get("kind"))}
-        for hit in payload.get("hits", [])
-    ]
-    out: dict[str, Any] = {"note": payload["note"], "memories": memories, "count": len(memories)}
-    for key in ("next_cursor", "more"):
-        if key in payload:
-            out[key] = payload[key]
-    return out
-
-
-def _rs_status_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    stores = payload["stores"]
-    pending = sum(int(s.get("pending", 0)) for s in stores)
-    hints: list[str] = []
-    if pending:
-        hints.append(f"{pending} memories wait for the full-text index; the next search adds them")
-    if not any(s["memories"] for s in stores):
-        hints.append("no memories yet: save one with memory_store")
-    return {
-        "memory_count": sum(int(s["memories"]) for s in stores),
-        "indexed_count": sum(int(s.get("indexed", 0)) for s in stores),
-        "pending_judgments": 0,
-        "index_size": sum(int(s.get("index_bytes", 0)) for s in stores),
-        "hints": hints,
-    }
-
-
-def _rs_export_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    out = {
-        "version": 1,
-        "memories": payload["memories"],
-        "exported_at": payload["exported_at"],
-        "count": payload["count"],
-    }
-    for key in ("omitted", "next_cursor", "more"):
-        if key in payload:
-            out[key] = payload[key]
-    return out
-
-
-def _rs_record(item: Any) -> Any:
-    """Turn one engram-rs memory into an engram record (engram records pass unchanged)."""
-    if not isinstance(item, dict) or "title" in item or not ({"context", "action"} & set(item)):
-        return item
-    context, action = str(item.get("context") or ""), str(item.get("action") or "")
-    result = str(item.get("result") or "")
-    text = "\x1f".join((context, action, result)).encode("utf-8")
-    import hashlib
-
-    rid = str(item.get("id") or "rs-" + hashlib.sha256(text).hexdigest()[:24])
-    stamp = item.get("created_at") or item.get("updated_at")
-    tags = item.get("tags")
-    record: dict[str, Any] = {
-        "id": rid,
-        "kind": str(item.get("memory_type") or "note"),
-        "title": _rs_title(context, action),
-        "content": _rs_content(context, action, result),
-        "tags": [t.strip() for t in tags.split(",") if t.strip()]
-        if isinstance(tags, str)
-        else list(tags or []),
-        "source": "import:engram-rs",
-        "created_at": stamp,
-        "updated_at": item.get("updated_at") or stamp,
-        "rev": 1,
-    }
-    if item.get("project"):
-        record["project"] = str(item["project"])
-    if not stamp:
-        from engram.model import now
-
-        record["created_at"] = record["updated_at"] = now()
-    return record
-
-
-def _rs_import_args(args: Args) -> Args:
-    version = args.get("version")
-    if version != 1:
-        raise InvalidInput(
-            f"[6010] import version mismatch: expected 1, got {version!r}",
-            hint="export again with memory_export, which writes version 1",
-        )
-    memories = [_rs_record(item) for item in args.get("memories") or []]
-    return {"document": {"version": 1, "memories": memories}}
-
-
-def _rs_import_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "imported": payload["added"] + payload["updated"],
-        "skipped": payload["unchanged"] + len(payload["errors"]),
-    }
-    if payload["errors"]:
-        out["errors"] = payload["errors"]
-    return out
-
-
 def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
+    from engram import compat_rs as rs
+
     def row(name: str, target: str, description: str, *params: Param, **extra: Any) -> Tool:
         base = native.get(target)
         return Tool(
@@ -945,7 +822,7 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
                 "string",
                 "Kind of memory.",
                 required=True,
-                enum=_RS_TYPES,
+                enum=rs.RS_TYPES,
                 accept=c.kinds,
             ),
             Param("context", "string", "The situation.", required=True),
@@ -955,8 +832,8 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             Param("project", "string", "Project name (default: this project)."),
             compat=_RS,
             rename={"memory_type": "kind"},
-            convert=_rs_store_args,
-            shape=_rs_store_shape,
+            convert=rs.store_args,
+            shape=rs.store_shape,
         ),
         row(
             "memory_search",
@@ -976,14 +853,14 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             Param("project", "string", "Only this project."),
             _CURSOR,
             compat=_RS,
-            shape=_rs_search_shape,
+            shape=rs.search_shape,
         ),
         row(
             "memory_status",
             "stats",
             "Memory and index counts: {memory_count, indexed_count, index_size, hints}.",
             compat=_RS,
-            shape=_rs_status_shape,
+            shape=rs.status_shape,
         ),
         row(
             "memory_config",
@@ -1002,7 +879,7 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             "Export all memories: {version: 1, memories, exported_at, count}, in pages.",
             _CURSOR,
             compat=_RS,
-            shape=_rs_export_shape,
+            shape=rs.export_shape,
         ),
         row(
             "memory_import",
@@ -1011,8 +888,8 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             Param("version", "integer", "Export format version (1).", required=True),
             Param("memories", "objects", "The exported memories.", required=True),
             compat=_RS,
-            convert=_rs_import_args,
-            shape=_rs_import_shape,
+            convert=rs.import_args,
+            shape=rs.import_shape,
         ),
     )
 
