@@ -16,13 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from dulwich import porcelain
 from dulwich.index import ConflictedIndexEntry, IndexEntry
 from dulwich.repo import Repo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
-from engram.model import canonical_line
+from engram.model import canonical_line, parse_line
 from engram.sync.gitmerge import (
     ATTRIBUTES,
     Setup,
@@ -33,6 +36,7 @@ from engram.sync.gitmerge import (
     resolve,
     split_markers,
 )
+from engram.sync.merge import merge3
 
 GIT = shutil.which("git")
 needs_git = pytest.mark.skipif(GIT is None, reason="the git binary is not installed")
@@ -214,6 +218,125 @@ def test_driver_refuses_unreadable_line(tmp_path: Path, capsys: pytest.CaptureFi
     code, out = drive(tmp_path, b"", ours, b"")
     assert (code, out) == (1, ours)
     assert "(ours):2" in capsys.readouterr().err
+
+
+# --- the fast path against the reference merge -------------------------------------------------
+
+IDS = [f"{letter}bbbbbbbbbbbbbbbbbbbbbbbbb" for letter in "abcdef"]
+TITLES = ["t", "t2", "café ✓", 'say "hi"\tnow']
+
+
+@st.composite
+def version(draw: st.DrawFn, rid: str, base: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Return one side's version of a memory: the base's, dropped, edited, new or tombstoned."""
+    action = draw(st.sampled_from(["same", "same", "drop", "edit", "new", "tomb"]))
+    if action == "same" or (action == "edit" and base is None):
+        return base if action == "same" else draw(version(rid, None))
+    if action == "drop":
+        return None
+    if action == "tomb":
+        return {
+            "id": rid,
+            "rev": draw(st.integers(1, 4)),
+            "updated_at": "2026-01-09T00:00:00.000Z",
+        } | {"deleted_at": "2026-01-09T00:00:00.000Z"}
+    start = base or rec(rid, draw(st.sampled_from(TITLES)))
+    edited = dict(start)
+    edited["rev"] = start["rev"] + draw(st.integers(0, 2))
+    edited["updated_at"] = f"2026-01-0{draw(st.integers(1, 4))}T00:00:00.000Z"
+    for key, values in (("title", TITLES), ("content", ["c", "c2", "ç"])):
+        if draw(st.booleans()):
+            edited[key] = draw(st.sampled_from(values))
+    if draw(st.booleans()):
+        edited["tags"] = draw(st.lists(st.sampled_from(["x", "y", "z"]), unique=True))
+    extra = draw(
+        st.sampled_from([None, None, None, ("score", 1e16), ("big", 2**70), ("n", [{"id": "q"}])])
+    )
+    if extra is not None:
+        edited[extra[0]] = extra[1]
+    return edited
+
+
+@st.composite
+def render(draw: st.DrawFn, records: list[dict[str, Any]]) -> bytes:
+    """Write a side's records, sometimes not canonically: unsorted, CRLF, spaced, twice."""
+    lines = [canonical_line(r).rstrip(b"\n") for r in sorted(records, key=lambda r: r["id"])]
+    if lines and draw(st.booleans()):
+        at = draw(st.integers(0, len(lines) - 1))
+        value = json.loads(lines[at])
+        if draw(st.booleans()):
+            lines[at] = json.dumps(value).encode()  # spaces, \u escapes
+        elif "big" not in value:
+            lines[at] = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)  # its own floats
+    if records and draw(st.integers(0, 3)) == 0:  # an id twice: the same line or another
+        record = draw(st.sampled_from(records))
+        if draw(st.booleans()):
+            record = record | {"title": "again", "rev": draw(st.integers(1, 5))}
+        lines.append(canonical_line(record).rstrip(b"\n"))
+    if draw(st.integers(0, 4)) == 0:
+        lines.insert(draw(st.integers(0, len(lines))), b"  ")
+    if draw(st.booleans()):
+        lines = draw(st.permutations(lines))
+    newline = draw(st.sampled_from([b"\n", b"\n", b"\r\n"]))
+    return newline.join(lines) + (newline if lines and draw(st.booleans()) else b"")
+
+
+@st.composite
+def three_sides(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
+    base = {
+        rid: draw(version(rid, None)) for rid in draw(st.lists(st.sampled_from(IDS), unique=True))
+    }
+    sides = [[r for r in base.values() if r is not None]]
+    for _ in range(2):
+        side = [draw(version(rid, base.get(rid))) for rid in IDS]
+        sides.append([r for r in side if r is not None])
+    base_bytes, ours, theirs = (draw(render(side)) for side in sides)
+    return base_bytes, ours, theirs
+
+
+def reference_merge(*sides: bytes) -> bytes:
+    """The merge by definition: every line parsed, ``merge3``, every record serialised."""
+    parsed = [
+        [parse_line(line, path="x", lineno=0) for line in data.splitlines() if line.strip()]
+        for data in sides
+    ]
+    return b"".join(canonical_line(record) for record in merge3(*parsed))
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sides=three_sides())
+def test_driver_fast_path_equals_the_reference_merge(
+    tmp_path: Path, sides: tuple[bytes, bytes, bytes]
+) -> None:
+    code, out = drive(tmp_path, *sides)
+    assert code == 0
+    assert out == reference_merge(*sides)
+
+
+def test_driver_reference_on_a_larger_store(tmp_path: Path) -> None:
+    """Most lines equal, some changed on one side, some on both, some added, some deleted."""
+    base = [rec(f"m{n:04d}xxxxxxxxxxxxxxxxxxxxx", f"title {n}", tags=["x"]) for n in range(300)]
+    ours, theirs = [dict(r) for r in base], [dict(r) for r in base]
+    for n in range(0, 300, 7):
+        ours[n].update(title=f"ours {n}", rev=2, updated="02")
+    for n in range(0, 300, 5):
+        theirs[n].update(tags=["x", "t"], rev=2, updated="03")
+    for n in range(0, 300, 11):
+        theirs[n].update(title=f"theirs {n}", rev=2, updated="03")
+    theirs[3] = {"id": base[3]["id"], "rev": 2, "updated_at": "x", "deleted_at": "x"}
+    del ours[6]
+    ours.append(rec("zzzzzzzzzzzzzzzzzzzzzzzzzz", "new"))
+    sides = (jsonl(*base), jsonl(*ours), jsonl(*theirs))
+    code, out = drive(tmp_path, *sides)
+    assert code == 0
+    assert out == reference_merge(*sides)
+    merged = parse(out)
+    assert merged[base[0]["id"]]["conflicts"]  # changed title on both sides
+    assert merged[base[7]["id"]]["title"] == "ours 7"
+    assert merged[base[10]["id"]]["tags"] == ["x", "t"]  # changed on their side only
+    assert base[6]["id"] not in merged  # removed on one side, unchanged on the other
 
 
 def manifest(*chunks: dict[str, Any]) -> bytes:
@@ -544,3 +667,15 @@ def test_linked_worktree_shares_the_config(tmp_path: Path) -> None:
     assert not (main / ".gitattributes").exists()
     assert check_setup(main) == Setup(attributes=False, driver=True, repo=True)
     assert git(main, "config", "--get", "merge.engram.name").stdout == "engram memories\n"
+
+
+def test_driver_rewrites_lines_only_orjson_calls_canonical(tmp_path: Path) -> None:
+    """A float or a wide integer in an unchanged line: the output is still canonical JSON."""
+    odd = [rec(A, "a", score=1e-5), rec(B, "b", big=2**70), rec(C, "c", n=[{"id": "q"}])]
+    lines = [orjson.dumps(odd[0], option=orjson.OPT_SORT_KEYS), canonical_line(odd[1])]
+    lines.append(json.dumps(odd[2], ensure_ascii=False).encode())
+    data = b"\r\n".join(lines[::-1])
+    code, out = drive(tmp_path, data, data, data)
+    assert code == 0
+    assert out == jsonl(*odd) == reference_merge(data, data, data)
+    assert b'"score":1e-05' in out

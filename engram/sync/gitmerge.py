@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, parse_line
 from engram.store.jsonl import MemoryStore
-from engram.sync.merge import conflicted, merge3
+from engram.sync.merge import conflicted, merge3, merge3_record
 
 if TYPE_CHECKING:
     from dulwich.index import ConflictedIndexEntry, IndexEntry
@@ -312,9 +312,125 @@ def _merge_bytes(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[by
         manifests = [_parse_manifest(data, f"{name} ({side})") for side, data in sides]
         merged = merge_manifests(manifests[1], manifests[2])
         return _manifest_bytes(merged), len(merged["chunks"]), 0
+    return _merge_memories(base, ours, theirs, name)
+
+
+def _merge_memories_full(
+    base: bytes, ours: bytes, theirs: bytes, name: str
+) -> tuple[bytes, int, int]:
+    """The reference merge of memories.jsonl: parse every line, ``merge3``, serialise all.
+
+    ``_merge_memories`` gives the same bytes faster; this is its oracle in the tests.
+    """
+    sides = (("base", base), ("ours", ours), ("theirs", theirs))
     parsed = [_parse_memories(data, f"{name} ({side})") for side, data in sides]
     records = merge3(*parsed)
     return _memories_bytes(records), len(records), sum(1 for r in records if conflicted(r))
+
+
+class _Side:
+    """One version of memories.jsonl split into lines by id, each distinct line parsed once."""
+
+    __slots__ = ("by_id", "repeated")
+
+    def __init__(self, data: bytes, name: str, parsed: dict[bytes, Record]) -> None:
+        self.by_id: dict[str, bytes] = {}  # id -> its (first) raw line, newline stripped
+        self.repeated: dict[str, list[bytes]] = {}  # id -> every line of an id seen twice
+        by_id, repeated = self.by_id, self.repeated
+        for lineno, raw in enumerate(data.splitlines(), start=1):
+            record = parsed.get(raw)
+            if record is None:
+                if not raw.strip():
+                    continue
+                record = parse_line(raw, path=name, lineno=lineno)
+                parsed[raw] = record
+            rid = record["id"]
+            if rid in by_id:
+                repeated.setdefault(rid, [by_id[rid]]).append(raw)
+            else:
+                by_id[rid] = raw
+
+
+def _has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            return True
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return False
+
+
+def _line_of(raw: bytes, record: Record) -> bytes:
+    """Return ``canonical_line(record)``, which is ``raw`` itself when raw is canonical.
+
+    orjson with sorted keys writes what ``engram.model.dumps`` writes for every value a line
+    parses to except floats (formatted differently) and integers past 64 bits (refused), so
+    equal bytes prove the line canonical; anything else is serialised by ``canonical_line``.
+    """
+    import orjson
+
+    try:
+        same = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) == raw
+    except (TypeError, ValueError):
+        same = False
+    if same and not _has_float(record):
+        return raw + b"\n"
+    return canonical_line(record)
+
+
+def _merge_memories(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[bytes, int, int]:
+    """Three-way merge of memories.jsonl: the bytes of ``_merge_memories_full``, faster.
+
+    Each distinct line is parsed once, whichever sides hold it (every line is still read, so
+    a bad line fails the merge with the same message). Equal lines are equal records, so an id
+    whose line is the same on both sides, or changed on one side only, takes that side's line
+    as it is (serialised again only when it is not canonical); only ids whose lines differ on
+    both sides from the base, that one side added, or that a side holds twice, go through
+    ``merge3_record``.
+    """
+    parsed: dict[bytes, Record] = {}
+    o, a, b = (
+        _Side(data, f"{name} ({side})", parsed)
+        for side, data in (("base", base), ("ours", ours), ("theirs", theirs))
+    )
+    out: list[tuple[str, bytes]] = []
+    conflicts = 0
+    for rid in a.by_id.keys() | b.by_id.keys():
+        if rid in o.repeated or rid in a.repeated or rid in b.repeated:
+            merged = merge3(*(_versions(side, rid, parsed) for side in (o, a, b)))
+            if merged:
+                out.append((rid, canonical_line(merged[0])))
+                conflicts += conflicted(merged[0])
+            continue
+        x, y, z = a.by_id.get(rid), b.by_id.get(rid), o.by_id.get(rid)
+        if x == y:
+            pick = x
+        elif z is not None and x == z:
+            pick = y
+        elif z is not None and y == z:
+            pick = x
+        else:
+            record = merge3_record(*(None if raw is None else parsed[raw] for raw in (z, x, y)))
+            if record is not None:
+                out.append((rid, canonical_line(record)))
+                conflicts += conflicted(record)
+            continue
+        if pick is not None:
+            record = parsed[pick]
+            out.append((rid, _line_of(pick, record)))
+            conflicts += conflicted(record)
+    out.sort()
+    return b"".join(line for _, line in out), len(out), conflicts
+
+
+def _versions(side: _Side, rid: str, parsed: dict[bytes, Record]) -> list[Record]:
+    lines = side.repeated.get(rid) or ([side.by_id[rid]] if rid in side.by_id else [])
+    return [parsed[raw] for raw in lines]
 
 
 def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
