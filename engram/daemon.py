@@ -418,10 +418,14 @@ class _Server:
             await self._read(reader, queue)
         except (ConnectionError, OSError):
             pass  # the client went away: answer nothing more
+        except asyncio.CancelledError:
+            answering.cancel()  # shutting down: do not wait for a client that does not read
+            raise
         finally:
             queue.put_nowait(None)
             try:
-                await answering
+                with contextlib.suppress(asyncio.CancelledError):
+                    await answering
             finally:
                 writer.close()
                 with contextlib.suppress(ConnectionError, OSError):

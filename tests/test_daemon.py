@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -405,7 +406,14 @@ def test_stale_socket_is_replaced_and_sigterm_cleans_up(tmp_path: Path) -> None:
         found = client.call("memory_search", {"query": "survives crash"})
     assert saved in [m["id"] for m in found["memories"]]
     assert stat.S_IMODE(second.path.stat().st_mode) == 0o600
-    assert second.stop(signal.SIGTERM) == 0
+    # A client that sends much and reads nothing does not hold up the shutdown.
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.connect(str(second.path))
+    stuck.sendall(rpc.encode({"id": 1, "method": "memory_export"}) * 200)
+    try:
+        assert second.stop(signal.SIGTERM) == 0
+    finally:
+        stuck.close()
     assert not second.path.exists()
 
 
@@ -423,6 +431,32 @@ def test_refuses_a_path_that_is_not_a_socket(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1 and b"not a socket" in proc.stderr
     assert squatter.read_text() == "keep me"
+
+
+def test_deep_store_uses_the_short_socket(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / ("deep" * 15) / ("er" * 20) / "repo"
+    _make_store(root)
+    daemon = Daemon(root, home)
+    try:
+        assert daemon.path == rpc.socket_path(root / ".engram")
+        assert daemon.path.parent.parent == Path(tempfile.gettempdir())
+        assert rpc.running(root / ".engram") == daemon.path
+        assert stat.S_IMODE(daemon.path.parent.stat().st_mode) == 0o700
+        with daemon.client() as client:
+            assert client.call("memory_status")["memory_count"] == 0
+    finally:
+        assert daemon.stop() == 0
+    assert not daemon.path.exists()
+
+
+def test_serve_needs_a_store(tmp_path: Path) -> None:
+    from engram.daemon import serve
+    from engram.errors import NotInitialized
+
+    with pytest.raises(NotInitialized):
+        serve(tmp_path)
 
 
 # -- the hygiene methods (they arrive with the service's judge, consolidate and train) ----------
