@@ -408,9 +408,16 @@ def test_training_is_deterministic_and_respects_limits(tmp_path: Path) -> None:
 
     first = stable()
     assert first == stable()
-    limited = [e for e in stable(max_insights=2) if isinstance(e, Insight)]
-    # The strongest insights (most sources) are kept.
-    assert [len(i.source_ids) for i in limited] == [4, 4]
+    limited = [e for e in stable(max_insights=4) if isinstance(e, Insight)]
+    # The types take turns (lineage, temporal, cluster), each strongest first.
+    assert [(i.insight_type, len(i.source_ids)) for i in limited] == [
+        ("lineage", 4),
+        ("temporal", 3),
+        ("cluster", 4),
+        ("cluster", 3),
+    ]
+    tied = [insight_id("cluster", [f"{p}0{n}" for n in (1, 2, 3)]) for p in ("au", "ix")]
+    assert limited[3].id == min(tied)  # equal strength: the smaller insight id first
     wider = [e for e in stable(min_cluster=4) if isinstance(e, Insight)]
     assert {tuple(i.source_ids) for i in wider if i.insight_type == "cluster"} == {
         ("sq01", "sq02", "sq03", "sq04")

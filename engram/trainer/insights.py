@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import combinations
+from itertools import combinations, zip_longest
 from pathlib import Path
 from typing import Final
 
@@ -155,7 +155,8 @@ def _titles(records: Sequence[Record], limit: int = 10) -> str:
 
 
 def _listing(items: Sequence[str], limit: int = 3) -> str:
-    return ", ".join(items[:limit])
+    more = f" and {len(items) - limit} more" if len(items) > limit > 3 else ""
+    return ", ".join(items[:limit]) + more
 
 
 def _top(counts: Counter[str], minimum: int, limit: int) -> list[str]:
@@ -188,7 +189,13 @@ class _UnionFind:
 
 
 def find_clusters(records: Sequence[Record], min_cluster: int) -> list[list[Record]]:
-    """Group live memories that read alike or share ≥2 files or ≥2 tags; biggest first."""
+    """Group live memories that read alike or share ≥2 files or ≥2 tags; biggest first.
+
+    Candidate groups are the memories holding one pair of files, one pair of tags, or reading
+    like one centre memory (token_set_ratio ≥ TEXT_THRESHOLD). They are taken greedily, biggest
+    first, each memory joining at most one cluster. Unlike connected components this never
+    chains A~B~C~… into one giant cluster whose ends have nothing in common.
+    """
     members = sorted(
         (
             r
@@ -199,17 +206,16 @@ def find_clusters(records: Sequence[Record], min_cluster: int) -> list[list[Reco
         ),
         key=lambda r: str(r["id"]),
     )
-    groups = _UnionFind(len(members))
-    # Shared attributes: memories holding the same pair of tags (or files) form one group.
-    keyed: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    candidates: list[tuple[int, str, list[int]]] = []
+    # Shared attributes: the memories holding one pair of files (or tags).
+    keyed: dict[tuple[int, str, str], list[int]] = defaultdict(list)
     for index, record in enumerate(members):
-        for label, values in (("file", _strs(record, "files")), ("tag", _tags(record))):
+        for order, values in ((0, _strs(record, "files")), (1, _tags(record))):
             for a, b in combinations(values[:ATTR_ITEMS], 2):
-                keyed[(label, a, b)].append(index)
-    for indexes in keyed.values():
-        if 2 <= len(indexes) <= MAX_GROUP:
-            for other in indexes[1:]:
-                groups.union(indexes[0], other)
+                keyed[(order, a, b)].append(index)
+    for (order, a, b), indexes in keyed.items():
+        if min_cluster <= len(indexes) <= MAX_GROUP:
+            candidates.append((order, f"{a}\x1f{b}", indexes))
     # Similar text: score only pairs sharing one of each memory's rarest words.
     from rapidfuzz import fuzz
 
@@ -221,21 +227,33 @@ def find_clusters(records: Sequence[Record], min_cluster: int) -> list[list[Reco
         for word in bag:
             if 2 <= freq[word] <= MAX_GROUP:
                 postings[word].append(index)
+    rank = {word: n for n, word in enumerate(sorted(postings, key=lambda w: (freq[w], w)))}
+    near: list[set[int]] = [set() for _ in members]
     for index, bag in enumerate(words):
         if len(bag) < 3:
             continue  # too short to say anything; token_set_ratio would match it to everything
-        rare = sorted((w for w in bag if w in postings), key=lambda w: (freq[w], w))[:RARE_WORDS]
-        candidates = {other for word in rare for other in postings[word] if other > index}
-        for other in sorted(candidates):
-            if len(words[other]) < 3 or groups.find(index) == groups.find(other):
+        rare = sorted((w for w in bag if w in rank), key=rank.__getitem__)[:RARE_WORDS]
+        for other in sorted({o for word in rare for o in postings[word] if o > index}):
+            # Cheap filter first: token_set_ratio rewards shared words, so pairs sharing few
+            # are not worth scoring (and long texts of look-alike tokens would pass by chance).
+            shared = len(bag & words[other])
+            if shared < 2 or shared * 4 < min(len(bag), len(words[other])):
                 continue
             score = fuzz.token_set_ratio(bodies[index], bodies[other], score_cutoff=TEXT_THRESHOLD)
             if score >= TEXT_THRESHOLD:
-                groups.union(index, other)
-    components: dict[int, list[Record]] = defaultdict(list)
-    for index, record in enumerate(members):
-        components[groups.find(index)].append(record)
-    found = [group for group in components.values() if len(group) >= min_cluster]
+                near[index].add(other)
+                near[other].add(index)
+    for index, hood in enumerate(near):
+        if len(hood) + 1 >= min_cluster:
+            candidates.append((2, str(members[index]["id"]), sorted({index, *hood})))
+    candidates.sort(key=lambda c: (-len(c[2]), c[0], c[1]))
+    taken: set[int] = set()
+    found: list[list[Record]] = []
+    for _, _, indexes in candidates:
+        free = [index for index in indexes if index not in taken]
+        if len(free) >= min_cluster:
+            taken.update(free)
+            found.append([members[index] for index in free])
     found.sort(key=lambda group: (-len(group), str(group[0]["id"])))
     return found
 
@@ -244,8 +262,9 @@ def cluster_insight(group: Sequence[Record]) -> Insight:
     """Describe one cluster: its shared tags, files and words, and its members' titles."""
     size = len(group)
     half = max(2, math.ceil(size / 2))
-    tags = _top(Counter(tag for r in group for tag in _tags(r)), 2, 5)
-    files = _top(Counter(path for r in group for path in _strs(r, "files")), 2, 3)
+    # Shared means held by at least half the members: two of twenty is a coincidence.
+    tags = _top(Counter(tag for r in group for tag in _tags(r)), half, 5)
+    files = _top(Counter(path for r in group for path in _strs(r, "files")), half, 3)
     words = _top(Counter(w for r in group for w in _words(_text(r, "title"))), half, 3)
     if len(words) < 2:
         words = _top(Counter(w for r in group for w in _words(_body(r))), half, 3)
@@ -334,8 +353,8 @@ def temporal_insights(records: Sequence[Record]) -> list[Insight]:
     out: list[Insight] = []
     seen: set[str] = set()
     for (order, key), group in sorted(by_key.items()):
-        if len(group) < 3:
-            continue
+        if len(group) < 3 or (order == 1 and len(group) > MAX_GROUP):
+            continue  # a tag on that many problems is a category, not a hotspot
         group = sorted(group, key=lambda r: (_text(r, "created_at"), str(r["id"])))
         moments = [m for m in (_created(r) for r in group) if m is not None]
         weeks = sorted({_week(m) for m in moments})
@@ -357,7 +376,7 @@ def temporal_insights(records: Sequence[Record]) -> list[Insight]:
                     f"{len(weeks)} different weeks ({dates[0]} to {dates[-1]}): review it "
                     "before changing it, and add a test or check that stops them coming back."
                 ),
-                result=f"Dates: {', '.join(dates)}. Titles: {_titles(group)}",
+                result=f"Dates: {_listing(dates, 12)}. Titles: {_titles(group)}",
                 insight_type="temporal",
                 tags=_top(Counter(t for r in group for t in _tags(r)), 2, 5),
                 source_ids=ids,
@@ -462,7 +481,7 @@ def archive_recommendations(records: Sequence[Record]) -> list[Recommendation]:
 
 # -- the run -----------------------------------------------------------------------------------
 
-_TYPE_ORDER: Final[dict[InsightType, int]] = {"lineage": 0, "temporal": 1, "cluster": 2}
+_TYPE_ORDER: Final[tuple[InsightType, ...]] = ("lineage", "temporal", "cluster")
 
 
 def train(
@@ -498,12 +517,18 @@ def train(
     found += lineage_insights(loaded.records)
     recommendations += archive_recommendations(loaded.records)
     lap("lineage")
-    # Strongest first (most sources), then a fixed order of types and ids: same store, same run.
+    # Each type ranked strongest first (most sources, then id), then the types taken in turn
+    # (lineage, temporal, cluster), so that many clusters cannot crowd out the rarer kinds.
     unique = {insight.id: insight for insight in found}
-    ranked = sorted(
-        unique.values(),
-        key=lambda i: (-len(i.source_ids), _TYPE_ORDER[i.insight_type], i.id),
-    )[: max(max_insights, 0)]
+    per_type = [
+        sorted(
+            (i for i in unique.values() if i.insight_type == kind),
+            key=lambda i: (-len(i.source_ids), i.id),
+        )
+        for kind in _TYPE_ORDER
+    ]
+    turns = [i for row in zip_longest(*per_type) for i in row if i is not None]
+    ranked = turns[: max(max_insights, 0)]
     for insight in ranked:
         emit(insight)
     recommendations.sort(key=lambda r: (r.action, r.target_id))
