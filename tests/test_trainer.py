@@ -573,3 +573,26 @@ say({"type": "complete", "insights_generated": 0, "duration_secs": 0})
     missing = run_trainer([str(tmp_path / "no-such-trainer")], timeout=5)
     assert not missing.ok and missing.returncode is None
     assert "could not be started" in missing.problems[0]
+
+
+def test_on_event_failure_still_reaps_the_trainer(tmp_path: Path) -> None:
+    command = script(
+        tmp_path,
+        "chatty",
+        PRELUDE
+        + """
+say({"type": "progress", "stage": f"pid {os.getpid()}", "percent": 0})
+time.sleep(30)
+""",
+    )
+    pids: list[int] = []
+
+    def boom(event: Event) -> None:
+        assert isinstance(event, Progress)
+        pids.append(int(event.stage.split()[1]))
+        raise KeyboardInterrupt  # e.g. the user pressed Ctrl-C during the progress bar
+
+    with pytest.raises(KeyboardInterrupt):
+        run_trainer(command, timeout=60, on_event=boom)
+    [pid] = pids
+    assert gone(pid)
