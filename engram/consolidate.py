@@ -355,10 +355,6 @@ def _stale_counts(sentences: Sequence[str]) -> tuple[int, list[str]]:
     return most, deleted
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def find_groups(
     records: Sequence[Mapping[str, Any]],
     *,
@@ -376,6 +372,9 @@ def find_groups(
         if isinstance(memory_id, str) and not is_tombstone(record):
             live[memory_id] = record
     resolver = _Resolver(live)
+    deleted_ids = {
+        str(r.get("id")) for r in records if is_tombstone(r) and str(r.get("id")) not in live
+    }
     groups: list[Group] = []
 
     # Duplicates and near duplicates: same kind, scope and project, current memories only.
@@ -411,17 +410,19 @@ def find_groups(
                 )
             )
         uf = _UnionFind()
-        weakest: dict[tuple[str, str], float] = {}
-        for a, b, score in _near_pairs(rest, threshold=near_threshold, budget=budget):
+        pairs = _near_pairs(rest, threshold=near_threshold, budget=budget)
+        for a, b, _ in pairs:
             uf.union(a, b)
-            weakest[(a, b)] = score
         clusters: dict[str, list[str]] = {}
         for memory_id in sorted(uf.parent):
             clusters.setdefault(uf.find(memory_id), []).append(memory_id)
-        for members in clusters.values():
-            scores = [s for (a, _), s in weakest.items() if uf.find(a) == uf.find(members[0])]
+        weakest: dict[str, float] = {}
+        for a, _, score in pairs:
+            root = uf.find(a)
+            weakest[root] = min(weakest.get(root, 1.0), score)
+        for root, members in clusters.items():
             keep = best_of(members, live)
-            score = min(scores)
+            score = weakest[root]
             titles = "; ".join(repr(str(live[m].get("title") or "")) for m in members[:4])
             groups.append(
                 Group(
@@ -494,13 +495,14 @@ def find_groups(
             {str(link["to"]) for link in _links(record) if resolver.resolve(link["to"]) is None}
         )
         if dangling:
+            named = ", ".join(f"{d} (deleted)" if d in deleted_ids else d for d in dangling)
             groups.append(
                 Group(
                     kind="orphan",
                     ids=[memory_id],
                     reason=(
-                        f"{memory_id} links to {', '.join(dangling)}, which "
-                        f"{'is' if len(dangling) == 1 else 'are'} not in the store; keep the "
+                        f"{memory_id} links to {named}, which "
+                        f"{'is' if len(dangling) == 1 else 'are'} not a live memory; keep the "
                         "memory and drop the dangling "
                         f"{'link' if len(dangling) == 1 else 'links'}."
                     ),
@@ -769,7 +771,7 @@ def _merged_record(
         "content": content,
         "importance": max(_importance(r) for r in everyone),
         "status": "active",
-        "links": [{"rel": "supersedes", "to": r["id"]} for r in sorted(everyone, key=_id)],
+        "links": _merged_links(everyone),
         "source": "consolidate",
         "created_at": stamp,
         "updated_at": stamp,
@@ -785,6 +787,18 @@ def _merged_record(
     if author:
         record["author"] = author
     return record
+
+
+def _merged_links(members: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return a merged memory's links: it supersedes each member and keeps their other links."""
+    inside = {str(r["id"]) for r in members}
+    links = {("supersedes", member): {"rel": "supersedes", "to": member} for member in inside}
+    for record in members:
+        for link in _links(record):
+            rel, target = str(link.get("rel")), str(link["to"])
+            if not any(member.startswith(target) for member in inside):  # full id or prefix
+                links.setdefault((rel, target), {**link, "rel": rel, "to": target})
+    return [links[key] for key in sorted(links)]
 
 
 def _id(record: Mapping[str, Any]) -> str:

@@ -75,6 +75,7 @@ def messy() -> list[Record]:
                 text,
                 importance=5 if memory_id == "dup3" else 3,
                 tags=["async", f"seen-{n}"],
+                links=[{"rel": "relates", "to": "principle-small-prs" if n == 0 else "dup0"}],
                 updated_at=f"2026-03-0{n + 1}T09:00:00.000Z",
             )
         )
@@ -106,7 +107,11 @@ def messy() -> list[Record]:
             "fact",
             "Payments run on a separate queue",
             "The payments worker reads the `payments` queue only.",
-            links=[{"rel": "relates", "to": "dec-new"}, {"rel": "relates", "to": "ghost0123"}],
+            links=[
+                {"rel": "relates", "to": "dec-new"},
+                {"rel": "relates", "to": "ghost0123"},
+                {"rel": "caused_by", "to": "gone1"},
+            ],
         ),
         memory(
             "pit-deleted",
@@ -196,7 +201,9 @@ def test_find_groups_finds_each_problem_with_the_right_action() -> None:
     assert near.keep in near.ids and 0.88 <= near.score < 1
     assert "dec-new" in superseded.reason
     assert DELETED in deleted.reason
-    assert "ghost0123" in orphan.reason and "drop the dangling link" in orphan.reason
+    assert (
+        "ghost0123, gone1 (deleted)" in orphan.reason and "drop the dangling links" in orphan.reason
+    )
     assert "dec-new" not in orphan.reason  # a link to a live memory is fine
     assert "src/a.py changed in 5 commits" in stale_group.reason
     assert "CI moved to 3.12" in outdated.reason
@@ -233,6 +240,9 @@ def test_find_groups_details() -> None:
     assert "deleted_file" not in kinds and "stale" not in kinds  # no stale callback given
     # A tighter threshold drops the near pair but keeps the exact duplicates.
     kinds = [g.kind for g in find_groups(records, exists=exists, near_threshold=0.99)]
+    assert "near_duplicate" not in kinds and "duplicate" in kinds
+    # With no comparisons allowed, near duplicates go unfound; exact ones never need any.
+    kinds = [g.kind for g in find_groups(records, exists=exists, max_pairs=0)]
     assert "near_duplicate" not in kinds and "duplicate" in kinds
     with pytest.raises(InvalidInput, match="near_threshold"):
         find_groups(records, exists=exists, near_threshold=0)
@@ -394,7 +404,10 @@ def test_plan_changes_merge_keeps_every_text_and_applies_once(tmp_path: Path) ->
     for original in (r for r in before if r["id"] in DUP_IDS):
         assert original["content"].strip() in merged["content"]
         assert original["title"] in merged["title"] + "\n" + merged["content"]
-    assert merged["links"] == [{"rel": "supersedes", "to": m} for m in DUP_IDS]
+    assert merged["links"] == [  # each member's other links are kept, links inside dropped
+        {"rel": "relates", "to": "principle-small-prs"},
+        *({"rel": "supersedes", "to": m} for m in DUP_IDS),
+    ]
     assert merged["tags"] == sorted({"async", *(f"seen-{n}" for n in range(9))})
     assert merged["importance"] == 5 and merged["rev"] == 1 and merged["source"] == "consolidate"
     assert merged["author"] == "Consolidator" and merged["created_at"] == STAMP
