@@ -855,7 +855,9 @@ def plan_changes(
         elif rec.action == "archive":
             for memory_id in ids:
                 record = live(memory_id)
-                if record is not None and _status(record) != "archived":
+                # Superseded is retired already (and says more), so a plan that both merges and
+                # archives a memory ends the same whichever comes first, and applies once.
+                if record is not None and _status(record) not in ("archived", "superseded"):
                     record["status"] = "archived"
         elif rec.action == "delete":
             for memory_id in ids:

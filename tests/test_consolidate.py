@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.consolidate import (
     ACTIONS,
@@ -461,6 +463,38 @@ def test_plan_changes_skips_what_was_deleted_since() -> None:
         Group("outdated", ["nope", "gone1"], "old", "archive"), "archive", None, "old"
     )
     assert plan_changes([archive], records, stamp=STAMP, author="c") == []
+
+
+GROUPS = find_groups(messy(), exists=exists, stale=stale)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> list[Recommendation]:
+    """Draw any valid plan over the messy store's groups: actions, order and repeats at will."""
+    recs = []
+    for group in draw(st.lists(st.sampled_from(GROUPS), max_size=8)):
+        actions = ACTIONS if len(group.ids) > 1 else ACTIONS[1:]
+        action = draw(st.sampled_from(actions))
+        target = draw(st.sampled_from(group.ids)) if action == "merge" else None
+        recs.append(Recommendation(group, action, target, "drawn", "llm"))
+    return recs
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans())
+def test_any_plan_applies_once_and_loses_no_text(recs: list[Recommendation]) -> None:
+    records = by_id(messy())
+    changes = plan_changes(recs, records, stamp=STAMP, author="c")
+    for change in changes:
+        old = records.get(change["id"])
+        if old is None:  # a merged memory: every member's text is in it
+            assert change["source"] == "consolidate" and change["rev"] == 1
+            continue
+        assert change["rev"] == old["rev"] + 1 and change["updated_at"] == STAMP
+        assert (change.get("title"), change.get("content")) == (old["title"], old["content"])
+    assert [c["id"] for c in changes] == sorted({c["id"] for c in changes})
+    after = {**records, **by_id(changes)}
+    assert plan_changes(recs, after, stamp="2026-12-01T00:00:00.000Z", author="c") == []
 
 
 def test_plans_round_trip_and_bad_plans_are_refused() -> None:
