@@ -915,6 +915,182 @@ def capture(
         typer.echo(f"known {item['id']}  {item['title']}")
 
 
+@app.command()
+def judge(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    score: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="How useful it was, 0 to 1.")
+    ] = None,
+    verdict: Annotated[
+        str | None, typer.Option(help="useful, outdated or wrong (outdated proposes archiving).")
+    ] = None,
+    reason: Annotated[str, typer.Option(help="Why, in a sentence.")] = "",
+    query: Annotated[
+        str, typer.Option(help="The search that surfaced it (scores it when no score is given).")
+    ] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Judge a memory: useful ones rank up, wrong ones down; outdated ones get archived later."""
+    with _open(ctx) as engram:
+        record = engram.judge(ref, score=score, verdict=verdict, reason=reason, query=query)
+    if as_json:
+        _emit_json(record)
+        return
+    latest = record["judgements"][-1]
+    how = latest.get("verdict") or ("heuristic" if latest.get("heuristic") else "score")
+    typer.echo(
+        f"{record['id']}: judged {how} ({latest['score']:.2f}); "
+        f"{len(record['judgements'])} judgement(s)"
+    )
+
+
+def _read_json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: not valid JSON: {exc}") from exc
+
+
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    preview: Annotated[
+        bool, typer.Option("--preview", help="Only list the candidate groups and why.")
+    ] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Apply the recommendations (or those of --plan).")
+    ] = False,
+    plan: Annotated[
+        Path | None, typer.Option("--plan", help="A plan file written by --out, to apply.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the plan (recommendations) to this file.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --apply: show the exact changes, write none.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tidy the memory: duplicates, superseded, orphaned, stale and outdated memories."""
+    with _open(ctx) as engram:
+        if preview:
+            groups = engram.consolidate_preview()
+            if as_json:
+                _emit_json({"groups": groups})
+                return
+            if not groups:
+                typer.echo("nothing to consolidate")
+            for group in groups:
+                typer.echo(f"{group['kind']:<18} {group['action']:<8} {', '.join(group['ids'])}")
+                typer.echo(f"    {group['reason']}")
+            return
+        if apply or plan is not None:
+            document = _read_json_file(plan) if plan is not None else None
+            result = engram.consolidate_apply(document, dry_run=dry_run)
+            if as_json:
+                _emit_json(result)
+                return
+            verb = "would change" if dry_run else "changed"
+            typer.echo(f"{verb} {result['changed']} memories ({result['recommendations']} groups)")
+            for change in result["changes"]:
+                state = "deleted" if change.get("deleted_at") else change.get("status", "active")
+                typer.echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
+            return
+        document = engram.consolidate()
+    if out is not None:
+        out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    if as_json:
+        _emit_json(document)
+        return
+    recommendations = document["recommendations"]
+    if not recommendations:
+        typer.echo("nothing to consolidate")
+    for item in recommendations:
+        group = item["group"]
+        target = f" into {item['target']}" if item.get("target") else ""
+        typer.echo(f"{item['action']}{target}: {', '.join(group['ids'])}  ({item['decided_by']})")
+        typer.echo(f"    {item['reasoning']}")
+    if out is not None:
+        typer.echo(f"plan written to {out}: apply it with engram consolidate --plan {out}")
+
+
+@app.command()
+def train(
+    ctx: typer.Context,
+    timeout: Annotated[
+        float | None, typer.Option(min=1.0, help="Seconds before the trainer is stopped.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the trainer: insights from clusters, recurring pitfalls and long supersede chains."""
+    bar_update, bar_close = _progress("training")
+
+    def on_event(event: Any) -> None:
+        percent = getattr(event, "percent", None)
+        if bar_update is not None and isinstance(percent, int | float):
+            bar_update(int(percent), 100)
+
+    try:
+        with _open(ctx) as engram:
+            report = engram.train(timeout=timeout, on_event=on_event)
+    finally:
+        bar_close()
+    if as_json:
+        _emit_json(report)
+    else:
+        typer.echo(
+            f"{len(report['insights'])} insights ({report.get('written', 0)} new or changed), "
+            f"{len(report['recommendations'])} recommendations for consolidation"
+        )
+    for problem in report["problems"]:
+        typer.echo(f"error: {problem}", err=True)
+    if not report["ok"]:
+        typer.echo("hint: the trainer failed, so nothing was changed", err=True)
+        raise typer.Exit(1)
+
+
+insights_app = typer.Typer(
+    cls=EngramGroup,
+    help="List or delete the trainer's insights.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(insights_app, name="insights")
+
+
+@insights_app.command("list")
+def insights_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the insights, newest first."""
+    with _open(ctx) as engram:
+        records = engram.insights()
+    if as_json:
+        _emit_json(records)
+        return
+    if not records:
+        typer.echo("no insights yet: run engram train")
+    for record in records:
+        sources = len(record.get("links") or [])
+        typer.echo(f"{record['id'][:8]}  {record.get('title', '')}  ({sources} sources)")
+
+
+@insights_app.command("delete")
+def insights_delete(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="The insight's id or prefix.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete an insight (a later training does not bring it back)."""
+    with _open(ctx) as engram:
+        record = engram.delete_insight(ref)
+    if as_json:
+        _emit_json(record)
+    else:
+        typer.echo(f"deleted {record['id']}")
+
+
 @app.command("export")
 def export_(
     ctx: typer.Context,

@@ -54,6 +54,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "importance_step": 0.15,
         "freshness_max_loss": 0.3,
         "freshness_days": 365,
+        "judgement_span": 0.6,
     },
     "store": {
         "max_content_bytes": 1_048_576,
@@ -70,6 +71,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     },
     "context": {"budget": 2000},
     "check": {"budget": 800},
+    "consolidate": {"llm_command": "", "llm_timeout_seconds": 60, "near_threshold": 0.88},
+    "trainer": {"timeout_seconds": 300, "min_cluster": 3},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -101,6 +104,7 @@ search:
   importance_step: 0.15      # score x (1 + step x (importance - 3))
   freshness_max_loss: 0.3    # a memory loses up to this share of its score ...
   freshness_days: 365        # ... over this many days since its last update
+  judgement_span: 0.6        # judged memories: score x (1 + span x (mean judgement - 0.5))
 
 store:
   max_content_bytes: 1048576   # larger content is refused, not truncated
@@ -126,6 +130,17 @@ context:
 check:
   # Tokens of an `engram check` answer (what the memory knows about files about to be edited).
   budget: 800
+
+consolidate:
+  # A command that decides consolidation groups (gets one group as JSON on stdin, answers
+  # JSON: {{"action", "target", "reasoning"}}); empty: engram's own heuristics decide.
+  llm_command: ""
+  llm_timeout_seconds: 60
+  near_threshold: 0.88       # text similarity (0..1) that makes two memories near-duplicates
+
+trainer:
+  timeout_seconds: 300       # `engram train` stops a trainer that runs longer
+  min_cluster: 3             # memories in a cluster before it becomes an insight
 """
 
 

@@ -29,7 +29,9 @@ import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
+
+import typer
 
 from engram import compat_rs as rs
 from engram import rpc
@@ -37,7 +39,9 @@ from engram.config import ENGRAM_DIR
 from engram.context import clip, provenance
 from engram.errors import EngramError, InvalidInput, NotInitialized
 from engram.rpc import INVALID_PARAMS, READ_ONLY, UNKNOWN_METHOD, Request, RpcError
-from engram.service import Engram
+
+if TYPE_CHECKING:
+    from engram.service import Engram
 
 log = logging.getLogger("engram.daemon")
 
@@ -306,7 +310,7 @@ def _train_delete(engram: Engram, args: dict[str, Any]) -> Any:
     return _plain(_service(engram, "delete_insight")(args["id"]))
 
 
-Handler = Callable[[Engram, dict[str, Any]], Any]
+Handler = Callable[["Engram", dict[str, Any]], Any]
 
 
 class Method(NamedTuple):
@@ -576,6 +580,8 @@ def serve(
     try:
         _prepare_socket(path, socket_path is None)
         # The service's SQLite connections belong to the thread that opened them.
+        from engram.service import Engram
+
         engram = executor.submit(Engram, root).result()
         stop: asyncio.Event | None = None
 
@@ -625,3 +631,32 @@ def _main(argv: list[str]) -> int:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
     sys.exit(_main(sys.argv[1:]))
+
+
+def daemon_command(
+    ctx: typer.Context,
+    socket: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Listen here (default .engram/state/engram.sock, or a short path for deep "
+            "folders).",
+        ),
+    ] = None,
+) -> None:
+    """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
+    from engram.config import find_root
+
+    directory = (ctx.obj or {}).get("dir")
+    root = find_root(Path(directory) if directory is not None else None)
+    where = socket or rpc.socket_path(root / ENGRAM_DIR)
+
+    def ready() -> None:
+        typer.echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
+
+    serve(root, socket, ready=ready)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``daemon`` command to the engram CLI (``engram.__main__`` calls this)."""
+    app.command("daemon")(daemon_command)

@@ -112,9 +112,9 @@ def _json_type(value: Any) -> str:
 class Param(NamedTuple):
     """One argument of a tool: its JSON type, description and the checks it gets.
 
-    Types: ``string``, ``integer``, ``boolean``, ``object``, ``strings`` (an array of strings;
-    one string is taken as a one-item list), ``csv`` (a comma-separated string, or an array),
-    ``id`` (a string id or prefix, or an integer id of another tool) and ``objects``.
+    Types: ``string``, ``integer``, ``number``, ``boolean``, ``object``, ``strings`` (an array
+    of strings; one string is taken as a one-item list), ``csv`` (a comma-separated string, or
+    an array), ``id`` (a string id or prefix, or an integer id of another tool) and ``objects``.
     """
 
     name: str
@@ -172,6 +172,18 @@ class Param(NamedTuple):
                 value = int(value)
             if isinstance(value, int):
                 return self._in_range(value, tool)
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if kind == "number" and is_number and math.isfinite(value):
+            number = float(value)
+            if self.minimum is not None and number < self.minimum:
+                raise InvalidInput(
+                    f"{tool}: {self.name} must be at least {self.minimum}, got {value}"
+                )
+            if self.maximum is not None and number > self.maximum:
+                raise InvalidInput(
+                    f"{tool}: {self.name} must be at most {self.maximum}, got {value}"
+                )
+            return number
         if kind == "boolean" and isinstance(value, bool):
             return value
         if kind == "id" and not isinstance(value, bool) and isinstance(value, str | int):
@@ -298,6 +310,7 @@ _TITLE = Param("title", "string", "One specific, searchable line.")
 _CONTENT = Param("content", "string", "What / Why / Where / Learned, in markdown.")
 
 
+VERDICTS: Final = ("useful", "outdated", "wrong")
 _SESSION = Param("session_id", "string", "Your session's id (default: the open session).")
 _PROJECT = Param("project", "string", "Project name (default: this project).")
 _SUMMARY_SECTIONS: Final = (
@@ -563,6 +576,38 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             read_only=False,
         ),
         Tool(
+            "judge",
+            "Judge a memory recall gave you: verdict useful, outdated or wrong (or a score 0-1), "
+            "with a reason. Useful memories rank up, wrong ones down; outdated ones are proposed "
+            "for archiving. Without verdict or score, query scores it by overlap and recency.",
+            (
+                Param("id", "id", _ID.description),
+                Param("verdict", "string", "useful, outdated or wrong.", enum=VERDICTS),
+                Param("score", "number", "How useful, 0 to 1.", minimum=0, maximum=1),
+                Param("reason", "string", "Why, in a sentence."),
+                Param("query", "string", "The search that surfaced it."),
+            ),
+            agent,
+            read_only=False,
+        ),
+        Tool(
+            "consolidate_preview",
+            "List what needs tidying: duplicates, near-duplicates, superseded memories still "
+            "active, pitfalls about deleted files, orphan links, stale and outdated memories, "
+            "each group with a reason and a proposed action. Changes nothing.",
+            (),
+            agent,
+            read_only=True,
+        ),
+        Tool(
+            "insights",
+            "List the trainer's insights (clusters, recurring problems, long decision chains), "
+            "each linked to the memories it was derived from.",
+            (),
+            agent,
+            read_only=True,
+        ),
+        Tool(
             "forget",
             "Delete a memory that is wrong or harmful; a tombstone carries the delete to other "
             "clones (hard=true also drops its text). Prefer update status=archived.",
@@ -590,6 +635,46 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             admin,
             read_only=False,
             idempotent=True,
+        ),
+        Tool(
+            "consolidate",
+            "Recommend per consolidation group: merge, archive, delete or keep, with reasoning "
+            "(your client's model decides when it supports sampling, else the configured "
+            "command, else heuristics). Returns a plan; changes nothing.",
+            (),
+            admin,
+            read_only=True,
+        ),
+        Tool(
+            "consolidate_apply",
+            "Apply a consolidation plan (default: a fresh one). Nothing is lost: a merge writes "
+            "one memory superseding the group, archive is a status, delete a tombstone. "
+            "dry_run shows the exact changes; applying twice changes nothing.",
+            (
+                Param("plan", "object", "A plan from consolidate (optional)."),
+                Param("dry_run", "boolean", "Only show the changes.", default=False),
+            ),
+            admin,
+            read_only=False,
+            destructive=True,
+            idempotent=True,
+        ),
+        Tool(
+            "train",
+            "Run the trainer over the store: insights from clusters, recurring pitfalls and "
+            "supersede chains, stored as insight memories; recommendations for consolidation.",
+            (Param("timeout", "number", "Seconds before the trainer is stopped.", minimum=1),),
+            admin,
+            read_only=False,
+            idempotent=True,
+        ),
+        Tool(
+            "insights_delete",
+            "Delete an insight (a later training does not bring it back).",
+            (_ID,),
+            admin,
+            read_only=False,
+            destructive=True,
         ),
         Tool(
             "sync",
@@ -861,6 +946,51 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             "Memory and index counts: {memory_count, indexed_count, index_size, hints}.",
             compat=_RS,
             shape=rs.status_shape,
+        ),
+        row(
+            "memory_judge",
+            "judge",
+            "Judge a memory: {memory_id, query, score 0..1}.",
+            Param("memory_id", "id", "The memory's id.", required=True),
+            Param("query", "string", "The query that surfaced it."),
+            Param("score", "number", "How useful, 0 to 1.", minimum=0, maximum=1),
+            compat=_RS,
+            rename={"memory_id": "id"},
+        ),
+        row(
+            "memory_consolidate_preview",
+            "consolidate_preview",
+            "Candidate groups for consolidation, each with a reason and a proposed action.",
+            compat=_RS,
+        ),
+        row(
+            "memory_consolidate",
+            "consolidate",
+            "Recommendations per group: merge, archive, delete or keep.",
+            compat=_RS,
+        ),
+        row(
+            "memory_consolidate_apply",
+            "consolidate_apply",
+            "Apply the recommendations (or a given plan); dry_run shows the changes.",
+            Param("plan", "object", "A plan from memory_consolidate (optional)."),
+            Param("dry_run", "boolean", "Only show the changes.", default=False),
+            compat=_RS,
+        ),
+        row(
+            "memory_train_generate",
+            "train",
+            "Run the trainer and store its insights.",
+            Param("timeout", "number", "Seconds before the trainer is stopped.", minimum=1),
+            compat=_RS,
+        ),
+        row("memory_train_list", "insights", "List the insights.", compat=_RS),
+        row(
+            "memory_train_delete",
+            "insights_delete",
+            "Delete an insight.",
+            Param("id", "id", "The insight's id.", required=True),
+            compat=_RS,
         ),
         row(
             "memory_config",
@@ -1236,6 +1366,8 @@ class EngramMCP:
         self._budget_option = budget
         self._engram: Engram | None = None
         self._pages = _Pages()
+        # Set by the server around a call when the client can sample (consolidation's LLM).
+        self.sampler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self._handlers: dict[str, Callable[[Args, Call], str]] = {
             "remember": self._remember,
             "recall": self._recall,
@@ -1258,6 +1390,13 @@ class EngramMCP:
             "import": self._import,
             "reindex": self._reindex,
             "sync": self._sync,
+            "judge": self._judge,
+            "consolidate_preview": self._consolidate_preview,
+            "consolidate": self._consolidate,
+            "consolidate_apply": self._consolidate_apply,
+            "train": self._train,
+            "insights": self._insights,
+            "insights_delete": self._insights_delete,
             "doctor": self._doctor,
             "config": self._config,
         }
@@ -1933,6 +2072,110 @@ class EngramMCP:
 
         return call.fit(build, len(errors))[0]
 
+    def _judge(self, args: Args, call: Call) -> str:
+        record = self._record(args["id"])
+        score = args.get("score")
+        judged = self.engram.judge(
+            record["id"],
+            score=float(score) if score is not None else None,
+            verdict=args.get("verdict"),
+            reason=str(args.get("reason") or ""),
+            query=str(args.get("query") or ""),
+        )
+        latest = judged["judgements"][-1]
+        return call.render(
+            {
+                "id": judged["id"],
+                "memory_id": judged["id"],
+                "score": latest["score"],
+                "verdict": latest.get("verdict"),
+                "judgements": len(judged["judgements"]),
+                "rev": judged.get("rev"),
+            }
+        )
+
+    def _listing(self, key: str, items: list[Any], call: Call) -> str:
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {key: items[:n], "count": len(items)}
+            if n < len(items):
+                payload["more"] = f"Cut to fit the budget: `engram --json` shows all {len(items)}."
+            return payload
+
+        text, _ = call.fit(build, len(items))
+        return text
+
+    def _consolidate_preview(self, args: Args, call: Call) -> str:
+        return self._listing("groups", self.engram.consolidate_preview(), call)
+
+    def _consolidate(self, args: Args, call: Call) -> str:
+        plan = self.engram.consolidate(llm=self.sampler)
+        items = plan["recommendations"]
+
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {**plan, "recommendations": items[:n]}
+            if n < len(items):
+                payload["more"] = "Cut to fit the budget: `engram consolidate --out FILE` has all."
+            return payload
+
+        text, _ = call.fit(build, len(items))
+        return text
+
+    def _consolidate_apply(self, args: Args, call: Call) -> str:
+        result = self.engram.consolidate_apply(args.get("plan"), dry_run=bool(args.get("dry_run")))
+        changes = [
+            {
+                "id": change["id"],
+                "title": _clip(str(change.get("title", "")), TITLE_CHARS),
+                "status": "deleted" if change.get("deleted_at") else change.get("status"),
+                "rev": change.get("rev"),
+            }
+            for change in result["changes"]
+        ]
+
+        def build(n: int) -> dict[str, Any]:
+            payload: dict[str, Any] = {**result, "changes": changes[:n]}
+            if n < len(changes):
+                payload["more"] = "Cut to fit the budget."
+            return payload
+
+        text, _ = call.fit(build, len(changes))
+        return text
+
+    def _train(self, args: Args, call: Call) -> str:
+        timeout = args.get("timeout")
+        report = self.engram.train(timeout=float(timeout) if timeout is not None else None)
+        if not report["ok"]:
+            raise InvalidInput(
+                "the trainer failed, nothing was changed: " + "; ".join(report["problems"][:3]),
+                hint="run engram train in a terminal to see its output",
+            )
+        return call.render(
+            {
+                "insights_generated": len(report["insights"]),
+                "written": report.get("written", 0),
+                "insights": report["insights"][:50],
+                "recommendations": report["recommendations"][:20],
+                "metrics": report["metrics"],
+            }
+        )
+
+    def _insights(self, args: Args, call: Call) -> str:
+        rows = [
+            {
+                "id": record["id"],
+                "title": _clip(str(record.get("title", "")), TITLE_CHARS),
+                "insight_type": record.get("insight_type"),
+                "source_ids": [link.get("to") for link in record.get("links") or []],
+            }
+            for record in self.engram.insights()
+        ]
+        return self._listing("insights", rows, call)
+
+    def _insights_delete(self, args: Args, call: Call) -> str:
+        record = self._record(args["id"])
+        deleted = self.engram.delete_insight(record["id"])
+        return call.render({"id": deleted["id"], "deleted": True})
+
     def _sync(self, args: Args, call: Call) -> str:
         scope = "personal" if args.get("personal") else "project"
         if args.get("status"):
@@ -2053,6 +2296,66 @@ def serve(core: EngramMCP) -> None:
     anyio.run(_serve, core)
 
 
+SAMPLING_HANDLERS: Final = frozenset({"consolidate"})
+SAMPLING_SYSTEM: Final = (
+    "You tidy a project's memory of decisions, pitfalls and lessons. Given one group of "
+    "memories and why they were grouped, answer with ONE JSON object and nothing else: "
+    '{"action": "merge" | "archive" | "delete" | "keep", "target": <id to keep when merging, '
+    'else null>, "reasoning": "<one or two sentences>"}. Prefer keep when unsure; never '
+    "delete something that may still be true."
+)
+
+
+def _can_sample(ctx: Any) -> bool:
+    """Tell whether the connected client offers sampling (a model the server may ask)."""
+    from mcp import types
+
+    try:
+        wanted = types.ClientCapabilities(sampling=types.SamplingCapability())
+        return bool(ctx.session.check_client_capability(wanted))
+    except Exception:  # an older or unusual session: no sampling
+        return False
+
+
+def _sampler(ctx: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Return a synchronous ``ask(request) -> answer`` that samples the client's model.
+
+    It is called from the worker thread running the tool, so it hops back onto the event loop.
+    Whatever the model answers is checked by the consolidation code (a bad answer falls back
+    to the heuristics).
+    """
+    import functools
+    import warnings
+
+    import anyio.from_thread
+    from mcp import types
+
+    def ask(request: dict[str, Any]) -> dict[str, Any]:
+        message = types.SamplingMessage(
+            role="user", content=types.TextContent(text=json.dumps(request, ensure_ascii=False))
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sampling is deprecated upstream, still served
+            call = functools.partial(
+                ctx.session.create_message,
+                messages=[message],
+                max_tokens=800,
+                system_prompt=SAMPLING_SYSTEM,
+            )
+            result = anyio.from_thread.run(call)
+        content = getattr(result, "content", None)
+        text = getattr(content, "text", "") if content is not None else ""
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end <= start:
+            raise InvalidInput("the client's model did not answer with a JSON object")
+        answer = json.loads(text[start : end + 1])
+        if not isinstance(answer, dict):
+            raise InvalidInput("the client's model did not answer with a JSON object")
+        return answer
+
+    return ask
+
+
 async def _serve(core: EngramMCP) -> None:
     from mcp import types
     from mcp.server.lowlevel import Server
@@ -2080,7 +2383,22 @@ async def _serve(core: EngramMCP) -> None:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        text, is_error = core.call(params.name, params.arguments)
+        tool = core.tools.get(params.name)
+        if tool is not None and tool.handler in SAMPLING_HANDLERS and _can_sample(ctx):
+            import anyio
+
+            sampler = _sampler(ctx)
+
+            def run() -> tuple[str, bool]:
+                core.sampler = sampler
+                try:
+                    return core.call(params.name, params.arguments)
+                finally:
+                    core.sampler = None
+
+            text, is_error = await anyio.to_thread.run_sync(run)
+        else:
+            text, is_error = core.call(params.name, params.arguments)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:

@@ -1174,6 +1174,274 @@ class Engram:
                     ChangeJournal(ws.store.state_dir).append(ours)
         return result
 
+    # -- hygiene: judge, consolidate, insights ----------------------------------------------
+
+    def judge(
+        self,
+        ref: str,
+        *,
+        score: float | None = None,
+        verdict: str | None = None,
+        reason: str = "",
+        query: str = "",
+        author: str | None = None,
+    ) -> Record:
+        """Record a judgement of a memory (who, when, why); it moves the memory's ranking.
+
+        ``verdict``: useful, outdated or wrong. Without ``score``, the verdict's score is used;
+        without either, a heuristic: how much of ``query`` (what surfaced the memory) it covers,
+        and how fresh it is. Returns the memory, rev+1, with the judgement appended (the last
+        ``JUDGEMENTS_KEPT`` are kept).
+        """
+        from engram.index.backend import tokenize_query
+        from engram.index.db import epoch as epoch_of
+        from engram.index.ranking import VERDICT_SCORES, freshness
+
+        if verdict is not None:
+            verdict = str(verdict).strip().lower()
+            if verdict not in VERDICT_SCORES:
+                raise InvalidInput(
+                    f"unknown verdict {verdict!r}; use one of: {', '.join(VERDICT_SCORES)}"
+                )
+        if score is not None:
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                raise InvalidInput(f"score must be a number from 0 to 1, got {score!r}")
+            if not 0.0 <= float(score) <= 1.0 or math.isnan(float(score)):
+                raise InvalidInput(f"score must be from 0 to 1, got {score}")
+        ws, current = self._locate(ref)
+        if score is None and verdict is not None:
+            score = VERDICT_SCORES[verdict]
+        heuristic = score is None
+        if score is None:
+            words = set(tokenize_query(query))
+            text = " ".join(
+                [str(current.get("title", "")), str(current.get("content", ""))]
+                + [str(t) for t in current.get("tags", []) or []]
+            )
+            have = set(tokenize_query(text))
+            overlap = len(words & have) / len(words) if words else 0.5
+            weights = ws.index.weights
+            fresh = freshness(
+                epoch_of(current.get("updated_at")), datetime.now(UTC).timestamp(), weights
+            )
+            recency = (fresh - (1 - weights.freshness_max_loss)) / max(
+                weights.freshness_max_loss, 1e-9
+            )
+            score = round(0.6 * overlap + 0.4 * recency, 3)
+        entry: dict[str, Any] = {
+            "score": float(score),
+            "by": author if author is not None else config_mod.git_user_name(self.root),
+            "at": now(),
+        }
+        if verdict:
+            entry["verdict"] = verdict
+        if reason.strip():
+            entry["reason"] = reason.strip()
+        if query.strip():
+            entry["query"] = query.strip()
+        if heuristic:
+            entry["heuristic"] = True
+        fields = {"reason": entry.get("reason", "")}
+        self._scrub(ws, fields)
+        if fields["reason"]:
+            entry["reason"] = fields["reason"]
+        with ws.store.lock():
+            ws.index.refresh()
+            latest = ws.index.get(current["id"]) or current
+            judgements = list(latest.get("judgements") or [])
+            judgements.append(entry)
+            record = {
+                **latest,
+                "judgements": judgements[-JUDGEMENTS_KEPT:],
+                "rev": int(latest.get("rev", 1) or 1) + 1,
+                "updated_at": entry["at"],
+            }
+            self._write(ws, [record])
+        return record
+
+    def consolidate_preview(self) -> list[dict[str, Any]]:
+        """Return the candidate groups for consolidation, each with a reason and an action."""
+        return [group.to_dict() for group in self._consolidation_groups()]
+
+    def _consolidation_groups(self) -> list[Any]:
+        from engram.consolidate import find_groups
+
+        ws = self.project_ws
+        ws.index.refresh()
+        records = ws.index.all_records(include_deleted=True)
+        root = self.root.resolve()
+
+        def exists(path: str) -> bool:
+            target = (root / path).resolve()
+            return target.is_relative_to(root) and target.exists()
+
+        stale = self.stale_many(records)
+        return find_groups(
+            records,
+            exists=exists,
+            stale=lambda record: stale.get(str(record.get("id", "")), []),
+            near_threshold=float(ws.config.number("consolidate.near_threshold")),
+        )
+
+    def consolidate(
+        self,
+        *,
+        groups: Sequence[Mapping[str, Any]] | None = None,
+        llm: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Return a consolidation plan: a recommendation (merge, archive, delete, keep) per group.
+
+        ``llm`` decides each group when given (the MCP client's sampling, say); else the
+        configured ``consolidate.llm_command``; else engram's heuristics.
+        """
+        from engram.consolidate import Group, llm_command, make_plan, recommend
+
+        ws = self.project_ws
+        found = (
+            [Group.from_dict(g) for g in groups]
+            if groups is not None
+            else (self._consolidation_groups())
+        )
+        if llm is None:
+            command = str(ws.config.get("consolidate.llm_command") or "").strip()
+            if command:
+                timeout = float(ws.config.number("consolidate.llm_timeout_seconds"))
+                llm = llm_command(command, timeout=timeout)
+        records = ws.index.get_many(sorted({rid for g in found for rid in g.ids}))
+        return make_plan(recommend(found, records, llm=llm), created_at=now())
+
+    def consolidate_apply(
+        self, plan: Mapping[str, Any] | None = None, *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Apply a consolidation plan (default: a fresh one); nothing is lost, twice is a no-op.
+
+        A merge writes one memory that supersedes the group (their text kept, status
+        superseded); archive is a status; delete is a tombstone. ``dry_run`` returns the exact
+        changes without writing them.
+        """
+        from engram.consolidate import plan_changes, read_plan
+
+        ws = self.project_ws
+        chosen = read_plan(plan if plan is not None else self.consolidate())
+        author = config_mod.git_user_name(self.root)
+        with ws.store.lock():
+            ws.index.refresh()
+            ids = {rid for rec in chosen for rid in rec.group.ids}
+            from engram.consolidate import merged_id
+
+            ids |= {merged_id(rec.group.ids) for rec in chosen if rec.action == "merge"}
+            records = ws.index.get_many(sorted(ids))
+            changes = plan_changes(chosen, records, stamp=now(), author=author)
+            if changes and not dry_run:
+                self._write(ws, changes)
+        return {
+            "dry_run": dry_run,
+            "recommendations": len(chosen),
+            "changes": changes,
+            "changed": len(changes),
+        }
+
+    def train(
+        self,
+        *,
+        timeout: float | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        command: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Run the trainer; store its insights as ``insight`` memories derived from their sources.
+
+        A trainer that crashes, hangs or prints garbage changes nothing: its problems come back.
+        Recommendations are returned for consolidation, not applied.
+        """
+        from engram.trainer.protocol import default_command, run_trainer
+
+        ws = self.project_ws
+        if timeout is None:
+            timeout = float(ws.config.number("trainer.timeout_seconds"))
+        argv = list(command) if command is not None else default_command(ws.store.dir)
+        outcome = run_trainer(argv, timeout=timeout, on_event=on_event)
+        report: dict[str, Any] = {
+            "ok": outcome.ok,
+            "problems": outcome.problems,
+            "metrics": outcome.metrics,
+            "recommendations": [asdict_(r) for r in outcome.recommendations],
+            "insights": [],
+        }
+        if not outcome.ok:
+            return report
+        stamp = now()
+        with ws.store.lock():
+            ws.index.refresh()
+            known = ws.index.get_many([_insight_id(i.id) for i in outcome.insights])
+            live = set(
+                ws.index.get_many(sorted({s for i in outcome.insights for s in i.source_ids}))
+            )
+            writes: list[Record] = []
+            for insight in outcome.insights:
+                sources = [rid for rid in insight.source_ids if rid in live]
+                if not sources:
+                    continue
+                rid = _insight_id(insight.id)
+                fields = normalize_fields(
+                    {
+                        "kind": "insight",
+                        "title": insight.action[:200] or insight.context[:200],
+                        "content": "\n\n".join(
+                            f"**{name}:** {text}"
+                            for name, text in (
+                                ("Context", insight.context),
+                                ("Insight", insight.action),
+                                ("Evidence", insight.result),
+                            )
+                            if text
+                        ),
+                        "tags": sorted({*insight.tags, insight.insight_type}),
+                        "links": [{"rel": "derived_from", "to": src} for src in sources],
+                        "source": "trainer",
+                        "project": self.project,
+                        "scope": "project",
+                        "importance": 3,
+                        "status": "active",
+                        "insight_type": insight.insight_type,
+                        "insight_id": insight.id,
+                    },
+                    max_content_bytes=int(ws.config.number("store.max_content_bytes")),
+                )
+                self._scrub(ws, fields)
+                current = known.get(rid)
+                if current is not None:
+                    if is_tombstone(current):
+                        continue  # deleted by a person: the trainer does not bring it back
+                    revised = self._revise(ws, current, fields, stamp)
+                    if revised is not current:
+                        writes.append(revised)
+                else:
+                    writes.append(
+                        {**fields, "id": rid, "created_at": stamp, "updated_at": stamp, "rev": 1}
+                    )
+                report["insights"].append(rid)
+            if writes:
+                self._write(ws, writes, journal=True)
+        report["written"] = len(writes)
+        return report
+
+    def insights(self) -> list[Record]:
+        """Return the live insight memories, newest first."""
+        hits = self.recall("", kinds="insight", scopes="project", limit=10_000)
+        records = [hit.record for hit in hits]
+        records.sort(key=lambda r: (str(r.get("updated_at", "")), str(r["id"])), reverse=True)
+        return records
+
+    def delete_insight(self, ref: str) -> Record:
+        """Forget an insight memory (a tombstone: a later training does not bring it back)."""
+        record = self.get(ref)
+        if record.get("kind") != "insight":
+            raise InvalidInput(
+                f"memory {record['id']} is a {record.get('kind')}, not an insight",
+                hint="engram insights list shows the insights",
+            )
+        return self.forget(record["id"])
+
     # -- git integration ---------------------------------------------------------------------
 
     @staticmethod
@@ -1644,6 +1912,27 @@ class Engram:
 
 _CHECK_BATCH: Final = 48  # findings of a check prepared in one batch
 _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
+
+
+JUDGEMENTS_KEPT: Final = 50
+
+
+def _insight_id(trainer_id: str) -> str:
+    """Return the memory id of a trainer insight (stable: re-training updates it)."""
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(f"insight:{trainer_id}".encode()).digest()[:16]
+    return base64.b32encode(digest).decode("ascii").rstrip("=").lower()
+
+
+def asdict_(value: Any) -> dict[str, Any]:
+    """Return a dataclass (or NamedTuple) as a plain dict."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return dict(value._asdict())
 
 
 def _driver_command() -> str:

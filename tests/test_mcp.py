@@ -134,6 +134,9 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "session_end",
                 "save_prompt",
                 "capture",
+                "judge",
+                "consolidate_preview",
+                "insights",
             ]
             tools = {t.name: t for t in listed}
             remember = tools["remember"].input_schema
@@ -171,6 +174,10 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "forget",
                 "export",
                 "import",
+                "consolidate",
+                "consolidate_apply",
+                "train",
+                "insights_delete",
                 "sync",
                 "reindex",
                 "doctor",

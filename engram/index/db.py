@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from engram.errors import AmbiguousId, CorruptStore, IndexError_, NotFound
 from engram.index.backend import Doc, Filters, SearchIndex, open_backend, tokenize_query
-from engram.index.ranking import Weights, cut, freshness, static_factor
+from engram.index.ranking import Weights, cut, freshness, judgement_score, static_factor
 from engram.model import (
     Record,
     check_id,
@@ -41,7 +41,7 @@ from engram.model import (
 from engram.store import MemoryStore, line_id
 from engram.store.lock import ProcessLock
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS records (
     updated_epoch REAL NOT NULL DEFAULT 0,
     deleted INTEGER NOT NULL DEFAULT 0,
     session_id TEXT,
+    judged REAL,  -- mean judgement score 0..1, NULL when unjudged
     json TEXT NOT NULL  -- last: ranking reads the columns above without touching it
 );
 CREATE TABLE IF NOT EXISTS tags (id TEXT NOT NULL, tag TEXT NOT NULL);
@@ -89,7 +90,7 @@ CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
 
 _RECORD_COLUMNS: Final = (
     "id, line_hash, kind, status, scope, project, topic_key, dedupe_key, importance, "
-    "created_at, updated_at, updated_epoch, deleted, session_id, json"
+    "created_at, updated_at, updated_epoch, deleted, session_id, judged, json"
 )
 
 
@@ -444,7 +445,7 @@ class Index:
             conn.executemany("DELETE FROM links WHERE src=?", ids)
         conn.executemany(
             f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_row(record, digest, line) for record, digest, line in rows],
         )
         live = [record for record, _, _ in rows if not is_tombstone(record)]
@@ -862,9 +863,9 @@ class Index:
         for chunk in _chunks(missing, 500):
             marks = ",".join("?" * len(chunk))
             found = {
-                rid: (static_factor(kind, status, importance, self.weights), updated)
-                for rid, kind, status, importance, updated in self.db.execute(
-                    "SELECT id, kind, status, importance, updated_epoch FROM records "
+                rid: (static_factor(kind, status, importance, self.weights, judged), updated)
+                for rid, kind, status, importance, updated, judged in self.db.execute(
+                    "SELECT id, kind, status, importance, updated_epoch, judged FROM records "
                     f"WHERE deleted=0 AND id IN ({marks})",
                     chunk,
                 )
@@ -902,19 +903,20 @@ class Index:
             )
             params.extend(sorted(tag.lower() for tag in query.tags))
         rows = self.db.execute(
-            "SELECT id, kind, status, importance, updated_epoch FROM records "
+            "SELECT id, kind, status, importance, updated_epoch, judged FROM records "
             f"WHERE {' AND '.join(clauses)}",
             params,
         ).fetchall()
         return [
             (
                 self._row_multiplier(
-                    (static_factor(kind, status, importance, self.weights), updated), now_epoch
+                    (static_factor(kind, status, importance, self.weights, judged), updated),
+                    now_epoch,
                 ),
                 rid,
                 0.0,
             )
-            for rid, kind, status, importance, updated in rows
+            for rid, kind, status, importance, updated, judged in rows
             if ids is None or rid in ids
         ]
 
@@ -938,6 +940,7 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         epoch(record.get("updated_at")),
         1 if tomb else 0,
         record.get("session_id") if isinstance(record.get("session_id"), str) else None,
+        judgement_score(record.get("judgements")),
         line.decode("utf-8"),
     )
 

@@ -1,7 +1,11 @@
 """Ranking: the multipliers of DESIGN.md §6 applied to a full-text score, and the 20% cut.
 
-score = bm25 × kind weight × importance × status × freshness. Pure functions over numbers and
-settings; no I/O, no backend knowledge.
+score = bm25 × kind weight × importance × status × freshness × judgements. Pure functions over
+numbers and settings; no I/O, no backend knowledge.
+
+Judgements (``engram judge``) move a memory by up to ± ``judgement_span`` / 2: the mean score of
+its last ``JUDGEMENTS_COUNTED`` judgements (a verdict counts as useful 1, outdated 0.3, wrong 0),
+where 0.5 is neutral: factor = 1 + span × (mean − 0.5). Unjudged memories get 1.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 SECONDS_PER_DAY: Final = 86_400.0
+VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
+JUDGEMENTS_COUNTED: Final = 5
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,7 @@ class Weights:
     freshness_max_loss: float = 0.3
     freshness_days: float = 365.0
     min_score_ratio: float = 0.2
+    judgement_span: float = 0.6
 
     @classmethod
     def from_settings(cls, search: Mapping[str, Any]) -> Weights:
@@ -34,6 +41,7 @@ class Weights:
             freshness_max_loss=float(search.get("freshness_max_loss", 0.3)),
             freshness_days=max(float(search.get("freshness_days", 365)), 1.0),
             min_score_ratio=float(search.get("min_score_ratio", 0.2)),
+            judgement_span=float(search.get("judgement_span", 0.6)),
         )
 
 
@@ -43,13 +51,35 @@ def freshness(updated_epoch: float, now_epoch: float, weights: Weights) -> float
     return 1.0 - weights.freshness_max_loss * min(age_days / weights.freshness_days, 1.0)
 
 
-def static_factor(kind: str, status: str, importance: int, weights: Weights) -> float:
-    """Return the kind × importance × status factor (the part that does not age)."""
-    return (
+def judgement_score(judgements: Any) -> float | None:
+    """Return the mean score (0..1) of a memory's last judgements, or None when unjudged."""
+    if not isinstance(judgements, list):
+        return None
+    scores: list[float] = []
+    for item in judgements:
+        if not isinstance(item, Mapping):
+            continue
+        value = item.get("score")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            scores.append(min(max(float(value), 0.0), 1.0))
+        elif item.get("verdict") in VERDICT_SCORES:
+            scores.append(VERDICT_SCORES[str(item["verdict"])])
+    recent = scores[-JUDGEMENTS_COUNTED:]
+    return sum(recent) / len(recent) if recent else None
+
+
+def static_factor(
+    kind: str, status: str, importance: int, weights: Weights, judged: float | None = None
+) -> float:
+    """Return the kind × importance × status × judgement factor (the part that does not age)."""
+    factor = (
         weights.kind.get(kind, 1.0)
         * (1.0 + weights.importance_step * (importance - 3))
         * weights.status.get(status, 1.0)
     )
+    if judged is not None:
+        factor *= 1.0 + weights.judgement_span * (judged - 0.5)
+    return factor
 
 
 def multiplier(
