@@ -66,6 +66,7 @@ _MIN_PREFIX: Final = 8
 _WORD_SHARE: Final = 0.5
 _GLOB_CHARS: Final = frozenset("*?[")
 _WORD_RE: Final = re.compile(r"\w+")
+_ID_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _COMMITS_RE: Final = re.compile(r"changed in (?:at least )?(\d+) commits?")
 
 
@@ -814,8 +815,11 @@ def plan_changes(
 ) -> list[dict[str, Any]]:
     """Return the full new versions of the records a plan changes, sorted by id; [] if none.
 
-    ``records`` must be the whole store (tombstones included), so that dangling links are told
-    apart and a merged memory written by an earlier run is recognised.
+    ``records`` holds at least every group member and every merged id (a merged memory written
+    by an earlier run is recognised there); tombstones count as missing. An orphan's link is
+    dropped only when the group's reason names its target, the sentence a person checked, and
+    the target is still missing from ``records``: a link that came back to life since is kept,
+    and ``records`` holding only the plan's own ids never costs a live link.
     """
     work: dict[str, dict[str, Any]] = {}
     created: dict[str, dict[str, Any]] = {}
@@ -869,12 +873,14 @@ def plan_changes(
                 record = live(memory_id)
                 if record is None or not isinstance(record.get("links"), list):
                     continue
+                named = set(_ID_TOKEN_RE.findall(rec.group.reason))
                 kept = [
                     link
                     for link in record["links"]
                     if not (
                         isinstance(link, Mapping)
                         and isinstance(link.get("to"), str)
+                        and link["to"] in named
                         and resolver.resolve(link["to"]) is None
                         and link["to"] not in created
                     )

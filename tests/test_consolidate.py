@@ -453,6 +453,24 @@ def test_plan_changes_for_every_action(tmp_path: Path) -> None:
     assert plan_changes(recs, by_id(after), stamp="2026-12-01T00:00:00.000Z", author="c") == []
 
 
+def test_orphan_links_dropped_are_only_those_the_reason_names() -> None:
+    records = messy()
+    orphan = next(g for g in find_groups(records, exists=exists) if g.kind == "orphan")
+    keep = Recommendation(orphan, "keep", None, orphan.reason, "heuristic")
+    # Given only the plan's own ids (as a service may), the live link to dec-new survives.
+    subset = {r["id"]: r for r in records if r["id"] == "fact-orphan"}
+    (change,) = plan_changes([keep], subset, stamp=STAMP, author="c")
+    assert change["links"] == [{"rel": "relates", "to": "dec-new"}]
+    # A target that came back since the plan was made (a sync brought it) is kept.
+    back = memory("ghost0123", "fact", "Back again", "Synced from another clone.")
+    (change,) = plan_changes([keep], {**subset, "ghost0123": back}, stamp=STAMP, author="c")
+    assert [link["to"] for link in change["links"]] == ["dec-new", "ghost0123"]
+    # A reason edited not to name the targets drops nothing.
+    edited = Group("orphan", ["fact-orphan"], "fact-orphan has odd links; keep it.", "keep")
+    quiet = Recommendation(edited, "keep", None, edited.reason, "heuristic")
+    assert plan_changes([quiet], subset, stamp=STAMP, author="c") == []
+
+
 def test_plan_changes_skips_what_was_deleted_since() -> None:
     records = by_id(messy())
     group = Group("duplicate", ["dup0", "dup1"], "two copies", "merge", keep="dup0")
