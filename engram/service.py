@@ -1326,11 +1326,9 @@ class Engram:
         author = config_mod.git_user_name(self.root)
         with ws.store.lock():
             ws.index.refresh()
-            ids = {rid for rec in chosen for rid in rec.group.ids}
-            from engram.consolidate import merged_id
-
-            ids |= {merged_id(rec.group.ids) for rec in chosen if rec.action == "merge"}
-            records = ws.index.get_many(sorted(ids))
+            # The whole store, tombstones included: dangling links are told apart from live
+            # ones, and a merged memory an earlier run wrote is recognised.
+            records = {str(r["id"]): r for r in ws.index.all_records(include_deleted=True)}
             changes = plan_changes(chosen, records, stamp=now(), author=author)
             if changes and not dry_run:
                 self._write(ws, changes)

@@ -215,7 +215,11 @@ class Index:
     def _connect(self) -> sqlite3.Connection:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / "engram.db"
-        conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None)
+        # One caller at a time, but not always the same thread (the MCP server runs a tool in a
+        # worker thread when it may ask the client's model): the connection may move.
+        conn = sqlite3.connect(
+            path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -233,7 +237,9 @@ class Index:
         # Unknown, old or broken schema: the index is derived, so start it afresh.
         with self.lock():
             self._wipe_files()
-            conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None)
+            conn = sqlite3.connect(
+                path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
