@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_indexer.py
 	$(BIN)/python benchmarks/bench_context.py
+	$(BIN)/python benchmarks/bench_daemon.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
