@@ -1,0 +1,575 @@
+"""The textual app of ``engram tui``: dashboard, search, memory detail and tidy-up actions.
+
+It owns the screens and their keys; every read and write goes through one open
+``engram.service.Engram`` (the facade), so the store's invariants stay the facade's business.
+Text from memories is untrusted: it is shown as plain text (never parsed as textual markup),
+and only a memory's content is rendered as Markdown. The UI is keyboard-only (no mouse
+needed, so it works over SSH) and uses theme colours only, so ``NO_COLOR`` and the ``--ansi``
+theme apply everywhere. It must not import the other adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, Static
+
+from engram.errors import EngramError, NotFound
+from engram.service import Engram
+
+SHORT = 8  # id characters shown in tables
+SEARCH_LIMIT = 50
+DEBOUNCE = 0.15  # seconds between the last key typed and the search
+
+Row = tuple[str, Mapping[str, Any]]  # (relation label, memory summary with id/kind/status/title)
+
+
+def short(rid: object) -> str:
+    """Return the first characters of an id, as tables show it."""
+    return str(rid)[:SHORT]
+
+
+def is_candidate(record: Mapping[str, Any]) -> bool:
+    """Say whether a memory is a pitfall candidate the git indexer proposed."""
+    return (
+        record.get("kind") == "pitfall"
+        and record.get("status") == "proposed"
+        and str(record.get("source") or "").startswith("git:")
+    )
+
+
+def counts_text(stats: Mapping[str, Any]) -> str:
+    """Return the dashboard's counts: memories by kind and by status over every store."""
+    total = 0
+    by_kind: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    for store in stats.get("stores", []):
+        total += int(store.get("memories", 0))
+        for key, value in (store.get("by_kind") or {}).items():
+            by_kind[key] = by_kind.get(key, 0) + int(value)
+        for key, value in (store.get("by_status") or {}).items():
+            by_status[key] = by_status.get(key, 0) + int(value)
+
+    def line(counts: Mapping[str, int]) -> str:
+        ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        return " · ".join(f"{key} {value}" for key, value in ordered) or "none"
+
+    return "\n".join(
+        [
+            f"Project {stats.get('project', '')}: {total} memories",
+            f"By kind:   {line(by_kind)}",
+            f"By status: {line(by_status)}",
+        ]
+    )
+
+
+def hotspots_text(record: Mapping[str, Any] | None, limit: int = 10) -> str:
+    """Return the code hotspots a hotspots memory lists, most changed first."""
+    if record is None or record.get("status", "active") in ("archived", "rejected"):
+        return "No hotspots yet (engram index --git finds them)."
+    spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
+    if not spots:
+        return "No hotspots yet (engram index --git finds them)."
+    lines = [f"{s.get('path', '')}  ({s.get('changes', '?')} changes)" for s in spots[:limit]]
+    if len(spots) > limit:
+        lines.append(f"… and {len(spots) - limit} more")
+    return "\n".join(lines)
+
+
+def why_rows(lineage: Mapping[str, Any]) -> list[Row]:
+    """Return the memories a lineage names: supersede chains first, then other links."""
+    rows: list[Row] = []
+    for item in lineage.get("supersedes", []):
+        depth = int(item.get("depth", 1))
+        rows.append(("supersedes" if depth == 1 else f"supersedes (×{depth})", item))
+    for item in lineage.get("superseded_by", []):
+        depth = int(item.get("depth", 1))
+        rows.append(("superseded by" if depth == 1 else f"superseded by (×{depth})", item))
+    for item in lineage.get("links_out", []):
+        if item.get("rel") != "supersedes":  # already in the chain above
+            rows.append((str(item.get("rel", "relates")), item))
+    for item in lineage.get("links_in", []):
+        if item.get("rel") != "supersedes":
+            rows.append((f"{item.get('rel', 'relates')} (in)", item))
+    return rows
+
+
+def related_rows(related: Iterable[Mapping[str, Any]]) -> list[Row]:
+    """Return a memory's neighbours with the reasons they are related."""
+    return [(str(item.get("reason") or "related"), item) for item in related]
+
+
+def timeline_rows(timeline: Mapping[str, Any]) -> list[Row]:
+    """Return the memories around one, oldest first, the memory itself marked."""
+    rows: list[Row] = [
+        (f"before {str(item.get('created_at', ''))[:16]}", item)
+        for item in timeline.get("before", [])
+    ]
+    memory = timeline.get("memory") or {}
+    rows.append((f"this {str(memory.get('created_at', ''))[:16]}", memory))
+    for item in timeline.get("after", []):
+        rows.append((f"after {str(item.get('created_at', ''))[:16]}", item))
+    return rows
+
+
+def meta_text(record: Mapping[str, Any], stale: list[str]) -> str:
+    """Return a memory's fields below its title: ids, tags, files, provenance, staleness."""
+    lines = [
+        f"id {record.get('id', '')} · {record.get('kind', '')} · {record.get('status', 'active')}"
+        f" · importance {record.get('importance', 3)} · rev {record.get('rev', 1)}",
+        f"tags: {', '.join(map(str, record.get('tags') or [])) or '-'}",
+        f"files: {', '.join(map(str, record.get('files') or [])) or '-'}",
+        f"source: {record.get('source') or '-'} · author: {record.get('author') or '-'}"
+        f" · project: {record.get('project') or '-'} ({record.get('scope') or 'project'})",
+        f"created {record.get('created_at', '')} · updated {record.get('updated_at', '')}",
+    ]
+    if record.get("session_id"):
+        lines.append(f"session: {record['session_id']}")
+    if record.get("topic_key"):
+        lines.append(f"topic: {record['topic_key']}")
+    if stale:
+        lines.append("may be stale: " + "; ".join(stale))
+    return "\n".join(lines)
+
+
+def fill(table: DataTable[Any], rows: Iterable[Row]) -> list[str]:
+    """Replace a table's rows (relation, id, kind, status, title); return the ids in order."""
+    table.clear()
+    ids: list[str] = []
+    for label, item in rows:
+        rid = str(item.get("id", ""))
+        cells = (label, short(rid), item.get("kind", ""), item.get("status", "active"))
+        table.add_row(
+            *(Text(str(cell)) for cell in cells),
+            Text(str(item.get("title", ""))),
+            key=str(len(ids)),
+        )
+        ids.append(rid)
+    return ids
+
+
+def memory_table(table_id: str, first: str = "") -> DataTable[Any]:
+    """Return an empty table of memories with a first column named ``first``."""
+    table: DataTable[Any] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
+    table.add_columns(first, "id", "kind", "status", "title")
+    return table
+
+
+class MemoryScreen(Screen[None]):
+    """A screen whose tables list memories: enter on a row opens the memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.row_ids: dict[str, list[str]] = {}
+
+    @property
+    def tui(self) -> EngramApp:
+        """The running EngramApp (its Engram, its debounce, its way to open memories)."""
+        app = self.app
+        assert isinstance(app, EngramApp)
+        return app
+
+    def selected(self, table: DataTable[Any]) -> str | None:
+        """Return the id under a table's cursor."""
+        ids = self.row_ids.get(table.id or "", [])
+        if not ids or not 0 <= table.cursor_row < len(ids):
+            return None
+        return ids[table.cursor_row]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        ids = self.row_ids.get(event.data_table.id or "", [])
+        index = int(str(event.row_key.value))
+        if 0 <= index < len(ids):
+            self.tui.open_memory(ids[index])
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask a yes/no question before a change (y confirms; n or escape cancels)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "Cancel"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.question), id="question")
+            yield Label("y: yes   n / escape: no")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class SupersedeScreen(ModalScreen[str | None]):
+    """Pick the memory the current one supersedes, by id prefix (Enter applies)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, engram: Engram, current: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.engram = engram
+        self.current = current
+        self.target: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(
+                Text(f"Which memory does “{self.current.get('title', '')}” supersede?"),
+                id="question",
+            )
+            yield Input(placeholder="id or id prefix", id="target")
+            yield Static("", id="preview")
+            yield Label("enter: supersede it   escape: cancel")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        preview = self.query_one("#preview", Static)
+        self.target = None
+        prefix = event.value.strip()
+        if not prefix:
+            preview.update("")
+            return
+        try:
+            record = self.engram.get(prefix)
+        except EngramError as exc:
+            preview.update(Text(exc.message))
+            return
+        if record["id"] == self.current["id"]:
+            preview.update(Text("that is this memory: a memory cannot supersede itself"))
+            return
+        self.target = str(record["id"])
+        preview.update(
+            Text(
+                f"{short(record['id'])} {record.get('kind', '')} “{record.get('title', '')}” "
+                f"({record.get('status', 'active')}) will become superseded"
+            )
+        )
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.target is not None:
+            self.dismiss(self.target)
+        else:
+            self.notify("type the id (or a unique prefix) of another memory", severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DashboardScreen(MemoryScreen):
+    """Counts by kind and status, code hotspots, pitfall candidates and recent sessions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Label("Memories", classes="heading")
+            yield Static("", id="counts")
+            yield Label("Code hotspots", classes="heading")
+            yield Static("", id="hotspots")
+            yield Label(
+                "Pitfall candidates (enter opens, then c confirms, x rejects)", classes="heading"
+            )
+            yield memory_table("candidates", "source")
+            yield Label("Recent sessions", classes="heading")
+            yield memory_table("sessions", "created")
+        yield Footer()
+
+    def on_screen_resume(self, _: events.ScreenResume) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the counts, hotspots, candidates and sessions again."""
+        from engram.indexer.plan import hotspots_id
+
+        engram = self.tui.engram
+        self.query_one("#counts", Static).update(Text(counts_text(engram.stats())))
+        try:
+            hotspots: Mapping[str, Any] | None = engram.get(hotspots_id(engram.project))
+        except NotFound:
+            hotspots = None
+        self.query_one("#hotspots", Static).update(Text(hotspots_text(hotspots)))
+        found = engram.recall("", kinds="pitfall", statuses="proposed", limit=SEARCH_LIMIT)
+        candidates = [hit.record for hit in found if is_candidate(hit.record)]
+        self.row_ids["candidates"] = fill(
+            self.query_one("#candidates", DataTable),
+            ((str(r.get("source", "")), r) for r in candidates),
+        )
+        sessions = [hit.record for hit in engram.recall("", kinds="session", limit=15)]
+        sessions.sort(key=lambda r: str(r.get("created_at") or ""), reverse=True)
+        self.row_ids["sessions"] = fill(
+            self.query_one("#sessions", DataTable),
+            ((str(r.get("created_at", ""))[:16], r) for r in sessions[:5]),
+        )
+
+
+class SearchScreen(MemoryScreen):
+    """Search as you type; enter (or a row) opens the memory."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("down", "results", "Results", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._timer: Timer | None = None
+        self.searched: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(placeholder="search memories (any words)", id="query")
+        yield Static("", id="summary")
+        yield memory_table("results", "score")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#query", Input).focus()
+        self.search()
+
+    def on_screen_resume(self, _: events.ScreenResume) -> None:
+        if self.searched is not None:
+            self.search()  # an action on a memory may have changed the results
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(self.tui.debounce, self.search)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.search()
+        table = self.query_one("#results", DataTable)
+        rid = self.selected(table)
+        if rid is not None:
+            self.tui.open_memory(rid)
+
+    def search(self) -> None:
+        """Run the query in the input now and show the hits."""
+        self._timer = None
+        query = self.query_one("#query", Input).value
+        hits = self.tui.engram.recall(query, limit=SEARCH_LIMIT)
+        self.searched = query
+        table = self.query_one("#results", DataTable)
+        self.row_ids["results"] = fill(table, ((f"{hit.score:.2f}", hit.record) for hit in hits))
+        what = f"for “{query.strip()}”" if query.strip() else "(best first, no query)"
+        self.query_one("#summary", Static).update(
+            Text(f"{len(hits)} result{'' if len(hits) == 1 else 's'} {what}")
+        )
+
+    def action_results(self) -> None:
+        self.query_one("#results", DataTable).focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+class DetailScreen(MemoryScreen):
+    """One memory: fields, content, and its why / related / timeline links to follow."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("w", "links('why')", "Why"),
+        Binding("r", "links('related')", "Related"),
+        Binding("t", "links('timeline')", "Timeline"),
+        Binding("c", "confirm", "Confirm"),
+        Binding("x", "reject", "Reject"),
+        Binding("a", "archive", "Archive"),
+        Binding("s", "supersede", "Supersede"),
+    ]
+
+    def __init__(self, rid: str) -> None:
+        super().__init__()
+        self.rid = rid
+        self.record: dict[str, Any] = {}
+        self.mode = "why"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(id="body"):
+            yield Static("", id="title")
+            yield Static("", id="meta")
+            yield Markdown("", id="content")
+        yield Label("", id="links-heading", classes="heading")
+        yield memory_table("links", "relation")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#links", DataTable).focus()
+
+    def on_screen_resume(self, _: events.ScreenResume) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the memory and its links again (after a change, or on coming back)."""
+        engram = self.tui.engram
+        try:
+            self.record = dict(engram.get(self.rid))
+        except EngramError as exc:
+            self.notify(exc.message, title="memory gone", severity="error", markup=False)
+            self.app.pop_screen()
+            return
+        record = self.record
+        self.query_one("#title", Static).update(Text(str(record.get("title", "")), style="bold"))
+        self.query_one("#meta", Static).update(Text(meta_text(record, engram.stale(record))))
+        self.query_one("#content", Markdown).update(str(record.get("content") or "_(no content)_"))
+        self.show_links(self.mode)
+        self.refresh_bindings()
+
+    def show_links(self, mode: str) -> None:
+        """Fill the links table with the memory's lineage, neighbours or timeline."""
+        engram = self.tui.engram
+        self.mode = mode
+        if mode == "related":
+            rows = related_rows(engram.related(self.rid, limit=20))
+            heading = "Related (w why · t timeline; enter opens)"
+        elif mode == "timeline":
+            timeline = engram.timeline(self.rid, before=10, after=10)
+            rows = timeline_rows(timeline)
+            where = f"session {timeline['session_id']}" if timeline.get("session_id") else "project"
+            heading = f"Timeline in the {where} (w why · r related; enter opens)"
+        else:
+            rows = why_rows(engram.why(self.rid))
+            heading = "Why: supersedes, superseded by, links (r related · t timeline; enter opens)"
+        if not rows:
+            heading += " — nothing here"
+        self.query_one("#links-heading", Label).update(Text(heading))
+        self.row_ids["links"] = fill(self.query_one("#links", DataTable), rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("confirm", "reject"):
+            return True if is_candidate(self.record) else None  # None: shown dimmed
+        if action == "archive":
+            return True if self.record.get("status") != "archived" else None
+        return True
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_links(self, mode: str) -> None:
+        self.show_links(mode)
+        self.query_one("#links", DataTable).focus()
+
+    def action_confirm(self) -> None:
+        self.change_status("active", "Confirmed")
+
+    def action_reject(self) -> None:
+        self.ask(f"Reject the pitfall candidate “{self.record.get('title', '')}”?", "rejected")
+
+    def action_archive(self) -> None:
+        self.ask(f"Archive “{self.record.get('title', '')}”?", "archived")
+
+    def ask(self, question: str, status: str) -> None:
+        """Change the status after the user says yes."""
+        verb = {"rejected": "Rejected", "archived": "Archived"}[status]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.change_status(status, verb)
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def change_status(self, status: str, verb: str) -> None:
+        """Set the memory's status, then say what changed and show it."""
+        before = self.record.get("status", "active")
+        self.act(
+            lambda: self.tui.engram.update(self.rid, status=status),
+            f"{verb} {short(self.rid)}: status {before} → {status}",
+        )
+
+    def action_supersede(self) -> None:
+        def picked(target: str | None) -> None:
+            if target is None:
+                return
+            links = [dict(link) for link in self.record.get("links") or []]
+            links.append({"rel": "supersedes", "to": target})
+            self.act(
+                lambda: self.tui.engram.update(self.rid, links=links),
+                f"{short(self.rid)} supersedes {short(target)}: {short(target)} is now superseded",
+            )
+
+        self.app.push_screen(SupersedeScreen(self.tui.engram, self.record), picked)
+
+    def act(self, change: Callable[[], object], done: str) -> None:
+        """Run a change through the facade; report an error instead of crashing."""
+        try:
+            change()
+        except EngramError as exc:
+            message = f"{exc.message}\n{exc.hint}" if exc.hint else exc.message
+            self.notify(message, title="not changed", severity="error", markup=False)
+            return
+        self.reload()
+        self.notify(done, markup=False)
+
+
+class EngramApp(App[None]):
+    """Browse, search and tidy one project's memories (built on an open Engram)."""
+
+    TITLE = "engram"
+    CSS = """
+    .heading { text-style: bold; margin-top: 1; }
+    #counts, #hotspots { padding-left: 2; }
+    DataTable { height: auto; max-height: 14; }
+    #results { height: 1fr; max-height: 100%; }
+    #body { height: 1fr; }
+    #title { text-style: bold; padding: 0 1; }
+    #meta { padding: 0 1; color: $text-muted; }
+    #links { height: auto; max-height: 12; }
+    ConfirmScreen, SupersedeScreen { align: center middle; }
+    #dialog { width: 72; height: auto; border: round $primary; padding: 1 2; background: $surface; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("slash", "search", "Search"),
+        Binding("d", "dashboard", "Dashboard"),
+    ]
+
+    def __init__(self, engram: Engram, *, ansi: bool = False, debounce: float = DEBOUNCE) -> None:
+        super().__init__()
+        self.engram = engram
+        self.debounce = debounce
+        self.ansi = ansi
+
+    def on_mount(self) -> None:
+        if self.ansi:
+            self.theme = "ansi-dark"
+        self.sub_title = self.engram.project
+        self.push_screen(DashboardScreen())
+
+    def _blocked(self) -> bool:
+        """Say whether a dialog is open (app keys wait until it is answered)."""
+        return isinstance(self.screen, ModalScreen)
+
+    def action_search(self) -> None:
+        if self._blocked():
+            return
+        if any(isinstance(screen, SearchScreen) for screen in self.screen_stack):
+            while not isinstance(self.screen, SearchScreen):
+                self.pop_screen()
+            self.screen.query_one("#query", Input).focus()
+            return
+        self.push_screen(SearchScreen())
+
+    def action_dashboard(self) -> None:
+        if self._blocked():
+            return
+        while not isinstance(self.screen, DashboardScreen):
+            self.pop_screen()
+
+    def open_memory(self, rid: str) -> None:
+        """Show one memory's detail screen on top of the current one."""
+        self.push_screen(DetailScreen(rid))
