@@ -108,8 +108,8 @@ class _Export:
     """One run of ``export_vault``: the plan is made first, then files are written."""
 
     def __init__(self, vault: Path, folder: str, project: str | None, since: str | None) -> None:
-        self.vault = _vault_root(vault)
         self.folder = _check_folder(folder)
+        self.vault = _vault_root(vault)
         self.base = _inside(self.vault, self.vault / self.folder, what="the export folder")
         self.project = normalize_project(project) if project is not None else None
         self.since = _parse_since(since) if since is not None else None
@@ -174,9 +174,9 @@ class _Export:
                 path=path,
                 hash="",
                 title=_title(record),
-                kind=str(record.get("kind") or "note"),
+                kind=_clean(str(record.get("kind") or "note")),
                 files=_strings(record.get("files")),
-                project=str(record.get("project") or ""),
+                project=_clean(str(record.get("project") or "")),
             )
 
         hub_notes = self._hub_paths(final, hubs)
@@ -253,7 +253,7 @@ class _Export:
             seen[stem.casefold()] = seen.get(stem.casefold(), 0) + 1
         for key, stem in stems.items():
             if seen[stem.casefold()] > 1:
-                stems[key] = f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+                stems[key] = f"{stem}-{hashlib.sha256(_clean(key).encode()).hexdigest()[:8]}"
 
         claimed = {n.path.casefold() for n in final.values()} | self._taken
         paths: dict[str, str] = {}
@@ -281,9 +281,9 @@ class _Export:
     ) -> bytes:
         title = _title(record)
         meta: dict[str, Any] = {
-            "id": str(record.get("id")),
-            "kind": str(record.get("kind") or "note"),
-            "status": str(record.get("status") or "active"),
+            "id": _clean(str(record.get("id"))),
+            "kind": _clean(str(record.get("kind") or "note")),
+            "status": _clean(str(record.get("status") or "active")),
             "aliases": [title],
             "tags": _strings(record.get("tags")),
             "files": _strings(record.get("files")),
@@ -298,7 +298,7 @@ class _Export:
             value = record.get(source)
             if value is None or value == "":
                 continue
-            meta[key] = str(value)
+            meta[key] = _clean(str(value))
         importance = record.get("importance", 3)
         meta["importance"] = importance if isinstance(importance, int) else str(importance)
         meta["engram"] = True
@@ -539,19 +539,26 @@ def _title(record: Mapping[str, Any]) -> str:
 
 
 def _strings(value: Any) -> list[str]:
+    """Return a list field's distinct non-empty strings, in their order."""
     if not isinstance(value, list | tuple):
         return []
-    return [str(item) for item in value if item is not None and str(item) != ""]
+    items = (_clean(str(item)) for item in value if item is not None)
+    return list(dict.fromkeys(item for item in items if item))
+
+
+def _clean(text: str) -> str:
+    """Return text that encodes as UTF-8 (a lone surrogate from JSON becomes ``?``)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _inline(text: str) -> str:
     """Return text on one line: control characters and line breaks become single spaces."""
-    return " ".join(_CONTROL_RE.sub(" ", text).split())
+    return " ".join(_CONTROL_RE.sub(" ", _clean(text)).split())
 
 
 def _slug(text: str, *, fallback: str) -> str:
     """Return a file-name-safe slug: letters, digits, ``-_``; bounded; never reserved."""
-    slug = unicodedata.normalize("NFKC", text).lower()
+    slug = unicodedata.normalize("NFKC", _clean(text)).lower()
     slug = _UNSAFE_RE.sub("-", slug)
     slug = _DASHES_RE.sub("-", slug).strip("-_")
     while len(slug.encode("utf-8")) > SLUG_BYTES:

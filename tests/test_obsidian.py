@@ -224,6 +224,26 @@ def test_a_changed_memory_rewrites_its_note_and_only_the_hubs_it_affects(tmp_pat
     assert "engram/kinds/pitfall.md" not in _fresh(vault)
 
 
+def test_incremental_exports_end_where_a_fresh_export_starts(tmp_path: Path) -> None:
+    """After edits, renames, deletes and additions, the vault is byte for byte a fresh export."""
+    vault = tmp_path / "vault"
+    records = _store()
+    steps = [
+        lambda rs: [{**rs[0], "title": "SQLite index", "rev": 5}, *rs[1:]],
+        lambda rs: [*rs, _mem(D, "Vacuum on every write, again", rev=9, files=["src/db.py"])],
+        lambda rs: [rs[0], _tomb(rs[1]), *rs[2:]],
+        lambda rs: [{**r, "kind": "pattern"} if r["id"] == C else r for r in rs],
+        lambda rs: [r for r in rs if r["id"] != A],
+    ]
+    export_vault(records, vault)
+    for step in steps:
+        records = step(records)
+        export_vault(records, vault)
+        fresh = tmp_path / f"fresh-{len(list(tmp_path.iterdir()))}"
+        export_vault(records, fresh)
+        assert _files(vault) == _files(fresh)
+
+
 def test_deleted_memories_lose_their_notes_and_hubs_follow(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     records = _store()
@@ -344,6 +364,19 @@ def test_hostile_titles_files_and_kinds_stay_inside_the_folder(tmp_path: Path) -
         # The title and content are the memory's own markdown; the Links section is ours.
         for target, _ in _links(post.content.split("## Links")[1]):
             assert (vault / f"{target}.md").is_file()
+
+
+def test_lone_surrogates_and_repeated_files_export_cleanly(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    title = json.loads('"broken \\ud800 title"')
+    record = _mem(A, title, files=["src/a.py", "src/a.py"], tags=["x", "x"])
+    result = export_vault([record], vault)
+    assert result.written == [f"engram/memories/broken-title-{A[:8]}.md"]
+    text = (vault / result.written[0]).read_text(encoding="utf-8")
+    assert text.count("- file: [[engram/files/src-a-py|src/a.py]]") == 1
+    hub = (vault / "engram/files/src-a-py.md").read_text()
+    assert hub.count("[[engram/memories/") == 1
+    assert frontmatter.loads(text).metadata["files"] == ["src/a.py"]
 
 
 def test_project_filter_exports_one_project_and_leaves_the_others(tmp_path: Path) -> None:
