@@ -1,0 +1,396 @@
+"""Score ranking backends on the hand-labelled retrieval set (memories.jsonl, queries.jsonl).
+
+Run ``python benchmarks/retrieval/run.py`` (``make bench-retrieval``). Every backend answers
+every query with its top 10; the table gives, per backend and query kind, recall@1/5/10 (the
+share of a query's relevant memories found in its top k, averaged over the queries), MRR (1 / the
+rank of the first relevant hit, 0 when none is in the top 10), the top score's p50/p90, the share
+of queries that returned any hit, and the p50 latency of one query. For negative queries (no
+memory answers them) only the last three mean anything: a good backend returns nothing, or a top
+score well under the answerable queries' top scores.
+
+Backends, all in this one run over the same memories:
+
+- ``bm25``: the plain baseline, written here and independent of engram's ranking: an in-memory
+  SQLite FTS5 table (title, tags, content, files; ``porter unicode61`` tokenizer) and
+  ``bm25()`` with engram's field weights (title 6, tags 3, content 1, files 1.5); the query's
+  words joined with OR. No kind, importance, status or freshness multipliers, no cut.
+- ``engram <mode>``: ``Engram.recall(query, limit=10)`` on a scratch store built from
+  memories.jsonl, with ``search.backend: tantivy`` and ``search.mode: <mode>`` set in its
+  config.yaml through ``engram.config.set_value``. A mode is "not available" when engram does
+  not know the setting (no ``search.mode`` in ``engram.config.DEFAULTS``; the keyword pass then
+  runs with the default config), when opening or searching the store with it raises, or when it
+  has no effect (every ranked list the same as the keyword pass's).
+
+The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
+inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_core import align  # a sibling script: its plain-text table helper
+
+from engram import config as config_mod
+from engram.errors import EngramError
+from engram.service import Engram
+
+HERE: Final = Path(__file__).resolve().parent
+MEMORIES: Final = HERE / "memories.jsonl"
+QUERIES: Final = HERE / "queries.jsonl"
+MODES: Final = ("keyword", "semantic", "hybrid")
+QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
+LIMIT: Final = 10
+# The baseline's BM25 column weights, in the FTS5 table's column order (engram's defaults,
+# DESIGN.md section 6, written out here so the baseline does not depend on engram's code).
+BASELINE_WEIGHTS: Final = (("title", 6.0), ("tags", 3.0), ("content", 1.0), ("files", 1.5))
+_WORD: Final = re.compile(r"\w+", re.UNICODE)
+
+# A backend answers a query with (memory id, score) pairs, best first.
+Search = Callable[[str], list[tuple[str, float]]]
+
+
+@dataclass
+class Query:
+    """One labelled query."""
+
+    id: str
+    kind: str
+    text: str
+    relevant: frozenset[str]
+
+
+@dataclass
+class Answer:
+    """What a backend returned for one query, and how long it took (seconds, per round)."""
+
+    ids: list[str]
+    top_score: float | None
+    seconds: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    """One backend's answers to every query, or why it could not run."""
+
+    name: str
+    answers: dict[str, Answer] = field(default_factory=dict)
+    unavailable: str = ""
+
+
+def load_queries(path: Path = QUERIES) -> list[Query]:
+    """Read queries.jsonl."""
+    queries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            raw = json.loads(line)
+            queries.append(Query(raw["id"], raw["kind"], raw["query"], frozenset(raw["relevant"])))
+    return queries
+
+
+# --- the plain BM25 baseline ------------------------------------------------------------------
+
+
+def bm25_baseline(memories: Path = MEMORIES) -> Search:
+    """Return a search over an in-memory FTS5 table of the memories, ranked by plain bm25()."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.execute(
+        "CREATE VIRTUAL TABLE docs USING fts5(id UNINDEXED, title, tags, content, files,"
+        " tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    rows = []
+    for line in memories.read_bytes().splitlines():
+        record = json.loads(line)
+        if record.get("deleted_at"):
+            continue
+        rows.append(
+            (
+                record["id"],
+                record.get("title") or "",
+                " ".join(record.get("tags") or []),
+                record.get("content") or "",
+                " ".join(record.get("files") or []),
+            )
+        )
+    db.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?)", rows)
+    db.commit()
+    # bm25()'s first weight is for the UNINDEXED id column, which never matches.
+    weights = ", ".join(["0.0", *(str(weight) for _, weight in BASELINE_WEIGHTS)])
+    sql = (
+        f"SELECT id, bm25(docs, {weights}) AS rank FROM docs WHERE docs MATCH ?"
+        " ORDER BY rank LIMIT ?"
+    )
+
+    def search(text: str) -> list[tuple[str, float]]:
+        words = _WORD.findall(text.lower())
+        if not words:
+            return []
+        expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        return [(str(rid), -float(rank)) for rid, rank in db.execute(sql, (expression, LIMIT))]
+
+    return search
+
+
+# --- engram -----------------------------------------------------------------------------------
+
+
+def mode_setting_known() -> bool:
+    """Tell whether this engram has a ``search.mode`` setting."""
+    search = config_mod.DEFAULTS.get("search")
+    return isinstance(search, dict) and "mode" in search
+
+
+def engram_store(scratch: Path, mode: str | None) -> Engram:
+    """Build a project store holding memories.jsonl; set ``search.mode`` when given."""
+    root = scratch / f"store-{mode or 'default'}"
+    engram, _ = Engram.init(root, project="harbor")
+    engram.close()
+    engram_dir = root / config_mod.ENGRAM_DIR
+    shutil.copyfile(MEMORIES, engram_dir / "memories.jsonl")
+    config_mod.set_value(engram_dir, "search.backend", "tantivy")
+    if mode is not None:
+        config_mod.set_value(engram_dir, "search.mode", mode)
+    return Engram(root)
+
+
+def engram_search(engram: Engram) -> Search:
+    """Return a search through ``Engram.recall``."""
+
+    def search(text: str) -> list[tuple[str, float]]:
+        return [(hit.id, hit.score) for hit in engram.recall(text, limit=LIMIT)]
+
+    return search
+
+
+# --- running and scoring ----------------------------------------------------------------------
+
+
+def run_backend(name: str, search: Search, queries: Sequence[Query], rounds: int) -> Result:
+    """Ask every query once untimed (warm-up), then ``rounds`` timed times."""
+    result = Result(name)
+    for query in queries:
+        hits = search(query.text)
+        result.answers[query.id] = Answer([i for i, _ in hits], hits[0][1] if hits else None)
+    for _ in range(rounds):
+        for query in queries:
+            started = time.perf_counter()
+            search(query.text)
+            result.answers[query.id].seconds.append(time.perf_counter() - started)
+    return result
+
+
+def run_engram(
+    mode: str, scratch: Path, queries: Sequence[Query], rounds: int, known: bool
+) -> Result:
+    """Score engram in one search mode, or say why that mode is not available."""
+    name = f"engram {mode}"
+    if not known and mode != "keyword":
+        return Result(name, unavailable="engram has no search.mode setting")
+    engram: Engram | None = None
+    try:
+        engram = engram_store(scratch, mode if known else None)
+        engram.recall("warm up the index and any model")  # builds the index, untimed
+        return run_backend(name, engram_search(engram), queries, rounds)
+    except EngramError as exc:
+        return Result(name, unavailable=f"{type(exc).__name__}: {exc}")
+    finally:
+        if engram is not None:
+            engram.close()
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """Return the ``share`` percentile (0-1) of values by linear interpolation."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = share * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def score(result: Result, queries: Sequence[Query]) -> dict[str, dict[str, float | None]]:
+    """Return the figures per query kind (and ``all`` answerable ones) for one backend."""
+    groups: dict[str, list[Query]] = {kind: [] for kind in (*QUERY_KINDS, "all", "negative")}
+    for query in queries:
+        groups[query.kind].append(query)
+        if query.kind != "negative":
+            groups["all"].append(query)
+    out: dict[str, dict[str, float | None]] = {}
+    for kind, members in groups.items():
+        if not members:
+            continue
+        answers = [result.answers[query.id] for query in members]
+        tops = [answer.top_score for answer in answers if answer.top_score is not None]
+        seconds = [s for answer in answers for s in answer.seconds]
+        figures: dict[str, float | None] = {
+            "n": float(len(members)),
+            "any_hit": sum(1 for answer in answers if answer.ids) / len(members),
+            "top_p50": percentile(tops, 0.5) if tops else None,
+            "top_p90": percentile(tops, 0.9) if tops else None,
+            "p50_ms": statistics.median(seconds) * 1000 if seconds else None,
+        }
+        if kind != "negative":
+            for k in (1, 5, 10):
+                figures[f"r@{k}"] = statistics.fmean(
+                    len(query.relevant & set(answer.ids[:k])) / len(query.relevant)
+                    for query, answer in zip(members, answers, strict=True)
+                )
+            figures["mrr"] = statistics.fmean(
+                _reciprocal_rank(query, answer)
+                for query, answer in zip(members, answers, strict=True)
+            )
+        out[kind] = figures
+    return out
+
+
+def _reciprocal_rank(query: Query, answer: Answer) -> float:
+    for rank, rid in enumerate(answer.ids[:LIMIT], start=1):
+        if rid in query.relevant:
+            return 1.0 / rank
+    return 0.0
+
+
+def same_rankings(a: Result, b: Result) -> bool:
+    """Tell whether two backends returned the same ranked ids for every query."""
+    return all(a.answers[qid].ids == b.answers[qid].ids for qid in a.answers)
+
+
+def render(
+    results: Sequence[Result], figures: dict[str, dict[str, dict[str, float | None]]]
+) -> str:
+    """Return the one table: a row per backend and query kind."""
+
+    def cell(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    lines: list[Sequence[str]] = [
+        (
+            "backend",
+            "queries",
+            "n",
+            "R@1",
+            "R@5",
+            "R@10",
+            "MRR",
+            "top p50",
+            "top p90",
+            "any hit",
+            "p50 ms",
+        )
+    ]
+    for result in results:
+        if result.unavailable:
+            lines.append((result.name, "not available", *["-"] * 9))
+            continue
+        for kind, row in figures[result.name].items():
+            lines.append(
+                (
+                    result.name,
+                    kind,
+                    cell(row["n"], ".0f"),
+                    cell(row.get("r@1"), ".3f"),
+                    cell(row.get("r@5"), ".3f"),
+                    cell(row.get("r@10"), ".3f"),
+                    cell(row.get("mrr"), ".3f"),
+                    cell(row["top_p50"], ".2f"),
+                    cell(row["top_p90"], ".2f"),
+                    cell(row["any_hit"], ".0%"),
+                    cell(row["p50_ms"], ".2f"),
+                )
+            )
+    table: str = align(lines, left=(0, 1))
+    return table
+
+
+def parse_modes(text: str) -> list[str]:
+    """Parse ``keyword,hybrid`` into engram search modes."""
+    modes = [part.strip() for part in text.split(",") if part.strip()]
+    bad = [mode for mode in modes if mode not in MODES]
+    if bad or not modes:
+        raise argparse.ArgumentTypeError(f"modes are {', '.join(MODES)}; got {text!r}")
+    return modes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every backend over the set and print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--mode",
+        type=parse_modes,
+        action="extend",
+        help="engram search modes to score: keyword, semantic, hybrid (repeat or comma-separate;"
+        " default all three)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds over the queries")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    args = parser.parse_args(argv)
+    modes: list[str] = list(dict.fromkeys(args.mode or MODES))
+    queries = load_queries()
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    known = mode_setting_known()
+    started = time.monotonic()
+    try:
+        results = [run_backend("bm25 (fts5)", bm25_baseline(), queries, args.rounds)]
+        for mode in modes:
+            results.append(run_engram(mode, scratch, queries, args.rounds, known))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    keyword = next((r for r in results if r.name == "engram keyword" and not r.unavailable), None)
+    for result in results:
+        if (
+            keyword is not None
+            and result is not keyword
+            and result.name.startswith("engram")
+            and not result.unavailable
+            and same_rankings(result, keyword)
+        ):
+            result.unavailable = "search.mode had no effect (same rankings as keyword)"
+    figures = {r.name: score(r, queries) for r in results if not r.unavailable}
+    memories = sum(1 for line in MEMORIES.read_bytes().splitlines() if line.strip())
+    counts = {
+        kind: sum(1 for q in queries if q.kind == kind) for kind in (*QUERY_KINDS, "negative")
+    }
+    print(
+        f"engram retrieval benchmark: {memories} memories, {len(queries)} queries ("
+        + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+        + f"), top {LIMIT}, {args.rounds} timed rounds, {time.monotonic() - started:.0f} s"
+    )
+    print(render(results, figures))
+    for result in results:
+        if result.unavailable:
+            print(f"{result.name}: not available: {result.unavailable}")
+    print(
+        "R@k = share of a query's relevant memories in its top k; MRR over the top 10; "
+        "top p50/p90 = the best hit's score\n(bm25: raw weighted bm25; engram: after its "
+        "multipliers); any hit = share of queries with at least one hit."
+    )
+    if args.json:
+        payload = {
+            "memories": memories,
+            "queries": counts,
+            "figures": figures,
+            "unavailable": {r.name: r.unavailable for r in results if r.unavailable},
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
