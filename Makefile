@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench bench-retrieval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_indexer.py
 	$(BIN)/python benchmarks/bench_context.py
 	$(BIN)/python benchmarks/bench_daemon.py
+
+bench-retrieval: $(STAMP)
+	$(BIN)/python benchmarks/retrieval/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
