@@ -135,6 +135,19 @@ def _offer_driver(engram: Engram) -> None:
         )
 
 
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    """Print rows as a rich table (plain columns when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for header in headers:
+        table.add_column(header)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
 def _read_stdin() -> str:
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
     try:
@@ -1089,6 +1102,150 @@ def insights_delete(
         _emit_json(record)
     else:
         typer.echo(f"deleted {record['id']}")
+
+
+projects_app = typer.Typer(
+    cls=EngramGroup,
+    help="List, tidy and merge the projects memories belong to.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(projects_app, name="projects")
+
+
+@projects_app.command("list")
+def projects_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List projects: memories, sessions and last activity (project and personal stores)."""
+    with _open(ctx) as engram:
+        rows = engram.projects()
+    if as_json:
+        _emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no memories yet")
+        return
+    _table(
+        ["project", "memories", "sessions", "last activity", "stores"],
+        [
+            [
+                row["name"] or "(none)",
+                str(row["memories"]),
+                str(row["sessions"]),
+                str(row["last_activity"])[:16].replace("T", " "),
+                ", ".join(row["scopes"]),
+            ]
+            for row in rows
+        ],
+    )
+
+
+@projects_app.command("consolidate")
+def projects_consolidate(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only show the names that would be merged.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without asking.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge project names that are variants of one another (case, separators, typos)."""
+    with _open(ctx) as engram:
+        groups = engram.projects_variants()
+        done = []
+        for group in groups:
+            sources = [name for name in group["names"] if name != group["into"]]
+            ask = not (yes or dry_run or as_json)
+            if ask and not sys.stdin.isatty():
+                ask, dry = False, True
+            else:
+                dry = dry_run or (as_json and not yes)
+            if ask:
+                dry = not typer.confirm(f"merge {', '.join(sources)} into {group['into']}?")
+            done.append(engram.projects_merge(sources, group["into"], dry_run=dry))
+    if as_json:
+        _emit_json({"groups": groups, "merges": done})
+        return
+    if not groups:
+        typer.echo("no project names look alike")
+    for merge in done:
+        verb = "would merge" if merge["dry_run"] else "merged"
+        count = sum(merge["moved"].values())
+        typer.echo(f"{verb} {', '.join(merge['from'])} into {merge['into']} ({count} memories)")
+
+
+@projects_app.command("prune")
+def projects_prune(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show them.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Forget projects with no memories left (their sessions in this clone's log)."""
+    with _open(ctx) as engram:
+        result = engram.projects_prune(dry_run=dry_run)
+    if as_json:
+        _emit_json(result)
+        return
+    if not result["pruned"]:
+        typer.echo("no project without memories")
+    verb = "would prune" if dry_run else "pruned"
+    for name in result["pruned"]:
+        typer.echo(f"{verb} {name}")
+
+
+@projects_app.command("merge")
+def projects_merge(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str],
+        typer.Argument(metavar="FROM... INTO", help="Projects to merge, then the target."),
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move every memory of the FROM projects to INTO (both stores; rev+1 each)."""
+    if len(names) < 2:
+        raise InvalidInput("give at least one project to merge and the project to merge into")
+    with _open(ctx) as engram:
+        result = engram.projects_merge(names[:-1], names[-1], dry_run=dry_run)
+    if as_json:
+        _emit_json(result)
+        return
+    verb = "would move" if dry_run else "moved"
+    count = sum(result["moved"].values())
+    typer.echo(f"{verb} {count} memories from {', '.join(result['from'])} to {result['into']}")
+
+
+@app.command("obsidian-export")
+def obsidian_export(
+    ctx: typer.Context,
+    vault: Annotated[Path, typer.Option("--vault", help="The Obsidian vault folder.")],
+    project: Annotated[str | None, typer.Option(help="Only this project's memories.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only memories updated since (YYYY-MM-DD or RFC 3339).")
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep exporting when the store changes (Ctrl-C stops).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export memories as Obsidian notes (front matter, wikilinks, hubs per kind and file)."""
+    import time
+
+    with _open(ctx) as engram:
+        while True:
+            result = engram.obsidian_export(vault, project=project, since=since)
+            if as_json:
+                _emit_json(result)
+            else:
+                typer.echo(
+                    f"{vault}: {len(result['written'])} notes written, "
+                    f"{len(result['removed'])} removed, {result['unchanged']} unchanged"
+                )
+            if not watch:
+                return
+            signature = engram.project_ws.store.signature()
+            while engram.project_ws.store.signature() == signature:
+                time.sleep(1.0)
 
 
 @app.command("export")

@@ -677,6 +677,19 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
             destructive=True,
         ),
         Tool(
+            "merge_projects",
+            "Move every memory of some projects to another (project names that are variants "
+            "of one another, or a rename). rev+1 for each memory moved.",
+            (
+                Param("from", "strings", "The projects to merge.", required=True),
+                Param("to", "string", "The project to merge them into.", required=True),
+                Param("dry_run", "boolean", "Only count.", default=False),
+            ),
+            admin,
+            read_only=False,
+            idempotent=True,
+        ),
+        Tool(
             "sync",
             "Share memories beyond the branch: import other clones' sync chunks, export this "
             "clone's changes as one; with remote, also fetch, merge and push the store's own "
@@ -722,6 +735,12 @@ _GO_TYPE = Param(
     "manual …",
 )
 _GO_PROJECT = Param("project", "string", "Project name (default: this project).")
+
+
+def _go_merge_args(args: Args) -> Args:
+    """go-engram gives ``from`` as one comma-separated string."""
+    names = [part.strip() for part in str(args.get("from") or "").split(",") if part.strip()]
+    return {**args, "from": names}
 
 
 def _go_context_args(args: Args) -> Args:
@@ -897,6 +916,15 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             _GO_PROJECT,
             Param("source", "string", "Where it came from.", default="capture"),
             compat=_GO,
+        ),
+        row(
+            "mem_merge_projects",
+            "merge_projects",
+            "Merge projects: every memory of `from` (comma-separated) moves to `to`.",
+            Param("from", "csv", "Comma-separated project names.", required=True),
+            Param("to", "string", "The project to merge into.", required=True),
+            compat=_GO,
+            convert=_go_merge_args,
         ),
         row(
             "memory_store",
@@ -1390,6 +1418,7 @@ class EngramMCP:
             "import": self._import,
             "reindex": self._reindex,
             "sync": self._sync,
+            "merge_projects": self._merge_projects,
             "judge": self._judge,
             "consolidate_preview": self._consolidate_preview,
             "consolidate": self._consolidate,
@@ -2175,6 +2204,12 @@ class EngramMCP:
         record = self._record(args["id"])
         deleted = self.engram.delete_insight(record["id"])
         return call.render({"id": deleted["id"], "deleted": True})
+
+    def _merge_projects(self, args: Args, call: Call) -> str:
+        result = self.engram.projects_merge(
+            args.get("from") or [], str(args["to"]), dry_run=bool(args.get("dry_run"))
+        )
+        return call.render(result)
 
     def _sync(self, args: Args, call: Call) -> str:
         scope = "personal" if args.get("personal") else "project"

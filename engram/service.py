@@ -1440,6 +1440,81 @@ class Engram:
             )
         return self.forget(record["id"])
 
+    # -- projects ----------------------------------------------------------------------------
+
+    def _all_live(self) -> list[Record]:
+        out: list[Record] = []
+        for ws in self._workspaces():
+            ws.index.refresh()
+            out += ws.index.all_records()
+        return out
+
+    def projects(self) -> list[dict[str, Any]]:
+        """Return every project named in the project and personal stores, with its counts."""
+        from engram.projects import summarize
+
+        return [info.to_dict() for info in summarize(self._all_live())]
+
+    def projects_merge(
+        self, sources: Iterable[str], into: str, *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Move the memories of ``sources`` to project ``into`` (rev+1 each), in both stores."""
+        from engram.projects import rename_changes
+
+        target = normalize_project(into)
+        names = [normalize_project(name) for name in _list(sources)]
+        names = [name for name in names if name and name != target]
+        if not target or not names:
+            raise InvalidInput(
+                "give the projects to merge and a different project to merge them into"
+            )
+        moved: dict[str, int] = {}
+        stamp = now()
+        for ws in self._workspaces():
+            with ws.store.lock():
+                ws.index.refresh()
+                changes = rename_changes(ws.index.all_records(), names, target, stamp=stamp)
+                if changes:
+                    moved[ws.scope] = len(changes)
+                if changes and not dry_run:
+                    self._write(ws, changes)
+        return {"from": names, "into": target, "dry_run": dry_run, "moved": moved}
+
+    def projects_variants(self) -> list[dict[str, Any]]:
+        """Return groups of project names that look like one project spelled differently."""
+        from engram.projects import pick_target, variant_groups
+
+        infos = self.projects()
+        counts = {info["name"]: int(info["memories"]) for info in infos}
+        return [
+            {"names": group, "into": pick_target(group, counts)} for group in variant_groups(counts)
+        ]
+
+    def projects_prune(self, *, dry_run: bool = False) -> dict[str, Any]:
+        """Forget projects that have no live memory left: their entries in the session log."""
+        live = {info["name"] for info in self.projects()}
+        logged = self.sessions.projects()
+        gone = sorted(name for name in logged if name not in live and name != self.project)
+        if gone and not dry_run:
+            self.sessions.drop_projects(gone)
+        return {"pruned": gone, "dry_run": dry_run}
+
+    def obsidian_export(
+        self,
+        vault: Path,
+        *,
+        project: str | None = None,
+        since: str | None = None,
+        folder: str = "engram",
+    ) -> dict[str, Any]:
+        """Write the memories as notes in an Obsidian vault (incremental; the user's notes kept)."""
+        from engram.obsidian import export_vault
+
+        records = self._all_live()
+        name = normalize_project(project) if project else None
+        result = export_vault(records, Path(vault), folder=folder, project=name, since=since)
+        return result.to_dict()
+
     # -- git integration ---------------------------------------------------------------------
 
     @staticmethod

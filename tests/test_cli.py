@@ -186,7 +186,7 @@ def _help_commands() -> set[str]:
     code, out, _ = invoke("--help")
     assert code == 0
     commands = out.split("Commands:", 1)[1]
-    return set(re.findall(r"^  (\w+)\s", commands, flags=re.MULTILINE))
+    return set(re.findall(r"^  ([\w-]+)\s", commands, flags=re.MULTILINE))
 
 
 def _readme_commands() -> set[str]:
@@ -195,7 +195,7 @@ def _readme_commands() -> set[str]:
     for row in table.splitlines():
         if row.startswith("| `"):
             first = row.split("|")[1]
-            names.update(re.findall(r"`(\w+)`", first))
+            names.update(re.findall(r"`([\w-]+)`", first))
     return names
 
 
@@ -209,8 +209,12 @@ def test_readme_options_exist_in_help() -> None:
     for row in table.splitlines():
         if not row.startswith("| `"):
             continue
-        command = re.findall(r"`(\w+)`", row.split("|")[1])[0]
+        command = re.findall(r"`([\w-]+)`", row.split("|")[1])[0]
         _, out, _ = invoke(command, "--help")
+        if "Commands:" in out:  # a group: its subcommands take the options
+            listed = out.split("Commands:", 1)[1]
+            for sub in re.findall(r"^  ([a-z][\w-]*)", listed, flags=re.MULTILINE):
+                out += invoke(command, sub, "--help")[1]
         for option in re.findall(r"--[a-z][a-z-]+", row.split("|")[2]):
             assert option in out, f"README says `{command} {option}` but --help does not"
 

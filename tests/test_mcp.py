@@ -178,10 +178,12 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "consolidate_apply",
                 "train",
                 "insights_delete",
+                "merge_projects",
                 "sync",
                 "reindex",
                 "doctor",
                 "mem_delete",
+                "mem_merge_projects",
             ]
             forget = next(t for t in listed if t.name == "forget")
             assert forget.annotations is not None and forget.annotations.destructive_hint is True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -105,3 +105,16 @@ class SessionLog:
         if not candidates:
             return None
         return max(candidates, key=lambda s: (str(s.get("started_at", "")), s["id"]))
+
+    def projects(self) -> set[str]:
+        """Return the projects the log has sessions of."""
+        return {str(entry.get("project", "")) for entry in self._read().values()}
+
+    def drop_projects(self, names: Iterable[str]) -> int:
+        """Remove the sessions of these projects from the log; return how many went."""
+        doomed = set(names)
+        with self._editing() as sessions:
+            gone = [sid for sid, entry in sessions.items() if entry.get("project") in doomed]
+            for sid in gone:
+                del sessions[sid]
+            return len(gone)
