@@ -432,7 +432,8 @@ class _Server:
                     await answering
             finally:
                 writer.close()
-                with contextlib.suppress(ConnectionError, OSError):
+                # A shutdown may cancel us while the peer closes: end quietly either way.
+                with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
                     await writer.wait_closed()
                 if task is not None:
                     self.connections.discard(task)
