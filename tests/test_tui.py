@@ -16,6 +16,7 @@ pytest.importorskip("textual")
 
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Markdown, Static
+from textual.widgets._footer import FooterKey
 
 from engram.indexer.plan import hotspots_id
 from engram.service import Engram
@@ -121,10 +122,10 @@ def run(app: EngramApp, scenario: Callable[[Pilot[None]], Awaitable[None]]) -> N
 
 async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str) -> None:
     """Let the app work until ``ready()`` holds (search is debounced, screens mount)."""
-    for _ in range(100):
+    for _ in range(250):
         if ready():
             return
-        await pilot.pause(0.05)
+        await pilot.pause(0.02)
     raise AssertionError(f"the screen never showed {what}")
 
 
@@ -137,6 +138,11 @@ def column(app: EngramApp, selector: str, index: int = 4) -> list[str]:
     """Return one column (default: the titles) of a table on the current screen."""
     table = app.screen.query_one(selector, DataTable)
     return [str(table.get_row_at(row)[index]) for row in range(table.row_count)]
+
+
+def footer(app: EngramApp) -> list[str]:
+    """Return the key descriptions the footer shows."""
+    return [key.description for key in app.screen.query(FooterKey)]
 
 
 def fresh(root: Path, ref: str) -> dict[str, Any]:
@@ -276,6 +282,7 @@ def test_confirm_and_reject_pitfall_candidates(store: tuple[Engram, Ids]) -> Non
 
     async def scenario(pilot: Pilot[None]) -> None:
         await open_detail(pilot, app, "flaky retry", "Reverted: flaky retry loop in sync")
+        assert {"Confirm", "Reject", "Archive", "Supersede"} <= set(footer(app))
         await pilot.press("c")
         await until(pilot, lambda: "· active ·" in text(app, "#meta"), "the new status")
         assert any("proposed → active" in n.message for n in app._notifications)
@@ -288,7 +295,9 @@ def test_confirm_and_reject_pitfall_candidates(store: tuple[Engram, Ids]) -> Non
         await pilot.press("x")
         await pilot.press("y")
         await until(pilot, lambda: "· rejected ·" in text(app, "#meta"), "rejected")
-        # a rejected memory is no candidate: c does nothing now
+        # a rejected memory is no candidate: c does nothing now, the footer drops c and x
+        await until(pilot, lambda: "Confirm" not in footer(app), "a footer without confirm")
+        assert "Reject" not in footer(app) and "Archive" in footer(app)
         await pilot.press("c")
         assert "· rejected ·" in text(app, "#meta")
         await pilot.press("d")
@@ -351,11 +360,43 @@ def test_supersede_picks_the_older_memory_by_id_prefix(store: tuple[Engram, Ids]
     assert {"rel": "supersedes", "to": ids.stale_plan} in links
 
 
-def test_q_quits(store: tuple[Engram, Ids]) -> None:
-    engram, _ = store
+def test_a_change_that_fails_is_reported_not_raised(store: tuple[Engram, Ids]) -> None:
+    engram, ids = store
     app = EngramApp(engram)
 
     async def scenario(pilot: Pilot[None]) -> None:
+        await open_detail(pilot, app, "lunch", "Scratch note about lunch")
+        with Engram.open(engram.root) as other:  # another process forgets it meanwhile
+            other.forget(ids.note)
+        await pilot.press("a", "y")
+        await until(pilot, lambda: bool(app._notifications), "a notification")
+        # the archive says it changed nothing and why; the detail closes: its memory is gone
+        await until(pilot, lambda: isinstance(app.screen, SearchScreen), "the search again")
+        shown = {n.title: n for n in app._notifications}
+        assert shown["not changed"].severity == "error"
+        assert "forgotten" in shown["not changed"].message
+        assert "memory gone" in shown
+        assert app.is_running
+        await until(
+            pilot, lambda: "Scratch note about lunch" not in column(app, "#results"), "no note"
+        )
+
+    run(app, scenario)
+    assert "deleted_at" in fresh_export(engram.root, ids.note)
+
+
+def fresh_export(root: Path, rid: str) -> dict[str, Any]:
+    """Return a memory (tombstones included) from a fresh export."""
+    with Engram.open(root) as engram:
+        return next(m for m in engram.export()["memories"] if m["id"] == rid)
+
+
+def test_q_quits(store: tuple[Engram, Ids]) -> None:
+    engram, _ = store
+    app = EngramApp(engram, ansi=True)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        assert app.theme == "ansi-dark"  # --ansi: the terminal's own colours
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running

@@ -62,9 +62,14 @@ def counts_text(stats: Mapping[str, Any]) -> str:
         ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return " · ".join(f"{key} {value}" for key, value in ordered) or "none"
 
+    stores = [
+        f"{store.get('scope', '?')} {int(store.get('memories', 0))}"
+        for store in stats.get("stores", [])
+    ]
+    where = f" ({' · '.join(stores)})" if len(stores) > 1 else ""
     return "\n".join(
         [
-            f"Project {stats.get('project', '')}: {total} memories",
+            f"Project {stats.get('project', '')}: {total} memories{where}",
             f"By kind:   {line(by_kind)}",
             f"By status: {line(by_status)}",
         ]
@@ -290,7 +295,7 @@ class DashboardScreen(MemoryScreen):
         yield Footer()
 
     def on_screen_resume(self, _: events.ScreenResume) -> None:
-        self.reload()
+        self.tui.guard(self.reload)
 
     def reload(self) -> None:
         """Read the counts, hotspots, candidates and sessions again."""
@@ -339,20 +344,20 @@ class SearchScreen(MemoryScreen):
 
     def on_mount(self) -> None:
         self.query_one("#query", Input).focus()
-        self.search()
+        self.tui.guard(self.search)
 
     def on_screen_resume(self, _: events.ScreenResume) -> None:
         if self.searched is not None:
-            self.search()  # an action on a memory may have changed the results
+            self.tui.guard(self.search)  # an action on a memory may have changed the results
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(self.tui.debounce, self.search)
+        self._timer = self.set_timer(self.tui.debounce, lambda: self.tui.guard(self.search))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.search()
+        self.tui.guard(self.search)
         table = self.query_one("#results", DataTable)
         rid = self.selected(table)
         if rid is not None:
@@ -368,7 +373,10 @@ class SearchScreen(MemoryScreen):
         self.row_ids["results"] = fill(table, ((f"{hit.score:.2f}", hit.record) for hit in hits))
         what = f"for “{query.strip()}”" if query.strip() else "(best first, no query)"
         self.query_one("#summary", Static).update(
-            Text(f"{len(hits)} result{'' if len(hits) == 1 else 's'} {what}")
+            Text(
+                f"{len(hits)} result{'' if len(hits) == 1 else 's'} {what}"
+                " · enter opens the highlighted one, ↓ moves into the list"
+            )
         )
 
     def action_results(self) -> None:
@@ -390,6 +398,8 @@ class DetailScreen(MemoryScreen):
         Binding("x", "reject", "Reject"),
         Binding("a", "archive", "Archive"),
         Binding("s", "supersede", "Supersede"),
+        Binding("pageup", "scroll_body(-1)", "Scroll up", show=False),
+        Binding("pagedown", "scroll_body(1)", "Scroll down", show=False),
     ]
 
     def __init__(self, rid: str) -> None:
@@ -412,7 +422,7 @@ class DetailScreen(MemoryScreen):
         self.query_one("#links", DataTable).focus()
 
     def on_screen_resume(self, _: events.ScreenResume) -> None:
-        self.reload()
+        self.tui.guard(self.reload)
 
     def reload(self) -> None:
         """Read the memory and its links again (after a change, or on coming back)."""
@@ -451,17 +461,25 @@ class DetailScreen(MemoryScreen):
         self.row_ids["links"] = fill(self.query_one("#links", DataTable), rows)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Keys that do not apply to this memory leave the footer (it is narrow enough).
         if action in ("confirm", "reject"):
-            return True if is_candidate(self.record) else None  # None: shown dimmed
+            return is_candidate(self.record)
         if action == "archive":
-            return True if self.record.get("status") != "archived" else None
+            return self.record.get("status") != "archived"
         return True
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
+    def action_scroll_body(self, direction: int) -> None:
+        body = self.query_one("#body", VerticalScroll)
+        if direction < 0:
+            body.scroll_page_up()
+        else:
+            body.scroll_page_down()
+
     def action_links(self, mode: str) -> None:
-        self.show_links(mode)
+        self.tui.guard(lambda: self.show_links(mode))
         self.query_one("#links", DataTable).focus()
 
     def action_confirm(self) -> None:
@@ -569,6 +587,14 @@ class EngramApp(App[None]):
             return
         while not isinstance(self.screen, DashboardScreen):
             self.pop_screen()
+
+    def guard(self, read: Callable[[], object]) -> None:
+        """Run a read of the store; show an error as a notification instead of crashing."""
+        try:
+            read()
+        except EngramError as exc:
+            message = f"{exc.message}\n{exc.hint}" if exc.hint else exc.message
+            self.notify(message, title="engram", severity="error", markup=False)
 
     def open_memory(self, rid: str) -> None:
         """Show one memory's detail screen on top of the current one."""
