@@ -1326,13 +1326,17 @@ def sync(
 ) -> None:
     """Share memories: import others' sync chunks, export this clone's changes as one."""
     scope = "personal" if personal else "project"
-    with _open(ctx) as engram:
-        if status:
-            report = engram.sync_status(scope=scope)
-        else:
-            report = engram.sync(scope=scope, remote=remote, branch=branch)
-        if scope == "project":
-            _offer_driver(engram)
+    update_bar, close_bar = _progress("importing chunks")
+    try:
+        with _open(ctx) as engram:
+            if status:
+                report = engram.sync_status(scope=scope)
+            else:
+                report = engram.sync(scope=scope, remote=remote, branch=branch, progress=update_bar)
+            if scope == "project":
+                _offer_driver(engram)
+    finally:
+        close_bar()
     if as_json:
         _emit_json(report)
         return

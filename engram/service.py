@@ -1635,6 +1635,7 @@ class Engram:
         scope: str = "project",
         remote: str | None = None,
         branch: str | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Import the sync chunks not applied here, export this clone's changes as a chunk.
 
@@ -1645,7 +1646,7 @@ class Engram:
         ws = self._sync_ws(scope)
         report: dict[str, Any] = {"scope": ws.scope, "problems": []}
         if remote is None:
-            report.update(self._sync_local(ws))
+            report.update(self._sync_local(ws, progress))
             return report
         from engram.sync import remote as remote_mod
 
@@ -1654,7 +1655,7 @@ class Engram:
         for attempt in range(1, 4):
             fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
             pulled = self._merge_remote(ws, fetched.files, fetched.base)
-            local = self._sync_local(ws)
+            local = self._sync_local(ws, progress)
             files = self._committed_files(ws)
             parents = [p for p in (fetched.local_tip, fetched.tip) if p]
             author = remote_mod.author_of(repo_root)
@@ -1776,7 +1777,7 @@ class Engram:
             out[rel] = path.read_bytes()
         return out
 
-    def _sync_local(self, ws: Workspace) -> dict[str, Any]:
+    def _sync_local(self, ws: Workspace, progress: Progress | None = None) -> dict[str, Any]:
         """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
         from engram.store.journal import ChangeJournal
         from engram.sync import chunks as chunks_mod
@@ -1786,9 +1787,10 @@ class Engram:
         problems = list(problems) + list(getattr(state, "problems", []))
         totals = ImportResult()
         applied: list[str] = []
-        for entry in entries:
-            if entry.id in state.applied:
-                continue
+        pending = [entry for entry in entries if entry.id not in state.applied]
+        for number, entry in enumerate(pending, start=1):
+            if progress is not None:
+                progress(number, len(pending))
             try:
                 data = chunks_mod.read_chunk(ws.store.dir, entry.id)
                 records = self._chunk_records(ws, data)
