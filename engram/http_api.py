@@ -62,6 +62,7 @@ RESERVED: Final = frozenset(
         "anchors",
     }
 )
+ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"  # as engram.model checks ids
 ERROR_HINT: Final = "this is a bug in engram: the server log has the details"
 
 T = TypeVar("T")
@@ -189,7 +190,7 @@ def create_app(
 
     ``token`` defaults to ``ENGRAM_HTTP_TOKEN``; when set, requests need it as a bearer token.
     """
-    from fastapi import Body, FastAPI, Query, Request, Response
+    from fastapi import FastAPI, Query, Request, Response
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -282,7 +283,9 @@ def create_app(
         memories: list[dict[str, Any]]
         limit: int
         offset: int
-        next_offset: int | None = Field(description="offset of the next page, null at the end")
+        next_offset: int | None = Field(
+            description="offset of the next page; null when this page is not full"
+        )
 
     class SearchHit(BaseModel):
         id: str
@@ -344,6 +347,18 @@ def create_app(
         saved: list[CaptureItem]
         duplicates: list[CaptureItem]
         session_id: str | None
+
+    class ImportIn(BaseModel):
+        """An export document (GET /export); other fields of it are ignored."""
+
+        model_config = ConfigDict(extra="allow")
+
+        format: Literal["engram"] = "engram"
+        version: Literal[1] = 1
+        memories: list[dict[str, Any]] = Field(
+            description="memories and tombstones; each is checked like a line of memories.jsonl "
+            "and skipped with its reason when it fails"
+        )
 
     class ImportOut(BaseModel):
         format: str
@@ -430,7 +445,13 @@ def create_app(
     # -- parameters ---------------------------------------------------------------------------
 
     Id = Annotated[
-        str, PathParam(description="a memory id or a unique prefix", min_length=1, max_length=64)
+        str,
+        PathParam(
+            description="a memory id or a unique prefix of one",
+            min_length=1,
+            max_length=128,
+            pattern=ID_PATTERN,
+        ),
     ]
     Limit = Annotated[int, Query(ge=0, le=MAX_PAGE, description=f"at most {MAX_PAGE}")]
     Offset = Annotated[int, Query(ge=0, le=1_000_000)]
@@ -452,9 +473,11 @@ def create_app(
             return None
         return [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
 
-    def page(hits: list[Any], limit: int, offset: int) -> tuple[list[Any], int | None]:
-        more = len(hits) > limit
-        return hits[:limit], (offset + limit if more else None)
+    def next_offset(hits: list[Any], limit: int, offset: int) -> int | None:
+        # A full page may be the last one: the next is then empty. Asking the index for one
+        # more than the page would tell, but its top-k ranking depends on k, and a page must
+        # hold what `engram recall --limit` shows.
+        return offset + limit if limit and len(hits) >= limit else None
 
     def saved(result: Any, response: Response) -> dict[str, Any]:
         out: dict[str, Any] = result.to_dict()
@@ -511,15 +534,14 @@ def create_app(
             statuses=status,
             scopes=scope,
             projects=project,
-            limit=limit + 1,
+            limit=limit,
             offset=offset,
         )
-        shown, next_offset = page(hits, limit, offset)
         return {
-            "memories": [hit.record for hit in shown],
+            "memories": [hit.record for hit in hits],
             "limit": limit,
             "offset": offset,
-            "next_offset": next_offset,
+            "next_offset": next_offset(hits, limit, offset),
         }
 
     @app.get("/memories/{id}", response_model=dict[str, Any], tags=["memories"])
@@ -531,6 +553,11 @@ def create_app(
     async def update_memory(id: Id, body: MemoryPatch) -> dict[str, Any]:
         """Change fields of a memory (rev+1); returns the memory."""
         extra = extras(body)
+        if "scope" in extra:
+            raise InvalidInput(
+                "a memory cannot move between the project and the personal store",
+                hint="save a copy with the other scope (POST /memories), then delete this one",
+            )
         fields = body.model_dump(exclude=set(extra), exclude_none=True)
         if body.links is not None:
             fields["links"] = links(body.links)
@@ -563,19 +590,18 @@ def create_app(
             statuses=status,
             scopes=scope,
             projects=project,
-            limit=limit + 1,
+            limit=limit,
             offset=offset,
         )
-        shown, next_offset = page(hits, limit, offset)
         return {
             "query": q,
             "hits": [
                 {"id": h.id, "score": h.score, "matched": h.matched, "memory": h.record}
-                for h in shown
+                for h in hits
             ],
             "limit": limit,
             "offset": offset,
-            "next_offset": next_offset,
+            "next_offset": next_offset(hits, limit, offset),
         }
 
     @app.get("/memories/{id}/why", response_model=dict[str, Any], tags=["graph"])
@@ -680,9 +706,9 @@ def create_app(
         return await call(engram.export, scope=scope)
 
     @app.post("/import", response_model=ImportOut, tags=["sync"])
-    async def import_(document: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    async def import_(document: ImportIn) -> dict[str, Any]:
         """Merge an export document into the store (the one merge function)."""
-        result = await call(engram.import_, document)
+        result = await call(engram.import_, document.model_dump())
         out: dict[str, Any] = result.to_dict()
         return out
 

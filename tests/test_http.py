@@ -188,7 +188,12 @@ def test_topic_key_save_updates_with_200(api: httpx.Client) -> None:
 
 def test_patch_refuses_fields_the_store_sets(api: httpx.Client) -> None:
     rid = _save(api, title="Pin the postgres minor version")["id"]
-    for field, value in (("rev", 99), ("id", "a" * 26), ("deleted_at", "2020-01-01T00:00:00Z")):
+    for field, value in (
+        ("rev", 99),
+        ("id", "a" * 26),
+        ("deleted_at", "2020-01-01T00:00:00Z"),
+        ("scope", "personal"),  # a memory stays in its store
+    ):
         _error(api.patch(f"/memories/{rid}", json={field: value}), 422, "invalid_input")
     assert api.get(f"/memories/{rid}").json()["rev"] == 1
     _error(api.post("/memories", json={"title": "x", "rev": 5}), 422, "invalid_input")
@@ -197,7 +202,14 @@ def test_patch_refuses_fields_the_store_sets(api: httpx.Client) -> None:
 
 def test_list_filters_and_paging(api: httpx.Client) -> None:
     made = {
-        _save(api, title=f"Ledger rule {n}", kind=kind, tags=["ledger", tag], files=[path])["id"]
+        _save(
+            api,
+            title=f"Ledger rule {n}",
+            kind=kind,
+            tags=["ledger", tag],
+            files=[path],
+            importance=n + 1,  # distinct scores: see test_paging_through_ties
+        )["id"]
         for n, (kind, tag, path) in enumerate(
             [
                 ("decision", "alpha", "src/ledger/a.py"),
@@ -233,6 +245,23 @@ def test_list_filters_and_paging(api: httpx.Client) -> None:
     assert len(pages) == len(set(pages)) == 5 and set(pages) == made
     _error(api.get("/memories", params={"limit": 201}), 422, "invalid_input")
     _error(api.get("/memories", params={"offset": -1}), 422, "invalid_input")
+
+
+@pytest.mark.xfail(
+    reason="engram.service.recall re-sorts the index's top k by the rounded score, so memories "
+    "whose scores tie after rounding can move across a page boundary (a core bug, reported)",
+    strict=False,
+)
+def test_paging_through_ties(api: httpx.Client) -> None:
+    """Pages of equally ranked memories neither repeat nor skip one."""
+    made = {_save(api, title=f"Tied rule {n}", tags=["tied"])["id"] for n in range(6)}
+    pages: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        body = api.get("/memories", params={"tag": "tied", "limit": 2, "offset": offset}).json()
+        pages += [m["id"] for m in body["memories"]]
+        offset = body["next_offset"]
+    assert pages and sorted(pages) == sorted(made)
 
 
 def test_search(api: httpx.Client) -> None:
@@ -497,7 +526,11 @@ def test_is_loopback() -> None:
 
 
 def test_openapi_fuzzed_with_schemathesis(server: Server) -> None:
-    """Every operation, bounded examples each: no 5xx, documented statuses, schema-true bodies."""
+    """Every operation, bounded examples each: no 5xx, documented statuses, schema-true bodies.
+
+    Operations on a memory run twice: with generated ids (mostly unknown: 404 or 422), and on
+    a real memory made for that operation (so updates, judgements and deletes really happen).
+    """
     import schemathesis
     from hypothesis import HealthCheck, given, settings
     from schemathesis.checks import not_a_server_error
@@ -510,17 +543,31 @@ def test_openapi_fuzzed_with_schemathesis(server: Server) -> None:
     checks = [not_a_server_error, status_code_conformance, response_schema_conformance]
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 20
-    for operation in operations:
+    statuses: dict[str, set[int]] = {}
+
+    def fuzz(operation: Any, examples: int, **fixed: Any) -> None:
+        seen = statuses.setdefault(operation.label, set())
 
         @settings(
-            max_examples=12,
+            max_examples=examples,
             deadline=None,
             database=None,
             derandomize=True,
             suppress_health_check=list(HealthCheck),
         )
-        @given(case=operation.as_strategy())
-        def fuzz(case: Any) -> None:
-            case.call_and_validate(base_url=server.url, checks=checks)
+        @given(case=operation.as_strategy(**fixed))
+        def run(case: Any) -> None:
+            response = case.call_and_validate(base_url=server.url, checks=checks)
+            seen.add(response.status_code)
 
-        fuzz()
+        run()
+
+    for operation in operations:
+        fuzz(operation, 10)
+        if operation.path.startswith("/memories/{id}"):
+            rid = _save(server.client, title=f"fuzz target {operation.label}", tags=["fuzz"])["id"]
+            fuzz(operation, 10, path_parameters={"id": rid})
+    # The fuzzing reached past validation: real reads, writes and deletes answered 2xx.
+    for label in ("PATCH /memories/{id}", "DELETE /memories/{id}", "POST /memories/{id}/judge"):
+        assert any(200 <= code < 300 for code in statuses[label]), (label, statuses[label])
+    assert 201 in statuses["POST /memories"] and 200 in statuses["POST /import"]
