@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_indexer.py
 	$(BIN)/python benchmarks/bench_context.py
 	$(BIN)/python benchmarks/bench_daemon.py
+	$(BIN)/python benchmarks/bench_http.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py
