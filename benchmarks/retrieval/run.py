@@ -22,7 +22,8 @@ Backends, all in this one run over the same memories:
   has no effect (every ranked list the same as the keyword pass's).
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
-inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON.
+inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
+``--misses K`` lists, per backend, the answerable queries with nothing relevant in the top K.
 """
 
 from __future__ import annotations
@@ -265,6 +266,20 @@ def _reciprocal_rank(query: Query, answer: Answer) -> float:
     return 0.0
 
 
+def misses(result: Result, queries: Sequence[Query], k: int) -> list[str]:
+    """Return a line per answerable query with no relevant memory in the top ``k``."""
+    lines = []
+    for query in queries:
+        if query.kind == "negative":
+            continue
+        ids = result.answers[query.id].ids
+        ranks = [ids.index(rid) + 1 for rid in query.relevant if rid in ids]
+        if not ranks or min(ranks) > k:
+            found = f"rank {min(ranks)}" if ranks else f"not in the top {LIMIT}"
+            lines.append(f"  {query.id} ({found}): {query.text}")
+    return lines
+
+
 def same_rankings(a: Result, b: Result) -> bool:
     """Tell whether two backends returned the same ranked ids for every query."""
     return all(a.answers[qid].ids == b.answers[qid].ids for qid in a.answers)
@@ -338,6 +353,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds over the queries")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument(
+        "--misses",
+        type=int,
+        metavar="K",
+        help="also list, per backend, the answerable queries with no relevant memory in the top K",
+    )
     args = parser.parse_args(argv)
     modes: list[str] = list(dict.fromkeys(args.mode or MODES))
     queries = load_queries()
@@ -381,6 +402,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "top p50/p90 = the best hit's score\n(bm25: raw weighted bm25; engram: after its "
         "multipliers); any hit = share of queries with at least one hit."
     )
+    if args.misses:
+        for result in results:
+            if not result.unavailable:
+                lines = misses(result, queries, args.misses)
+                print(
+                    f"\n{result.name}: {len(lines)} queries with nothing relevant in the top "
+                    f"{args.misses}"
+                )
+                print("\n".join(lines))
     if args.json:
         payload = {
             "memories": memories,
