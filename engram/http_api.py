@@ -441,6 +441,23 @@ def create_app(
         )
 
     app.add_middleware(_Guard, token=token, max_body=max_body)
+    if token:
+        plain = app.openapi
+
+        def secured() -> dict[str, Any]:
+            """Declare the bearer token in the OpenAPI document (/docs offers to send it)."""
+            schema = plain()
+            components = schema.setdefault("components", {})
+            components.setdefault("securitySchemes", {})["bearer"] = {
+                "type": "http",
+                "scheme": "bearer",
+                "description": f"the server's {TOKEN_ENV}",
+            }
+            schema["security"] = [{"bearer": []}]
+            schema["paths"]["/health"]["get"]["security"] = []  # liveness stays open
+            return schema
+
+        app.openapi = secured  # type: ignore[method-assign]
 
     # -- parameters ---------------------------------------------------------------------------
 

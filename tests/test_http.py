@@ -448,6 +448,29 @@ def test_ambiguous_prefix_is_409(api: httpx.Client) -> None:
     assert api.get("/memories/" + "q" * 20 + "a").json()["title"] == "twin aaaaaa"
 
 
+def test_a_bug_is_a_logged_500_without_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The one error boundary: an unexpected exception is logged; the client gets a JSON 500."""
+    from fastapi.testclient import TestClient
+
+    from engram.http_api import create_app
+
+    app = create_app(_make_project(tmp_path / "buggy"))
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise ZeroDivisionError("secret internals")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+        error = _error(response, 500, "internal")
+        assert "secret internals" not in response.text and "Traceback" not in response.text
+        assert "bug" in error["hint"]
+        assert client.get("/health").status_code == 200  # the server goes on
+    assert any("GET /boom failed" in record.getMessage() for record in caplog.records)
+
+
 def test_body_size_limit(api: httpx.Client) -> None:
     big = {"title": "big", "content": "x" * (MAX_BODY_BYTES + 10)}
     _error(api.post("/memories", json=big), 413, "too_large")
@@ -479,6 +502,10 @@ def test_token_is_required_when_set(tmp_path: Path, home: Path) -> None:
             _error(bare.post("/memories", json={"title": "sneaky"}), 401, "unauthorized")
             _error(bare.get("/openapi.json"), 401, "unauthorized")
         assert secured.client.get("/stats").status_code == 200  # the right token
+        document = secured.client.get("/openapi.json").json()
+        assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert document["security"] == [{"bearer": []}]
+        assert "401" in document["paths"]["/stats"]["get"]["responses"]
         assert secured.client.post("/memories", json={"title": "welcome"}).status_code == 201
         assert len(secured.client.get("/export").json()["memories"]) == 1  # "sneaky" never landed
     finally:
