@@ -26,6 +26,9 @@ DEFAULTS: Final[dict[str, Any]] = {
     "project": "",
     "search": {
         "backend": "tantivy",
+        "mode": "hybrid",
+        "semantic_weight": 0.5,
+        "semantic_floor": 0.35,
         "min_score_ratio": 0.2,
         "field_weights": {"title": 6.0, "tags": 3.0, "content": 1.0, "files": 1.5},
         "kind_weights": {
@@ -85,6 +88,14 @@ project: {project}
 search:
   # Full-text backend for ranking: tantivy (default) or fts5 (SQLite).
   backend: tantivy
+  # keyword (BM25), semantic (embeddings) or hybrid (both). Embeddings come from the optional
+  # wordllama package (pip install 'engram-git[semantic]'), computed offline when indexing;
+  # without it semantic and hybrid search fall back to keyword.
+  mode: hybrid
+  # hybrid relevance = (1 - w) x BM25 / best BM25 + w x (cosine - floor) / (best cosine - floor)
+  semantic_weight: 0.5
+  # Cosine similarity under which a memory is no match by meaning (most off-topic text is below).
+  semantic_floor: 0.35
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2
   # BM25 weight of each field.

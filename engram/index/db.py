@@ -8,6 +8,14 @@ write from this process is applied directly (``apply``), so the next read finds 
 Full-text updates are queued and flushed in one batch by the next search, which keeps
 ``remember`` close to the cost of writing the file.
 
+Semantic recall (``search.mode`` hybrid or semantic, with the embedding model installed): each
+live record's embedding is stored in ``vectors``, keyed by a hash of the embedded text, so a
+record whose title, tags and content did not change is never embedded again (a status change
+or a rebuild reuses its vector). Vectors are written with the records (rebuild, refresh and
+this process's own writes) and caught up by the first semantic search after writes made in
+keyword mode. Search fuses BM25 and cosine scores (``ranking.fuse``), then applies the same
+multipliers and 20% cut as keyword search.
+
 The index is disposable: a schema change drops and rebuilds it. This module reads the store but
 never writes it.
 """
@@ -27,8 +35,9 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from engram.errors import AmbiguousId, CorruptStore, IndexError_, NotFound
+from engram.index import semantic
 from engram.index.backend import Doc, Filters, SearchIndex, open_backend, tokenize_query
-from engram.index.ranking import Weights, cut, freshness, judgement_score, static_factor
+from engram.index.ranking import Weights, cut, freshness, fuse, judgement_score, static_factor
 from engram.model import (
     Record,
     check_id,
@@ -41,7 +50,7 @@ from engram.model import (
 from engram.store import MemoryStore, line_id
 from engram.store.lock import ProcessLock
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 CACHE_LIMIT: Final = 200_000
 Progress = Callable[[int, int], None]
 
@@ -70,6 +79,12 @@ CREATE TABLE IF NOT EXISTS files (id TEXT NOT NULL, path TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS links (src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS problems (line INTEGER NOT NULL, message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL,  -- semantic.text_hash of the embedded text: equal hash, same vector
+    line_hash TEXT NOT NULL,  -- the record version last checked against ``hash``
+    vec BLOB NOT NULL  -- float32, L2-normalised
+);
 """
 
 # Created after a bulk load rather than maintained row by row during it.
@@ -118,6 +133,7 @@ class Hit:
     bm25: float
     record: Record
     tokens: tuple[str, ...] = ()
+    cosine: float = 0.0  # similarity of the query's and the memory's embeddings (semantic modes)
 
     @functools.cached_property
     def matched(self) -> list[str]:
@@ -202,6 +218,10 @@ class Index:
         # The files table's distinct paths (key ""), and those matching each list of wanted
         # paths (key: the paths joined by NUL); dropped by any write.
         self._paths_cache: dict[str, list[str]] | None = None
+        # Live vectors as one matrix with their ids and filter columns; dropped by any write.
+        self._vectors: _Vectors | None = None
+        self._embedder: semantic.Embedder | None = None
+        self._semantic_off: str | None = None  # why semantic recall is unavailable, once known
         self.problems: list[tuple[int, str]] = []
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -370,6 +390,7 @@ class Index:
         self._rank_cache.clear()
         self._record_cache.clear()
         self._paths_cache = None
+        self._vectors = None
 
     def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
         known = dict(self.db.execute("SELECT id, line_hash FROM records").fetchall())
@@ -404,6 +425,8 @@ class Index:
                 continue
             changed.append((record, digest, raw))
         removed = [rid for rid in known if rid not in seen]
+        if changed:
+            self.embedder()  # load the model before taking the write transaction
         with self._tx() as conn:
             self._write_rows(conn, changed)
             for chunk in _chunks(removed, 500):
@@ -413,6 +436,7 @@ class Index:
                     ("tags", "id"),
                     ("files", "id"),
                     ("links", "src"),
+                    ("vectors", "id"),
                 ):
                     conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
                 conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", [(r,) for r in chunk])
@@ -474,6 +498,125 @@ class Index:
         )
         if queue:
             conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
+        self._write_vectors(conn, rows)
+
+    # -- semantic vectors --------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """Return the search mode in effect: the configured one, keyword without the model."""
+        if self.weights.mode == "keyword" or self._semantic_off is not None:
+            return "keyword"
+        if not semantic.available():
+            self._semantic_off = "the wordllama package (or its bundled weights) is not installed"
+            return "keyword"
+        return self.weights.mode
+
+    def embedder(self) -> semantic.Embedder | None:
+        """Return the embedding model when the mode uses it (loaded once per process)."""
+        if self.mode == "keyword":
+            return None
+        if self._embedder is None:
+            try:
+                self._embedder = semantic.get_embedder()
+            except IndexError_ as exc:
+                # Fail closed: no model, no semantic recall; keyword search still answers.
+                self._semantic_off = exc.message
+                return None
+        return self._embedder
+
+    def _write_vectors(
+        self, conn: sqlite3.Connection, rows: Sequence[tuple[Record, str, bytes]]
+    ) -> None:
+        """Embed the live records among ``rows`` whose text changed; drop tombstones' vectors."""
+        model = self.embedder()
+        if model is None or not rows:
+            return
+        self._vectors = None
+        conn.executemany(
+            "DELETE FROM vectors WHERE id=?",
+            [(str(record["id"]),) for record, _, _ in rows if is_tombstone(record)],
+        )
+        live = [
+            (str(record["id"]), semantic.record_text(record), digest)
+            for record, digest, _ in rows
+            if not is_tombstone(record)
+        ]
+        stored: dict[str, str] = {}
+        for chunk in _chunks([rid for rid, _, _ in live], 500):
+            marks = ",".join("?" * len(chunk))
+            stored.update(
+                conn.execute(f"SELECT id, hash FROM vectors WHERE id IN ({marks})", chunk)
+            )
+        keep: list[tuple[str, str]] = []
+        todo: list[tuple[str, str, str, str]] = []
+        for rid, text, digest in live:
+            key = semantic.text_hash(text)
+            if stored.get(rid) == key:
+                keep.append((digest, rid))
+            else:
+                todo.append((rid, key, digest, text))
+        conn.executemany("UPDATE vectors SET line_hash=? WHERE id=?", keep)
+        if todo:
+            matrix = model.embed([text for _, _, _, text in todo])
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
+                [
+                    (rid, key, digest, matrix[n].tobytes())
+                    for n, (rid, key, digest, _) in enumerate(todo)
+                ],
+            )
+
+    def _catch_up_vectors(self) -> None:
+        """Embed live records whose vector is missing or was checked against another version."""
+        stale = "FROM records LEFT JOIN vectors USING (id) WHERE records.deleted=0 AND " + (
+            "(vectors.line_hash IS NULL OR vectors.line_hash != records.line_hash)"
+        )
+        if self.db.execute(f"SELECT 1 {stale} LIMIT 1").fetchone() is None:
+            return
+        with self.lock():
+            found = self.db.execute(
+                f"SELECT records.id, records.line_hash, records.json {stale}"
+            ).fetchall()
+            rows = [(_loads(text), str(digest), b"") for _, digest, text in found]
+            with self._tx() as conn:
+                for start in range(0, len(rows), 2000):
+                    self._write_vectors(conn, rows[start : start + 2000])
+                conn.execute(
+                    "DELETE FROM vectors WHERE id NOT IN (SELECT id FROM records WHERE deleted=0)"
+                )
+
+    def _vector_state(self) -> _Vectors | None:
+        """Return the live vectors as one matrix (loaded once per index state), or None."""
+        if self._vectors is not None:
+            return self._vectors
+        model = self.embedder()
+        if model is None:
+            return None
+        import numpy as np
+
+        self._catch_up_vectors()
+        rows = self.db.execute(
+            "SELECT vectors.id, vectors.vec, records.kind, records.status, records.scope, "
+            "records.project FROM vectors JOIN records USING (id) WHERE records.deleted=0 "
+            "ORDER BY vectors.id"
+        ).fetchall()
+        ids = [str(row[0]) for row in rows]
+        blob = b"".join(row[1] for row in rows)
+        matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim)
+        columns: dict[str, tuple[dict[str, int], Any]] = {}
+        for n, name in enumerate(("kind", "status", "scope", "project"), start=2):
+            codes: dict[str, int] = {}
+            column = np.fromiter(
+                (codes.setdefault(str(row[n]), len(codes)) for row in rows),
+                dtype=np.int32,
+                count=len(rows),
+            )
+            columns[name] = (codes, column)
+        self._vectors = _Vectors(
+            ids=ids, rows={rid: n for n, rid in enumerate(ids)}, matrix=matrix, columns=columns
+        )
+        return self._vectors
 
     def apply(self, records: Sequence[Record], signature: str) -> None:
         """Record this process's own write (the store is already at ``signature``)."""
@@ -483,6 +626,8 @@ class Index:
         for record in records:
             line = canonical_line(record)[:-1]
             rows.append((record, line_hash(line), line))
+        if rows:
+            self.embedder()  # load the model before taking the write transaction
         with self.lock(), self._tx() as conn:
             self._write_rows(conn, rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
@@ -540,6 +685,7 @@ class Index:
         handed to the full-text backend's bulk load in the same loop. Secondary indexes are
         created after the load, and the database skips fsync meanwhile (it is derived).
         """
+        self.embedder()  # load the model before taking the locks
         with self.lock(), self.fulltext_lock():
             self._drop_caches()
             data, signature = self.store.read_bytes()
@@ -558,6 +704,11 @@ class Index:
                 try:
                     self.backend.bulk_load(self._stream(conn, data, problems, progress))
                     conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
+                    # Vectors outlive a rebuild (keyed by their text's hash); drop the dead.
+                    conn.execute(
+                        "DELETE FROM vectors WHERE id NOT IN "
+                        "(SELECT id FROM records WHERE deleted=0)"
+                    )
                     conn.execute(
                         "INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (self.backend_name,)
                     )
@@ -799,10 +950,11 @@ class Index:
     # -- search ------------------------------------------------------------------------------
 
     def search(self, query: Query, *, now_epoch: float | None = None) -> list[Hit]:
-        """Rank live memories for a query: weighted BM25 × multipliers, 20% cut, filters.
+        """Rank live memories for a query: relevance × multipliers, 20% cut, filters.
 
-        Candidates are ranked from the records table's columns; only the page that is
-        returned is read as JSON.
+        Relevance is weighted BM25 in keyword mode, else BM25 fused with the cosine similarity
+        of embeddings (``ranking.fuse``). Candidates are ranked from the records table's
+        columns; only the page that is returned is read as JSON.
         """
         if query.limit <= 0:
             return []
@@ -815,8 +967,12 @@ class Index:
         tokens = tokenize_query(query.text)
         want = query.limit + max(query.offset, 0)
         scored: list[tuple[float, str, float]]
+        cosines: dict[str, float] = {}
+        vectors = self._vector_state() if tokens else None
         if not tokens:
             scored = self._browse(query, ids, now_epoch)
+        elif vectors is not None:
+            scored, cosines = self._search_semantic(query, ids, vectors, want, now_epoch)
         else:
             backend = self.backend  # opening it may queue records (a recreated index)
             self.flush()
@@ -850,10 +1006,98 @@ class Index:
                 bm25=round(bm25, 4),
                 record=records[rid],
                 tokens=tuple(tokens),
+                cosine=round(cosines.get(rid, 0.0), 4),
             )
             for score, rid, bm25 in page
             if rid in records
         ]
+
+    def _search_semantic(
+        self,
+        query: Query,
+        ids: frozenset[str] | None,
+        vectors: _Vectors,
+        want: int,
+        now_epoch: float,
+    ) -> tuple[list[tuple[float, str, float]], dict[str, float]]:
+        """Rank by fused BM25 and cosine (hybrid) or cosine alone (semantic), then cut.
+
+        Candidates: the keyword backend's best (hybrid) plus the nearest vectors at or above
+        ``semantic_floor`` among those passing the filters. Returns (score, id, bm25) triples
+        and each candidate's cosine.
+        """
+        import numpy as np
+
+        pool = max(want * 2, 20)
+        raw: list[tuple[str, float]] = []
+        if self.weights.mode == "hybrid":
+            backend = self.backend
+            self.flush()
+            filters = Filters(
+                kinds=query.kinds,
+                statuses=query.statuses,
+                scopes=query.scopes,
+                projects=query.projects,
+                tags=frozenset(tag.lower() for tag in query.tags),
+                ids=ids,
+            )
+            raw = backend.search(query.text, limit=pool, filters=filters)
+        similarity = vectors.matrix @ semantic.embed_query(query.text)
+        mask = self._vector_mask(query, ids, vectors)
+        allowed = similarity if mask is None else np.where(mask, similarity, -np.inf)
+        count = min(pool * 2, len(vectors.ids))
+        nearest = np.argpartition(-allowed, count - 1)[:count] if count else np.array([], int)
+        floor = self.weights.semantic_floor
+        candidates: dict[str, tuple[float, float]] = {
+            vectors.ids[n]: (0.0, float(allowed[n])) for n in nearest if allowed[n] >= floor
+        }
+        for rid, bm25 in raw:
+            at = vectors.rows.get(rid)
+            candidates[rid] = (bm25, float(similarity[at]) if at is not None else 0.0)
+        best_bm25 = max((bm25 for bm25, _ in candidates.values()), default=0.0)
+        best_cosine = max((cosine for _, cosine in candidates.values()), default=0.0)
+        columns = self._rank_columns(list(candidates))
+        scored: list[tuple[float, str, float]] = []
+        for rid, (bm25, cosine) in candidates.items():
+            row = columns.get(rid)
+            if row is None:
+                continue  # deleted since the full-text index saw it
+            relevance = fuse(bm25, best_bm25, cosine, best_cosine, self.weights)
+            if relevance > 0:
+                scored.append((relevance * self._row_multiplier(row, now_epoch), rid, bm25))
+        kept = {rid for _, rid in cut([(s, r) for s, r, _ in scored], self.weights.min_score_ratio)}
+        return (
+            [item for item in scored if item[1] in kept],
+            {rid: cosine for rid, (_, cosine) in candidates.items()},
+        )
+
+    def _vector_mask(self, query: Query, ids: frozenset[str] | None, vectors: _Vectors) -> Any:
+        """Return a boolean row mask for the query's filters, or None when nothing is filtered."""
+        import numpy as np
+
+        mask = None
+        for name, values in (
+            ("kind", query.kinds),
+            ("status", query.statuses),
+            ("scope", query.scopes),
+            ("project", query.projects),
+        ):
+            if values:
+                codes, column = vectors.columns[name]
+                wanted = [codes[value] for value in values if value in codes]
+                part = np.isin(column, np.array(wanted, dtype=np.int32))
+                mask = part if mask is None else mask & part
+        for allowed in (
+            self.ids_for_tags([tag.lower() for tag in query.tags]) if query.tags else None,
+            ids,
+        ):
+            if allowed is None:
+                continue
+            part = np.zeros(len(vectors.ids), dtype=bool)
+            rows = [vectors.rows[rid] for rid in allowed if rid in vectors.rows]
+            part[np.array(rows, dtype=np.intp)] = True
+            mask = part if mask is None else mask & part
+        return mask
 
     def _rank_columns(self, ids: Sequence[str]) -> dict[str, tuple[float, float]]:
         """Return (kind × importance × status factor, updated_epoch) of live records in ``ids``."""
@@ -925,6 +1169,16 @@ class Index:
             for rid, kind, status, importance, updated, judged in rows
             if ids is None or rid in ids
         ]
+
+
+@dataclass(frozen=True)
+class _Vectors:
+    """The live records' embeddings: one row each, with codes of the filter columns."""
+
+    ids: list[str]
+    rows: dict[str, int]
+    matrix: Any  # numpy float32 (len(ids), dim)
+    columns: dict[str, tuple[dict[str, int], Any]]  # name -> (value -> code, int32 codes)
 
 
 def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:

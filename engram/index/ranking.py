@@ -3,6 +3,9 @@
 score = bm25 × kind weight × importance × status × freshness × judgements. Pure functions over
 numbers and settings; no I/O, no backend knowledge.
 
+With semantic recall (``search.mode`` hybrid or semantic, see ``fuse``) the BM25 factor is
+replaced by a fused relevance in 0..1; the multipliers and the cut apply to it unchanged.
+
 Judgements (``engram judge``) move a memory by up to ± ``judgement_span`` / 2: the mean score of
 its last ``JUDGEMENTS_COUNTED`` judgements (a verdict counts as useful 1, outdated 0.3, wrong 0),
 where 0.5 is neutral: factor = 1 + span × (mean − 0.5). Unjudged memories get 1.
@@ -14,9 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from engram.errors import ConfigError
+
 SECONDS_PER_DAY: Final = 86_400.0
 VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
 JUDGEMENTS_COUNTED: Final = 5
+MODES: Final = ("keyword", "semantic", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,11 @@ class Weights:
     freshness_days: float = 365.0
     min_score_ratio: float = 0.2
     judgement_span: float = 0.6
+    # keyword: BM25 only; semantic: embeddings only; hybrid: both fused. Modes that need the
+    # embedding model fall back to keyword when it is not installed.
+    mode: str = "hybrid"
+    semantic_weight: float = 0.5
+    semantic_floor: float = 0.35
 
     @classmethod
     def from_settings(cls, search: Mapping[str, Any]) -> Weights:
@@ -42,7 +53,37 @@ class Weights:
             freshness_days=max(float(search.get("freshness_days", 365)), 1.0),
             min_score_ratio=float(search.get("min_score_ratio", 0.2)),
             judgement_span=float(search.get("judgement_span", 0.6)),
+            mode=_mode(search.get("mode", "hybrid")),
+            semantic_weight=min(max(float(search.get("semantic_weight", 0.5)), 0.0), 1.0),
+            semantic_floor=min(max(float(search.get("semantic_floor", 0.35)), -1.0), 0.99),
         )
+
+
+def _mode(value: Any) -> str:
+    mode = str(value).strip().lower()
+    if mode not in MODES:
+        raise ConfigError(f"search.mode must be keyword, semantic or hybrid, got {value!r}")
+    return mode
+
+
+def fuse(
+    bm25: float, best_bm25: float, cosine: float, best_cosine: float, weights: Weights
+) -> float:
+    """Return the relevance (0..1) of a hit from its BM25 score and its cosine similarity.
+
+    Min-max normalised convex combination: BM25 divided by the best hit's BM25, the cosine
+    mapped from [floor, best cosine] to [0, 1] (0 under the floor), blended by
+    ``semantic_weight``. The best hit of each kind scores 1 on its side.
+    """
+    keyword = bm25 / best_bm25 if best_bm25 > 0 else 0.0
+    span = best_cosine - weights.semantic_floor
+    semantic = (cosine - weights.semantic_floor) / span if span > 0 else 0.0
+    semantic = min(max(semantic, 0.0), 1.0)
+    if weights.mode == "semantic":
+        return semantic
+    if weights.mode == "keyword":
+        return keyword
+    return (1.0 - weights.semantic_weight) * keyword + weights.semantic_weight * semantic
 
 
 def freshness(updated_epoch: float, now_epoch: float, weights: Weights) -> float:
