@@ -405,6 +405,87 @@ def test_q_quits(store: tuple[Engram, Ids]) -> None:
     assert app.return_code == 0
 
 
+def test_text_from_memories_is_shown_verbatim_never_as_markup(project: Engram) -> None:
+    project.remember("[bold]Loud[/bold] title [link=x]here[/link]", "**Bold** in content")
+    app = EngramApp(project)
+
+    async def scenario(pilot: Pilot[None]) -> None:
+        await pilot.press("slash", *"loud")
+        await until(pilot, lambda: "“loud”" in text(app, "#summary"), "the search done")
+        assert column(app, "#results") == ["[bold]Loud[/bold] title [link=x]here[/link]"]
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail screen")
+        assert text(app, "#title") == "[bold]Loud[/bold] title [link=x]here[/link]"
+
+    run(app, scenario)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_engram_tui_runs_in_a_real_terminal_and_q_quits(store: tuple[Engram, Ids]) -> None:
+    import fcntl
+    import os
+    import select
+    import struct
+    import termios
+
+    engram, _ = store
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    # The CLI with this adapter's command, as engram.__main__ puts them together.
+    code = (
+        "import sys\nfrom engram import cli\nimport engram.tui\n"
+        "engram.tui.register(cli.app)\ncli.app(prog_name='engram')\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "-C", str(engram.root), "tui"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    screen, quit_sent = b"", False
+    try:
+        for _ in range(600):  # at most a minute on a busy machine
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:  # the terminal closed: the app is gone
+                    break
+            if not quit_sent and b"Pitfall candidates" in screen:
+                os.write(master, b"q")
+                quit_sent = True
+            if process.poll() is not None:
+                break
+        assert quit_sent, screen[-2000:]
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(master)
+    assert b"demo: 10 memories" in screen
+
+
+def test_the_command_fails_with_a_hint_outside_a_project(tmp_path: Path) -> None:
+    code = (
+        "from engram import cli\nimport engram.tui\n"
+        "engram.tui.register(cli.app)\ncli.app(prog_name='engram')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "-C", str(tmp_path), "tui"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "no .engram/" in done.stderr and "engram init" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_the_command_is_registered_and_import_stays_cheap(tmp_path: Path) -> None:
     code = (
         "import sys, typer, engram.tui as t\n"

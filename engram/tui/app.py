@@ -140,6 +140,9 @@ def meta_text(record: Mapping[str, Any], stale: list[str]) -> str:
         lines.append(f"session: {record['session_id']}")
     if record.get("topic_key"):
         lines.append(f"topic: {record['topic_key']}")
+    history = record.get("history") or []
+    if history:
+        lines.append(f"history: {len(history)} earlier version{'s' if len(history) > 1 else ''}")
     if stale:
         lines.append("may be stale: " + "; ".join(stale))
     return "\n".join(lines)
