@@ -117,7 +117,7 @@ class _Guard:
 
     def __init__(self, app: Any, *, token: str | None, max_body: int) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = token.encode() if token else None
         self.max_body = max_body
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -126,8 +126,9 @@ class _Guard:
             return
         headers = dict(scope.get("headers") or [])
         if self.expected is not None and scope.get("path") != "/health":
-            given = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
+            right = hmac.compare_digest(given.strip(), self.expected)  # constant time
+            if scheme.lower() != b"bearer" or not right:
                 await _reply(
                     send,
                     401,

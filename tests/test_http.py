@@ -499,6 +499,11 @@ def test_token_is_required_when_set(tmp_path: Path, home: Path) -> None:
             assert bare.get("/stats").headers["www-authenticate"] == "Bearer"
             wrong = bare.get("/stats", headers={"Authorization": f"Bearer {TOKEN}x"})
             _error(wrong, 401, "unauthorized")
+            _error(bare.get("/stats", headers={"Authorization": TOKEN}), 401, "unauthorized")
+            basic = bare.get("/stats", headers={"Authorization": f"Basic {TOKEN}"})
+            _error(basic, 401, "unauthorized")
+            lower = bare.get("/stats", headers={"Authorization": f"bearer {TOKEN}"})
+            assert lower.status_code == 200  # the scheme is case-insensitive (RFC 7235)
             _error(bare.post("/memories", json={"title": "sneaky"}), 401, "unauthorized")
             _error(bare.get("/openapi.json"), 401, "unauthorized")
         assert secured.client.get("/stats").status_code == 200  # the right token
