@@ -262,6 +262,8 @@ def test_why_related_and_timeline_lead_to_linked_memories(store: tuple[Engram, I
         await pilot.press("t")
         titles = column(app, "#links")
         assert titles.index("Use Tantivy for ranking") < titles.index("Tokenizer keeps underscores")
+        cursor = app.screen.query_one("#links", DataTable).cursor_row
+        assert titles[cursor] == "Tokenizer keeps underscores"  # the timeline starts here
         app.screen.query_one("#links", DataTable).move_cursor(
             row=titles.index("Use Tantivy for ranking")
         )

@@ -461,7 +461,10 @@ class DetailScreen(MemoryScreen):
         if not rows:
             heading += " — nothing here"
         self.query_one("#links-heading", Label).update(Text(heading))
-        self.row_ids["links"] = fill(self.query_one("#links", DataTable), rows)
+        table = self.query_one("#links", DataTable)
+        self.row_ids["links"] = fill(table, rows)
+        if mode == "timeline" and self.rid in self.row_ids["links"]:
+            table.move_cursor(row=self.row_ids["links"].index(self.rid))  # start at this memory
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Keys that do not apply to this memory leave the footer (it is narrow enough).
