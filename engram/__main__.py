@@ -2,20 +2,21 @@
 
 Adapters never import each other; this module is the one place that puts them together:
 ``engram.cli.app`` gets ``mcp`` from ``engram.mcp_server.register``, ``daemon`` from
-``engram.daemon.register`` and ``serve`` from ``engram.http_api.register`` (``tui`` from
-``engram.tui.register`` when it is there). These imports are cheap (none imports mcp, rich,
+``engram.daemon.register``, ``serve`` from ``engram.http_api.register`` and ``tui`` from
+``engram.tui.register``. These imports are cheap (none imports mcp, rich,
 fastapi, textual or the index), so ``engram --help`` stays fast. ``main`` is the ``engram``
 console script and ``python -m engram``.
 """
 
 from __future__ import annotations
 
-from engram import cli, daemon, http_api, mcp_server
+from engram import cli, daemon, http_api, mcp_server, tui
 
 app = cli.app
 mcp_server.register(app)
 daemon.register(app)
 http_api.register(app)
+tui.register(app)
 
 
 def main() -> None:
