@@ -28,7 +28,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "backend": "tantivy",
         "mode": "hybrid",
         "semantic_weight": 0.5,
-        "semantic_floor": 0.35,
+        "semantic_floor": 0.4,
         "min_score_ratio": 0.2,
         "field_weights": {"title": 6.0, "tags": 3.0, "content": 1.0, "files": 1.5},
         "kind_weights": {
@@ -92,10 +92,11 @@ search:
   # wordllama package (pip install 'engram-git[semantic]'), computed offline when indexing;
   # without it semantic and hybrid search fall back to keyword.
   mode: hybrid
-  # hybrid relevance = (1 - w) x BM25 / best BM25 + w x (cosine - floor) / (best cosine - floor)
+  # hybrid relevance = (1 - w) x BM25 / best BM25 + w x (cosine - c0) / (best cosine - c0),
+  # c0 = floor / 2; then the multipliers below and the cut.
   semantic_weight: 0.5
-  # Cosine similarity under which a memory is no match by meaning (most off-topic text is below).
-  semantic_floor: 0.35
+  # Cosine similarity a memory needs to be found by meaning alone (most off-topic text is below).
+  semantic_floor: 0.4
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2
   # BM25 weight of each field.

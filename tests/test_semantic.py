@@ -40,8 +40,8 @@ NEGATIVES = (
 CORPUS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     (
         "Store sessions in Postgres",
-        "Authenticated user sessions are kept in the Postgres sessions table instead of an "
-        "in-memory cache, so a cache restart does not sign everybody out.",
+        "Session data for signed-in users lives in Postgres rather than an in-memory key-value "
+        "store: restarting the cache no longer logs everybody out.",
         "decision",
         ("auth", "sessions"),
         ("app/auth/session.py",),
@@ -407,10 +407,11 @@ def test_multipliers_and_cut_apply_to_fused_scores(store: MemoryStore) -> None:
 def test_fuse_blends_normalised_scores() -> None:
     weights = Weights(mode="hybrid", semantic_weight=0.5, semantic_floor=0.4)
     assert fuse(10.0, 10.0, 0.8, 0.8, weights) == pytest.approx(1.0)
-    assert fuse(5.0, 10.0, 0.3, 0.8, weights) == pytest.approx(0.25)  # under the floor: 0
-    assert fuse(0.0, 10.0, 0.6, 0.8, weights) == pytest.approx(0.25)
+    assert fuse(5.0, 10.0, 0.1, 0.8, weights) == pytest.approx(0.25)  # off-topic cosine: 0
+    assert fuse(0.0, 10.0, 0.5, 0.8, weights) == pytest.approx(0.25)  # (0.5-0.2)/(0.8-0.2)/2
     semantic_only = Weights(mode="semantic", semantic_floor=0.4)
-    assert fuse(10.0, 10.0, 0.6, 0.8, semantic_only) == pytest.approx(0.5)
+    assert fuse(10.0, 10.0, 0.5, 0.8, semantic_only) == pytest.approx(0.5)
+    assert fuse(10.0, 10.0, 0.5, 0.8, Weights(mode="keyword")) == pytest.approx(1.0)
 
 
 def test_unknown_mode_is_a_config_error() -> None:

@@ -603,7 +603,10 @@ class Index:
         ).fetchall()
         ids = [str(row[0]) for row in rows]
         blob = b"".join(row[1] for row in rows)
-        matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim)
+        # Stored transposed (dim × records, contiguous): query @ matrix is the fastest gemv.
+        matrix = np.ascontiguousarray(
+            np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim).T
+        )
         columns: dict[str, tuple[dict[str, int], Any]] = {}
         for n, name in enumerate(("kind", "status", "scope", "project"), start=2):
             codes: dict[str, int] = {}
@@ -1042,14 +1045,14 @@ class Index:
                 ids=ids,
             )
             raw = backend.search(query.text, limit=pool, filters=filters)
-        similarity = vectors.matrix @ semantic.embed_query(query.text)
+        similarity = semantic.embed_query(query.text) @ vectors.matrix
         mask = self._vector_mask(query, ids, vectors)
         allowed = similarity if mask is None else np.where(mask, similarity, -np.inf)
-        count = min(pool * 2, len(vectors.ids))
+        count = min(pool, len(vectors.ids))
         nearest = np.argpartition(-allowed, count - 1)[:count] if count else np.array([], int)
-        floor = self.weights.semantic_floor
+        nearest = nearest[allowed[nearest] >= self.weights.semantic_floor]
         candidates: dict[str, tuple[float, float]] = {
-            vectors.ids[n]: (0.0, float(allowed[n])) for n in nearest if allowed[n] >= floor
+            vectors.ids[n]: (0.0, float(allowed[n])) for n in nearest.tolist()
         }
         for rid, bm25 in raw:
             at = vectors.rows.get(rid)
@@ -1177,7 +1180,7 @@ class _Vectors:
 
     ids: list[str]
     rows: dict[str, int]
-    matrix: Any  # numpy float32 (len(ids), dim)
+    matrix: Any  # numpy float32 (dim, len(ids)): one column per record
     columns: dict[str, tuple[dict[str, int], Any]]  # name -> (value -> code, int32 codes)
 
 

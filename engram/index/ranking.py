@@ -40,7 +40,7 @@ class Weights:
     # embedding model fall back to keyword when it is not installed.
     mode: str = "hybrid"
     semantic_weight: float = 0.5
-    semantic_floor: float = 0.35
+    semantic_floor: float = 0.4
 
     @classmethod
     def from_settings(cls, search: Mapping[str, Any]) -> Weights:
@@ -55,7 +55,7 @@ class Weights:
             judgement_span=float(search.get("judgement_span", 0.6)),
             mode=_mode(search.get("mode", "hybrid")),
             semantic_weight=min(max(float(search.get("semantic_weight", 0.5)), 0.0), 1.0),
-            semantic_floor=min(max(float(search.get("semantic_floor", 0.35)), -1.0), 0.99),
+            semantic_floor=min(max(float(search.get("semantic_floor", 0.4)), -1.0), 0.99),
         )
 
 
@@ -71,14 +71,16 @@ def fuse(
 ) -> float:
     """Return the relevance (0..1) of a hit from its BM25 score and its cosine similarity.
 
-    Min-max normalised convex combination: BM25 divided by the best hit's BM25, the cosine
-    mapped from [floor, best cosine] to [0, 1] (0 under the floor), blended by
-    ``semantic_weight``. The best hit of each kind scores 1 on its side.
+    Min-max normalised convex combination: BM25 divided by the best candidate's, the cosine
+    mapped linearly from half the floor (about what an off-topic text scores with this model)
+    up to the best candidate's cosine onto 0..1, blended by ``semantic_weight``. The floor
+    itself decides which memories may enter by meaning alone (see ``Index.search``); below it a
+    cosine still reorders what BM25 found.
     """
     keyword = bm25 / best_bm25 if best_bm25 > 0 else 0.0
-    span = best_cosine - weights.semantic_floor
-    semantic = (cosine - weights.semantic_floor) / span if span > 0 else 0.0
-    semantic = min(max(semantic, 0.0), 1.0)
+    zero = weights.semantic_floor / 2
+    span = best_cosine - zero
+    semantic = min(max((cosine - zero) / span, 0.0), 1.0) if span > 0 else 0.0
     if weights.mode == "semantic":
         return semantic
     if weights.mode == "keyword":
