@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_context.py
 	$(BIN)/python benchmarks/bench_daemon.py
 	$(BIN)/python benchmarks/bench_http.py
+	$(BIN)/python benchmarks/bench_sync.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py

@@ -35,7 +35,6 @@ import gc
 import io
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -43,6 +42,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+import orjson
 
 from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, parse_line
@@ -367,19 +368,6 @@ def _has_float(value: Any) -> bool:
     return False
 
 
-# A JSON float token (orjson writes each with a "." or an exponent) follows a key, a "," or a
-# "[": a line that none of these finds holds no float. The same bytes inside a string only cost a
-# closer look. Three patterns, each with a literal first byte, search several times faster than
-# one with an alternation.
-_FLOAT_TOKENS: Final = tuple(
-    re.compile(prefix + rb"-?[0-9]+[.eE]") for prefix in (rb'":', rb",", rb"\[")
-)
-
-
-def _may_hold_float(raw: bytes) -> bool:
-    return any(pattern.search(raw) for pattern in _FLOAT_TOKENS)
-
-
 def _line_of(raw: bytes, record: Record) -> bytes:
     """Return ``canonical_line(record)`` without its newline: ``raw`` itself when canonical.
 
@@ -387,13 +375,11 @@ def _line_of(raw: bytes, record: Record) -> bytes:
     parses to except floats (formatted differently) and integers past 64 bits (refused), so
     equal bytes prove the line canonical; anything else is serialised by ``canonical_line``.
     """
-    import orjson
-
     try:
         same = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) == raw
     except (TypeError, ValueError):
         same = False
-    if same and not (_may_hold_float(raw) and _has_float(record)):
+    if same and not _has_float(record):
         return raw
     return canonical_line(record)[:-1]
 
