@@ -547,3 +547,22 @@ def test_schema_bump_rebuilds_with_vectors(
     assert vector_ids(index) == {item["id"] for item in corpus}  # 'stale' wiped with the rest
     assert len(counter.texts) == len(corpus)  # embedded afresh
     assert index.search(Query(text=PARAPHRASE, limit=3))
+
+
+def test_similar_finds_neighbours_by_text_or_memory(
+    hybrid: Index, corpus: list[dict[str, Any]], store: MemoryStore
+) -> None:
+    target = corpus[0]["id"]
+    found = hybrid.similar(PARAPHRASE, limit=3)
+    assert found[0][0] == target
+    assert all(cosine >= hybrid.weights.semantic_floor for _, cosine in found)
+    assert hybrid.similar(NEGATIVES[0]) == []
+    twin = record("Keep sessions in Postgres", CORPUS[0][1], "decision", ("auth", "sessions"))
+    hybrid.apply([twin], store.put([twin]))
+    near = hybrid.similar(like=twin["id"], limit=2)
+    assert near[0][0] == target and near[0][1] > 0.9
+    assert twin["id"] not in [rid for rid, _ in near]
+    vectors = hybrid.vectors_for([target, twin["id"], "missing"])
+    assert set(vectors) == {target, twin["id"]}
+    assert float(vectors[target] @ vectors[twin["id"]]) == pytest.approx(near[0][1], abs=1e-3)
+    assert open_index(store, "keyword").similar(PARAPHRASE) == []

@@ -950,6 +950,52 @@ class Index:
         out["pending"] = db.execute("SELECT count(*) FROM pending").fetchone()[0]
         return out
 
+    # -- similarity --------------------------------------------------------------------------
+
+    def similar(
+        self,
+        text: str = "",
+        *,
+        like: str | None = None,
+        limit: int = 10,
+        min_cosine: float | None = None,
+    ) -> list[tuple[str, float]]:
+        """Return (id, cosine) of the live memories nearest in meaning, best first.
+
+        Compares with ``text``, or with the stored vector of the memory ``like`` (left out of
+        the answer). ``min_cosine`` defaults to ``search.semantic_floor``. Returns [] when the
+        mode is keyword or the model is not installed: callers fall back to text similarity.
+        """
+        vectors = self._vector_state()
+        if vectors is None or limit <= 0 or not vectors.ids:
+            return []
+        if like is not None:
+            at = vectors.rows.get(like)
+            if at is None:
+                return []
+            probe = vectors.matrix[:, at]
+        else:
+            probe = semantic.embed_query(text)
+        import numpy as np
+
+        similarity = probe @ vectors.matrix
+        floor = self.weights.semantic_floor if min_cosine is None else min_cosine
+        count = min(limit + 1, len(vectors.ids))
+        nearest = np.argpartition(-similarity, count - 1)[:count]
+        found = sorted(
+            ((vectors.ids[n], float(similarity[n])) for n in nearest.tolist()),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
+        return [(rid, round(c, 4)) for rid, c in found if rid != like and c >= floor][:limit]
+
+    def vectors_for(self, ids: Iterable[str]) -> dict[str, Any]:
+        """Return the stored embeddings (numpy float32, unit length) of these live memories."""
+        vectors = self._vector_state()
+        if vectors is None:
+            return {}
+        matrix, rows = vectors.matrix, vectors.rows
+        return {rid: matrix[:, rows[rid]].copy() for rid in ids if rid in rows}
+
     # -- search ------------------------------------------------------------------------------
 
     def search(self, query: Query, *, now_epoch: float | None = None) -> list[Hit]:
