@@ -597,9 +597,8 @@ class Index:
 
         self._catch_up_vectors()
         rows = self.db.execute(
-            "SELECT vectors.id, vectors.vec, records.kind, records.status, records.scope, "
-            "records.project FROM vectors JOIN records USING (id) WHERE records.deleted=0 "
-            "ORDER BY vectors.id"
+            "SELECT vectors.id, vectors.vec FROM vectors JOIN records USING (id) "
+            "WHERE records.deleted=0"
         ).fetchall()
         ids = [str(row[0]) for row in rows]
         blob = b"".join(row[1] for row in rows)
@@ -607,17 +606,8 @@ class Index:
         matrix = np.ascontiguousarray(
             np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim).T
         )
-        columns: dict[str, tuple[dict[str, int], Any]] = {}
-        for n, name in enumerate(("kind", "status", "scope", "project"), start=2):
-            codes: dict[str, int] = {}
-            column = np.fromiter(
-                (codes.setdefault(str(row[n]), len(codes)) for row in rows),
-                dtype=np.int32,
-                count=len(rows),
-            )
-            columns[name] = (codes, column)
         self._vectors = _Vectors(
-            ids=ids, rows={rid: n for n, rid in enumerate(ids)}, matrix=matrix, columns=columns
+            ids=ids, rows={rid: n for n, rid in enumerate(ids)}, matrix=matrix, columns={}
         )
         return self._vectors
 
@@ -1120,6 +1110,23 @@ class Index:
             {rid: cosine for rid, (_, cosine) in candidates.items()},
         )
 
+    def _vector_column(self, vectors: _Vectors, name: str) -> tuple[dict[str, int], Any]:
+        """Return (value -> code, int32 code per vector row) of a filter column, made once."""
+        if name not in vectors.columns:
+            import numpy as np
+
+            values = dict(
+                self.db.execute(f"SELECT id, {name} FROM records WHERE deleted=0").fetchall()
+            )
+            codes: dict[str, int] = {}
+            column = np.fromiter(
+                (codes.setdefault(str(values.get(rid, "")), len(codes)) for rid in vectors.ids),
+                dtype=np.int32,
+                count=len(vectors.ids),
+            )
+            vectors.columns[name] = (codes, column)
+        return vectors.columns[name]
+
     def _vector_mask(self, query: Query, ids: frozenset[str] | None, vectors: _Vectors) -> Any:
         """Return a boolean row mask for the query's filters, or None when nothing is filtered."""
         import numpy as np
@@ -1132,7 +1139,7 @@ class Index:
             ("project", query.projects),
         ):
             if values:
-                codes, column = vectors.columns[name]
+                codes, column = self._vector_column(vectors, name)
                 wanted = [codes[value] for value in values if value in codes]
                 part = np.isin(column, np.array(wanted, dtype=np.int32))
                 mask = part if mask is None else mask & part
@@ -1227,7 +1234,8 @@ class _Vectors:
     ids: list[str]
     rows: dict[str, int]
     matrix: Any  # numpy float32 (dim, len(ids)): one column per record
-    columns: dict[str, tuple[dict[str, int], Any]]  # name -> (value -> code, int32 codes)
+    # Filter columns, made on first use: name -> (value -> code, int32 code per row).
+    columns: dict[str, tuple[dict[str, int], Any]]
 
 
 def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:
