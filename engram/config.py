@@ -93,7 +93,7 @@ search:
   # without it semantic and hybrid search fall back to keyword.
   mode: hybrid
   # hybrid relevance = (1 - w) x BM25 / best BM25 + w x (cosine - c0) / (best cosine - c0),
-  # c0 = floor / 2; then the multipliers below and the cut.
+  # c0 = floor / 2, best cosine at least the floor; then the multipliers below and the cut.
   semantic_weight: 0.5
   # Cosine similarity a memory needs to be found by meaning alone (most off-topic text is below).
   semantic_floor: 0.4

@@ -409,6 +409,8 @@ def test_fuse_blends_normalised_scores() -> None:
     assert fuse(10.0, 10.0, 0.8, 0.8, weights) == pytest.approx(1.0)
     assert fuse(5.0, 10.0, 0.1, 0.8, weights) == pytest.approx(0.25)  # off-topic cosine: 0
     assert fuse(0.0, 10.0, 0.5, 0.8, weights) == pytest.approx(0.25)  # (0.5-0.2)/(0.8-0.2)/2
+    # A best cosine under the floor is not stretched to 1: noise does not reorder BM25 ties.
+    assert fuse(10.0, 10.0, 0.22, 0.22, weights) == pytest.approx(0.5 + 0.5 * 0.02 / 0.2)
     semantic_only = Weights(mode="semantic", semantic_floor=0.4)
     assert fuse(10.0, 10.0, 0.5, 0.8, semantic_only) == pytest.approx(0.5)
     assert fuse(10.0, 10.0, 0.5, 0.8, Weights(mode="keyword")) == pytest.approx(1.0)

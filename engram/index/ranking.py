@@ -73,13 +73,15 @@ def fuse(
 
     Min-max normalised convex combination: BM25 divided by the best candidate's, the cosine
     mapped linearly from half the floor (about what an off-topic text scores with this model)
-    up to the best candidate's cosine onto 0..1, blended by ``semantic_weight``. The floor
+    up to the best candidate's cosine (at least the floor) onto 0..1, blended by
+    ``semantic_weight``. The floor
     itself decides which memories may enter by meaning alone (see ``Index.search``); below it a
     cosine still reorders what BM25 found.
     """
     keyword = bm25 / best_bm25 if best_bm25 > 0 else 0.0
     zero = weights.semantic_floor / 2
-    span = best_cosine - zero
+    # A best cosine under the floor is no match: it does not get stretched to 1.
+    span = max(best_cosine, weights.semantic_floor) - zero
     semantic = min(max((cosine - zero) / span, 0.0), 1.0) if span > 0 else 0.0
     if weights.mode == "semantic":
         return semantic
