@@ -118,6 +118,7 @@ class Embedder:
         self.tokenizer = tokenizer
         self.dim = int(table.shape[1])
         self._pieces: dict[str, list[int]] = {}
+        self._lock = threading.Lock()  # the piece cache is shared by the threads of a server
 
     def _ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Tokenise texts as the model's tokenizer does, one whitespace piece at a time.
@@ -157,7 +158,9 @@ class Embedder:
         np = self._np
         out: Vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         table = self.table
-        for row, ids in enumerate(self._ids([text[:MAX_CHARS] for text in texts])):
+        with self._lock:
+            tokens = self._ids([text[:MAX_CHARS] for text in texts])
+        for row, ids in enumerate(tokens):
             if ids:
                 out[row] = table[ids].sum(axis=0)  # ids come from this vocabulary: in range
         # The mean's direction: pooling then normalising, as WordLlama.embed(norm=True).
