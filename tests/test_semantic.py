@@ -568,3 +568,18 @@ def test_similar_finds_neighbours_by_text_or_memory(
     assert set(vectors) == {target, twin["id"]}
     assert float(vectors[target] @ vectors[twin["id"]]) == pytest.approx(near[0][1], abs=1e-3)
     assert open_index(store, "keyword").similar(PARAPHRASE) == []
+
+
+def test_own_write_without_the_model_loaded_is_embedded_by_the_next_search(
+    hybrid: Index, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in a one-shot `engram remember`: the process never loaded the model.
+    monkeypatch.setattr(semantic, "_embedder", None)
+    hybrid._embedder = None
+    fresh = record("Background jobs use a dead letter queue", "Poison messages are parked.")
+    hybrid.apply([fresh], store.put([fresh]))
+    assert not semantic.loaded()
+    assert fresh["id"] not in vector_ids(hybrid)
+    hits = hybrid.search(Query(text="where do failing queue messages end up", limit=3))
+    assert fresh["id"] in [hit.id for hit in hits]
+    assert fresh["id"] in vector_ids(hybrid)

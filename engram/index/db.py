@@ -463,11 +463,13 @@ class Index:
         *,
         fresh: bool = False,
         queue: bool = True,
+        embed: bool = True,
     ) -> None:
         """Write records (with their line hash and canonical line) and their side tables.
 
         ``fresh``: the tables hold none of these ids yet (a rebuild), so skip the deletes.
         ``queue``: add the ids to the full-text queue.
+        ``embed``: embed them now (semantic modes); else the next semantic search catches up.
         """
         if not rows:
             return
@@ -502,7 +504,14 @@ class Index:
         )
         if queue:
             conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
-        self._write_vectors(conn, rows)
+        if embed:
+            self._write_vectors(conn, rows)
+        else:
+            self._vectors = None
+            conn.executemany(
+                "DELETE FROM vectors WHERE id=?",
+                [(str(r["id"]),) for r, _, _ in rows if is_tombstone(r)],
+            )
 
     # -- semantic vectors --------------------------------------------------------------------
 
@@ -630,10 +639,14 @@ class Index:
         for record in records:
             line = canonical_line(record)[:-1]
             rows.append((record, line_hash(line), line))
-        if rows:
-            self.embedder()  # load the model before taking the write transaction
+        # A process that has the model embeds its writes now (servers, a recall before). A
+        # one-shot `engram remember` does not load it for one memory: like the full-text
+        # queue, the next semantic search catches up.
+        embed = self._embedder is not None or semantic.loaded()
+        if rows and embed:
+            self.embedder()  # load before taking the write transaction
         with self.lock(), self._tx() as conn:
-            self._write_rows(conn, rows)
+            self._write_rows(conn, rows, embed=embed)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
             # The file hash is known only after a full read; refresh records it again.
             conn.execute("DELETE FROM meta WHERE key='file_hash'")

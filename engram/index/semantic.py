@@ -183,6 +183,11 @@ def get_embedder() -> Embedder:
         return _embedder
 
 
+def loaded() -> bool:
+    """Tell whether this process has loaded the model already."""
+    return _embedder is not None
+
+
 @functools.lru_cache(maxsize=256)
 def embed_query(text: str) -> Vectors:
     """Return the (read-only, cached per process) embedding of a query."""
