@@ -247,11 +247,6 @@ def test_list_filters_and_paging(api: httpx.Client) -> None:
     _error(api.get("/memories", params={"offset": -1}), 422, "invalid_input")
 
 
-@pytest.mark.xfail(
-    reason="engram.service.recall re-sorts the index's top k by the rounded score, so memories "
-    "whose scores tie after rounding can move across a page boundary (a core bug, reported)",
-    strict=False,
-)
 def test_paging_through_ties(api: httpx.Client) -> None:
     """Pages of equally ranked memories neither repeat nor skip one."""
     made = {_save(api, title=f"Tied rule {n}", tags=["tied"])["id"] for n in range(6)}

@@ -1055,7 +1055,9 @@ class Index:
                 rid for _, rid in cut([(s, r) for s, r, _ in scored], self.weights.min_score_ratio)
             }
             scored = [item for item in scored if item[1] in kept]
-        scored.sort(key=lambda item: (-item[0], item[1]))
+        # The same order the caller sees (scores rounded as in Hit, then id), so that pages of
+        # tied memories neither repeat nor skip one.
+        scored.sort(key=lambda item: (-round(item[0], 4), item[1]))
         page = scored[max(query.offset, 0) : want]
         records = self.get_many(rid for _, rid, _ in page)
         return [
