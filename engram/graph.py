@@ -23,6 +23,7 @@ LINK_WEIGHT: Final = 3.0
 FILE_WEIGHT: Final = 1.5
 FOLDER_WEIGHT: Final = 1.0
 TAG_WEIGHT: Final = 0.5
+SIMILAR_WEIGHT: Final = 0.4  # × cosine: similar meaning ranks after links, files and tags
 
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -160,8 +161,10 @@ def related(
     incoming: Iterable[tuple[str, str]],
     *,
     limit: int = 10,
+    similar: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rank a memory's neighbours among ``candidates`` by links, shared files and shared tags."""
+    """Rank a memory's neighbours among ``candidates`` by links, shared files, shared tags and,
+    with ``similar`` (id → cosine of the stored embeddings), similar meaning."""
     rid = str(record["id"])
     rels: dict[str, list[str]] = {}
     for rel, to in _outgoing(record):
@@ -194,6 +197,10 @@ def related(
         if shared_tags:
             score += TAG_WEIGHT * len(shared_tags)
             reasons.append("tags: " + ", ".join(shared_tags))
+        cosine = (similar or {}).get(oid)
+        if cosine is not None:
+            score += SIMILAR_WEIGHT * cosine
+            reasons.append(f"similar text (cosine {cosine:.2f})")
         if score > 0:
             out.append({**summary(other), "reason": "; ".join(reasons), "score": score})
     out.sort(key=lambda item: (-item["score"], item["id"]))

@@ -601,9 +601,12 @@ class Engram:
         tags = [str(tag) for tag in record.get("tags", []) or []]
         if tags:
             ids.update(ws.index.ids_for_tags(tags))
+        # Similar meaning, from the stored embeddings (empty when semantic search is off).
+        similar = dict(ws.index.similar(like=record["id"], limit=max(limit, 10), min_cosine=0.6))
+        ids.update(similar)
         ids.discard(record["id"])
         candidates = ws.index.get_many(sorted(ids)).values()
-        return related(record, candidates, incoming, limit=limit)
+        return related(record, candidates, incoming, limit=limit, similar=similar)
 
     def check(
         self, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
