@@ -1565,6 +1565,12 @@ class EngramMCP:
             payload["redacted"] = result.redactions
         if result.superseded:
             payload["superseded"] = result.superseded
+        if result.similar:
+            payload["similar"] = result.similar
+            payload["hint"] = (
+                "memories saying nearly the same exist: get them, and update or supersede "
+                "instead of keeping both"
+            )
         return call.render(payload)
 
     def _hit(self, hit: Hit, short: Mapping[str, str], stale: list[str]) -> dict[str, Any]:

@@ -96,6 +96,7 @@ class SaveResult:
     record: Record
     redactions: int = 0
     superseded: list[str] = field(default_factory=list)
+    similar: list[str] = field(default_factory=list)  # near-duplicates already stored
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
@@ -104,6 +105,7 @@ class SaveResult:
             "id": self.record["id"],
             "redactions": self.redactions,
             "superseded": self.superseded,
+            "similar": self.similar,
             "memory": self.record,
         }
 
@@ -393,7 +395,26 @@ class Engram:
                 action = "created"
             superseded = self._supersede(ws, record, stamp)
             self._write(ws, [record, *superseded])
-        return SaveResult(action, record, redactions, [r["id"] for r in superseded])
+        result = SaveResult(action, record, redactions, [r["id"] for r in superseded])
+        if action == "created":
+            result.similar = self._near_duplicates(ws, record)
+        return result
+
+    def _near_duplicates(self, ws: Workspace, record: Mapping[str, Any]) -> list[str]:
+        """Ids of live memories of the same kind that say nearly the same (cosine ≥ 0.92).
+
+        Only where the embedding model is loaded already (a server, a process that searched):
+        a one-shot save never pays for loading it. Reported, never merged: consolidation does.
+        """
+        from engram.index import semantic
+
+        if not semantic.loaded():
+            return []
+        text = semantic.record_text(record)
+        found = ws.index.similar(text, limit=4, min_cosine=NEAR_DUPLICATE_COSINE)
+        others = [rid for rid, _ in found if rid != record["id"]]
+        kinds = ws.index.get_many(others)
+        return [rid for rid in others if kinds.get(rid, {}).get("kind") == record.get("kind")]
 
     def _anchors(self, ws: Workspace, files: Sequence[str]) -> list[dict[str, str]]:
         """Return the git blobs of the cited files git tracks (``store.anchors`` turns it off)."""
@@ -1993,6 +2014,7 @@ _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
 
 
 JUDGEMENTS_KEPT: Final = 50
+NEAR_DUPLICATE_COSINE: Final = 0.92
 
 
 def _insight_id(trainer_id: str) -> str:

@@ -354,3 +354,25 @@ def test_mcp_consolidate_asks_the_clients_model_by_sampling(
 
     anyio.run(scenario)
     assert asked and {"group", "memories", "actions"} <= set(asked[0])
+
+
+def test_saving_a_near_duplicate_names_the_memory_it_repeats(project: Engram) -> None:
+    """Where the embedding model is loaded (a server), a save reports what it nearly repeats."""
+    from engram.index import semantic
+
+    if not semantic.available():
+        pytest.skip("the embedding model (engram-git[semantic]) is not installed")
+    first = project.remember(
+        "Store user sessions in Postgres",
+        "Sessions live in Postgres, not in Redis.",
+        kind="decision",
+    ).record
+    project.recall("sessions")  # a search loads the model, as in a long-lived server
+    again = project.remember(
+        "Keep user sessions in Postgres",
+        "Session state lives in Postgres rather than Redis.",
+        kind="decision",
+    )
+    assert again.action == "created" and again.similar == [first["id"]]
+    other = project.remember("Release notes are Markdown", "One file per version.", kind="decision")
+    assert other.similar == []
