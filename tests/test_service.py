@@ -366,3 +366,15 @@ def test_a_corrupt_fulltext_index_is_rebuilt_by_itself(example: Engram, backend:
             (folder / f"fts.db{suffix}").unlink(missing_ok=True)
     with Engram.open(example.root) as engram:
         assert [hit.id for hit in engram.recall("idempotency")] == expected
+
+
+def test_words_in_most_memories_do_not_outweigh_the_words_that_matter(project: Engram) -> None:
+    """"the" is in every content but one title: it must not pull that title up (tantivy weighs
+    a word by its rarity per field, FTS5 by row)."""
+    for n in range(30):
+        project.remember(f"Note number {n}", f"the text of note {n} is about the thing")
+    project.remember("The plan", "a plan for the quarter")
+    target = project.remember("Balances", "the ledger balances per currency")
+    hits = project.recall("the ledger", limit=3)
+    assert hits and hits[0].id == target.record["id"]
+    assert project.recall("the", limit=5)  # a query of common words alone still answers

@@ -64,6 +64,10 @@ def _build_schema() -> Any:
     return builder.build()
 
 
+COMMON_SHARE: Final = 0.25  # a query word in more of the contents than this is noise
+COMMON_MIN_DOCS: Final = 20  # ... once there are enough memories to tell
+
+
 def _build_analyzer() -> Any:
     # tantivy's en_stem (simple, remove_long 40, lowercase, English stemmer) plus ASCII folding,
     # so that "cafe" finds "café" as with FTS5's remove_diacritics.
@@ -266,8 +270,14 @@ class TantivyIndex:
         self._reload()
         return self._live_index().searcher()
 
-    def _text_query(self, tokens: list[str]) -> Any:
-        """Build an OR of weighted per-field term (or phrase) queries; None when nothing to ask."""
+    def _text_query(self, tokens: list[str], searcher: Any = None) -> Any:
+        """Build an OR of weighted per-field term (or phrase) queries; None when nothing to ask.
+
+        tantivy weighs a term by its rarity in each field: a word in most memories ("the",
+        "why") is rare among short titles and would outweigh the words that matter. A one-term
+        group found in more than ``COMMON_SHARE`` of the memories' contents is left out
+        (unless every group is that common), as FTS5's whole-row IDF all but ignores it.
+        """
         tantivy = _tantivy()
         groups: list[tuple[str, ...]] = []
         seen: set[tuple[str, ...]] = set()
@@ -278,6 +288,16 @@ class TantivyIndex:
             if terms and terms not in seen:
                 seen.add(terms)
                 groups.append(terms)
+        if searcher is not None and len(groups) > 1:
+            total = max(int(searcher.num_docs), 1)
+
+            def common(terms: tuple[str, ...]) -> bool:
+                if len(terms) != 1 or total < COMMON_MIN_DOCS:
+                    return False
+                return bool(searcher.doc_freq("content", terms[0]) > COMMON_SHARE * total)
+
+            kept = [terms for terms in groups if not common(terms)]
+            groups = kept or groups
         clauses = []
         for field in TEXT_FIELDS:
             weight = self.weights[field]
@@ -322,7 +342,7 @@ class TantivyIndex:
             return []
         tantivy = _tantivy()
         with self._lock:
-            text_query = self._text_query(tokens)
+            text_query = self._text_query(tokens, self._searcher())
             if text_query is None:
                 return []
             filter_clauses = self._filter_clauses(filters)
