@@ -88,7 +88,7 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 
 
-def _has_float(value: Any) -> bool:
+def has_float(value: Any) -> bool:
     """Tell whether a parsed JSON value holds a float anywhere (records normally hold none)."""
     stack = [value]
     while stack:
@@ -112,7 +112,7 @@ def _fast_loads(line: bytes | str) -> Any:
     import orjson
 
     value = orjson.loads(line)
-    if _has_float(value):
+    if has_float(value):
         return json.loads(line)
     return value
 

@@ -36,7 +36,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +45,8 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from engram.errors import CorruptStore, EngramError, InvalidInput
-from engram.model import Record, canonical_line, dumps, format_time, parse_line
+from engram.model import Record, canonical_line, dumps, format_time, has_float, parse_line
+from engram.store.atomic import atomic_write
 from engram.store.jsonl import MemoryStore
 from engram.sync.merge import conflicted, merge3, merge3_record
 
@@ -209,31 +209,16 @@ def _append_lines(path: Path, lines: list[str]) -> None:
     if data and not data.endswith(b"\n"):
         data += newline
     data += b"".join(line.encode("utf-8") + newline for line in lines)
-    _atomic_write(path, data)
+    _write_file(path, data)
 
 
 # --- the merge driver ------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace path with data atomically (temp file in the same folder, fsync, os.replace)."""
+def _write_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically, keeping the mode of the file git gave us."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, data, mode=None)
 
 
 def _read(path: Path) -> bytes:
@@ -354,20 +339,6 @@ class _Side:
                 by_id[rid] = raw
 
 
-def _has_float(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is float:
-            return True
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-    return False
-
-
 def _line_of(raw: bytes, record: Record) -> bytes:
     """Return ``canonical_line(record)`` without its newline: ``raw`` itself when canonical.
 
@@ -379,7 +350,7 @@ def _line_of(raw: bytes, record: Record) -> bytes:
         same = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) == raw
     except (TypeError, ValueError):
         same = False
-    if same and not _has_float(record):
+    if same and not has_float(record):
         return raw
     return canonical_line(record)[:-1]
 
@@ -450,7 +421,7 @@ def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> in
     name = pathname or MEMORIES_PATH
     try:
         data, _, _ = _merge_bytes(_read(Path(base)), _read(Path(ours)), _read(Path(theirs)), name)
-        _atomic_write(Path(ours), data)
+        _write_file(Path(ours), data)
     except EngramError as exc:
         sys.stderr.write(
             f"engram merge-driver: cannot merge {name}: {exc.message}\n"
@@ -557,7 +528,7 @@ def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
 
     target = Path(repo.path, *path.split("/"))
     if _is_manifest(path):
-        _atomic_write(target, data)
+        _write_file(target, data)
     else:
         MemoryStore(target.parent).rewrite(
             _parse_memories(data, path)  # canonical bytes: the parse cannot fail
