@@ -391,3 +391,19 @@ def git_user_name(root: Path) -> str:
         if parser.has_option("user", "name"):
             return parser.get("user", "name").strip().strip('"')
     return ""
+
+
+_SECRET_KEY: Final = re.compile(r"secret|token|password|passwd|api_?key|credential", re.I)
+
+
+def public(value: Any) -> Any:
+    """Return settings without any key that names a secret (for showing them to clients)."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): public(v)
+            for k, v in value.items()
+            if not (_SECRET_KEY.search(str(k)) and not isinstance(v, Mapping))
+        }
+    if isinstance(value, list):
+        return [public(item) for item in value]
+    return value

@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import re
 import signal
 import stat
 import sys
@@ -56,7 +55,6 @@ SEARCH_NOTE: Final = (
     "with its provenance (from: author, date, source). Check them against the code before "
     "relying on them."
 )
-_SECRET_KEY: Final = re.compile(r"secret|token|password|passwd|api_?key|credential", re.I)
 
 
 class DaemonError(EngramError):
@@ -241,19 +239,6 @@ def _memory_status(engram: Engram, args: dict[str, Any]) -> Any:
     return rs.status_shape(stats_payload(engram))
 
 
-def _public(value: Any) -> Any:
-    """Return settings without any key that names a secret."""
-    if isinstance(value, Mapping):
-        return {
-            str(k): _public(v)
-            for k, v in value.items()
-            if not (_SECRET_KEY.search(str(k)) and not isinstance(v, Mapping))
-        }
-    if isinstance(value, list):
-        return [_public(item) for item in value]
-    return value
-
-
 def _memory_config(engram: Engram, args: dict[str, Any]) -> Any:
     if args["action"] == "set":
         raise RpcError(
@@ -267,7 +252,7 @@ def _memory_config(engram: Engram, args: dict[str, Any]) -> Any:
     return {
         "project": config.project,
         "path": str(config.engram_dir),
-        "config": _public(config.data),
+        "config": _public_settings(config.data),
     }
 
 
@@ -629,11 +614,6 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING)
-    sys.exit(_main(sys.argv[1:]))
-
-
 def daemon_command(
     ctx: typer.Context,
     socket: Annotated[
@@ -661,3 +641,14 @@ def daemon_command(
 def register(app: typer.Typer) -> None:
     """Add the ``daemon`` command to the engram CLI (``engram.__main__`` calls this)."""
     app.command("daemon")(daemon_command)
+
+
+def _public_settings(data: Any) -> Any:
+    from engram.config import public
+
+    return public(data)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(_main(sys.argv[1:]))

@@ -2269,7 +2269,7 @@ class EngramMCP:
             {
                 "project": config.project,
                 "path": str(config.engram_dir),
-                "config": _public(config.data),
+                "config": _public_settings(config.data),
             }
         )
 
@@ -2309,22 +2309,6 @@ class EngramMCP:
 class _UnknownTool(EngramError):
     code = "unknown_tool"
     hint = "tools/list shows the tools this server offers (engram mcp --tools all adds more)"
-
-
-_SECRET_KEY: Final = re.compile(r"secret|token|password|passwd|api_?key|credential", re.I)
-
-
-def _public(value: Any) -> Any:
-    """Return settings without any key that names a secret."""
-    if isinstance(value, Mapping):
-        return {
-            str(k): _public(v)
-            for k, v in value.items()
-            if not (_SECRET_KEY.search(str(k)) and not isinstance(v, Mapping))
-        }
-    if isinstance(value, list):
-        return [_public(item) for item in value]
-    return value
 
 
 # -- the SDK glue -----------------------------------------------------------------------------
@@ -2679,3 +2663,9 @@ def mcp_command(
 def register(app: typer.Typer) -> None:
     """Add the ``mcp`` command to the engram CLI (``engram.__main__`` calls this)."""
     app.command("mcp")(mcp_command)
+
+
+def _public_settings(data: Any) -> Any:
+    from engram.config import public
+
+    return public(data)
