@@ -49,13 +49,10 @@ _RANK: Final = {
 
 def is_candidate(record: Mapping[str, Any]) -> bool:
     """Tell whether a record is a pitfall candidate mined from git (revert or fix-again)."""
+    if record.get("kind") != "pitfall" or record.get("status") != "proposed":
+        return False
     tags = {str(tag).lower() for tag in record.get("tags") or []}
-    return (
-        record.get("kind") == "pitfall"
-        and record.get("status") == "proposed"
-        and bool(tags & CANDIDATE_TAGS)
-        and str(record.get("source") or "").startswith("git:")
-    )
+    return bool(tags & CANDIDATE_TAGS) and str(record.get("source") or "").startswith("git:")
 
 
 def _matches(record: Mapping[str, Any], wanted: Sequence[str]) -> list[str]:
@@ -71,16 +68,27 @@ def _window(hotspots: Mapping[str, Any]) -> int | None:
 
 
 def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) -> dict[str, Any]:
+    # The title and provenance lines are made by ``finish`` for the findings packed only: a
+    # folder can bear on thousands of memories, of which a budget shows a dozen.
     return {
         "reason": reason,
         "id": str(record["id"]),
         "kind": record.get("kind"),
         "status": str(record.get("status") or "active"),
-        "title": clip(record.get("title", ""), TITLE_CHARS),
         "note": note,
-        "from": provenance(record),
         "_order": (_RANK[reason], order),
+        "_record": record,
     }
+
+
+def finish(finding: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a finding with its ``title`` and ``from`` lines (and without its record)."""
+    item = dict(finding)
+    record = item.pop("_record", None)
+    if record is not None:
+        item.setdefault("title", clip(record.get("title", ""), TITLE_CHARS))
+        item.setdefault("from", provenance(record))
+    return item
 
 
 def gather_findings(
@@ -197,7 +205,7 @@ def pack_check(
             left_out += len(findings) - position
             break
         rid = str(finding["id"])
-        item = dict(finding) if decorate is None else decorate(dict(finding))
+        item = finish(finding) if decorate is None else decorate(finish(finding))
         item["short_id"] = short_id(rid) if short_id else rid[:ID_CHARS]
         line = finding_line(item)
         if used + 1 + len(line) <= room:
