@@ -583,3 +583,28 @@ def test_own_write_without_the_model_loaded_is_embedded_by_the_next_search(
     hits = hybrid.search(Query(text="where do failing queue messages end up", limit=3))
     assert fresh["id"] in [hit.id for hit in hits]
     assert fresh["id"] in vector_ids(hybrid)
+
+
+def test_a_new_process_maps_the_vectors_from_disk_instead_of_reading_sqlite(
+    store: MemoryStore, hybrid: Index, corpus: list[dict[str, Any]]
+) -> None:
+    """The matrix is saved once per index state and memory-mapped by the next reader."""
+    query = "why not keep login state in redis"
+    first = [(hit.id, hit.score) for hit in hybrid.search(Query(text=query))]
+    folder = store.dir / "index"
+    saved = sorted(path.name for path in folder.glob("vectors-*"))
+    assert len(saved) == 3  # ids, the matrix, its leading dimensions
+    again = open_index(store, "hybrid")
+    try:
+        assert [(hit.id, hit.score) for hit in again.search(Query(text=query))] == first
+        state = again._vector_state()
+        assert state is not None and type(state.matrix).__name__ == "memmap"
+        # A change to the store makes a new state: new files, the old ones removed.
+        changed = {**corpus[0], "content": "something else entirely", "rev": 2}
+        store.put([changed])
+        again.refresh()
+        again.search(Query(text=query))
+        now = sorted(path.name for path in folder.glob("vectors-*"))
+        assert len(now) == 3 and now != saved
+    finally:
+        again.close()

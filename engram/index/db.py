@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
 import shutil
 import sqlite3
@@ -32,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import AmbiguousId, CorruptStore, IndexError_, NotFound
@@ -609,27 +611,85 @@ class Index:
         import numpy as np
 
         self._catch_up_vectors()
-        rows = self.db.execute(
-            "SELECT vectors.id, vectors.vec FROM vectors JOIN records USING (id) "
-            "WHERE records.deleted=0"
-        ).fetchall()
-        ids = [str(row[0]) for row in rows]
-        blob = b"".join(row[1] for row in rows)
-        matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim).copy()
-        # The model is trained so that leading dimensions carry most of the meaning: a scan
-        # over the first HEAD_DIMS (re-normalised, transposed for the fastest gemv) finds the
-        # candidates, whose exact cosines are then computed on all dimensions.
-        head = matrix[:, :HEAD_DIMS]
-        norms = np.linalg.norm(head, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
+        key = self._vector_key(model.dim)
+        cached = self._load_vector_cache(key)
+        if cached is not None:
+            ids, matrix, head_t = cached
+        else:
+            rows = self.db.execute(
+                "SELECT vectors.id, vectors.vec FROM vectors JOIN records USING (id) "
+                "WHERE records.deleted=0"
+            ).fetchall()
+            ids = [str(row[0]) for row in rows]
+            blob = b"".join(row[1] for row in rows)
+            matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim).copy()
+            # The model is trained so that leading dimensions carry most of the meaning: a scan
+            # over the first HEAD_DIMS (re-normalised, transposed for the fastest gemv) finds
+            # the candidates, whose exact cosines are then computed on all dimensions.
+            head = matrix[:, :HEAD_DIMS]
+            norms = np.linalg.norm(head, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            head_t = np.ascontiguousarray((head / norms).T)
+            self._save_vector_cache(key, ids, matrix, head_t)
         self._vectors = _Vectors(
             ids=ids,
             rows={rid: n for n, rid in enumerate(ids)},
             matrix=matrix,
-            head=np.ascontiguousarray((head / norms).T),
+            head=head_t,
             columns={},
         )
         return self._vectors
+
+    # The matrix is also kept in index/ as .npy files named by what they were built from (so
+    # they never change once written), memory-mapped by the next process: a new process needs
+    # no read of every vector out of SQLite.
+
+    def _vector_key(self, dim: int) -> str:
+        count, top = self.db.execute("SELECT count(*), max(rowid) FROM vectors").fetchone()
+        live = self.db.execute("SELECT count(*) FROM records WHERE deleted=0").fetchone()[0]
+        key = f"{SCHEMA_VERSION}:{dim}:{self.meta('file_sig')}:{count}:{top}:{live}"
+        return hashlib.blake2b(key.encode("utf-8"), digest_size=10).hexdigest()
+
+    def _vector_paths(self, key: str) -> tuple[Path, Path, Path]:
+        return (
+            self.folder / f"vectors-{key}.ids.json",
+            self.folder / f"vectors-{key}.matrix.npy",
+            self.folder / f"vectors-{key}.head.npy",
+        )
+
+    def _load_vector_cache(self, key: str) -> tuple[list[str], Any, Any] | None:
+        import numpy as np
+
+        ids_path, matrix_path, head_path = self._vector_paths(key)
+        try:
+            raw = json.loads(ids_path.read_text(encoding="utf-8"))
+            ids = [str(rid) for rid in raw]
+            matrix = np.load(matrix_path, mmap_mode="r")
+            head = np.load(head_path, mmap_mode="r")
+        except (OSError, ValueError, TypeError):
+            return None
+        if matrix.shape[0] != len(ids) or head.shape[1] != len(ids):
+            return None
+        return ids, matrix, head
+
+    def _save_vector_cache(self, key: str, ids: list[str], matrix: Any, head: Any) -> None:
+        import numpy as np
+
+        from engram.store.atomic import atomic_write
+
+        ids_path, matrix_path, head_path = self._vector_paths(key)
+        try:
+            for path, array in ((matrix_path, matrix), (head_path, head)):
+                buffer = io.BytesIO()
+                np.save(buffer, array, allow_pickle=False)
+                atomic_write(path, buffer.getvalue())
+            atomic_write(ids_path, json.dumps(ids).encode("utf-8"))  # last: the others exist
+            for old in self.folder.glob("vectors-*"):
+                if old.name.split(".")[0] != f"vectors-{key}":
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+        except OSError:
+            pass  # a read-only index folder still works, only slower to start
 
     def apply(self, records: Sequence[Record], signature: str) -> None:
         """Record this process's own write (the store is already at ``signature``)."""
