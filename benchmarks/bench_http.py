@@ -126,7 +126,7 @@ def http_server(root: Path, env: dict[str, str], log: Path) -> Iterator[str]:
                     if client.get("/health").status_code == 200:
                         break
                 except httpx.TransportError:
-                    pass
+                    pass  # not listening yet: ask again until the deadline
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the server did not answer in {READY_TIMEOUT:g} s")
                 time.sleep(0.1)

@@ -458,7 +458,7 @@ class _Export:
             if self.manifest_path.read_bytes() == raw:
                 return
         except FileNotFoundError:
-            pass
+            pass  # first export: no manifest yet, write it
         self.base.mkdir(parents=True, exist_ok=True)
         atomic_write(self.manifest_path, raw)
 

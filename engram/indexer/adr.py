@@ -970,7 +970,7 @@ def _date_value(value: Any) -> str | None:
             try:
                 return _date_value(parse_time(value))
             except InvalidInput:
-                pass
+                pass  # not a time after all: look for a date in the text instead
         return _date_in(value)
     return None
 

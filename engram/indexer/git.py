@@ -648,6 +648,8 @@ class _Walk:
         known = [sha for sha in (*self.nodes, *cached) if sha.startswith(prefix)]
         if len(set(known)) == 1:
             return known[0]
+        # Some object stores (e.g. a bare in-memory one) do not implement iter_prefix: then the
+        # prefix is kept as written, which only means a revert of an unknown commit.
         errors: tuple[type[BaseException], ...] = (*self.errors, NotImplementedError)
         found: list[str] = []
         try:

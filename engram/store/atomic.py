@@ -22,7 +22,7 @@ def fsync_dir(folder: Path) -> None:
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        pass  # some file systems cannot fsync a folder; the rename itself has happened
     finally:
         os.close(fd)
 

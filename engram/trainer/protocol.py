@@ -282,7 +282,7 @@ def _read_lines(stream: Any, out: queue.Queue[bytes | None], limit: int) -> None
                 continue
             out.put(line)
     except (OSError, ValueError):
-        pass
+        pass  # the pipe closed under us (the trainer was killed): this reader ends
     finally:
         out.put(None)
 
@@ -295,7 +295,7 @@ def _read_tail(stream: Any, tail: bytearray) -> None:
             if len(tail) > _STDERR_TAIL:
                 del tail[: len(tail) - _STDERR_TAIL]
     except (OSError, ValueError):
-        pass
+        pass  # the pipe closed under us (the trainer was killed): keep what was read
 
 
 def _stderr_tail(tail: bytearray) -> str:
