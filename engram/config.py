@@ -328,11 +328,12 @@ def _git_dir(root: Path) -> Path | None:
     return None
 
 
-def remote_project(root: Path) -> str:
-    """Return the repository name of the git remote (``origin`` first), or ``""``.
+def git_repo_config(root: Path) -> tuple[Path, Any] | None:
+    """Return the work tree holding ``root`` and its repository config, parsed; None outside git.
 
-    ``git@host:team/ledger-api.git``, ``https://host/team/ledger-api/`` and a local path all
-    give ``ledger-api``. Read from the repo's config file; git is not run.
+    Read with configparser (git is not run, dulwich not imported: this is on the path of
+    every command). A linked worktree's config is its main repository's (``commondir``); a
+    config that does not parse reads as empty.
     """
     import configparser
 
@@ -341,7 +342,7 @@ def remote_project(root: Path) -> str:
         if git_dir is None:
             continue
         config = git_dir / "config"
-        common = git_dir / "commondir"  # a linked worktree keeps its remotes in the main repo
+        common = git_dir / "commondir"
         if common.is_file():
             with contextlib.suppress(OSError):
                 shared = git_dir / common.read_text(encoding="utf-8").strip()
@@ -350,16 +351,29 @@ def remote_project(root: Path) -> str:
         try:
             parser.read(config, encoding="utf-8")
         except (configparser.Error, UnicodeDecodeError, OSError):
-            return ""
-        remotes = [s for s in parser.sections() if s.startswith('remote "')]
-        remotes.sort(key=lambda s: (s != 'remote "origin"', s))
-        for section in remotes:
-            url = parser.get(section, "url", fallback="").strip().strip('"')
-            name = re.split(r"[/:\\]", url.rstrip("/\\"))[-1]
-            name = normalize_project(name.removesuffix(".git"))
-            if name:
-                return name
+            parser = configparser.RawConfigParser(strict=False)
+        return folder, parser
+    return None
+
+
+def remote_project(root: Path) -> str:
+    """Return the repository name of the git remote (``origin`` first), or ``""``.
+
+    ``git@host:team/ledger-api.git``, ``https://host/team/ledger-api/`` and a local path all
+    give ``ledger-api``. Read from the repo's config file; git is not run.
+    """
+    found = git_repo_config(root)
+    if found is None:
         return ""
+    parser = found[1]
+    remotes = [s for s in parser.sections() if s.startswith('remote "')]
+    remotes.sort(key=lambda s: (s != 'remote "origin"', s))
+    for section in remotes:
+        url = parser.get(section, "url", fallback="").strip().strip('"')
+        name = re.split(r"[/:\\]", url.rstrip("/\\"))[-1]
+        name = normalize_project(name.removesuffix(".git"))
+        if name:
+            return name
     return ""
 
 

@@ -133,13 +133,19 @@ def _driver_command(repo: Repo) -> str | None:
 
 
 def check_setup(root: Path) -> Setup:
-    """Tell whether the attributes and the merge driver are installed in root's repository."""
-    repo = _discover(Path(root))
-    if repo is None:
+    """Tell whether the attributes and the merge driver are installed in root's repository.
+
+    Cheap (no dulwich): commands run it to offer the driver to a fresh clone.
+    """
+    from engram.config import git_repo_config
+
+    found = git_repo_config(Path(root)) if Path(root).is_dir() else None
+    if found is None:
         return Setup(attributes=False, driver=False, repo=False)
-    with contextlib.closing(repo):
-        attributes = not _missing_attributes(Path(repo.path) / ".gitattributes")
-        return Setup(attributes=attributes, driver=_driver_command(repo) is not None, repo=True)
+    top, parser = found
+    attributes = not _missing_attributes(top / ".gitattributes")
+    driver = parser.get(f'merge "{DRIVER_NAME}"', "driver", fallback="").strip().strip('"')
+    return Setup(attributes=attributes, driver=bool(driver), repo=True)
 
 
 def install(root: Path, command: str = "engram") -> list[str]:
