@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
 from engram.model import canonical_line, parse_line
+from engram.sync.chunks import manifest_bytes
 from engram.sync.gitmerge import (
     ATTRIBUTES,
     Setup,
@@ -344,8 +345,9 @@ def manifest(*chunks: dict[str, Any]) -> bytes:
 
 
 def chunk(cid: str, memories: int = 1) -> dict[str, Any]:
+    """A manifest entry; ``cid`` like "c1" becomes a valid (hex) chunk id, "c1c1c1c1"."""
     return {
-        "id": cid,
+        "id": cid * 4,
         "created_by": "m",
         "created_at": "2026-01-01T00:00:00Z",
         "memories": memories,
@@ -359,12 +361,16 @@ def test_driver_manifest_union(tmp_path: Path) -> None:
     code, out = drive(tmp_path, base, ours, theirs, name=MANIFEST)
     assert code == 0
     value = json.loads(out)
-    assert [c["id"] for c in value["chunks"]] == ["c0", "c1", "c2", "c3"]
+    assert [c["id"] for c in value["chunks"]] == [chunk(c)["id"] for c in ("c0", "c1", "c2", "c3")]
     assert value["chunks"][2]["memories"] == 4  # the greater canonical JSON
     assert value["version"] == 2
-    assert out == (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
+    assert out == manifest_bytes(value)  # the bytes write_chunk writes too
     code, out = drive(tmp_path, None, b"", manifest(chunk("c9")), name="sub/.engram/manifest.json")
-    assert code == 0 and [c["id"] for c in json.loads(out)["chunks"]] == ["c9"]
+    assert code == 0 and [c["id"] for c in json.loads(out)["chunks"]] == [chunk("c9")["id"]]
+    # An entry whose id is no chunk id (a hostile "../x") is dropped, as every reader drops it.
+    hostile = manifest(chunk("c1"), {**chunk("c2"), "id": "../x"})
+    code, out = drive(tmp_path, None, b"", hostile, name=MANIFEST)
+    assert code == 0 and [c["id"] for c in json.loads(out)["chunks"]] == [chunk("c1")["id"]]
     code, _ = drive(tmp_path, None, b"[1, 2]", manifest(), name=MANIFEST)
     assert code == 1
 
@@ -484,9 +490,7 @@ def test_resolve_a_conflicted_index(tmp_path: Path) -> None:
         (MEMORIES, 5, 1),
     ]
     assert [c["id"] for c in json.loads((tmp_path / MANIFEST).read_text())["chunks"]] == [
-        "c1",
-        "c2",
-        "c3",
+        chunk(c)["id"] for c in ("c1", "c2", "c3")
     ]
     out = (tmp_path / MEMORIES).read_bytes()
     assert canonical(out)

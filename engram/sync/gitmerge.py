@@ -36,7 +36,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,7 +66,6 @@ __all__ = [
     "install",
     "memory_log",
     "merge_driver",
-    "merge_manifests",
     "resolve",
     "split_markers",
 ]
@@ -248,7 +247,12 @@ def _parse_memories(data: bytes, name: str) -> list[Record]:
 
 
 def _parse_manifest(data: bytes, name: str) -> dict[str, Any]:
-    """Parse a manifest version (empty: no chunks); CorruptStore says what is wrong."""
+    """Parse one side's manifest (empty: no chunks); CorruptStore says what is wrong.
+
+    Conflict markers are told apart here; the format itself is engram.sync.chunks's.
+    """
+    from engram.sync.chunks import VERSION, parse_manifest
+
     for lineno, raw in enumerate(data.splitlines(), start=1):
         if raw.startswith(_MARKERS):
             raise CorruptStore(
@@ -257,42 +261,8 @@ def _parse_manifest(data: bytes, name: str) -> dict[str, Any]:
                 line=lineno,
             )
     if not data.strip():
-        return {"version": MANIFEST_VERSION, "chunks": []}
-    try:
-        value = json.loads(data)
-    except ValueError as exc:
-        raise CorruptStore(f"{name}: not JSON: {exc}", path=name) from exc
-    chunks = value.get("chunks", []) if isinstance(value, dict) else None
-    if not isinstance(chunks, list) or not all(
-        isinstance(chunk, dict) and isinstance(chunk.get("id"), str) for chunk in chunks
-    ):
-        raise CorruptStore(
-            f'{name}: expected {{"version": 2, "chunks": [{{"id": …}}, …]}}', path=name
-        )
-    return dict(value)
-
-
-def merge_manifests(*sides: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the set union of manifests' chunks by id (the greater canonical entry per id)."""
-    chunks: dict[str, dict[str, Any]] = {}
-    merged: dict[str, Any] = {}
-    versions = [MANIFEST_VERSION]
-    for side in reversed(sides):  # the first side's top-level keys win
-        merged.update({key: value for key, value in side.items() if key != "chunks"})
-        version = side.get("version")
-        if isinstance(version, int) and not isinstance(version, bool):
-            versions.append(version)
-        for chunk in side.get("chunks", []):
-            key = str(chunk["id"])
-            if key not in chunks or dumps(chunk) > dumps(chunks[key]):
-                chunks[key] = dict(chunk)
-    merged["version"] = max(versions)
-    merged["chunks"] = [chunks[key] for key in sorted(chunks)]
-    return merged
-
-
-def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        return {"version": VERSION, "chunks": []}
+    return parse_manifest(data, name=name)
 
 
 def _memories_bytes(records: list[Record]) -> bytes:
@@ -303,9 +273,11 @@ def _merge_bytes(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[by
     """Merge three versions of one file; return (bytes, records, conflicted records)."""
     sides = (("base", base), ("ours", ours), ("theirs", theirs))
     if _is_manifest(name):
+        from engram.sync.chunks import manifest_bytes, merge_manifests
+
         manifests = [_parse_manifest(data, f"{name} ({side})") for side, data in sides]
         merged = merge_manifests(manifests[1], manifests[2])
-        return _manifest_bytes(merged), len(merged["chunks"]), 0
+        return manifest_bytes(merged), len(merged["chunks"]), 0
     return _merge_memories(base, ours, theirs, name)
 
 
