@@ -31,12 +31,10 @@ This file must not assert on wall-clock times, and is not part of the test suite
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import hashlib
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,7 +55,9 @@ from bench_core import (  # a sibling script
     build_store,
     paired,
     process_env,
+    remove_scratch,
     render,
+    run_header,
     say,
     timed,
 )
@@ -364,18 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ours, base = paired(cli_context, cli_recall, processes)
         rows.append(row("engram context process", size, ours, base, None))
     finally:
-        if args.keep:
-            say(f"kept {data}")
-        else:
-            shutil.rmtree(data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                args.data_dir.rmdir()  # only if nothing else is in it
-    print(
-        f"engram context benchmarks: {'quick' if args.quick else 'full'} run, "
-        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
-        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
-        f"{os.getloadavg()[0]:.1f} at end"
-    )
+        remove_scratch(data, args.data_dir, keep=args.keep)
+    print(run_header("context", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
     print(LEGEND)
     for note in notes:

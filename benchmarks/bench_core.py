@@ -548,6 +548,26 @@ FULL: Final = Plan(recall_queries=50, recall_rounds=5, cli_runs=10, rebuild_roun
 QUICK: Final = Plan(recall_queries=50, recall_rounds=2, cli_runs=6, rebuild_rounds=3, remembers=15)
 
 
+def remove_scratch(data: Path, parent: Path, *, keep: bool) -> None:
+    """Remove a run's scratch folder (and its parent when empty), or say where it was kept."""
+    if keep:
+        say(f"kept {data}")
+        return
+    shutil.rmtree(data, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        parent.rmdir()  # only if nothing else is in it
+
+
+def run_header(name: str, *, quick: bool, started: float, load_before: float) -> str:
+    """Return the line above a table: which run, how long, the machine and its load."""
+    return (
+        f"engram {name} benchmarks: {'quick' if quick else 'full'} run, "
+        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
+        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end"
+    )
+
+
 def say(message: str) -> None:
     """Report progress on stderr, so that stdout holds only the table."""
     print(message, file=sys.stderr, flush=True)

@@ -31,7 +31,6 @@ import contextlib
 import os
 import random
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +51,9 @@ from bench_core import (  # a sibling script, not a package
     build_store,
     paired,
     process_env,
+    remove_scratch,
     render,
+    run_header,
     run_quiet,
     say,
 )
@@ -343,18 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if errors:
             say(f"the daemon wrote to stderr:\n{errors}")
     finally:
-        if args.keep:
-            say(f"kept {data}")
-        else:
-            shutil.rmtree(data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                args.data_dir.rmdir()  # only if nothing else is in it
-    print(
-        f"engram daemon benchmarks: {'quick' if args.quick else 'full'} run, "
-        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
-        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
-        f"{os.getloadavg()[0]:.1f} at end"
-    )
+        remove_scratch(data, args.data_dir, keep=args.keep)
+    print(run_header("daemon", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
     print(note)
     print(LEGEND)

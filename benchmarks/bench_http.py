@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -42,7 +41,16 @@ from typing import Final
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import Corpus, Figure, build_store, process_env, render, say  # a sibling script
+from bench_core import (  # a sibling script
+    Corpus,
+    Figure,
+    build_store,
+    process_env,
+    remove_scratch,
+    render,
+    run_header,
+    say,
+)
 
 from engram.service import Engram
 
@@ -314,18 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if log:
             say(f"the server wrote:\n{log}")
     finally:
-        if args.keep:
-            say(f"kept {data}")
-        else:
-            shutil.rmtree(data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                args.data_dir.rmdir()  # only if nothing else is in it
-    print(
-        f"engram HTTP benchmarks: {'quick' if args.quick else 'full'} run, "
-        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
-        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
-        f"{os.getloadavg()[0]:.1f} at end"
-    )
+        remove_scratch(data, args.data_dir, keep=args.keep)
+    print(run_header("HTTP", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
     print(rates)
     print(LEGEND)

@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,14 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import Corpus, align, build_store, say  # a sibling script, not a package
+from bench_core import (  # a sibling script, not a package
+    Corpus,
+    align,
+    build_store,
+    remove_scratch,
+    run_header,
+    say,
+)
 
 from engram.mcp_server import RECALL_LIMIT
 from engram.service import Engram
@@ -318,18 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if errors:
             say(f"the servers wrote to stderr:\n{errors}")
     finally:
-        if args.keep:
-            say(f"kept {data}")
-        else:
-            shutil.rmtree(data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                args.data_dir.rmdir()  # only if nothing else is in it
-    print(
-        f"engram MCP benchmarks: {'quick' if args.quick else 'full'} run, "
-        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
-        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
-        f"{os.getloadavg()[0]:.1f} at end"
-    )
+        remove_scratch(data, args.data_dir, keep=args.keep)
+    print(run_header("MCP", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
     print(LEGEND)
     return 0

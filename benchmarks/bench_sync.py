@@ -30,7 +30,6 @@ This file must not assert on wall-clock times, and is not part of the test suite
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import shutil
@@ -52,7 +51,9 @@ from bench_core import (  # a sibling script
     build_store,
     paired,
     process_env,
+    remove_scratch,
     render,
+    run_header,
     say,
 )
 
@@ -359,18 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += merge_figures(data, jsonl, size, args.seed, rounds, processes)
         rows += sync_figures(data, root, size, args.seed, rounds, imports, processes)
     finally:
-        if args.keep:
-            say(f"kept {data}")
-        else:
-            shutil.rmtree(data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                args.data_dir.rmdir()  # only if nothing else is in it
-    print(
-        f"engram sync benchmarks: {'quick' if args.quick else 'full'} run, "
-        f"{time.monotonic() - started:.0f} s, {os.cpu_count()} cpus, python "
-        f"{sys.version.split()[0]}, load average {load_before:.1f} at start, "
-        f"{os.getloadavg()[0]:.1f} at end"
-    )
+        remove_scratch(data, args.data_dir, keep=args.keep)
+    print(run_header("sync", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
     print(LEGEND)
     return 0
