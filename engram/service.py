@@ -1140,6 +1140,7 @@ class Engram:
         label: str = "memories",
         from_clone: bool = False,
         progress: Progress | None = None,
+        where: Sequence[tuple[str, int]] | None = None,
     ) -> ImportResult:
         """Merge records from elsewhere into a store through the one merge function.
 
@@ -1155,10 +1156,9 @@ class Engram:
         incoming: dict[str, Record] = {}
         for position, item in enumerate(items):
             try:
+                path, lineno = where[position] if where is not None else (label, position + 1)
                 record = parse_line(
-                    json.dumps(item, ensure_ascii=False).encode("utf-8"),
-                    path=label,
-                    lineno=position + 1,
+                    json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
                 )
                 if not is_tombstone(record):
                     normalized = normalize_fields(record, max_content_bytes=max_bytes)
@@ -1166,7 +1166,9 @@ class Engram:
                     record = normalized
             except (EngramError, TypeError, ValueError) as exc:
                 message = getattr(exc, "message", str(exc))
-                result.errors.append(f"{label}[{position}]: {message}")
+                result.errors.append(
+                    f"{label}[{position}]: {message}" if where is None else message
+                )
                 continue
             rid = record["id"]
             incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
@@ -1809,26 +1811,28 @@ class Engram:
         state = chunks_mod.SyncState(ws.store.dir)
         entries, problems = chunks_mod.list_chunks(ws.store.dir)
         problems = list(problems) + list(getattr(state, "problems", []))
-        totals = ImportResult()
         applied: list[str] = []
+        records: list[Any] = []
+        where: list[tuple[str, int]] = []
         pending = [entry for entry in entries if entry.id not in state.applied]
         for number, entry in enumerate(pending, start=1):
             if progress is not None:
                 progress(number, len(pending))
             try:
-                data = chunks_mod.read_chunk(ws.store.dir, entry.id)
-                records = self._chunk_records(ws, data)
+                found = self._chunk_records(ws, chunks_mod.read_chunk(ws.store.dir, entry.id))
             except EngramError as exc:
                 problems.append(exc.message)
                 continue
-            result = self._merge_in(
-                ws, records, label=f"chunks/{entry.id}{chunks_mod.SUFFIX}", from_clone=True
-            )
-            totals.added += result.added
-            totals.updated += result.updated
-            totals.unchanged += result.unchanged
-            totals.errors += result.errors
+            records += found
+            name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
+            where += [(name, line) for line in range(1, len(found) + 1)]
             applied.append(entry.id)
+        # Every chunk in one merge: memories.jsonl is rewritten once, not once per chunk.
+        totals = (
+            self._merge_in(ws, records, label="chunks", from_clone=True, where=where)
+            if records
+            else ImportResult()
+        )
         if applied:
             state.mark_applied(applied)
             state.save()
