@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from hypothesis import strategies as st
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import canonical_line, new_id, parse_line
 from engram.store import MemoryStore
+from engram.store.atomic import current_umask
 
 STAMP = "2024-05-01T12:00:00.000Z"
 
@@ -359,7 +363,7 @@ def test_signature_changes_on_every_write(tmp_path: Path) -> None:
 def test_write_keeps_the_file_mode(tmp_path: Path) -> None:
     store = store_in(tmp_path)
     store.put([record(new_id())])
-    assert store.path.stat().st_mode & 0o777 == 0o644
+    assert store.path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
     os.chmod(store.path, 0o664)
     store.put([record(new_id())])
     assert store.path.stat().st_mode & 0o777 == 0o664
@@ -371,3 +375,51 @@ def test_rewrite_refuses_the_same_id_twice(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         store.rewrite([record(rid), record(rid, "again")])
     assert not store.exists()
+
+
+@pytest.mark.parametrize("umask", [0o077, 0o002])
+def test_new_files_honour_the_umask_and_existing_files_keep_their_mode(
+    tmp_path: Path, umask: int
+) -> None:
+    """Real processes under a umask: new files get 0o666 & ~umask, old ones keep their mode."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+    def engram(*args: str) -> None:
+        command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "engram", *args))
+        done = subprocess.run(
+            ["sh", "-c", f"umask {umask:03o} && {command}"],
+            cwd=root,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+
+    engram("init")
+    folder = root / ".engram"
+    (folder / "memories.jsonl").unlink()  # the store's own writer makes it anew
+    engram("remember", "umask probe", "a memory written under a umask")
+    engram("sync")
+    new_files = [folder / "memories.jsonl", folder / "manifest.json", folder / "state/sync.json"]
+    new_files += list((folder / "chunks").glob("*.jsonl.gz"))
+    assert len(new_files) == 4
+    for path in new_files:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
+    for path in (folder / "memories.jsonl", folder / "manifest.json"):
+        os.chmod(path, 0o640)
+    engram("remember", "second probe", "another memory, replacing the files")
+    engram("sync")
+    assert len(list((folder / "chunks").glob("*.jsonl.gz"))) == 2
+    for path in (folder / "memories.jsonl", folder / "manifest.json"):
+        assert path.stat().st_mode & 0o777 == 0o640, path
+
+
+def test_current_umask_reads_without_changing_it(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+        assert os.umask(0o027) == 0o027  # unchanged by the read
+    finally:
+        os.umask(old)

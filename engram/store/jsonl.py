@@ -36,7 +36,7 @@ from engram.model import (
     is_tombstone,
     parse_line,
 )
-from engram.store.atomic import fsync_dir
+from engram.store.atomic import fsync_dir, mode_for
 from engram.store.lock import ProcessLock
 
 MEMORIES: Final = "memories.jsonl"
@@ -249,11 +249,8 @@ class MemoryStore:
                     handle.write(piece)
                 handle.flush()
                 os.fsync(handle.fileno())
-            if self.path.exists():
-                # Keep the mode of the file the user has (mkstemp creates 0600).
-                os.chmod(tmp, self.path.stat().st_mode & 0o777)
-            else:
-                os.chmod(tmp, 0o644)
+            # Keep the mode of the file the user has, or honour the umask (mkstemp makes 0600).
+            os.chmod(tmp, mode_for(self.path))
             os.replace(tmp, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
