@@ -1003,6 +1003,8 @@ def consolidate(
         if apply or plan is not None:
             document = _read_json_file(plan) if plan is not None else None
             result = engram.consolidate_apply(document, dry_run=dry_run)
+            for warning in result.get("warnings", []):
+                typer.echo(f"warning: {warning}", err=True)
             if as_json:
                 _emit_json(result)
                 return
@@ -1013,6 +1015,8 @@ def consolidate(
                 typer.echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
             return
         document = engram.consolidate()
+    for warning in document.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     if out is not None:
         out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
     if as_json:

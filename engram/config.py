@@ -3,6 +3,12 @@
 config.yaml is edited with ruamel.yaml in round-trip mode so that a user's comments survive
 every change engram makes. This module reads and writes only config files; it never touches
 memories.jsonl or the index.
+
+A project's config is committed, so anyone who lands a commit writes it. Settings that name a
+program to run (``USER_ONLY``, and any key named like a command, executable, program or hook)
+are therefore taken only from the user's own settings: the personal store's config
+(``ENGRAM_HOME``) or an environment variable. One found in a committed config is dropped, and
+``Config.ignored`` says where, so every reader gets the safe value and callers can warn.
 """
 
 from __future__ import annotations
@@ -145,8 +151,10 @@ check:
 
 consolidate:
   # A command that decides consolidation groups (gets one group as JSON on stdin, answers
-  # JSON: {{"action", "target", "reasoning"}}); empty: engram's own heuristics decide.
-  llm_command: ""
+  # JSON: {{"action", "target", "reasoning"}}) is set only in your own settings, never in this
+  # committed file (which anyone who lands a commit can change): llm_command in
+  # $ENGRAM_HOME/config.yaml (~/.engram/config.yaml) or $ENGRAM_CONSOLIDATE_LLM_COMMAND.
+  # Unset: engram's own heuristics decide.
   llm_timeout_seconds: 60
   near_threshold: 0.88       # text similarity (0..1) that makes two memories near-duplicates
 
@@ -154,6 +162,58 @@ trainer:
   timeout_seconds: 300       # `engram train` stops a trainer that runs longer
   min_cluster: 3             # memories in a cluster before it becomes an insight
 """
+
+
+# Settings that run a program, and the environment variable that may set each. Only the user's
+# own settings (ENGRAM_HOME's config, the environment) may set them: never a committed file.
+USER_ONLY: Final[dict[str, str]] = {
+    "consolidate.llm_command": "ENGRAM_CONSOLIDATE_LLM_COMMAND",
+}
+# Any other key whose name says it runs something is dropped from a committed file too, so a
+# setting added later (or one another tool reads) cannot become a way in.
+_RUNS_SOMETHING: Final = re.compile(
+    r"(?:^|_)(?:command|commands|cmd|exec|executable|program|hook|hooks|shell|argv)$", re.I
+)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A setting that names a program, found in a committed config and not used."""
+
+    path: Path
+    key: str
+
+    @property
+    def message(self) -> str:
+        """Say what was ignored, where, and where such a setting belongs."""
+        variable = USER_ONLY.get(self.key)
+        where = f"{personal_dir() / 'config.yaml'}" + (f" or ${variable}" if variable else "")
+        return (
+            f"{self.path}: {self.key} is ignored: a committed config cannot run a command; "
+            f"set it in your own settings ({where})"
+        )
+
+
+def _user_only(dotted: str) -> bool:
+    """Whether a setting may come only from the user's own settings."""
+    return dotted in USER_ONLY or bool(_RUNS_SOMETHING.search(dotted.rsplit(".", 1)[-1]))
+
+
+def _strip_user_only(raw: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], list[str]]:
+    """Return ``raw`` without user-only settings, and the dotted keys removed."""
+    kept: dict[str, Any] = {}
+    removed: list[str] = []
+    for key, value in raw.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            kept[str(key)], inner = _strip_user_only(value, f"{dotted}.")
+            removed.extend(inner)
+        elif _user_only(dotted):
+            if value not in ("", None, [], {}):
+                removed.append(dotted)
+        else:
+            kept[str(key)] = value
+    return kept, removed
 
 
 def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,6 +242,12 @@ class Config:
     root: Path
     engram_dir: Path
     data: dict[str, Any] = field(default_factory=dict)
+    # User-only settings found in this (committed) config and not used.
+    ignored: tuple[Ignored, ...] = ()
+
+    def warnings(self, section: str = "") -> list[str]:
+        """Return the messages of ignored settings, those under ``section`` if given."""
+        return [i.message for i in self.ignored if i.key.startswith(section)]
 
     @property
     def project(self) -> str:
@@ -230,25 +296,73 @@ def personal_dir() -> Path:
     return Path(home).expanduser().resolve() if home else Path.home() / ENGRAM_DIR
 
 
-def load(root: Path, engram_dir: Path | None = None) -> Config:
-    """Read config.yaml (or config.json) in the .engram folder, defaults filled in."""
-    folder = engram_dir or root / ENGRAM_DIR
+def _read_raw(folder: Path) -> tuple[Path | None, dict[str, Any]]:
+    """Return the config file of an .engram folder (None if it has none) and its settings."""
     yaml_path, json_path = folder / "config.yaml", folder / "config.json"
     raw: Any = {}
+    path: Path | None = None
     if yaml_path.exists():
+        path = yaml_path
         raw = _load_yaml_cached(yaml_path, folder / "state" / "config.cache.json")
     elif json_path.exists():
+        path = json_path
         try:
             raw = json.loads(json_path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{json_path}: not valid JSON: {exc}") from exc
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{yaml_path if yaml_path.exists() else json_path}: expected a mapping")
-    data = _merge(DEFAULTS, _plain(raw))
+        raise ConfigError(f"{path}: expected a mapping")
+    return path, _plain(raw)
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _user_settings(personal: Path, own: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return the user-only settings the user set: ENGRAM_HOME's config, then the environment."""
+    if own is None:
+        try:
+            _, own = _read_raw(personal) if personal.is_dir() else (None, {})
+        except ConfigError:
+            own = {}  # the personal store's own commands report it when it is opened
+    out: dict[str, Any] = {}
+    for dotted, variable in USER_ONLY.items():
+        node: Any = own
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        value = os.environ.get(variable)
+        if value is None:
+            value = node
+        if value is None:
+            continue
+        section, _, key = dotted.rpartition(".")
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def load(root: Path, engram_dir: Path | None = None) -> Config:
+    """Read config.yaml (or config.json) in the .engram folder, defaults filled in.
+
+    User-only settings (commands to run) come from ENGRAM_HOME's config or the environment; one
+    in any other config is left out and listed in ``Config.ignored``.
+    """
+    folder = engram_dir or root / ENGRAM_DIR
+    path, raw = _read_raw(folder)
+    personal = personal_dir()
+    own = _same_folder(folder, personal)
+    ignored: tuple[Ignored, ...] = ()
+    if not own:
+        raw, removed = _strip_user_only(raw)
+        ignored = tuple(Ignored(path, key) for key in removed if path is not None)
+    data = _merge(_merge(DEFAULTS, raw), _user_settings(personal, raw if own else None))
     backend = data["search"].get("backend")
     if backend not in ("tantivy", "fts5"):
         raise ConfigError(f"search.backend must be tantivy or fts5, got {backend!r}")
-    return Config(root=root, engram_dir=folder, data=data)
+    return Config(root=root, engram_dir=folder, data=data, ignored=ignored)
 
 
 def _load_yaml_cached(path: Path, cache: Path) -> Any:

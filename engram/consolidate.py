@@ -654,7 +654,10 @@ def llm_command(
         raise InvalidInput("consolidate.llm_command is empty")
 
     def ask(request: dict[str, Any]) -> dict[str, Any]:
-        hint = "fix consolidate.llm_command in .engram/config.yaml; heuristics are used meanwhile"
+        hint = (
+            "fix consolidate.llm_command in $ENGRAM_HOME/config.yaml or "
+            "$ENGRAM_CONSOLIDATE_LLM_COMMAND; heuristics are used meanwhile"
+        )
         try:
             done = subprocess.run(
                 argv,

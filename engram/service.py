@@ -1318,7 +1318,8 @@ class Engram:
         """Return a consolidation plan: a recommendation (merge, archive, delete, keep) per group.
 
         ``llm`` decides each group when given (the MCP client's sampling, say); else the
-        configured ``consolidate.llm_command``; else engram's heuristics.
+        user's ``consolidate.llm_command`` (ENGRAM_HOME or the environment: never a committed
+        config, whose command is ignored and named under ``warnings``); else the heuristics.
         """
         from engram.consolidate import Group, llm_command, make_plan, recommend
 
@@ -1334,7 +1335,11 @@ class Engram:
                 timeout = float(ws.config.number("consolidate.llm_timeout_seconds"))
                 llm = llm_command(command, timeout=timeout)
         records = ws.index.get_many(sorted({rid for g in found for rid in g.ids}))
-        return make_plan(recommend(found, records, llm=llm), created_at=now())
+        plan = make_plan(recommend(found, records, llm=llm), created_at=now())
+        warnings = ws.config.warnings("consolidate.")
+        if warnings:
+            plan["warnings"] = warnings
+        return plan
 
     def consolidate_apply(
         self, plan: Mapping[str, Any] | None = None, *, dry_run: bool = False
@@ -1348,7 +1353,8 @@ class Engram:
         from engram.consolidate import plan_changes, read_plan
 
         ws = self.project_ws
-        chosen = read_plan(plan if plan is not None else self.consolidate())
+        fresh = self.consolidate() if plan is None else None
+        chosen = read_plan(plan if plan is not None else fresh)
         author = config_mod.git_user_name(self.root)
         with ws.store.lock():
             ws.index.refresh()
@@ -1358,12 +1364,15 @@ class Engram:
             changes = plan_changes(chosen, records, stamp=now(), author=author)
             if changes and not dry_run:
                 self._write(ws, changes)
-        return {
+        result: dict[str, Any] = {
             "dry_run": dry_run,
             "recommendations": len(chosen),
             "changes": changes,
             "changed": len(changes),
         }
+        if fresh is not None and fresh.get("warnings"):
+            result["warnings"] = fresh["warnings"]
+        return result
 
     def train(
         self,

@@ -17,7 +17,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from engram.config import set_value
+from engram.config import personal_dir, set_value
 from engram.model import canonical_line
 from engram.service import Engram
 from tests.conftest import run_cli
@@ -192,7 +192,10 @@ def test_llm_command_decides_and_a_broken_one_falls_back(
         " 'reasoning': 'fake model keeps ' + group['kind']}))\n",
         encoding="utf-8",
     )
-    set_value(engram.root / ".engram", "consolidate.llm_command", f"{sys.executable} {script}")
+    # The user's own settings (ENGRAM_HOME): a committed config never runs a command.
+    home = personal_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    set_value(home, "consolidate.llm_command", f"{sys.executable} {script}")
     with Engram.open(engram.root) as fresh:
         plan = fresh.consolidate()
     decided = {r["group"]["kind"]: r for r in plan["recommendations"]}

@@ -1,0 +1,135 @@
+"""Settings: a committed config never runs a command; the user's own settings may.
+
+A repository's ``.engram/config.yaml`` is written by whoever lands a commit, so
+``consolidate.llm_command`` (and any key that names a program) is read only from ENGRAM_HOME's
+config or the environment. Checked end to end: the CLI and a real MCP stdio session, with a
+command that would leave a marker file if it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engram import config as config_mod
+from engram.config import load, personal_dir, set_value
+from engram.service import Engram
+from tests.conftest import run_cli
+from tests.test_mcp import connect
+
+KEY = "consolidate.llm_command"
+
+
+def decider(tmp_path: Path, marker: Path) -> str:
+    """Return a command that leaves ``marker`` behind and keeps every group it is asked about."""
+    script = tmp_path / "decide.py"
+    script.write_text(
+        "import json, pathlib, sys\n"
+        "json.load(sys.stdin)\n"
+        "pathlib.Path(sys.argv[1]).write_text('ran')\n"
+        "print(json.dumps({'action': 'keep', 'target': None, 'reasoning': 'the command ran'}))\n",
+        encoding="utf-8",
+    )
+    return shlex.join([sys.executable, str(script), str(marker)])
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A project with one near-duplicate pair (so consolidation asks its decider once)."""
+    root = tmp_path / "repo"
+    engram, _ = Engram.init(root, "demo")
+    with engram:
+        text = "Local time broke the audit trail in March"
+        engram.remember("Use UTC in every log line", text + ".", kind="fact")
+        engram.remember("Use UTC in all the log lines", text + "!", kind="fact")
+    return root
+
+
+def test_a_committed_command_never_runs_from_the_cli(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    set_value(repo / ".engram", KEY, decider(tmp_path, marker))
+    done = run_cli("-C", str(repo), "consolidate", "--json")
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    plan = json.loads(done.stdout)
+    assert {r["decided_by"] for r in plan["recommendations"]} == {"heuristic"}
+    stderr = done.stderr.decode()
+    assert stderr.count("warning:") == 1, stderr
+    assert ".engram/config.yaml" in stderr and KEY in stderr
+    assert any(KEY in w and "config.yaml" in w for w in plan["warnings"])
+    # Every reader gets the safe value, not only consolidate.
+    assert load(repo).get(KEY) == ""
+
+
+def test_a_committed_command_never_runs_from_mcp(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    set_value(repo / ".engram", KEY, decider(tmp_path, marker))
+
+    async def scenario() -> None:
+        async with connect(repo, "--tools", "admin") as client:
+            plan = await client.ok("consolidate")
+            assert {r["decided_by"] for r in plan["recommendations"]} == {"heuristic"}
+            assert any(".engram/config.yaml" in w and KEY in w for w in plan["warnings"])
+
+    anyio.run(scenario)
+    assert not marker.exists()
+
+
+def test_the_users_own_settings_run_the_command(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran-from-home"
+    home = personal_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    set_value(home, KEY, decider(tmp_path, marker))
+    done = run_cli("-C", str(repo), "consolidate", "--json")
+    assert done.returncode == 0, done.stderr
+    assert marker.exists() and "warning" not in done.stderr.decode()
+    assert {r["decided_by"] for r in json.loads(done.stdout)["recommendations"]} == {"llm"}
+
+
+def test_the_environment_runs_the_command_and_wins(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran-from-env"
+    committed = tmp_path / "committed"
+    set_value(repo / ".engram", KEY, decider(tmp_path, committed))
+    env = {"ENGRAM_CONSOLIDATE_LLM_COMMAND": decider(tmp_path, marker)}
+    done = run_cli("-C", str(repo), "consolidate", env=env)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists() and not committed.exists()
+    assert KEY in done.stderr.decode()  # the committed one is still named as ignored
+
+
+def test_any_key_that_names_a_program_is_dropped_from_a_committed_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "p"
+    (root / ".engram").mkdir(parents=True)
+    (root / ".engram" / "config.json").write_text(
+        json.dumps(
+            {
+                "trainer": {"command": "rm -rf /", "min_cluster": 4},
+                "hooks": {"post_save_hook": "curl evil"},
+                "consolidate": {"llm_command": ""},
+            }
+        ),
+        encoding="utf-8",
+    )
+    cfg = load(root)
+    assert cfg.get("trainer.min_cluster") == 4
+    with pytest.raises(config_mod.ConfigError):
+        cfg.get("trainer.command")
+    assert sorted(i.key for i in cfg.ignored) == ["hooks.post_save_hook", "trainer.command"]
+    assert all("config.json" in w for w in cfg.warnings())
+    assert cfg.warnings("consolidate.") == []  # an empty setting is no warning
+    # The personal store's own config is the user's: its command stands.
+    home = Path(os.environ["ENGRAM_HOME"])
+    home.mkdir(parents=True)
+    (home / "config.json").write_text(json.dumps({"consolidate": {"llm_command": "x"}}), "utf-8")
+    assert load(home.parent, home).get(KEY) == "x"
+    assert load(root).get(KEY) == "x"
+    monkeypatch.setenv("ENGRAM_CONSOLIDATE_LLM_COMMAND", "y")
+    assert load(root).get(KEY) == "y"
