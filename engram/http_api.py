@@ -15,6 +15,12 @@ Rules of the boundary:
 - The server binds to 127.0.0.1 unless told otherwise; any other address needs a token in
   ``ENGRAM_HTTP_TOKEN``. With a token set, every request but ``GET /health`` must carry
   ``Authorization: Bearer <token>`` (compared in constant time).
+- A web page must not reach the memories through the user's browser. The ``Host`` header must
+  name this machine (127.0.0.0/8, ``localhost``, ``[::1]``, any port) or the address the server
+  was told to bind, else 421 (DNS rebinding); a write (POST, PUT, PATCH, DELETE) whose
+  ``Origin`` is not the server's own, or whose ``Sec-Fetch-Site`` is neither ``same-origin`` nor
+  ``none``, gets 403. No CORS headers are ever sent, so browsers keep other pages from reading
+  answers. Clients that are not browsers (curl, agents) send no ``Origin`` and are unaffected.
 
 This is an adapter: it imports engram.service and what lies below it, never another adapter.
 fastapi, pydantic and uvicorn (the optional extra ``engram-git[http]``) are imported only when
@@ -112,19 +118,99 @@ def _error(code: str, message: str, hint: str = "") -> dict[str, Any]:
 # -- the ASGI guard: token and body size, before anything is parsed --------------------------
 
 
-class _Guard:
-    """Check the bearer token and bound the request body (pure ASGI: cheap on every request)."""
+WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})
+WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
-    def __init__(self, app: Any, *, token: str | None, max_body: int) -> None:
+
+def host_name(value: str) -> str | None:
+    """Return the lowercased name of a ``Host`` header (``[::1]:80`` gives ``::1``), or None."""
+    from urllib.parse import urlsplit
+
+    value = value.strip()
+    if not value or any(c in value for c in "/?#@ \t"):
+        return None
+    try:
+        name = urlsplit(f"//{value}").hostname
+    except ValueError:
+        return None
+    return name.rstrip(".") if name else None
+
+
+def host_allowed(value: str, bound: str = DEFAULT_HOST) -> bool:
+    """Tell whether a ``Host`` header names this machine or the address the server binds."""
+    name = host_name(value)
+    if name is None:
+        return False
+    if is_loopback(name):
+        return True
+    bound_name = bound.strip().strip("[]").lower().rstrip(".")
+    if bound_name in WILDCARDS:
+        return True  # every address of the machine is served, and a token is required there
+    return name == bound_name
+
+
+def cross_origin_write(method: str, host: str, origin: str | None, fetch_site: str | None) -> bool:
+    """Tell whether a request is a write a browser sends for another origin."""
+    if method.upper() not in WRITES:
+        return False
+    if fetch_site is not None and fetch_site.strip().lower() not in ("same-origin", "none"):
+        return True
+    if origin is None:
+        return False  # not a browser (curl, an agent), or a same-origin GET-style navigation
+    own = host.strip().lower()
+    return origin.strip().lower() not in (f"http://{own}", f"https://{own}")
+
+
+class _Guard:
+    """Check Host, Origin and the bearer token, and bound the body (pure ASGI: cheap)."""
+
+    def __init__(
+        self, app: Any, *, token: str | None, max_body: int, host: str = DEFAULT_HOST
+    ) -> None:
         self.app = app
         self.expected = token.encode() if token else None
         self.max_body = max_body
+        self.host = host
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not host_allowed(host, self.host):
+            shown = host[:100] or "(none)"
+            await _reply(
+                send,
+                421,
+                _error(
+                    "wrong_host",
+                    f"Host {shown!r} is not served here: only this machine's names are",
+                    "connect to http://127.0.0.1:PORT or http://localhost:PORT; a web page "
+                    "reaching this server through another name is refused (DNS rebinding)",
+                ),
+            )
+            return
+        origin = headers.get(b"origin")
+        fetch_site = headers.get(b"sec-fetch-site")
+        if cross_origin_write(
+            str(scope.get("method", "")),
+            host,
+            origin.decode("latin-1") if origin is not None else None,
+            fetch_site.decode("latin-1") if fetch_site is not None else None,
+        ):
+            shown = (origin or fetch_site or b"").decode("latin-1")[:100]
+            await _reply(
+                send,
+                403,
+                _error(
+                    "cross_origin",
+                    f"a write from another origin ({shown}) is refused",
+                    "call the API from a client that is not a web page (curl, an agent), "
+                    "or from a page served by this server",
+                ),
+            )
+            return
         if self.expected is not None and scope.get("path") != "/health":
             scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
             right = hmac.compare_digest(given.strip(), self.expected)  # constant time
@@ -186,10 +272,12 @@ def create_app(
     *,
     token: str | None = None,
     max_body: int = MAX_BODY_BYTES,
+    host: str = DEFAULT_HOST,
 ) -> "FastAPI":
     """Return the API over the project at ``root`` (default: found from the working directory).
 
     ``token`` defaults to ``ENGRAM_HTTP_TOKEN``; when set, requests need it as a bearer token.
+    ``host`` is the address served: Host headers naming it (or loopback) are accepted.
     """
     from fastapi import FastAPI, Query, Request, Response
     from fastapi import Path as PathParam
@@ -386,7 +474,9 @@ def create_app(
     errors: dict[int | str, dict[str, Any]] = {
         404: {"model": ErrorOut, "description": "No memory (or route) with this id"},
         409: {"model": ErrorOut, "description": "Ambiguous id prefix, store busy or corrupt"},
+        403: {"model": ErrorOut, "description": "A write from another origin (a web page)"},
         413: {"model": ErrorOut, "description": "Request body too large"},
+        421: {"model": ErrorOut, "description": "Host header names another server"},
         422: {"model": ErrorOut, "description": "Invalid input"},
     }
     if token:
@@ -441,7 +531,7 @@ def create_app(
             status_code=500,
         )
 
-    app.add_middleware(_Guard, token=token, max_body=max_body)
+    app.add_middleware(_Guard, token=token, max_body=max_body, host=host)
     if token:
         plain = app.openapi
 
@@ -763,7 +853,7 @@ def serve(
             f"the HTTP API needs fastapi and uvicorn ({exc.name} is missing)",
             hint="pip install 'engram-git[http]'",
         ) from exc
-    app = create_app(root, token=token)
+    app = create_app(root, token=token, host=host)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
     )
@@ -822,7 +912,17 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["ServeError", "check_exposure", "create_app", "is_loopback", "register", "serve"]
+__all__ = [
+    "ServeError",
+    "check_exposure",
+    "create_app",
+    "cross_origin_write",
+    "host_allowed",
+    "host_name",
+    "is_loopback",
+    "register",
+    "serve",
+]
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)

@@ -20,7 +20,14 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from engram.http_api import MAX_BODY_BYTES, ServeError, is_loopback, register
+from engram.http_api import (
+    MAX_BODY_BYTES,
+    ServeError,
+    cross_origin_write,
+    host_allowed,
+    is_loopback,
+    register,
+)
 from engram.service import Engram
 
 START_SECONDS = 60.0  # generous: a cold interpreter on a busy 2-core machine
@@ -457,7 +464,7 @@ def test_a_bug_is_a_logged_500_without_traceback(
     def boom() -> None:
         raise ZeroDivisionError("secret internals")
 
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
         response = client.get("/boom")
         error = _error(response, 500, "internal")
         assert "secret internals" not in response.text and "Traceback" not in response.text
@@ -525,6 +532,55 @@ def test_non_loopback_host_without_token_refuses_to_start(tmp_path: Path, home: 
     assert done.returncode == 1
     err = done.stderr.decode()
     assert "refusing to serve on 0.0.0.0" in err and "ENGRAM_HTTP_TOKEN" in err
+
+
+# -- browsers: DNS rebinding and cross-origin writes -------------------------------------------
+
+
+def test_a_foreign_host_header_is_refused(api: httpx.Client, server: Server) -> None:
+    """DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1."""
+    secret = _save(api, title="rebinding target", content="do not leak")
+    for host in ("evil.example", f"evil.example:{server.port}", "127.0.0.1.evil.example"):
+        response = api.get("/memories", headers={"Host": host})
+        error = _error(response, 421, "wrong_host")
+        assert host in error["message"] and "rebinding" in error["hint"]
+        assert "do not leak" not in response.text
+        _error(api.delete(f"/memories/{secret['id']}", headers={"Host": host}), 421, "wrong_host")
+    for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "localhost"):
+        assert api.get(f"/memories/{secret['id']}", headers={"Host": host}).status_code == 200
+
+
+def test_a_cross_origin_write_is_refused(api: httpx.Client, server: Server) -> None:
+    victim = _save(api, title="cross origin victim")
+    evil = {"Origin": "https://evil.example"}
+    _error(api.post("/memories", json={"title": "planted"}, headers=evil), 403, "cross_origin")
+    _error(api.delete(f"/memories/{victim['id']}", headers=evil), 403, "cross_origin")
+    # Another local web app (a different port) is another origin too, and says so.
+    other = {"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}
+    _error(api.post("/memories", json={"title": "planted"}, headers=other), 403, "cross_origin")
+    sneaky = {"Sec-Fetch-Site": "cross-site"}
+    _error(api.delete(f"/memories/{victim['id']}", headers=sneaky), 403, "cross_origin")
+    assert api.get(f"/memories/{victim['id']}").json()["title"] == "cross origin victim"
+    assert "planted" not in api.get("/export").text
+    # Reads carry no CORS headers, so the page cannot read what it fetched.
+    read = api.get("/memories", headers=evil)
+    assert read.status_code == 200 and "access-control-allow-origin" not in read.headers
+    # The server's own origin, and clients that send none (curl, agents), may write.
+    own = {"Origin": server.url, "Sec-Fetch-Site": "same-origin"}
+    assert api.post("/memories", json={"title": "same origin"}, headers=own).status_code == 201
+    assert api.delete(f"/memories/{victim['id']}").status_code == 200
+
+
+def test_host_and_origin_rules() -> None:
+    assert host_allowed("[::1]:7437") and host_allowed("127.0.0.2") and host_allowed("LOCALHOST")
+    assert not host_allowed("") and not host_allowed("evil.example") and not host_allowed("a b")
+    assert host_allowed("10.0.0.5:80", "10.0.0.5") and not host_allowed("10.0.0.6", "10.0.0.5")
+    assert host_allowed("box.lan", "0.0.0.0")  # every name, where a token is required
+    assert not cross_origin_write("GET", "localhost", "https://evil.example", "cross-site")
+    assert cross_origin_write("PATCH", "localhost:1", "http://localhost:2", None)
+    assert cross_origin_write("PUT", "localhost", "null", None)
+    assert not cross_origin_write("POST", "localhost:1", "http://LOCALHOST:1", None)
+    assert not cross_origin_write("DELETE", "localhost", None, "none")
 
 
 def test_serve_command_registered(tmp_path: Path) -> None:
