@@ -1,13 +1,16 @@
 """``engram doctor``: find what is wrong with a store and repair what can be repaired safely.
 
 Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, order and
-canonical bytes), .gitignore keeps index/ and state/ out of git, no secrets sit in the store,
-which memories keep a concurrent edit (``conflicts``), the git merge driver is set up, and the
-index agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids
-with the one merge function, moves unreadable lines to ``state/quarantine-*.jsonl`` (never
-deleting them), redacts secrets, repairs .gitignore, installs the merge driver and rebuilds a
-drifted index. Feature layer:
-called by the service, prints nothing.
+canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), .gitignore
+keeps index/ and state/ out of git, no secrets sit in the store, which memories keep a
+concurrent edit (``conflicts``), the git merge driver is set up, and the index agrees with the
+file. ``fix`` rewrites the file canonically, merges duplicate ids with the one merge function,
+repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
+(``model.recover_line``), moves lines it cannot read to the committed
+``quarantine/memories-*.jsonl`` (never deleting them, never into git-ignored ``state/``),
+rewrites the manifest from ``chunks/`` and moves unreadable chunks to ``quarantine/chunks/``,
+redacts secrets, repairs .gitignore, installs the merge driver and rebuilds a drifted index.
+Feature layer: called by the service, prints nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.config import Config
+from engram.errors import CorruptStore
 from engram.index.db import Index
-from engram.model import is_tombstone, now
+from engram.model import is_tombstone, now, recover_line
 from engram.store import GITIGNORE, MemoryStore
+from engram.store.quarantine import keep_lines
 
 
 @dataclass
@@ -79,18 +84,33 @@ def run_checks(
                     records.append(problem.record)  # merged below by the merge function
                     continue
                 raw = problem.raw
-                unreadable.append(raw if raw.endswith(b"\n") else raw + b"\n")
-            merged = merge_sets(records)
-            if unreadable:
-                store.state_dir.mkdir(parents=True, exist_ok=True)
-                stamp = now().replace(":", "").replace("-", "")
-                target = store.state_dir / f"quarantine-{stamp}.jsonl"
-                target.write_bytes(b"".join(unreadable))
+                try:  # a BOM or a bad byte: the record stays in the committed file
+                    record, how = recover_line(raw, path=str(store.path), lineno=problem.line)
+                except CorruptStore:
+                    unreadable.append(raw)
+                    continue
+                records.append(record)
                 findings.append(
                     Finding(
                         "warning",
                         "memories.jsonl",
-                        f"moved {len(unreadable)} unreadable line(s) to {target}",
+                        f"{store.path}:{problem.line}: memory {record['id']} repaired in "
+                        f"place ({how})",
+                        fixed=True,
+                    )
+                )
+            merged = merge_sets(records)
+            if unreadable:
+                # Committed, not state/: the lines stay in the team's store, shown in git.
+                stamp = now().replace(":", "").replace("-", "")
+                target = keep_lines(store.dir, unreadable, stamp=stamp)
+                findings.append(
+                    Finding(
+                        "warning",
+                        "memories.jsonl",
+                        f"moved {len(unreadable)} unreadable line(s) to {target} (committed "
+                        "with the store: repair each line there and move it back into "
+                        "memories.jsonl, or delete the file)",
                         fixed=True,
                     )
                 )
@@ -98,6 +118,9 @@ def run_checks(
             for finding in findings:
                 if finding.check == "memories.jsonl":
                     finding.fixed = True
+
+    # 1b. Sync chunks and the manifest.
+    findings += _check_chunks(store, fix=fix)
 
     # 2. Git hygiene.
     ignore = store.dir / ".gitignore"
@@ -211,3 +234,57 @@ def run_checks(
             )
         )
     return findings
+
+
+def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    """Report each defect of ``chunks/`` and ``manifest.json``; with ``fix``, repair them."""
+    from engram.sync.audit import audit_chunks, repair_chunks
+    from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX
+
+    audit = audit_chunks(store.dir)
+    found: list[Finding] = []
+    if audit.manifest_error:
+        found.append(Finding("error", "manifest", audit.manifest_error))
+    found += [Finding("warning", "manifest", problem) for problem in audit.entry_problems]
+    found += [
+        Finding("warning", "manifest", f"{CHUNKS}/{ident}{SUFFIX} is not listed in {MANIFEST}")
+        for ident in audit.unlisted
+    ]
+    found += [
+        Finding("warning", "manifest", f"{MANIFEST} lists chunk {ident}, whose file is missing")
+        for ident in audit.missing
+    ]
+    found += [Finding("error", "chunks", reason) for reason in audit.broken.values()]
+    found += [
+        Finding(
+            "error",
+            "chunks",
+            f"{CHUNKS}/{ident}{SUFFIX}: content hashes to {actual}, not to its name",
+        )
+        for ident, actual in audit.misnamed.items()
+    ]
+    # Not repairable here and harmless to the rest: sync skips these records.
+    found += [Finding("warning", "chunks", problem) for problem in audit.bad_records]
+    found += [Finding("warning", "chunks", problem) for problem in audit.other]
+    from engram.store.quarantine import quarantine_dir
+
+    kept = sorted(quarantine_dir(store.dir).glob("memories-*.jsonl"))
+    if kept:
+        found.append(
+            Finding(
+                "warning",
+                "quarantine",
+                f"{len(kept)} file(s) in {quarantine_dir(store.dir)} hold lines set aside by "
+                "an earlier `doctor --fix`: repair and move them back into memories.jsonl, or "
+                "delete them",
+            )
+        )
+    if fix and audit.manifest_stale:
+        done = repair_chunks(store.dir, audit)
+        for finding in found:
+            if finding.check == "manifest" or finding.message in audit.broken.values():
+                finding.fixed = True
+            if finding.check == "chunks" and "hashes to" in finding.message:
+                finding.fixed = True
+        found += [Finding("warning", "chunks", sentence, fixed=True) for sentence in done]
+    return found

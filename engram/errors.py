@@ -4,17 +4,33 @@
     ├── ConfigError          config.yaml / config.json unreadable or invalid
     ├── NotInitialized       no .engram/ found for this project
     ├── InvalidInput         a field, id, option or query argument a caller passed is wrong
+    │   └── InputTooLarge    JSON nested deeper or bigger than engram reads (also a ValueError)
     ├── NotFound             no memory has this id (or prefix)
     ├── AmbiguousId          the prefix names more than one memory
     ├── CorruptStore         memories.jsonl has a bad line, a duplicate id or conflict markers
     ├── LockTimeout          another process held the store lock for too long
-    └── IndexError_          the derived index could not be read or written
+    ├── IndexError_          the derived index could not be read or written
+    └── SyncError            a sync with a remote failed (nothing local was lost)
 
 Adapters catch ``EngramError`` at their one boundary and show ``message`` and ``hint``; this
 module must not import anything from engram.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "AmbiguousId",
+    "ConfigError",
+    "CorruptStore",
+    "EngramError",
+    "IndexError_",
+    "InputTooLarge",
+    "InvalidInput",
+    "LockTimeout",
+    "NotFound",
+    "NotInitialized",
+    "SyncError",
+]
 
 
 class EngramError(Exception):
@@ -47,6 +63,13 @@ class NotInitialized(EngramError):
 class InvalidInput(EngramError):
     code = "invalid_input"
     hint = "see `engram COMMAND --help`"
+
+
+class InputTooLarge(InvalidInput, ValueError):
+    """JSON input over a size or nesting limit; a ValueError too, so JSON parse errors catch it."""
+
+    code = "input_too_large"
+    hint = "real memories never come near the limits; the input is damaged or hostile"
 
 
 class NotFound(EngramError):

@@ -14,10 +14,10 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from engram.errors import CorruptStore, InvalidInput
+from engram.errors import CorruptStore, InputTooLarge, InvalidInput
 
 Record = dict[str, Any]
 
@@ -87,6 +87,59 @@ _ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 
+# Limits on every JSON document engram reads (memories.jsonl lines, chunks, manifests, imports,
+# daemon, HTTP and MCP requests). A memory nests 3 or 4 levels (record → links → link; a Go
+# engram chunk → observations → observation → payload), so 64 is far above anything real and
+# far below where a recursive parser or dumper overflows the stack (about 1,000).
+MAX_JSON_DEPTH: Final = 64
+# One record, history and kept conflicts included; the same as the decompressed size of a chunk
+# (engram.sync.chunks.MAX_CHUNK_BYTES): a record over it could never travel through sync.
+MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
+# A JSON string (escapes skipped) or one bracket: what the depth scan steps over.
+_DEPTH_TOKEN_RE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int | None:
+    """Return the offset where JSON text nests deeper than ``limit`` containers, else None.
+
+    A byte scan before parsing, never recursive: brackets inside strings do not count. Text
+    with no more than ``limit`` brackets in all (every real record) costs two ``count`` calls.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return None
+    depth = 0
+    for match in _DEPTH_TOKEN_RE.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return None
+
+
+def check_json_limits(
+    data: bytes | str,
+    *,
+    what: str,
+    max_bytes: int = MAX_RECORD_BYTES,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> None:
+    """Refuse JSON text over ``max_bytes`` or nested deeper than ``max_depth`` (InputTooLarge).
+
+    ``what`` names the input in the message: a file and line, a request, a chunk record.
+    """
+    size = len(data)
+    if size > max_bytes:
+        raise InputTooLarge(f"{what}: {size:,} bytes of JSON is over the limit of {max_bytes:,}")
+    offset = json_depth_exceeded(data, max_depth)
+    if offset is not None:
+        raise InputTooLarge(
+            f"{what}: JSON nested deeper than {max_depth} levels (at byte {offset}); refused"
+        )
+
 
 def has_float(value: Any) -> bool:
     """Tell whether a parsed JSON value holds a float anywhere (records normally hold none)."""
@@ -117,8 +170,13 @@ def _fast_loads(line: bytes | str) -> Any:
     return value
 
 
-def loads(text: bytes | str) -> Any:
-    """Parse JSON that engram wrote itself: orjson when it is exact, else the json module."""
+def loads(text: bytes | str, *, what: str = "JSON input") -> Any:
+    """Parse JSON: orjson when it is exact, else the json module; within the JSON limits.
+
+    Raises InputTooLarge (a ValueError) over MAX_RECORD_BYTES or MAX_JSON_DEPTH, before any
+    parser sees the text; ``what`` names the input in that message.
+    """
+    check_json_limits(text, what=what)
     try:
         return _fast_loads(text)
     except ValueError:  # what orjson refuses, e.g. a lone surrogate escape
@@ -133,6 +191,37 @@ def new_id() -> str:
 def now() -> str:
     """Return the current UTC time as RFC 3339 with milliseconds (``…T…Z``)."""
     return format_time(datetime.now(UTC))
+
+
+def change_time(*seen: object, stamp: str | None = None) -> str:
+    """Return the time to stamp on a change made after seeing ``seen``: a hybrid logical clock.
+
+    ``stamp`` (default: now), unless a time seen is not earlier than it: then 1 ms after the
+    latest time seen. A change made after seeing another is therefore always later than it, also
+    on a machine whose clock is behind, and the merge function (which orders changes by this
+    time) never lets it lose to what it replaced. Seen values that are not times are ignored.
+    """
+    current = stamp if stamp is not None else now()
+    latest: datetime | None = None
+    for value in seen:
+        if isinstance(value, str) and value:
+            try:
+                moment = parse_time(value)
+            except InvalidInput:
+                continue
+            latest = moment if latest is None or moment > latest else latest
+    if latest is None:
+        return current
+    try:
+        step = latest + timedelta(milliseconds=1)
+    except OverflowError:
+        return current
+    try:
+        if parse_time(current) >= step:
+            return current
+    except InvalidInput:
+        pass
+    return format_time(step)
 
 
 def format_time(moment: datetime) -> str:
@@ -163,6 +252,10 @@ def dumps(record: Mapping[str, Any]) -> str:
         )
     except ValueError as exc:
         raise InvalidInput(f"record {record.get('id', '?')} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # a record built in Python, not parsed (parsing is bounded)
+        raise InputTooLarge(
+            f"record {record.get('id', '?')} nests deeper than JSON allows ({MAX_JSON_DEPTH})"
+        ) from exc
 
 
 def canonical_line(record: Mapping[str, Any]) -> bytes:
@@ -190,6 +283,10 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
             line=lineno,
             hint="run `engram doctor --fix` to merge both sides",
         )
+    try:
+        check_json_limits(line, what=f"{path}:{lineno}")
+    except InputTooLarge as exc:
+        raise CorruptStore(exc.message, path=path, line=lineno) from exc
     try:
         value = _fast_loads(line)
     except ValueError:
@@ -223,6 +320,35 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
     if not isinstance(value["id"], str) or not _ID_RE.match(value["id"]):
         raise CorruptStore(f"{path}:{lineno}: invalid id {value['id']!r}", path=path, line=lineno)
     return value
+
+
+def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:
+    """Repair a line that ``parse_line`` refuses, if the record in it is whole; say how.
+
+    Two repairs, nothing else: a UTF-8 byte order mark (and surrounding whitespace) is removed,
+    and bytes that are not UTF-8 are replaced with U+FFFD, only if the line then parses as a
+    record; the replaced text is visibly marked rather than guessed. Anything else (not JSON,
+    too deep, fields missing) raises the CorruptStore of ``parse_line``.
+    """
+    body = line.strip()
+    done = []
+    if body.startswith(b"\xef\xbb\xbf"):
+        while body.startswith(b"\xef\xbb\xbf"):
+            body = body[3:].strip()
+        done.append("removed a UTF-8 byte order mark")
+    try:
+        return parse_line(body, path=path, lineno=lineno), "; ".join(done)
+    except CorruptStore:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            raise
+    text = body.decode("utf-8", "replace")
+    record = parse_line(text.encode("utf-8"), path=path, lineno=lineno)
+    done.append(f"replaced {text.count(chr(0xFFFD))} invalid UTF-8 byte run(s) with U+FFFD")
+    return record, "; ".join(done)
 
 
 def check_id(value: str) -> str:

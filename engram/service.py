@@ -1638,7 +1638,8 @@ class Engram:
             skipped = list(problems)
             for entry in entries:
                 try:
-                    records += self._chunk_records(ws, chunks_mod.read_chunk(folder, entry.id))
+                    found = chunks_mod.read_chunk(folder, entry.id, problems=skipped)
+                    records += self._chunk_records(ws, found)
                 except EngramError as exc:
                     skipped.append(exc.message)
             result = self._merge_in(ws, records, label=str(path), progress=progress)
@@ -1828,7 +1829,8 @@ class Engram:
             if progress is not None:
                 progress(number, len(pending))
             try:
-                found = self._chunk_records(ws, chunks_mod.read_chunk(ws.store.dir, entry.id))
+                chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=problems)
+                found = self._chunk_records(ws, chunk)
             except EngramError as exc:
                 problems.append(exc.message)
                 continue

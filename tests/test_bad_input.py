@@ -167,13 +167,18 @@ def test_cli_reports_a_damaged_file_and_doctor_fix_repairs_it(project: Engram, n
     assert scan.canonical
     titles = {r["title"] for r in scan.records}
     originals = [str(parse_line(raw, path="m", lineno=1)["title"]) for raw in lines]
-    quarantined = sorted((path.parent / "state").glob("quarantine-*.jsonl"))
+    quarantined = sorted((path.parent / "quarantine").glob("memories-*.jsonl"))
+    assert not list((path.parent / "state").glob("quarantine*"))
     if name == "conflict-markers":
         # Both sides kept: the newer side wins the line, the other side's text is in conflicts.
         assert b"<<<<<<<" not in path.read_bytes()
         assert titles == {originals[0], f"{originals[1]}, their side", originals[2]}
         (merged,) = [r for r in scan.records if r["title"] == f"{originals[1]}, their side"]
         assert [h["title"] for h in merged["conflicts"]] == [originals[1]]
+        assert not quarantined
+    elif name == "invalid-utf8":
+        # Repaired in the committed file: the bad byte marked, the memory kept.
+        assert titles == {*originals, "caf\ufffd"}
         assert not quarantined
     else:
         assert titles == set(originals)
@@ -240,7 +245,7 @@ def test_doctor_fix_resolves_a_diff3_conflict_keeping_both_sides(project: Engram
     assert set(by_id) == {shared, ours_only["id"], theirs_only["id"]}
     assert by_id[shared]["title"] == "Their title"
     assert {h["title"] for h in by_id[shared]["conflicts"]} == {"Our title", "Base title"}
-    assert not list((path.parent / "state").glob("quarantine-*.jsonl"))
+    assert not list((path.parent / "quarantine").glob("memories-*.jsonl"))
     # What is left is for a person: the memory keeps the losing texts until someone settles it.
     (left,) = project.doctor()
     assert (left.severity, left.check) == ("warning", "conflicts")
@@ -268,7 +273,7 @@ def test_doctor_fix_quarantines_an_object_missing_required_fields(project: Engra
     fixed = run_cli("doctor", "--fix", cwd=project.root)
     assert fixed.returncode == 0, text(fixed.stdout + fixed.stderr)
     assert not MemoryStore(path.parent).scan().problems
-    quarantined = sorted((path.parent / "state").glob("quarantine-*.jsonl"))
+    quarantined = sorted((path.parent / "quarantine").glob("memories-*.jsonl"))
     assert [q.read_bytes() for q in quarantined] == [bad]
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from engram.errors import CorruptStore, InvalidInput
+from engram.errors import CorruptStore, InputTooLarge, InvalidInput
 from engram.model import canonical_line, dumps, loads, new_id, parse_line
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
@@ -275,6 +275,16 @@ def _load_manifest(engram_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str
     return manifest, by_id, problems
 
 
+def load_manifest(
+    engram_dir: Path,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+    """Return the parsed manifest, its safe entries by id, and sentences on the unsafe ones.
+
+    No file: an empty manifest. A manifest that cannot be read at all raises ChunkError.
+    """
+    return _load_manifest(engram_dir)
+
+
 def read_manifest(engram_dir: Path) -> list[ChunkEntry]:
     """Return the manifest's entries sorted by id (no file: []; unsafe entries left out)."""
     _, by_id, _ = _load_manifest(engram_dir)
@@ -364,6 +374,13 @@ def _chunk_bytes(records: Sequence[Mapping[str, Any]]) -> tuple[bytes, int]:
     return b"".join(line for _, line in ordered), len(ordered)
 
 
+def manifest_lock(engram_dir: Path) -> ProcessLock:
+    """Return the lock every writer of ``chunks/`` and ``manifest.json`` holds."""
+    return ProcessLock(
+        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
+    )
+
+
 def write_chunk(
     engram_dir: Path,
     records: Sequence[Mapping[str, Any]],
@@ -389,10 +406,7 @@ def write_chunk(
     ident = chunk_id(data)
     folder = _chunks_dir(engram_dir)
     path = folder / f"{ident}{SUFFIX}"
-    lock = ProcessLock(
-        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
-    )
-    with lock.hold():
+    with manifest_lock(engram_dir).hold():
         # Read the manifest first: a malformed one stops the export before any file is written.
         manifest, by_id, _ = _load_manifest(engram_dir)
         folder.mkdir(parents=True, exist_ok=True)
@@ -477,12 +491,16 @@ def list_chunks(engram_dir: Path) -> tuple[list[ChunkEntry], list[str]]:
     return entries, problems
 
 
-def _go_chunk(data: bytes, *, name: str) -> dict[str, Any] | None:
+def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | None:
     """Return the object of a Go engram chunk, or None when the data is not one."""
     if data[:4096].lstrip()[:1] != b"{":
         return None
     try:
-        value = loads(data)
+        value = loads(data, what=name)
+    except InputTooLarge as exc:
+        if b"\n" in data.strip() or chunk_id(data) == ident:
+            return None  # engram's JSON Lines: each line is checked on its own later
+        raise ChunkError(exc.message, path=name) from exc
     except ValueError:  # several lines (JSONL) or not JSON: not a Go chunk
         return None
     if not isinstance(value, dict) or "id" in value or not any(k in value for k in GO_KEYS):
@@ -496,23 +514,23 @@ def _go_chunk(data: bytes, *, name: str) -> dict[str, Any] | None:
     return value
 
 
-def read_chunk(engram_dir: Path, chunk: str) -> list[dict[str, Any]] | dict[str, Any]:
+def read_chunk(
+    engram_dir: Path, chunk: str, *, problems: list[str] | None = None
+) -> list[dict[str, Any]] | dict[str, Any]:
     """Read and verify one chunk by id: its records, or a Go engram chunk's object as-is.
 
     The id must be a chunk id, the file a regular file (never followed through a symlink) in
     ``chunks/`` (itself no symlink); the compressed size is capped by MAX_COMPRESSED_BYTES and
     the decompressed size by MAX_CHUNK_BYTES while inflating. An engram chunk's content must
-    hash to its id and every line must be a valid record (errors name file and line). Reading
-    changes nothing.
+    hash to its id and every line must be a valid record within the JSON limits of
+    ``engram.model`` (errors name file and line). With ``problems`` given, a bad line is
+    appended there as a sentence naming file and line and skipped, so one hostile record does
+    not keep the rest of a chunk from applying; a chunk that is unreadable as a whole still
+    raises. Reading changes nothing.
     """
-    name = _rel(chunk) if is_chunk_id(chunk) else f"{CHUNKS}/{chunk!r}"
-    path = chunk_path(engram_dir, chunk)
-    _chunks_dir(engram_dir)
-    raw = _read_limited(path, name=name, limit=MAX_COMPRESSED_BYTES)
-    if raw is None:
-        raise ChunkError(f"{name}: no such chunk file", path=name)
-    data = _gunzip(raw, name=name)
-    go = _go_chunk(data, name=name)
+    name = _rel(chunk)
+    data = inflate_chunk(engram_dir, chunk)
+    go = _go_chunk(data, name=name, ident=chunk)
     if go is not None:
         return go
     actual = chunk_id(data)
@@ -521,6 +539,28 @@ def read_chunk(engram_dir: Path, chunk: str) -> list[dict[str, Any]] | dict[str,
             f"{name}: content hashes to {actual}, not to its name; refused (altered or misnamed)",
             path=name,
         )
+    return parse_chunk_lines(data, name=name, problems=problems)
+
+
+def inflate_chunk(engram_dir: Path, chunk: str) -> bytes:
+    """Return the decompressed bytes of one chunk file, within the size limits; verify nothing.
+
+    The checks of ``read_chunk`` on the file itself: a safe id, a regular file not reached
+    through a symlink, MAX_COMPRESSED_BYTES and MAX_CHUNK_BYTES (gzip bombs).
+    """
+    name = _rel(chunk) if is_chunk_id(chunk) else f"{CHUNKS}/{chunk!r}"
+    path = chunk_path(engram_dir, chunk)
+    _chunks_dir(engram_dir)
+    raw = _read_limited(path, name=name, limit=MAX_COMPRESSED_BYTES)
+    if raw is None:
+        raise ChunkError(f"{name}: no such chunk file", path=name)
+    return _gunzip(raw, name=name)
+
+
+def parse_chunk_lines(
+    data: bytes, *, name: str, problems: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Parse an engram chunk's JSON Lines (see ``read_chunk`` for ``problems``)."""
     records = []
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():
@@ -528,8 +568,85 @@ def read_chunk(engram_dir: Path, chunk: str) -> list[dict[str, Any]] | dict[str,
         try:
             records.append(parse_line(line, path=name, lineno=lineno))
         except CorruptStore as exc:
-            raise ChunkError(exc.message, path=name, line=lineno) from exc
+            if problems is None:
+                raise ChunkError(exc.message, path=name, line=lineno) from exc
+            problems.append(f"{exc.message}; record skipped")
     return records
+
+
+# ── files fetched from a remote ───────────────────────────────────────────────
+
+
+def verify_chunk_file(chunk: str, raw: bytes, *, name: str) -> None:
+    """Check a chunk file's bytes before they are stored or pushed, raising ChunkError if bad.
+
+    Within the size limits, the gzip must be whole, and an engram chunk's content must hash to
+    its name (a Go engram chunk, ONE JSON object with its own ids, only has to be that object).
+    """
+    if not is_chunk_id(chunk):
+        raise ChunkError(f"{name}: not a chunk id (8 to 64 lowercase hex characters)", path=name)
+    if len(raw) > MAX_COMPRESSED_BYTES:
+        raise ChunkError(
+            f"{name}: {len(raw)} bytes is over the limit of {MAX_COMPRESSED_BYTES} bytes; refused",
+            path=name,
+        )
+    data = _gunzip(raw, name=name)
+    if _go_chunk(data, name=name) is not None:
+        return
+    actual = chunk_id(data)
+    if actual != chunk:
+        raise ChunkError(
+            f"{name}: content hashes to {actual}, not to its name; refused (altered or torn)",
+            path=name,
+        )
+
+
+def store_chunk(engram_dir: Path, chunk: str, raw: bytes, *, name: str) -> bool:
+    """Verify a chunk file fetched from elsewhere and write it atomically; False if it exists.
+
+    ``name`` says where the bytes came from, for the error a bad chunk raises.
+    """
+    verify_chunk_file(chunk, raw, name=name)
+    path = chunk_path(engram_dir, chunk)
+    folder = _chunks_dir(engram_dir)
+    lock = ProcessLock(
+        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
+    )
+    with lock.hold():
+        try:
+            path.lstat()
+            return False  # content-addressed: the file there is the same chunk (or reported)
+        except FileNotFoundError:
+            pass
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, raw)
+    return True
+
+
+def merge_manifest_file(engram_dir: Path, theirs: bytes | None, *, name: str) -> list[str]:
+    """Merge a fetched manifest into ``manifest.json`` atomically; return what was repaired.
+
+    A local manifest that does not parse (torn by a crash of an older engram, or a bad merge)
+    is never kept, merged or pushed: it is rebuilt from the ``chunks/`` files (authoritative)
+    and the fetched manifest, and the returned sentences say so. A fetched manifest that does
+    not parse raises ChunkError before anything is written.
+    """
+    other = parse_manifest(theirs, name=name) if theirs is not None else None
+    lock = ProcessLock(
+        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
+    )
+    repaired: list[str] = []
+    with lock.hold():
+        try:
+            ours, _, _ = _load_manifest(engram_dir)
+        except ChunkError as exc:
+            entries, _ = list_chunks(engram_dir)  # its manifest is unreadable: files only
+            ours = {"version": VERSION, "chunks": [entry.to_dict() for entry in entries]}
+            repaired.append(f"{exc.message}; rebuilt from {CHUNKS}/ and the remote's manifest")
+        merged = merge_manifests(ours, other) if other is not None else ours
+        if repaired or merged != ours:
+            atomic_write(engram_dir / MANIFEST, manifest_bytes(merged))
+    return repaired
 
 
 # ── per-clone sync state ──────────────────────────────────────────────────────

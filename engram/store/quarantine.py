@@ -1,0 +1,51 @@
+"""``.engram/quarantine/``: where repairs put what they cannot read, in the committed store.
+
+``engram doctor --fix`` never deletes a line of memories.jsonl or a chunk it cannot repair: it
+moves it here. The folder is committed (it is not under ``index/`` or ``state/``), so what was
+set aside stays in the team's store, shows up in ``git status`` and the pull request, and can
+be repaired by hand and moved back. Nothing reads this folder: it is never imported, indexed or
+synced as memories. Writes are atomic (``engram.store.atomic``); this module decides nothing
+about what is unreadable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from engram.store.atomic import atomic_write, fsync_dir
+
+QUARANTINE: Final = "quarantine"
+
+
+def quarantine_dir(engram_dir: Path) -> Path:
+    """Return the quarantine folder of a store (it may not exist yet)."""
+    return engram_dir / QUARANTINE
+
+
+def keep_lines(engram_dir: Path, lines: Sequence[bytes], *, stamp: str) -> Path:
+    """Write raw lines to ``quarantine/memories-<stamp>.jsonl`` (appended if it exists)."""
+    folder = quarantine_dir(engram_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"memories-{stamp}.jsonl"
+    before = target.read_bytes() if target.exists() else b""
+    body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    atomic_write(target, before + body)
+    return target
+
+
+def move_aside(engram_dir: Path, path: Path, *, folder: str) -> Path:
+    """Move a file into ``quarantine/<folder>/`` under its name (numbered if the name is taken)."""
+    target_dir = quarantine_dir(engram_dir) / folder
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / path.name
+    number = 1
+    while target.exists():
+        number += 1
+        target = target_dir / f"{path.name}.{number}"
+    os.replace(path, target)
+    fsync_dir(path.parent)
+    fsync_dir(target_dir)
+    return target

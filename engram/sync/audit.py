@@ -1,0 +1,172 @@
+"""The health of ``chunks/`` and ``manifest.json``: what ``engram doctor`` checks and repairs.
+
+``audit_chunks`` reads every chunk file as an import would (safe name, regular file, size and
+decompression limits, content hash against the name, each record within the JSON limits) and
+compares the folder with the manifest: a manifest that does not parse, entries that are not
+safe, chunks the manifest does not list, entries whose file is missing. It changes nothing.
+
+``repair_chunks`` fixes in place what can be fixed: the ``chunks/`` folder is authoritative
+(DESIGN.md §5), so the manifest is rewritten from it (known entries kept, unlisted chunks
+listed, entries of missing files dropped); a chunk whose content parses but hashes to another
+name is re-addressed under its true name; a chunk that cannot be read at all is moved to the
+committed ``quarantine/chunks/`` (``engram.store.quarantine``), never deleted. A chunk with a
+few bad records stays: sync skips those records and applies the rest. This module decides
+nothing about merging; it must not import the service or any adapter.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engram.model import format_time
+from engram.store.atomic import atomic_write
+from engram.store.quarantine import move_aside
+from engram.sync.chunks import (
+    CHUNKS,
+    GO_KEYS,
+    MANIFEST,
+    SUFFIX,
+    VERSION,
+    ChunkError,
+    chunk_id,
+    chunk_path,
+    inflate_chunk,
+    is_chunk_id,
+    list_chunks,
+    load_manifest,
+    manifest_bytes,
+    manifest_lock,
+    parse_chunk_lines,
+    read_chunk,
+)
+
+
+@dataclass
+class ChunkAudit:
+    """What ``audit_chunks`` found; every list holds sentences naming the file."""
+
+    manifest_error: str = ""  # the manifest as a whole cannot be read
+    entry_problems: list[str] = field(default_factory=list)  # entries no reader accepts
+    unlisted: list[str] = field(default_factory=list)  # chunk ids with a file, not listed
+    missing: list[str] = field(default_factory=list)  # listed chunk ids without a file
+    broken: dict[str, str] = field(default_factory=dict)  # chunk id → why it is unreadable
+    misnamed: dict[str, str] = field(default_factory=dict)  # chunk id → the id its content has
+    bad_records: list[str] = field(default_factory=list)  # records sync skips, file and line
+    other: list[str] = field(default_factory=list)  # symlinks, non-files, foreign names
+    counts: dict[str, int] = field(default_factory=dict)  # chunk id → memories it holds
+
+    @property
+    def manifest_stale(self) -> bool:
+        """Tell whether the manifest needs rewriting from the folder."""
+        return bool(
+            self.manifest_error
+            or self.entry_problems
+            or self.unlisted
+            or self.missing
+            or self.broken
+            or self.misnamed
+        )
+
+
+def _count(value: list[dict[str, Any]] | dict[str, Any]) -> int:
+    if isinstance(value, list):
+        return len(value)
+    return sum(len(value.get(key) or []) for key in GO_KEYS if key != "mutations")
+
+
+def audit_chunks(engram_dir: Path) -> ChunkAudit:
+    """Check every chunk file and the manifest of one store; change nothing."""
+    audit = ChunkAudit()
+    try:
+        _, by_id, audit.entry_problems = load_manifest(engram_dir)
+    except ChunkError as exc:
+        audit.manifest_error, by_id = exc.message, {}
+    entries, problems = list_chunks(engram_dir)
+    files = {entry.id for entry in entries}
+    skip = {audit.manifest_error, *audit.entry_problems}
+    audit.other = [p for p in problems if p not in skip and not p.startswith(f"{MANIFEST}: lists")]
+    audit.unlisted = sorted(files - set(by_id))
+    audit.missing = sorted(
+        ident for ident in by_id if not os.path.lexists(chunk_path(engram_dir, ident))
+    )
+    for ident in sorted(files):
+        try:
+            audit.counts[ident] = _count(read_chunk(engram_dir, ident, problems=audit.bad_records))
+            continue
+        except ChunkError as exc:
+            reason = exc.message
+        try:  # readable records under the wrong name can be re-addressed
+            data = inflate_chunk(engram_dir, ident)
+            records = parse_chunk_lines(data, name=f"{CHUNKS}/{ident}{SUFFIX}")
+        except ChunkError:
+            audit.broken[ident] = reason
+            continue
+        actual = chunk_id(data)
+        if actual != ident and records:
+            audit.misnamed[ident] = actual
+            audit.counts[actual] = len(records)
+        else:
+            audit.broken[ident] = reason
+    return audit
+
+
+def _mtime(path: Path) -> str:
+    try:
+        return format_time(datetime.fromtimestamp(path.stat().st_mtime, UTC))
+    except OSError:
+        return ""
+
+
+def repair_chunks(engram_dir: Path, audit: ChunkAudit) -> list[str]:
+    """Repair what ``audit`` found, under the manifest lock; return a sentence per change."""
+    done: list[str] = []
+    with manifest_lock(engram_dir).hold():
+        for ident, reason in sorted(audit.broken.items()):
+            path = chunk_path(engram_dir, ident)
+            info = path.lstat() if os.path.lexists(path) else None
+            if info is None or not stat.S_ISREG(info.st_mode):
+                continue  # a symlink or folder is reported, not moved
+            target = move_aside(engram_dir, path, folder=CHUNKS)
+            where = target.relative_to(engram_dir).as_posix()
+            done.append(f"{CHUNKS}/{ident}{SUFFIX} is unreadable ({reason}); moved to {where}")
+        for ident, actual in sorted(audit.misnamed.items()):
+            path = chunk_path(engram_dir, ident)
+            true_path = chunk_path(engram_dir, actual)
+            if not true_path.exists():
+                atomic_write(true_path, path.read_bytes())
+            path.unlink()
+            done.append(
+                f"{CHUNKS}/{ident}{SUFFIX} holds chunk {actual}; "
+                f"renamed to {CHUNKS}/{actual}{SUFFIX}"
+            )
+        if audit.manifest_stale:
+            try:
+                manifest, by_id, _ = load_manifest(engram_dir)
+            except ChunkError:
+                manifest, by_id = {"version": VERSION}, {}
+            entries, _ = list_chunks(engram_dir)
+            chunks = []
+            for entry in entries:
+                known = by_id.get(entry.id)
+                if known is None:
+                    known = {
+                        "id": entry.id,
+                        "created_by": "",
+                        "created_at": _mtime(chunk_path(engram_dir, entry.id)),
+                        "memories": audit.counts.get(entry.id, 0),
+                    }
+                chunks.append(known)
+            version = manifest.get("version")
+            body = {
+                **manifest,
+                "version": version if isinstance(version, int) and version > 0 else VERSION,
+                "chunks": [c for c in chunks if is_chunk_id(c.get("id"))],
+            }
+            atomic_write(engram_dir / MANIFEST, manifest_bytes(body))
+            done.append(f"{MANIFEST} rewritten from {CHUNKS}/ ({len(chunks)} chunks listed)")
+    return done
