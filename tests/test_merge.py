@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.model import Record, canonical_line, format_time, is_tombstone
+from engram.model import Record, canonical_line, change_time, format_time, is_tombstone
 from engram.sync.merge import (
     SET_FIELDS,
     conflicted,
@@ -31,7 +31,10 @@ from engram.sync.merge import (
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def stamp(tick: int) -> str:
+def stamp(tick: float | str) -> str:
+    """Return the time ``tick`` seconds after EPOCH (a string is a time already)."""
+    if isinstance(tick, str):
+        return tick
     return format_time(EPOCH + timedelta(seconds=tick))
 
 
@@ -49,7 +52,7 @@ def rec(rid: str = "m1", rev: int = 1, tick: int = 0, **fields: Any) -> Record:
     return record
 
 
-def revise(current: Mapping[str, Any], tick: int, **fields: Any) -> Record:
+def revise(current: Mapping[str, Any], tick: float | str, **fields: Any) -> Record:
     """Change a memory as engram.service does: rev+1, earlier text appended to history."""
     record = dict(current)
     record.update(fields)
@@ -68,7 +71,9 @@ def revise(current: Mapping[str, Any], tick: int, **fields: Any) -> Record:
     return record
 
 
-def tombstone(current: Mapping[str, Any], tick: int, *, hard: bool = False) -> Record:
+def tombstone(
+    current: Mapping[str, Any], tick: float | str, *, hard: bool = False
+) -> Record:
     """Delete a memory as engram.service does (a soft delete keeps the text)."""
     if hard:
         return {
@@ -101,7 +106,7 @@ def texts(record: Mapping[str, Any]) -> set[tuple[str, str]]:
 # -- two-way ---------------------------------------------------------------------------------
 
 
-def test_higher_rev_wins_and_its_fields_are_taken_unknown_ones_included() -> None:
+def test_the_later_change_wins_and_its_fields_are_taken_unknown_ones_included() -> None:
     base = rec(importance=3)
     newer = revise(base, 5, importance=5, x_custom={"keep": [1, 2]})
     for merged in (merge_record(base, newer), merge_record(newer, base)):
@@ -116,6 +121,26 @@ def test_same_rev_later_updated_at_wins() -> None:
     late = revise(base, 4, importance=4)
     assert merge_record(early, late)["importance"] == 4
     assert merge_record(late, early)["importance"] == 4
+
+
+def test_a_higher_rev_does_not_beat_a_later_change() -> None:
+    # merges and busy clones inflate rev: it counts changes, it never picks the winner
+    base = rec()
+    busy = revise(revise(revise(base, 1, importance=2), 2, importance=4), 3, importance=5)
+    late = revise(base, 4, importance=1)  # rev 2, made last
+    assert busy["rev"] == 4 and late["rev"] == 2
+    for merged in (merge_record(busy, late), merge_record(late, busy)):
+        assert merged == late
+
+
+def test_times_are_compared_as_times_not_strings() -> None:
+    base = rec()
+    a = {**revise(base, 0, importance=2), "updated_at": "2026-01-01T00:00:05Z"}
+    b = {**revise(base, 0, importance=4), "updated_at": "2026-01-01T00:00:05.500Z"}
+    c = {**revise(base, 0, importance=5), "updated_at": "2026-01-01T01:00:00+01:00"}
+    assert rank(b) > rank(a) > rank(c)  # "Z" sorts after "." as text; c is 00:00:00 UTC
+    assert merge_record(a, b)["importance"] == 4
+    assert merge_record(c, a)["importance"] == 2
 
 
 def test_concurrent_text_edit_keeps_both_texts_and_the_loser_is_in_conflicts() -> None:
@@ -165,14 +190,14 @@ def test_history_is_the_union_of_both_sides() -> None:
     theirs = revise(base, 3, title="theirs-1")
     merged = merge_record(ours, theirs)
     assert [e["title"] for e in merged["history"]] == ["t0", "ours-1"]
-    assert merged["title"] == "ours-2"  # rev 3 beats rev 2
-    assert [e["title"] for e in merged["conflicts"]] == ["theirs-1"]
+    assert merged["title"] == "theirs-1"  # made last (rev 2 beats rev 3: time decides)
+    assert [e["title"] for e in merged["conflicts"]] == ["ours-2"]
     # a later edit on top of the merge keeps everything, and merging the old sides back in
     # changes nothing
     later = revise(merged, 9, title="final")
     again = merge_record(merge_record(later, ours), theirs)
     assert again == later
-    assert texts(again) >= {("t0", "content"), ("ours-1", "content"), ("theirs-1", "content")}
+    assert texts(again) >= {("t0", "content"), ("ours-1", "content"), ("ours-2", "content")}
 
 
 def test_conflicts_are_not_duplicated_on_re_merge() -> None:
@@ -221,14 +246,61 @@ def test_a_tombstone_beats_an_older_edit_in_either_order(hard: bool) -> None:
         assert ("edited", "content") in texts(merged)
 
 
-def test_a_newer_edit_made_without_seeing_the_delete_wins_over_it() -> None:
-    base = rec(title="t0")
-    gone = tombstone(base, 1)  # rev 2
+def forget_notes(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in record.get("conflicts", []) if "deleted_at" in e]
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_a_newer_edit_made_without_seeing_the_delete_wins_and_notes_the_forget(
+    hard: bool,
+) -> None:
+    base = rec(title="t0", author="ann")
+    gone = tombstone(base, 1, hard=hard)  # rev 2
     edit = revise(revise(base, 2, title="t1"), 3, title="t2")  # rev 3
     for merged in (merge_record(edit, gone), merge_record(gone, edit)):
         assert not is_tombstone(merged)
         assert merged["title"] == "t2"
-        assert not conflicted(merged)  # the deleted text, t0, is history
+        # the deleted text, t0, is history; the forget it overrode is noted, visibly
+        assert [e for e in merged["conflicts"] if "deleted_at" not in e] == []
+        expected = {"rev": 2, "updated_at": stamp(1), "deleted_at": stamp(1)}
+        assert forget_notes(merged) == [expected if hard else {**expected, "author": "ann"}]
+        assert conflicted(merged)
+        for side in (edit, gone, merged):  # syncing either side back changes nothing
+            assert merge_record(merged, side) == merged
+
+
+def test_a_forget_after_the_last_edit_wins_though_the_edits_count_more_revs() -> None:
+    # the report: edited twice on one clone, forgotten a second later on another
+    base = rec(title="t0", content="c0")
+    edited = revise(revise(base, 10, content="c1"), 11, content="c2")  # rev 3
+    gone = tombstone(base, 12)  # rev 2, made last
+    for merged in (merge_record(edited, gone), merge_record(gone, edited)):
+        assert is_tombstone(merged)
+        assert merged["rev"] == 2 and merged["updated_at"] == stamp(12)  # the forget's own
+        assert forget_notes(merged) == []  # a tombstone never notes its own forget
+        # the edits it had not seen keep their text, where a user can restore it
+        assert [(e["content"], e["rev"]) for e in merged["conflicts"]] == [("c2", 3)]
+        assert ("t0", "c1") in texts(merged)
+
+
+def test_the_forget_note_is_the_latest_forget_whatever_the_grouping() -> None:
+    base = rec(title="t0")
+    first = tombstone(base, 2)
+    second = tombstone(revise(base, 1, importance=5), 3)
+    edit = revise(base, 4, title="t1")
+    groupings = [
+        merge_record(merge_record(first, second), edit),
+        merge_record(first, merge_record(second, edit)),
+        merge_record(merge_record(first, edit), second),
+        merge_record(edit, merge_record(second, first)),
+    ]
+    assert len({canonical_line(g) for g in groupings}) == 1
+    assert [e["updated_at"] for e in forget_notes(groupings[0])] == [stamp(3)]
+    # forgotten again after the resurrection: a tombstone, later still, wins everywhere
+    again = tombstone(groupings[0], 5)
+    assert merge_record(again, edit) == merge_record(edit, again)
+    assert is_tombstone(merge_record(again, groupings[0]))
+    assert forget_notes(merge_record(again, first)) == []
 
 
 def test_a_tombstone_beats_a_live_version_with_the_same_rev_and_time() -> None:
@@ -442,24 +514,46 @@ DELETE = st.tuples(st.just("delete"), REPLICA, PICK, st.booleans())
 SYNC = st.tuples(st.just("sync"), REPLICA, REPLICA)
 OPS = st.one_of(CREATE, EDIT, EDIT, DELETE, SYNC, SYNC)
 SIDE_OPS = st.one_of(EDIT, EDIT, EDIT, EDIT, CREATE, DELETE)  # no syncs: the sides diverge
+# Replica clocks: right, an hour behind, half an hour ahead, a little behind (fractions keep two
+# replicas' readings apart, so that no two changes share a time by accident)
+SKEW_CHOICES = (0.0, -3600.25, 1800.5, -0.75)
+
+
+SKEWS = st.lists(st.sampled_from(SKEW_CHOICES), min_size=4, max_size=4)
 
 
 class World:
-    """Replicas (id -> record) with per-replica logical clocks and a log of every write."""
+    """Replicas (id -> record) on one real timeline, each reading its own skewed wall clock.
 
-    def __init__(self, count: int) -> None:
+    Every change is stamped the way engram.service stamps it (``model.change_time``: the
+    replica's clock, or 1 ms after the version it changes), and every written version records
+    which versions its replica had seen (``before``), so tests can tell a change made after
+    another from a concurrent one.
+    """
+
+    def __init__(self, count: int, skews: Sequence[float] = ()) -> None:
         self.replicas: list[dict[str, Record]] = [{} for _ in range(count)]
-        self.clocks = [0] * count
+        self.skews = [*skews, *[0.0] * count][:count]
+        self.real = 0  # seconds since EPOCH on the real timeline: one per change
         self.created = 0
+        self.known: list[set[int]] = [set() for _ in range(count)]  # versions each has seen
         self.written: list[Record] = []  # every version any replica wrote
+        self.before: list[frozenset[int]] = []  # per written version: what its replica had seen
 
-    def tick(self, r: int) -> int:
-        self.clocks[r] += 1
-        return self.clocks[r]
+    def clock(self, r: int, current: Mapping[str, Any] | None = None) -> str:
+        self.real += 1
+        wall = stamp(self.real + self.skews[r])
+        return change_time(current["updated_at"], stamp=wall) if current else wall
 
     def write(self, r: int, record: Record) -> None:
         self.replicas[r][record["id"]] = record
+        self.before.append(frozenset(self.known[r]))
+        self.known[r].add(len(self.written))
         self.written.append(record)
+
+    def saw(self, later: int, earlier: int) -> bool:
+        """Tell whether written version ``later`` was made after seeing version ``earlier``."""
+        return earlier in self.before[later]
 
     def pick(self, r: int, index: int, *, live: bool) -> Record | None:
         ids = sorted(
@@ -472,9 +566,9 @@ class World:
         name, r = op[0], op[1] % count
         if name == "create":
             self.created += 1
-            tick = self.tick(r)
-            record = rec(f"m{self.created:03d}", 1, tick, title=op[2], content=op[3])
-            record.update(created_at=stamp(tick), author=f"r{r}", tags=[], importance=3)
+            at = self.clock(r)
+            record = rec(f"m{self.created:03d}", 1, 0, title=op[2], content=op[3])
+            record.update(created_at=at, updated_at=at, author=f"r{r}", tags=[], importance=3)
             if self.created % 3 == 0:
                 record["x_unknown"] = {"from": r, "list": [1, "two"]}
             self.write(r, record)
@@ -483,13 +577,14 @@ class World:
             field, value = op[3], op[4]
             if current is None or current.get(field) == value:
                 return  # engram.service returns the memory unchanged
-            self.write(r, revise(current, self.tick(r), **{field: value, "author": f"r{r}"}))
+            at = self.clock(r, current)
+            self.write(r, revise(current, at, **{field: value, "author": f"r{r}"}))
         elif name == "delete":
             hard = op[3]
             current = self.pick(r, op[2], live=not hard)
             if current is None:
                 return
-            self.write(r, tombstone(current, self.tick(r), hard=hard))
+            self.write(r, tombstone(current, self.clock(r, current), hard=hard))
         else:
             other = op[2] % count
             if other != r:
@@ -499,6 +594,8 @@ class World:
         merged = merge_sets(self.replicas[r].values(), self.replicas[other].values())
         self.replicas[r] = dict(merged)
         self.replicas[other] = dict(merged)
+        both = self.known[r] | self.known[other]
+        self.known[r], self.known[other] = set(both), set(both)
 
     def exchange_everything(self) -> None:
         count = len(self.replicas)
@@ -531,17 +628,31 @@ def tree(states: Sequence[list[Record]]) -> list[Record]:
     return list(merge_sets(tree(states[:middle]), tree(states[middle:])).values())
 
 
-WORLDS = st.tuples(st.integers(2, 4), st.lists(OPS, max_size=40))
+WORLDS = st.tuples(st.integers(2, 4), st.lists(OPS, max_size=40), SKEWS)
+# One memory on every replica, then only edits, forgets and syncs: forget against edit, often
+ONE_MEMORY = st.tuples(
+    st.integers(2, 4), st.lists(st.one_of(EDIT, DELETE, DELETE, SYNC, SYNC), max_size=30), SKEWS
+)
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run(world_spec: tuple[int, list[Any], list[float]], *, shared: bool = False) -> World:
+    count, ops, skews = world_spec
+    world = World(count, skews)
+    if shared:
+        world.apply(("create", 0, "alpha", "one"))
+        world.exchange_everything()
+    for op in ops:
+        world.apply(op)
+    return world
 
 
 @PROPERTY
 @given(WORLDS)
-def test_replicas_converge_whatever_the_merge_order(world_spec: tuple[int, list[Any]]) -> None:
-    count, ops = world_spec
-    world = World(count)
-    for op in ops:
-        world.apply(op)
+def test_replicas_converge_whatever_the_merge_order(
+    world_spec: tuple[int, list[Any], list[float]],
+) -> None:
+    world = run(world_spec)
     finals = [list(replica.values()) for replica in world.replicas]
     expected = fold(finals)
     for order in itertools.permutations(finals):
@@ -556,29 +667,77 @@ def test_replicas_converge_whatever_the_merge_order(world_spec: tuple[int, list[
         assert lines(replica.values()) == expected
 
 
+def check_time_rules(world: World) -> None:
+    """Exchange everything, then check each rule of the merge by time on the converged state."""
+    world.exchange_everything()
+    converged = world.replicas[0]
+    for replica in world.replicas[1:]:
+        assert lines(replica.values()) == lines(converged.values())
+    for rid in {str(v["id"]) for v in world.written}:
+        final = converged[rid]
+        mine = [i for i, v in enumerate(world.written) if v["id"] == rid]
+        live = [i for i in mine if not is_tombstone(world.written[i])]
+        gone = [i for i in mine if is_tombstone(world.written[i])]
+        last = max(mine, key=lambda i: rank(world.written[i]))
+        for i in mine:
+            version = world.written[i]
+            assert rank(final) >= rank(version)
+            for j in mine:
+                if world.saw(j, i):
+                    # (a) a change made after seeing another is later, whatever the clocks say
+                    assert rank(world.written[j]) > rank(version)
+            if is_tombstone(version):
+                # (d) a delete is never resurrected by an older copy
+                assert is_tombstone(final) or rank(final) > rank(version)
+            elif not any(world.saw(j, i) and "title" not in world.written[j] for j in gone):
+                # (c) nothing acknowledged is lost (unless a hard delete that saw it dropped it)
+                assert (version["title"], version["content"]) in texts(final)
+        notes = forget_notes(final)
+        if any(all(world.saw(t, i) for i in live) for t in gone):
+            # (b) a forget made after the last edit stays a forget on every replica
+            assert is_tombstone(final)
+        if is_tombstone(world.written[last]):
+            assert is_tombstone(final) and notes == []
+        else:
+            # (e) an edit made after the forget wins: live, with its text, the forget noted
+            latest = world.written[last]
+            assert not is_tombstone(final)
+            assert (final["title"], final["content"]) == (latest["title"], latest["content"])
+            if gone:
+                newest = max((world.written[t] for t in gone), key=rank)
+                assert [n["updated_at"] for n in notes] == [newest["updated_at"]]
+            else:
+                assert notes == []
+
+
 @PROPERTY
 @given(WORLDS)
 def test_nothing_acknowledged_is_lost_and_no_delete_is_resurrected(
-    world_spec: tuple[int, list[Any]],
+    world_spec: tuple[int, list[Any], list[float]],
 ) -> None:
-    count, ops = world_spec
-    world = World(count)
-    for op in ops:
-        world.apply(op)
+    check_time_rules(run(world_spec))
+
+
+@PROPERTY
+@given(ONE_MEMORY)
+def test_forget_and_edit_of_one_memory_across_clones_with_skewed_clocks(
+    world_spec: tuple[int, list[Any], list[float]],
+) -> None:
+    check_time_rules(run(world_spec, shared=True))
+
+
+def test_a_forget_made_after_seeing_edits_wins_on_a_clock_an_hour_behind() -> None:
+    world = World(2, [0.0, -3600.25])
+    world.apply(("create", 0, "alpha", "one"))
     world.exchange_everything()
-    converged = world.replicas[0]
-    for version in world.written:
-        final = converged[version["id"]]
-        assert rank(final) >= rank(version)
-        tombstones = [
-            rank(t) for t in world.written if t["id"] == version["id"] and is_tombstone(t)
-        ]
-        if is_tombstone(version):
-            # (d) a delete is never resurrected by an older copy
-            assert is_tombstone(final) or rank(final) > rank(version)
-        elif not any(r > rank(version) for r in tombstones):
-            # (c) nothing acknowledged is lost
-            assert (version["title"], version["content"]) in texts(final)
+    world.apply(("edit", 0, 0, "content", "two"))
+    world.apply(("edit", 0, 0, "title", "beta"))  # rev 3, by a clock an hour ahead of r1's
+    world.apply(("sync", 0, 1))
+    world.apply(("delete", 1, 0, False))  # r1 saw the edits; its clock says an hour earlier
+    gone = world.written[-1]
+    assert gone["updated_at"] > world.written[-2]["updated_at"]  # 1 ms after what it saw
+    check_time_rules(world)
+    assert is_tombstone(world.replicas[0]["m001"])
 
 
 # -- properties: merge_record on arbitrary versions of one id ---------------------------------
@@ -655,11 +814,12 @@ def test_merge_record_keeps_the_winners_fields_and_every_text(a: Record, b: Reco
     st.lists(OPS, min_size=1, max_size=10),
     st.lists(SIDE_OPS, max_size=6),
     st.lists(SIDE_OPS, max_size=6),
+    SKEWS,
 )
 def test_merge3_from_a_common_ancestor(
-    before: list[Any], ours_ops: list[Any], theirs_ops: list[Any]
+    before: list[Any], ours_ops: list[Any], theirs_ops: list[Any], skews: list[float]
 ) -> None:
-    world = World(3)
+    world = World(3, skews)
     world.apply(("create", 0, "alpha", "one"))  # at least one memory both sides can change
     for op in before:
         world.apply(op)
@@ -695,3 +855,10 @@ def test_merge3_from_a_common_ancestor(
             if is_tombstone(record):
                 assert is_tombstone(final) or rank(final) > rank(record)
             assert rank(final) >= rank(record)
+    # forget against edit, three-way: the change made last decides, a lost forget is noted
+    for record in merged:
+        sides = [r for r in ours + theirs if r["id"] == record["id"]]
+        if any(is_tombstone(r) for r in sides):
+            assert is_tombstone(record) == is_tombstone(max(sides, key=rank))
+            if not is_tombstone(record):
+                assert forget_notes(record)

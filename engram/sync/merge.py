@@ -3,25 +3,37 @@
 Every place that reconciles two views of the memories calls this module: the git merge driver
 (three-way, with git's common ancestor), the import of sync chunks and ``engram import``
 (two-way), ``doctor --fix`` (duplicate ids) and ``engram resolve``. It is pure and
-deterministic: no I/O, no clock, no randomness.
+deterministic: no I/O, no clock, no randomness. It must not decide by ``rev``: merges add to it.
+
+Time, not merge count. Every change engram makes stamps ``updated_at`` with a per-record hybrid
+logical clock (``engram.model.change_time``: now, or 1 ms after the version it changed when this
+machine's clock is behind), so a change made after seeing another is always the later one. A
+merge result keeps the time of the change it kept (the later side's), never the time of the
+merge, so merging any number of times orders nothing differently.
 
 Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempotent:
 
-- The *winner* among versions of one id is the one with the higher ``rev``, then the later
-  ``updated_at``, then a tombstone over a live version, then the larger hash of its fields
-  (``history`` and ``conflicts`` left out). Its fields are the merged record's fields, unknown
-  ones included.
+- The *winner* among versions of one id is the one changed last: the later ``updated_at``
+  (compared as times, not strings), then a tombstone over a live version, then the higher
+  ``rev`` (a three-way merge's result over the sides it merged, which share its time), then the
+  larger hash of its fields (``history`` and ``conflicts`` left out). Its fields are the merged
+  record's fields, unknown ones included.
 - Nothing is lost: ``history`` (earlier versions) is the union of both sides'. A version whose
   title or content differs from the winner's, and is not an earlier version of it (its text is
   not in the merged ``history``), was edited concurrently: its text is kept in ``conflicts``
-  (``[{rev, updated_at, author, title, content}]``, sorted by rev and time), where ``engram get``
+  (``[{rev, updated_at, author, title, content}]``, sorted by time), where ``engram get``
   shows it, ``doctor`` lists it and a user can restore it. A soft-deleted tombstone's text counts
-  too: a delete that loses to a newer edit keeps the text it deleted. ``conflicts`` is a union
-  too, one entry per text (the latest version holding it, so every grouping of merges gives the
-  same entry), minus the winner's own text (when the winner is its latest version) and earlier
-  versions.
-- A tombstone wins over a version with a lower (rev, updated_at): a delete is never resurrected
-  by an older copy, and a newer edit made without seeing the delete wins over it.
+  too. ``conflicts`` is a union too, one entry per text (the latest version holding it, so every
+  grouping of merges gives the same entry), minus the winner's own text (when the winner is its
+  latest version) and earlier versions.
+- Forget versus edit, by time. A forget made after the last edit (by its clock) wins on every
+  replica: the memory stays forgotten, and an edit it had not seen keeps its text in the
+  tombstone's ``conflicts``. An edit made after the forget (by its clock; a clone that saw the
+  forget cannot edit the memory) wins: the memory is live again with the edit's text, and the
+  forget it overrode is noted in its ``conflicts`` as ``{rev, updated_at, author, deleted_at}``
+  (the latest such forget only), so ``doctor`` lists it and ``engram forget`` (stamped later
+  still) deletes it again everywhere. A tombstone never carries a note of its own forget.
+  A delete is never resurrected by an older copy: only by a change stamped after it.
   A hard tombstone (no text, no history) cannot tell an older copy it deleted from an edit made
   concurrently: a live copy merged into it later leaves its text in the tombstone's
   ``conflicts``.
@@ -34,27 +46,33 @@ Three-way (``merge3_record``, ``merge3``) — what the merge driver does with gi
   side; ``tags``, ``files`` and ``links`` merge as sets with removals honoured
   (``base∩ours∩theirs ∪ ours−base ∪ theirs−base``); a field both sides changed differently takes
   the winner's value (the two-way rule), and a losing title or content goes to ``conflicts``.
-  The result is a new version: ``rev`` one more than the higher side's, ``updated_at`` the later
-  side's, and both sides are earlier versions of it (their texts join ``history``, except a
-  losing one, which is in ``conflicts``), so that a sync bringing a side back changes nothing.
-  Symmetric in ours and theirs.
-- A tombstone on either side: the two-way rule between the sides.
+  The result is a new version: ``updated_at`` the later side's, ``rev`` one more than the
+  higher side's (a count of changes, which breaks the tie with the sides it merged), and both
+  sides are earlier versions of it (their texts join ``history``, except a losing one, which is
+  in ``conflicts``), so that a sync bringing a side back changes nothing. Symmetric in ours and
+  theirs.
+- A tombstone on either side: the two-way rule between the sides (forget versus edit by time).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Final
 
-from engram.model import Record, dumps, is_tombstone
+from engram.errors import InvalidInput
+from engram.model import Record, dumps, is_tombstone, parse_time
 
 SET_FIELDS: Final = ("tags", "files", "links")
 KEPT: Final = ("history", "conflicts")  # unions, never decided by a winner
 _ENTRY_KEYS: Final = ("rev", "updated_at", "author", "title", "content")
 _HISTORY_KEYS: Final = ("rev", "title", "content", "updated_at")  # as engram.service writes
+_FORGET_KEYS: Final = ("rev", "updated_at", "author", "deleted_at")  # a forget that lost
 _NEW_VERSION: Final = ("id", "rev", "updated_at", *KEPT)
 _MISSING: Final = object()
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _int(value: Any) -> int:
@@ -66,12 +84,28 @@ def _fields_hash(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(dumps(body).encode("utf-8")).hexdigest()
 
 
-def rank(record: Mapping[str, Any]) -> tuple[int, str, int, str]:
-    """Return the sort key that picks the winner among versions of one memory."""
+@lru_cache(maxsize=1 << 16)
+def _moment(value: str) -> int:
+    """Microseconds since 1970 of an RFC 3339 time; -1 (before any) for one that does not parse."""
+    try:
+        return (parse_time(value) - _EPOCH) // timedelta(microseconds=1)
+    except (InvalidInput, OverflowError, ValueError):
+        return -1
+
+
+def change_time(record: Mapping[str, Any]) -> tuple[int, str]:
+    """Return the sort key of when a version (or a history or conflicts entry) was made."""
+    value = record.get("updated_at", "")
+    text = value if isinstance(value, str) else str(value)
+    return (_moment(text), text)
+
+
+def rank(record: Mapping[str, Any]) -> tuple[int, int, int, str]:
+    """Return the sort key that picks the winner among versions of one memory (time first)."""
     return (
-        _int(record.get("rev")),
-        str(record.get("updated_at", "")),
+        change_time(record)[0],
         1 if is_tombstone(record) else 0,
+        _int(record.get("rev")),
         _fields_hash(record),
     )
 
@@ -90,8 +124,14 @@ def _items(value: Any) -> list[dict[str, Any]]:
     return [dict(item) for item in value or [] if isinstance(item, Mapping)]
 
 
-def _entry_key(item: Mapping[str, Any]) -> tuple[int, str, str]:
-    return (_int(item.get("rev")), str(item.get("updated_at", "")), dumps(item))
+def _forget(record: Mapping[str, Any]) -> dict[str, Any]:
+    out = {key: record.get(key) for key in _FORGET_KEYS if record.get(key) not in (None, "")}
+    out.setdefault("rev", 0)
+    return out
+
+
+def _entry_key(item: Mapping[str, Any]) -> tuple[int, int, str]:
+    return (change_time(item)[0], _int(item.get("rev")), dumps(item))
 
 
 def _sorted_unique(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -106,6 +146,7 @@ def _finish(
     *,
     own: Mapping[str, Any] | None,
     earlier: Iterable[Mapping[str, Any]] = (),
+    forgets: Iterable[Mapping[str, Any]] = (),
 ) -> Record:
     """Set ``history`` and ``conflicts`` of ``merged`` from every version that took part.
 
@@ -114,7 +155,9 @@ def _finish(
     give the same entry. The merged record's own text is left out when its latest entry is
     ``own`` (the winner's entry, which a later merge adds back as a candidate: nothing is lost
     that a later grouping could need); ``own`` None drops it unconditionally (a new version).
-    ``earlier`` are versions that become history entries of ``merged``.
+    ``earlier`` are versions that become history entries of ``merged``. ``forgets`` are
+    tombstones that took part: the latest forget (theirs and the notes in every version's
+    ``conflicts``) is noted in ``conflicts`` unless it is ``merged``'s own.
     """
     versions = list(versions)
     history = _sorted_unique(
@@ -123,6 +166,9 @@ def _finish(
     )
     old_texts = {_text(item) for item in history}
     candidates = [item for v in versions for item in _items(v.get("conflicts"))]
+    notes = [item for item in candidates if "deleted_at" in item]
+    notes += [_forget(version) for version in forgets]
+    candidates = [item for item in candidates if "deleted_at" not in item]
     candidates += [_entry(version) for version in texts]
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for item in candidates:
@@ -134,7 +180,12 @@ def _finish(
     mine = _text(merged)
     if mine in latest and (own is None or dumps(latest[mine]) == dumps(own)):
         del latest[mine]
-    conflicts = sorted(latest.values(), key=_entry_key)
+    kept = list(latest.values())
+    if notes:
+        note = max(notes, key=_entry_key)
+        if not (is_tombstone(merged) and dumps(note) == dumps(_forget(merged))):
+            kept.append(note)
+    conflicts = sorted(kept, key=_entry_key)
     for name, value in (("history", history), ("conflicts", conflicts)):
         if value:
             merged[name] = value
@@ -149,7 +200,8 @@ def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
         raise ValueError("merge_record needs two versions of the same id")
     winner = a if rank(a) >= rank(b) else b
     merged: Record = {key: value for key, value in winner.items() if key not in KEPT}
-    return _finish(merged, (a, b), (a, b), own=_entry(winner))
+    forgets = [side for side in (a, b) if is_tombstone(side)]
+    return _finish(merged, (a, b), (a, b), own=_entry(winner), forgets=forgets)
 
 
 def merge_sets(*sides: Iterable[Mapping[str, Any]]) -> dict[str, Record]:
@@ -217,7 +269,7 @@ def merge3_record(
             merged[key] = value
     merged["id"] = winner["id"]
     merged["rev"] = max(_int(ours.get("rev")), _int(theirs.get("rev"))) + 1
-    merged["updated_at"] = max(str(ours.get("updated_at", "")), str(theirs.get("updated_at", "")))
+    merged["updated_at"] = max(change_time(ours), change_time(theirs))[1]
     # Both sides are earlier versions of the result (a later sync that brings one back is no
     # conflict), except a side whose title or content lost: that text is a conflict.
     absorbed = [
