@@ -9,7 +9,8 @@ facade and return its values; memories are open JSON objects (unknown fields are
 Rules of the boundary:
 
 - Errors are ``{"error": {"code", "message", "hint"}}``: NotFound 404, InvalidInput and request
-  validation 422, every other ``EngramError`` (AmbiguousId, LockTimeout, CorruptStore …) 409,
+  validation 422 (a body nested deeper than ``model.MAX_JSON_DEPTH`` too, refused before it is
+  parsed), every other ``EngramError`` (AmbiguousId, LockTimeout, CorruptStore …) 409,
   an unknown route 404, a body over ``MAX_BODY_BYTES`` 413, a missing or wrong token 401. A 500
   means a bug in engram: it is logged with its traceback, and the client gets no traceback.
 - The server binds to 127.0.0.1 unless told otherwise; any other address needs a token in
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import typer
 
-from engram.errors import EngramError, InvalidInput, NotFound
+from engram.errors import EngramError, InputTooLarge, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -230,20 +231,30 @@ class _Guard:
         if length is not None and length.isdigit() and int(length) > self.max_body:
             await _reply(send, 413, self._too_large())
             return
+        # The body is read here, whole (it is bounded), so that its size and JSON depth are
+        # checked before any parser sees it; the app is then given it as one message.
+        pieces: list[bytes] = []
         seen = 0
-
-        async def bounded() -> Any:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message.get("type") == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    from fastapi import HTTPException
-
-                    raise HTTPException(413, self._too_large()["error"]["message"])
-            return message
-
-        await self.app(scope, bounded, send)
+            if message.get("type") != "http.request":
+                await self.app(scope, _replay([message], receive), send)
+                return
+            piece = message.get("body", b"")
+            seen += len(piece)
+            if seen > self.max_body:
+                await _reply(send, 413, self._too_large())
+                return
+            pieces.append(piece)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(pieces)
+        problem = _too_deep(scope, body)
+        if problem is not None:
+            await _reply(send, 422, {"error": problem.to_dict()})
+            return
+        whole = {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, _replay([whole], receive), send)
 
     def _too_large(self) -> dict[str, Any]:
         return _error(
@@ -251,6 +262,32 @@ class _Guard:
             f"request body over {self.max_body} bytes",
             "send fewer memories per request (import a large export in parts)",
         )
+
+
+def _too_deep(scope: Any, body: bytes) -> InputTooLarge | None:
+    """Return the error for a body nested deeper than the JSON limit (no parser recursed yet)."""
+    from engram.model import MAX_JSON_DEPTH, json_depth_exceeded
+
+    offset = json_depth_exceeded(body)
+    if offset is None:
+        return None
+    where = f"{scope.get('method', '')} {scope.get('path', '')}".strip()
+    return InputTooLarge(
+        f"request body of {where}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
+        f"(at byte {offset}); refused"
+    )
+
+
+def _replay(messages: list[Any], receive: Any) -> Any:
+    """Return an ASGI ``receive`` that gives ``messages`` first, then the real ones."""
+    queue = list(messages)
+
+    async def replay() -> Any:
+        if queue:
+            return queue.pop(0)
+        return await receive()
+
+    return replay
 
 
 async def _reply(

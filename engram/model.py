@@ -92,6 +92,10 @@ _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 # engram chunk → observations → observation → payload), so 64 is far above anything real and
 # far below where a recursive parser or dumper overflows the stack (about 1,000).
 MAX_JSON_DEPTH: Final = 64
+# A file that holds many records in ONE document (an export, a Go engram chunk): deep enough
+# that a record nested too deep is skipped on its own (checked against MAX_JSON_DEPTH as it is
+# converted), shallow enough for the json module's recursive fallback.
+MAX_DOCUMENT_DEPTH: Final = 256
 # One record, history and kept conflicts included; the same as the decompressed size of a chunk
 # (engram.sync.chunks.MAX_CHUNK_BYTES): a record over it could never travel through sync.
 MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
@@ -170,13 +174,19 @@ def _fast_loads(line: bytes | str) -> Any:
     return value
 
 
-def loads(text: bytes | str, *, what: str = "JSON input") -> Any:
+def loads(
+    text: bytes | str,
+    *,
+    what: str = "JSON input",
+    max_bytes: int = MAX_RECORD_BYTES,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:
     """Parse JSON: orjson when it is exact, else the json module; within the JSON limits.
 
-    Raises InputTooLarge (a ValueError) over MAX_RECORD_BYTES or MAX_JSON_DEPTH, before any
+    Raises InputTooLarge (a ValueError) over ``max_bytes`` or ``max_depth``, before any
     parser sees the text; ``what`` names the input in that message.
     """
-    check_json_limits(text, what=what)
+    check_json_limits(text, what=what, max_bytes=max_bytes, max_depth=max_depth)
     try:
         return _fast_loads(text)
     except ValueError:  # what orjson refuses, e.g. a lone surrogate escape
@@ -259,14 +269,19 @@ def dumps(record: Mapping[str, Any]) -> str:
 
 
 def canonical_line(record: Mapping[str, Any]) -> bytes:
-    """Return the exact bytes of a record's line in memories.jsonl, newline included."""
+    """Return the exact bytes of a record's line in memories.jsonl, newline included.
+
+    A record over the JSON limits is refused (InputTooLarge): every reader would refuse its line.
+    """
     try:
-        return (dumps(record) + "\n").encode("utf-8")
+        line = (dumps(record) + "\n").encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInput(
             f"record {record.get('id', '?')} holds text that is not valid Unicode "
             f"(a lone surrogate at {exc.start})"
         ) from exc
+    check_json_limits(line, what=f"record {record.get('id', '?')}")
+    return line
 
 
 def is_conflict_marker(line: bytes) -> bool:

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import CorruptStore, InputTooLarge, InvalidInput
-from engram.model import canonical_line, dumps, loads, new_id, parse_line
+from engram.model import MAX_DOCUMENT_DEPTH, canonical_line, dumps, loads, new_id, parse_line
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
+from engram.store.redact import Scrubber
 
 MANIFEST: Final = "manifest.json"
 CHUNKS: Final = "chunks"
@@ -358,13 +359,15 @@ def _chunks_dir(engram_dir: Path) -> Path:
     return folder
 
 
-def _chunk_bytes(records: Sequence[Mapping[str, Any]]) -> tuple[bytes, int]:
-    """Return the canonical JSONL of records (sorted by id) and how many lines it has."""
+def _chunk_bytes(
+    records: Sequence[Mapping[str, Any]], scrubber: Scrubber
+) -> tuple[bytes, int]:
+    """Return the canonical JSONL of records (sorted by id, scrubbed) and how many lines."""
     lines = set()
     for record in records:
         if not isinstance(record.get("id"), str):
             raise InvalidInput(f"cannot export a record without a string id: {record!r:.200}")
-        line = canonical_line(record)
+        line = canonical_line(scrubber.record(record)[0])  # committed: no secret goes in
         try:  # never write a chunk that a reader (this one) would refuse
             parse_line(line, path="export", lineno=0)
         except CorruptStore as exc:
@@ -387,8 +390,12 @@ def write_chunk(
     *,
     created_by: str,
     created_at: str,
+    scrubber: Scrubber | None = None,
 ) -> ChunkEntry | None:
     """Write records as a new content-addressed chunk and list it in the manifest.
+
+    Records (and ``created_by``) are scrubbed of secrets with ``scrubber`` (default: the
+    built-in rules) on the way in, as the store scrubs memories.jsonl.
 
     Records are written as canonical JSONL sorted by id, gzip'd with mtime 0 (the same records
     give the same bytes). Two versions of one id are both kept (the merge function reconciles
@@ -397,7 +404,9 @@ def write_chunk(
     """
     if not records:
         return None
-    data, count = _chunk_bytes(records)
+    scrubber = scrubber if scrubber is not None else Scrubber()
+    data, count = _chunk_bytes(records, scrubber)
+    created_by = scrubber.text(created_by)[0]
     if len(data) > MAX_CHUNK_BYTES:
         raise InvalidInput(
             f"a chunk of {len(data)} bytes is over the limit of {MAX_CHUNK_BYTES} bytes that "
@@ -496,7 +505,7 @@ def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | No
     if data[:4096].lstrip()[:1] != b"{":
         return None
     try:
-        value = loads(data, what=name)
+        value = loads(data, what=name, max_depth=MAX_DOCUMENT_DEPTH)
     except InputTooLarge as exc:
         if b"\n" in data.strip() or chunk_id(data) == ident:
             return None  # engram's JSON Lines: each line is checked on its own later

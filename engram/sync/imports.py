@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import zlib
 from collections.abc import Callable, Mapping
@@ -31,12 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from engram.errors import EngramError, InvalidInput
+from engram.errors import EngramError, InputTooLarge, InvalidInput
 from engram.model import (
+    MAX_DOCUMENT_DEPTH,
     Record,
     canonical_line,
     format_time,
     is_tombstone,
+    loads,
     normalize_content,
     normalize_fields,
     normalize_kind,
@@ -192,10 +193,18 @@ def _gunzip(data: bytes, name: str) -> bytes:
     return bytes(out)
 
 
-def _json_object(payload: bytes) -> dict[str, Any] | None:
+def _json_object(payload: bytes, name: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(payload.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        text = payload.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    try:
+        value = loads(text, what=name or "input", max_depth=MAX_DOCUMENT_DEPTH)
+    except InputTooLarge as exc:
+        if _looks_mcp(payload):
+            return None  # JSON Lines: each line is parsed, and bounded, on its own
+        raise InvalidInput(exc.message, hint=exc.hint) from exc
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -210,8 +219,8 @@ def _looks_mcp(payload: bytes) -> bool:
         if number >= 50:
             break
         try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
+            value = loads(line)
+        except ValueError:
             continue
         if isinstance(value, dict) and value.get("type") in ("entity", "relation"):
             return True
@@ -221,7 +230,7 @@ def _looks_mcp(payload: bytes) -> bool:
 def _sniff(data: bytes, name: str) -> tuple[str, bytes, dict[str, Any] | None]:
     """Return (format, the decompressed bytes, the parsed object when the file is one)."""
     payload = _gunzip(data, name) if data[:2] == _GZIP_MAGIC else data
-    obj = _json_object(payload)
+    obj = _json_object(payload, name)
     if obj is not None:
         if obj.get("format") == "engram" or (
             obj.get("version") == 1 and isinstance(obj.get("memories"), list)
@@ -504,8 +513,8 @@ def _payload(mutation: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+            raw = loads(raw, what="payload")
+        except ValueError as exc:
             raise InvalidInput(f"payload is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidInput("payload is not a JSON object")
@@ -685,8 +694,11 @@ def convert_mcp_memory(
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except (ValueError, RecursionError) as exc:
+            item = loads(line, what=where)
+        except InputTooLarge as exc:
+            skipped.append(exc.message)
+            continue
+        except ValueError as exc:
             skipped.append(f"{where}: not JSON ({exc})")
             continue
         if not isinstance(item, dict):
