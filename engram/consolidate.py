@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import check_id, is_tombstone, normalize_content
+from engram.model import change_time, check_id, is_tombstone, normalize_content
 
 GROUP_KINDS: Final = (
     "duplicate",
@@ -900,6 +900,6 @@ def plan_changes(
         if record == original:
             continue
         record["rev"] = int(original.get("rev") or 0) + 1
-        record["updated_at"] = stamp
+        record["updated_at"] = change_time(original.get("updated_at"), stamp=stamp)
         out.append(record)
     return sorted(out, key=_id)

@@ -173,15 +173,28 @@ def run_checks(
     for record in store.scan().records:
         conflicts = record.get("conflicts")
         if isinstance(conflicts, list) and conflicts and not is_tombstone(record):
-            findings.append(
-                Finding(
-                    "warning",
-                    "conflicts",
-                    f"memory {record['id']} keeps {len(conflicts)} concurrent edit(s) that lost "
-                    f"a merge: `engram get {record['id'][:8]}` shows them; update the memory to "
-                    "settle it",
+            # A forget that lost to a later edit is noted with its deleted_at (sync.merge).
+            forgets = [c for c in conflicts if isinstance(c, dict) and "deleted_at" in c]
+            if forgets:
+                findings.append(
+                    Finding(
+                        "warning",
+                        "conflicts",
+                        f"memory {record['id']} was forgotten at {forgets[-1]['deleted_at']} "
+                        "on another clone and a later edit brought it back: "
+                        f"`engram forget {record['id'][:8]}` forgets it again",
+                    )
                 )
-            )
+            if len(conflicts) > len(forgets):
+                findings.append(
+                    Finding(
+                        "warning",
+                        "conflicts",
+                        f"memory {record['id']} keeps {len(conflicts) - len(forgets)} concurrent "
+                        f"edit(s) that lost a merge: `engram get {record['id'][:8]}` shows them; "
+                        "update the memory to settle it",
+                    )
+                )
 
     # 5. The git merge driver (a fresh clone has .gitattributes but not the driver's config).
     if driver_command is not None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from engram.model import is_tombstone, normalize_project
+from engram.model import change_time, is_tombstone, normalize_project
 
 # Characters people use interchangeably between the words of a project name.
 _SEPARATORS_RE: Final = re.compile(r"[\s\-_.]+")
@@ -166,6 +166,6 @@ def rename_changes(
         new = dict(record)
         new["project"] = target
         new["rev"] = int(record.get("rev") or 0) + 1
-        new["updated_at"] = stamp
+        new["updated_at"] = change_time(record.get("updated_at"), stamp=stamp)
         changes.append(new)
     return sorted(changes, key=lambda r: str(r.get("id", "")))

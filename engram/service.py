@@ -34,6 +34,7 @@ from engram.index.db import Hit, Index, Query, epoch
 from engram.index.ranking import Weights
 from engram.model import (
     Record,
+    change_time,
     check_id,
     content_hash,
     dedupe_key,
@@ -502,7 +503,9 @@ class Engram:
             return current
         rev = current.get("rev", 1)
         record["rev"] = (rev if isinstance(rev, int) else 1) + 1
-        record["updated_at"] = stamp
+        # A hybrid logical clock: later than the version it changes, also when this clock is
+        # behind, so the merge (which orders by time) never lets it lose to that version.
+        record["updated_at"] = change_time(current.get("updated_at"), stamp=stamp)
         return record
 
     def _supersede(self, ws: Workspace, record: Mapping[str, Any], stamp: str) -> list[Record]:
@@ -518,7 +521,7 @@ class Engram:
                 {
                     **target,
                     "status": "superseded",
-                    "updated_at": stamp,
+                    "updated_at": change_time(target.get("updated_at"), stamp=stamp),
                     "rev": int(target.get("rev", 1) or 1) + 1,
                 }
             )
@@ -569,7 +572,9 @@ class Engram:
         with ws.store.lock():
             ws.index.refresh()
             current = ws.index.get(current["id"]) or current
-            stamp = now()
+            # after the last change this clone has seen, whatever its clock says: the forget
+            # then wins over every edit it saw on every replica (engram.sync.merge)
+            stamp = change_time(current.get("updated_at"))
             rev = int(current.get("rev", 1) or 1) + 1
             if hard:
                 tombstone: Record = {
@@ -1280,7 +1285,7 @@ class Engram:
                 **latest,
                 "judgements": judgements[-JUDGEMENTS_KEPT:],
                 "rev": int(latest.get("rev", 1) or 1) + 1,
-                "updated_at": entry["at"],
+                "updated_at": change_time(latest.get("updated_at"), stamp=entry["at"]),
             }
             self._write(ws, [record])
         return record

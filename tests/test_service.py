@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -385,3 +387,38 @@ def test_words_in_most_memories_do_not_outweigh_the_words_that_matter(project: E
         hits = engram.recall("the ledger", limit=3)
         assert hits and hits[0].id == target.record["id"]
         assert engram.recall("the", limit=5)  # a query of common words alone still answers
+
+
+def test_every_change_is_stamped_after_the_version_it_changes_on_a_clock_behind(
+    project: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid logical clock: the merge orders changes by time, so a clock that is behind must
+    not make a change look older than what it changed (engram.model.change_time)."""
+    import engram.model
+    import engram.service
+
+    old = project.remember("Cache policy", "LRU, 100 entries.", kind="decision").record
+    later = project.update(old["id"], tags=["cache"])  # on a clock that is right, then:
+    # this machine's clock falls years behind what the store already holds
+    behind = "2001-01-01T00:00:00.000Z"
+    for module in (engram.model, engram.service):
+        monkeypatch.setattr(module, "now", lambda: behind)
+
+    def after(record: dict[str, Any], steps: int) -> str:
+        moment = engram.model.parse_time(str(record["updated_at"]))
+        return engram.model.format_time(moment + timedelta(milliseconds=steps))
+
+    edited = project.update(old["id"], content="LRU, 500 entries.")
+    assert edited["updated_at"] == after(later, 1)
+    new = project.remember(
+        "Cache policy v2", "ARC.", kind="decision", links=[{"rel": "supersedes", "to": old["id"]}]
+    ).record
+    assert new["updated_at"] == behind  # a new memory follows nothing: the clock as it is
+    superseded = project.get(old["id"])
+    assert superseded["status"] == "superseded"
+    assert superseded["updated_at"] == after(edited, 1)
+    judged = project.judge(new["id"], verdict="useful")
+    assert judged["updated_at"] == after(new, 1)
+    gone = project.forget(old["id"])
+    assert gone["updated_at"] == gone["deleted_at"] == after(superseded, 1)
+    assert project.forget(old["id"], hard=True)["updated_at"] == after(gone, 1)

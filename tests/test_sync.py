@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from dulwich.repo import Repo
 
+from engram.errors import NotFound
 from engram.model import canonical_line
 from engram.service import Engram
 from engram.store import MemoryStore
@@ -353,3 +354,166 @@ def test_mcp_admin_sync_tool_reports(tmp_path: Path) -> None:
         assert not error and payload["chunks"] == 1 and payload["pending_export"] == 0
         text, error = server.call("sync", {"remote": "nowhere"})
         assert error and "not in a git repository" in json.loads(text)["message"]
+
+
+# -- forget against edit, by time (issue 13): real git, real pulls, the installed driver -------
+
+
+class Clock:
+    """The wall clock engram reads (engram.model.now), set by the test: one clone's may lag."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import engram.model
+        import engram.service
+
+        self.value = "2026-03-01T10:00:00.000Z"
+        for module in (engram.model, engram.service):
+            monkeypatch.setattr(module, "now", lambda: self.value)
+
+    def at(self, value: str) -> None:
+        self.value = value
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@x", "-c", "pull.rebase=false", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _two_clones_of_one_memory(tmp_path: Path, clock: Clock) -> tuple[Engram, Engram, str]:
+    """A bare remote; clone a saves a memory and pushes; clone b clones it. Drivers installed."""
+    import shlex
+
+    remote = tmp_path / "remote.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    _git(tmp_path, "init", "-q", "-b", "main", str(tmp_path / "a"))
+    a, _ = Engram.init(tmp_path / "a", "ledger")
+    command = f"{shlex.quote(sys.executable)} -m engram"  # git runs the driver in a shell
+    a.git_setup(install=True, command=command)
+    clock.at("2026-03-01T10:00:00.000Z")
+    rid = str(a.remember("Deploy window", "Fridays after 16:00.", kind="decision").record["id"])
+    _git(a.root, "add", "-A")
+    _git(a.root, "commit", "-q", "-m", "a memory")
+    _git(a.root, "remote", "add", "origin", str(remote))
+    _git(a.root, "push", "-q", "-u", "origin", "main")
+    _git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "b"))
+    b = Engram(tmp_path / "b")
+    b.git_setup(install=True, command=command)
+    assert b.get(rid)["content"] == "Fridays after 16:00."
+    return a, b, rid
+
+
+def _edit_twice_and_push(a: Engram, rid: str, clock: Clock) -> None:
+    clock.at("2026-03-01T10:00:10.000Z")
+    a.update(rid, content="Thursdays after 14:00.")
+    clock.at("2026-03-01T10:00:20.000Z")
+    a.update(rid, content="Thursdays after 15:00.")
+    _git(a.root, "commit", "-q", "-am", "edited twice")
+    _git(a.root, "push", "-q")
+
+
+@pytest.mark.skipif(GIT is None, reason="needs the git binary to run the merge driver")
+def test_a_forget_made_after_two_edits_stays_forgotten_after_git_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report: edited twice on one clone (rev 3), forgotten a second later on another
+    clone that had only the original (rev 2); the pull used to bring it back, text included."""
+    clock = Clock(monkeypatch)
+    a, b, rid = _two_clones_of_one_memory(tmp_path, clock)
+    with a, b:
+        _edit_twice_and_push(a, rid, clock)
+        clock.at("2026-03-01T10:00:21.000Z")
+        b.forget(rid)
+        _git(b.root, "commit", "-q", "-am", "forgotten")
+        _git(b.root, "pull", "-q", "--no-edit")  # the merge driver merges memories.jsonl
+        assert _git(b.root, "status", "--porcelain") == ""
+        _git(b.root, "push", "-q")
+        _git(a.root, "pull", "-q", "--no-edit")
+        assert _bytes(a) == _bytes(b)
+        for clone in (a, b):
+            with pytest.raises(NotFound, match="forgotten"):
+                clone.get(rid)
+            assert clone.recall("Thursdays") == []
+            record = _by_id(clone)[rid]
+            assert record["deleted_at"] == "2026-03-01T10:00:21.000Z"
+            # the edits it had not seen are kept where a user can restore them
+            assert [c["content"] for c in record["conflicts"]] == ["Thursdays after 15:00."]
+            assert {"Thursdays after 14:00.", "Fridays after 16:00."} <= _texts(record)
+
+
+@pytest.mark.skipif(GIT is None, reason="needs the git binary to run the merge driver")
+def test_edits_made_after_a_forget_bring_it_back_with_the_forget_noted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    a, b, rid = _two_clones_of_one_memory(tmp_path, clock)
+    with a, b:
+        clock.at("2026-03-01T10:00:05.000Z")
+        b.forget(rid)
+        _git(b.root, "commit", "-q", "-am", "forgotten")
+        _edit_twice_and_push(a, rid, clock)  # later, without having seen the forget
+        _git(b.root, "pull", "-q", "--no-edit")
+        _git(b.root, "push", "-q")
+        _git(a.root, "pull", "-q", "--no-edit")
+        assert _bytes(a) == _bytes(b)
+        for clone in (a, b):
+            record = clone.get(rid)
+            assert record["content"] == "Thursdays after 15:00."
+            notes = [c for c in record["conflicts"] if "deleted_at" in c]
+            assert [n["deleted_at"] for n in notes] == ["2026-03-01T10:00:05.000Z"]
+        doctor = run_cli("doctor", cwd=b.root)
+        assert rid[:8] in doctor.stdout.decode() and "forgotten" in doctor.stdout.decode()
+        # Forgotten again, after seeing the edits: that forget is the last change everywhere.
+        clock.at("2026-03-01T09:00:00.000Z")  # even on a clock an hour behind
+        b.forget(rid)
+        _git(b.root, "commit", "-q", "-am", "forgotten again")
+        _git(b.root, "push", "-q")
+        _git(a.root, "pull", "-q", "--no-edit")
+        for clone in (a, b):
+            with pytest.raises(NotFound, match="forgotten"):
+                clone.get(rid)
+
+
+def test_a_forget_on_a_clock_an_hour_behind_beats_the_edits_it_saw_through_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks merge two-way, with no common ancestor: only the change times order them."""
+    clock = Clock(monkeypatch)
+    one, _ = Engram.init(tmp_path / "one", "ledger")
+    two, _ = Engram.init(tmp_path / "two", "ledger")
+
+    def carry(src: Engram, dst: Engram) -> None:
+        for path in (src.root / ".engram" / "chunks").glob("*.jsonl.gz"):
+            target = dst.root / ".engram" / "chunks" / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                shutil.copyfile(path, target)
+
+    with one, two:
+        rid = one.remember("Deploy window", "Fridays after 16:00.").record["id"]
+        clock.at("2026-03-01T10:00:10.000Z")
+        one.update(rid, content="Thursdays after 14:00.")
+        clock.at("2026-03-01T10:00:20.000Z")
+        one.update(rid, content="Thursdays after 15:00.")
+        one.sync()
+        carry(one, two)
+        two.sync()  # two has seen both edits ...
+        clock.at("2026-03-01T09:00:21.000Z")  # ... and its clock is an hour behind
+        gone = two.forget(rid)
+        assert gone["updated_at"] == "2026-03-01T10:00:20.001Z"
+        two.sync()
+        carry(two, one)
+        one.sync()
+        one.sync()
+        carry(one, two)
+        two.sync()
+        assert _bytes(one) == _bytes(two)
+        for clone in (one, two):
+            with pytest.raises(NotFound, match="forgotten"):
+                clone.get(rid)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import Record, is_tombstone
+from engram.model import Record, change_time, is_tombstone
 
 if TYPE_CHECKING:
     from engram.indexer.adr import ParsedAdr
@@ -248,7 +248,9 @@ def _plan_hotspots(
                 "project": project,
                 "source": f"git:{scan.head}",
                 "created_at": stamp,
-                "updated_at": stamp,
+                "updated_at": change_time(current.get("updated_at"), stamp=stamp)
+                if current
+                else stamp,
                 "rev": int(current.get("rev", 0) or 0) + 1 if current else 1,
             }
         )
