@@ -2,7 +2,8 @@
 
 Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, order and
 canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), .gitignore
-keeps index/ and state/ out of git, no secrets sit in the store, which memories keep a
+keeps index/ and state/ out of git, no secrets sit anywhere engram keeps text (memories,
+chunks, quarantine, state, index: ``engram.secrets_audit``), which memories keep a
 concurrent edit (``conflicts``), the git merge driver is set up, and the index agrees with the
 file. ``fix`` rewrites the file canonically, merges duplicate ids with the one merge function,
 repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
@@ -57,7 +58,6 @@ def run_checks(
 
     ``driver_command``: check (and with ``fix`` install) the git merge driver with it.
     """
-    from engram.store.redact import find_secrets, redact
     from engram.sync.merge import merge_sets
 
     findings: list[Finding] = []
@@ -139,35 +139,10 @@ def run_checks(
             finding.fixed = True
         findings.append(finding)
 
-    # 3. Secrets that reached the store (written by hand or by an older tool).
-    patterns = [str(p) for p in config.get("redact.extra_patterns") or []]
-    leaked = []
-    for record in store.scan().records:
-        if is_tombstone(record):
-            continue
-        kinds = sorted(
-            {
-                f.kind
-                for field in ("title", "content")
-                for f in find_secrets(str(record.get(field, "")), patterns)
-            }
-        )
-        if kinds:
-            leaked.append((record, kinds))
-    for record, kinds in leaked:
-        finding = Finding(
-            "error", "secrets", f"memory {record['id']} holds what looks like {', '.join(kinds)}"
-        )
-        if fix:
-            cleaned = dict(record)
-            for field in ("title", "content"):
-                if isinstance(cleaned.get(field), str):
-                    cleaned[field], _ = redact(cleaned[field], patterns)
-            cleaned["rev"] = int(cleaned.get("rev", 1) or 1) + 1
-            cleaned["updated_at"] = now()
-            store.put([cleaned])
-            finding.fixed = True
-        findings.append(finding)
+    # 3. Secrets anywhere engram keeps text (written by hand, by an older tool, by a teammate).
+    from engram.secrets_audit import check_secrets
+
+    findings += check_secrets(store, index, fix=fix)
 
     # 4. Memories that keep a concurrent edit (the merge function's losing text).
     for record in store.scan().records:

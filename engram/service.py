@@ -46,6 +46,7 @@ from engram.model import (
     now,
 )
 from engram.store import MemoryStore, init_layout
+from engram.store.redact import Scrubber
 
 if TYPE_CHECKING:
     from engram.context import Section
@@ -73,7 +74,7 @@ class Workspace:
         """Open the store and index of an existing .engram/ folder."""
         cfg = config_mod.load(root, engram_dir)
         timeout = cfg.number("store.lock_timeout_seconds")
-        store = MemoryStore(engram_dir, lock_timeout=timeout)
+        store = MemoryStore(engram_dir, lock_timeout=timeout, scrubber=_scrubber(cfg))
         search = cfg.get("search")
         index = Index(
             store,
@@ -281,23 +282,17 @@ class Engram:
     # -- writes ------------------------------------------------------------------------------
 
     def _scrub(self, ws: Workspace, fields: Record) -> int:
-        """Redact secrets in every free-text field before it can reach disk; return the count."""
-        from engram.store.redact import redact
+        """Redact secrets in every field, in place, with the store's scrubber; return the count.
 
-        patterns = [str(p) for p in ws.config.get("redact.extra_patterns") or []]
-        count = 0
-        for name in ("title", "content", "topic_key"):
-            value = fields.get(name)
-            if isinstance(value, str) and value:
-                fields[name], hits = redact(value, patterns)
-                count += hits
-        if isinstance(fields.get("tags"), list):
-            cleaned = []
-            for tag in fields["tags"]:
-                text, hits = redact(str(tag), patterns)
-                cleaned.append(text)
-                count += hits
-            fields["tags"] = sorted(set(cleaned))
+        The store scrubs every record it writes anyway; scrubbing here first gives the count a
+        save reports and lets the dedupe key see the text that will be stored.
+        """
+        clean, count = ws.store.scrubber.record(fields)
+        if count:
+            fields.clear()
+            fields.update(clean)
+            if isinstance(fields.get("tags"), list):
+                fields["tags"] = sorted({str(tag) for tag in fields["tags"]})
         return count
 
     def _write(self, ws: Workspace, records: Sequence[Record], *, journal: bool = True) -> None:
@@ -891,7 +886,9 @@ class Engram:
 
             ws = self.project_ws
             timeout = float(ws.config.number("store.lock_timeout_seconds"))
-            self._sessions = SessionLog(ws.store.state_dir, lock_timeout=timeout)
+            self._sessions = SessionLog(
+                ws.store.state_dir, lock_timeout=timeout, scrubber=ws.store.scrubber
+            )
         return self._sessions
 
     def _session_id(self, session_id: str | None, project: str) -> str | None:
@@ -1166,9 +1163,9 @@ class Engram:
                     json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
                 )
                 if not is_tombstone(record):
-                    normalized = normalize_fields(record, max_content_bytes=max_bytes)
-                    self._scrub(ws, normalized)
-                    record = normalized
+                    record = normalize_fields(record, max_content_bytes=max_bytes)
+                # Tombstones too: one whose id is a secret is skipped here, with its reason.
+                self._scrub(ws, record)
             except (EngramError, TypeError, ValueError) as exc:
                 message = getattr(exc, "message", str(exc))
                 result.errors.append(
@@ -1562,7 +1559,12 @@ class Engram:
         """git's merge driver for .engram files: merge %O %A %B into %A; 0 when clean."""
         from engram.sync.gitmerge import merge_driver
 
-        return merge_driver(base, ours, theirs, pathname)
+        try:  # git runs the driver at the top of the work tree: its settings name extra patterns
+            root = config_mod.find_root(Path.cwd())
+            scrubber = _scrubber(config_mod.load(root, root / config_mod.ENGRAM_DIR))
+        except EngramError:
+            scrubber = None  # the built-in rules still apply
+        return merge_driver(base, ours, theirs, pathname, scrubber=scrubber)
 
     def git_setup(self, *, install: bool = False, command: str | None = None) -> dict[str, Any]:
         """Report (and with ``install`` write) .gitattributes and the merge driver's config.
@@ -1590,7 +1592,8 @@ class Engram:
 
         from engram.sync.gitmerge import resolve
 
-        resolved = resolve(self.root)  # writes memories.jsonl under the store's lock
+        # Writes memories.jsonl under the store's lock, scrubbed like every write.
+        resolved = resolve(self.root, scrubber=self.project_ws.store.scrubber)
         self.project_ws.index.refresh()
         return [asdict(item) for item in resolved]
 
@@ -1862,7 +1865,11 @@ class Engram:
                 records = list(ws.index.get_many(ids).values())
                 author = config_mod.git_user_name(self.root) or state.clone_id
                 exported = chunks_mod.write_chunk(
-                    ws.store.dir, records, created_by=author, created_at=now()
+                    ws.store.dir,
+                    records,
+                    created_by=author,
+                    created_at=now(),
+                    scrubber=ws.store.scrubber,
                 )
                 if exported is not None:
                     state.mark_applied([exported.id])
@@ -2035,6 +2042,11 @@ _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
 
 JUDGEMENTS_KEPT: Final = 50
 NEAR_DUPLICATE_COSINE: Final = 0.92
+
+
+def _scrubber(cfg: config_mod.Config) -> Scrubber:
+    """Return the scrubber every write of a store goes through, with the user's extra patterns."""
+    return Scrubber([str(p) for p in cfg.get("redact.extra_patterns") or []])
 
 
 def _insight_id(trainer_id: str) -> str:

@@ -61,6 +61,14 @@ TOKENS = [
     ("hf_" + "abcdefghijklmnopqrstuvwxyzABCDEFGH", "Hugging Face Token"),
     ("SG." + "a" * 22 + "." + "b" * 43, "SendGrid API Key"),
     ("M" + "a1" * 12 + "." + "b2c3d4" + "." + "e5" * 14, "Discord Bot Token"),
+    ("dop_v1_" + "0123456789abcdef" * 4, "DigitalOcean Token"),
+    ("dapi" + "0123456789abcdef" * 2, "Databricks Token"),
+    ("shpat_" + "0123456789abcdef" * 2, "Shopify Token"),
+    ("sq0atp-" + "aB3dE6gH9jK2mN5pQ8sT1v", "Square Token"),
+    ("GOCSPX-" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7b", "Google OAuth Token"),
+    ("hvs." + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0", "Vault Token"),
+    ("key-" + "0123456789abcdef" * 2, "Mailgun API Key"),
+    ("hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3h", "Hugging Face Token"),
 ]
 
 
@@ -69,6 +77,28 @@ def test_token_is_redacted_and_the_text_around_it_kept(secret: str, kind: str) -
     text = f"line one\nbefore {secret} after\n"
     assert redact(text) == (f"line one\nbefore {REDACTED} after\n", 1)
     assert find_secrets(text) == [Finding(2, kind)]
+
+
+BASIC = base64.b64encode(b"deploy:" + b"s3cr" * 3).decode()
+# (text, what redact leaves, kind): the secret is only part of what the rule matched.
+IN_CONTEXT = [
+    ("redis://:" + "pW9x" * 4 + "@cache:6379/0", "redis://:[REDACTED]@cache:6379/0", "Basic Auth"),
+    ("Authorization: Basic " + BASIC, "Authorization: Basic [REDACTED]", "Basic Auth"),
+    (
+        "https://" + "0123456789abcdef" * 2 + "@o123456.ingest.sentry.io/4567",
+        "https://[REDACTED]@o123456.ingest.sentry.io/4567",
+        "Sentry DSN",
+    ),
+    ("curl -u admin:" + "Pq7" * 4 + " https://x", "curl -u admin:[REDACTED] https://x", "Basic"),
+    ("u?sv=2021&sig=" + "aB3dE6gH9jK2mN5pQ8sT" * 2 + "%3D", "u?sv=2021&sig=[REDACTED]", "Azure"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected", "kind"), IN_CONTEXT, ids=[k for *_, k in IN_CONTEXT])
+def test_credential_in_context_is_redacted(text: str, expected: str, kind: str) -> None:
+    assert redact(text) == (expected, 1)
+    (found,) = find_secrets(text)
+    assert kind.split()[0] in found.kind
 
 
 @pytest.mark.parametrize(
@@ -205,9 +235,43 @@ def test_pgp_and_putty_keys() -> None:
     assert redact(f"a\n{putty}\nb") == (f"a\n{REDACTED}\nb", 1)
 
 
-def test_unterminated_pem_block_redacts_to_the_end() -> None:
+def test_unterminated_pem_block_redacts_its_body_and_keeps_the_prose_after() -> None:
     text = "key follows\n-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "and the rest"
-    assert redact(text) == (f"key follows\n{REDACTED}", 1)
+    assert redact(text) == (f"key follows\n{REDACTED}\nand the rest", 1)
+    # Cut off mid-line: the partial base64 line is key material too.
+    cut = "key:\n-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY[:100]
+    assert redact(cut) == (f"key:\n{REDACTED}", 1)
+
+
+def test_a_key_header_in_prose_is_not_a_key() -> None:
+    for text in (
+        "Files start with -----BEGIN RSA PRIVATE KEY----- and the loader checks that.\nmore",
+        "The header -----BEGIN PRIVATE KEY----- and the footer -----END PRIVATE KEY----- frame it.",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nwas pasted here once; we rotated it.\n\nNext.",
+    ):
+        assert redact(text) == (text, 0)
+
+
+def test_a_key_written_on_one_line_with_escaped_newlines() -> None:
+    body = PEM_BODY.replace("\n", "\\n")
+    begin, end = "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----"
+    text = '{"private_key": "' + begin + "\\n" + body + end + '\\n"}'
+    out, count = redact(text)
+    assert count == 1 and "MIIE" not in out and out.startswith('{"private_key": "[REDACTED]')
+
+
+def test_an_unclosed_private_tag_hides_only_its_paragraph() -> None:
+    text = "intro\n\nsee <private>the vault pass\nstill hidden\n\nThis paragraph stays."
+    assert redact(text) == (f"intro\n\nsee {REDACTED}\n\nThis paragraph stays.", 1)
+    # A closed tag still spans paragraphs, and a later unclosed one starts its own paragraph.
+    text = "<private>a\n\nb</private> kept\n\n<private>c\n\nkept too"
+    assert redact(text) == (f"{REDACTED} kept\n\n{REDACTED}\n\nkept too", 2)
+
+
+def test_many_unclosed_tags_stay_linear() -> None:
+    text = "<private>x\n\n" * 20_000
+    out, count = redact(text)
+    assert count == 20_000 and "x" not in out
 
 
 def test_extra_patterns_replace_the_whole_match() -> None:

@@ -13,6 +13,10 @@ after its last write or check (``state/store.sig``); a file changed behind our b
 canonically if it parses but is out of order. A file with a bad line, a duplicate id or conflict
 markers is never written: the error names file and line, and nothing in it is lost.
 
+Every record ``put`` or ``rewrite`` writes is scrubbed of secrets first (``store.redact``): the
+one write path every adapter, import, sync, merge driver and indexer goes through, so no field
+and no caller can skip it.
+
 This module owns the bytes of memories.jsonl; it knows nothing of the index or the service.
 """
 
@@ -38,6 +42,7 @@ from engram.model import (
 )
 from engram.store.atomic import fsync_dir, mode_for
 from engram.store.lock import ProcessLock
+from engram.store.redact import Scrubber
 
 MEMORIES: Final = "memories.jsonl"
 _ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
@@ -81,8 +86,12 @@ class Scan:
 class MemoryStore:
     """The canonical files of one .engram/ folder; the only writer of memories.jsonl."""
 
-    def __init__(self, engram_dir: Path, *, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self, engram_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
+    ) -> None:
         self.dir = engram_dir
+        # Every record written goes through it (DESIGN.md §8): the one choke point for secrets.
+        self.scrubber = scrubber if scrubber is not None else Scrubber()
         self.path = engram_dir / MEMORIES
         self.state_dir = engram_dir / "state"
         self.lock_timeout = lock_timeout
@@ -213,9 +222,14 @@ class MemoryStore:
         return data
 
     def put(self, records: Sequence[Record]) -> str:
-        """Insert or replace records by id in one atomic write; return the new signature."""
+        """Insert or replace records by id in one atomic write; return the new signature.
+
+        Each record is scrubbed of secrets first, in place: what the caller keeps (and indexes)
+        is what was written. A record whose id is a secret raises InvalidInput.
+        """
         lines: dict[str, bytes] = {}
         for record in records:
+            self._scrub(record)
             missing = [key for key in REQUIRED if key not in record]
             if is_tombstone(record):
                 missing = [key for key in ("id", "rev", "updated_at") if key not in record]
@@ -228,14 +242,34 @@ class MemoryStore:
             data = self._checked_bytes()
             return self._replace_pieces(_splice(data, lines))
 
-    def rewrite(self, records: Sequence[Record]) -> str:
-        """Replace the whole file with these records, canonical and sorted (repairs, imports)."""
+    def rewrite(self, records: Sequence[Record], *, scrub_all: bool = False) -> str:
+        """Replace the whole file with these records, canonical and sorted (repairs, imports).
+
+        Records are scrubbed of secrets in place, as by ``put``.
+        """
         ids = [str(record["id"]) for record in records]
         if len(set(ids)) != len(ids):
             raise InvalidInput("rewrite got the same id twice")
-        data = b"".join(canonical_line(r) for r in sorted(records, key=lambda r: r["id"]))
         with self.lock():
-            return self._replace(data)
+            # A line already in the file byte for byte was scrubbed when it was written (or is
+            # doctor's to find): only new or changed records pay for a scan. ``scrub_all``
+            # (doctor --fix) scans every one.
+            known = set() if scrub_all else set(self.read_bytes()[0].splitlines(keepends=True))
+            lines = []
+            for record in sorted(records, key=lambda r: r["id"]):
+                line = canonical_line(record)
+                if line not in known and self._scrub(record):
+                    line = canonical_line(record)
+                lines.append(line)
+            return self._replace(b"".join(lines))
+
+    def _scrub(self, record: Record) -> int:
+        """Redact secrets in every field of record, in place; return how many were found."""
+        clean, count = self.scrubber.record(record)
+        if count:
+            record.clear()
+            record.update(clean)
+        return count
 
     def _replace(self, data: bytes) -> str:
         return self._replace_pieces([memoryview(data)])
@@ -260,6 +294,25 @@ class MemoryStore:
         signature = self.signature()
         self._trust(signature)
         return signature
+
+
+def scrub_lines(data: bytes, scrubber: Scrubber, *, known: set[bytes] | frozenset[bytes]) -> bytes:
+    """Return memories.jsonl bytes with every line not in ``known`` scrubbed of secrets.
+
+    For writers of a file other than the store's own (the merge driver's %A): ``known`` holds
+    lines (newline stripped) already scrubbed. A scrubbed line is written canonically again;
+    its id (never redacted) keeps its place in the order.
+    """
+    out: list[bytes] = []
+    for lineno, raw in enumerate(data.splitlines(keepends=True), start=1):
+        body = raw.rstrip(b"\r\n")
+        if body in known or not body.strip():
+            out.append(raw)
+            continue
+        record = parse_line(body, path=MEMORIES, lineno=lineno)
+        clean, count = scrubber.record(record)
+        out.append(canonical_line(clean) if count else raw)
+    return b"".join(out)
 
 
 def _find(data: bytes, target: str, lo: int) -> tuple[int, int]:

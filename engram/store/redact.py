@@ -1,10 +1,23 @@
-"""Redact secrets from text before a memory reaches disk, where git would keep them forever.
+"""Redact secrets before anything reaches disk, where git would keep them forever.
 
-Owns ``redact`` (every write path calls it) and ``find_secrets`` (``engram doctor`` calls it):
-``<private>…</private>`` spans, PEM/PuTTY private key blocks, vendor tokens found by the
-detect-secrets regex plugins, ``password = …``-style assignments, a few token shapes the plugins
-miss, and the user's ``redact.extra_patterns``. Each hit becomes ``[REDACTED]``; the text around
-it is kept.
+Owns ``redact`` (one text), ``scrub_record`` (a whole record: the store calls it on every write
+of memories.jsonl, so no field and no path can skip it) and ``find_secrets`` (``engram doctor``
+calls it): ``<private>…</private>`` spans, PEM/PuTTY private key blocks, vendor tokens found by
+the detect-secrets regex plugins, ``password = …``-style assignments, credentials in URLs and
+``Authorization`` headers, a few dozen token shapes the plugins miss, and the user's
+``redact.extra_patterns``. Each hit becomes ``[REDACTED]``; the text around it is kept.
+
+Bounded rules, so that a mention does not eat a note:
+- an unclosed ``<private>`` hides the rest of its paragraph (up to the next blank line), not the
+  rest of the text;
+- a private key header alone (a sentence about ``-----BEGIN RSA PRIVATE KEY-----``) is prose. A
+  header followed by key material (a base64 run of 32+ characters) is a key: up to its END
+  line, or, with none, over the base64 lines after it (fail closed on the body, keep the prose
+  that follows);
+- an assignment's value is not a secret when it is a placeholder (``<your-token>``, ``${TOKEN}``,
+  ``os.environ[...]``, ``changeme``, ``xxxx``, ``********``), a boolean or null, or a number
+  where the key names a setting about the secret (``password_min_length: 12``) or the number
+  is shorter than 6 digits.
 
 Must not: import detect_secrets at import time (``engram recall`` never needs it and must start
 fast); call a plugin's ``analyze_line`` or ``scan_line`` (they read global settings and may verify
@@ -17,12 +30,21 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engram.errors import InvalidInput
 
-__all__ = ["REDACTED", "Finding", "find_secrets", "redact"]
+__all__ = [
+    "REDACTED",
+    "STRUCTURAL_FIELDS",
+    "Finding",
+    "Scrubber",
+    "find_secrets",
+    "redact",
+    "scrub_record",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -55,6 +77,117 @@ def redact(text: str, extra_patterns: Sequence[str] = ()) -> tuple[str, int]:
     return text, total
 
 
+# Validated by model.parse_line (an id shape, an integer, RFC 3339 times): never free text. The
+# id is still checked (scrub_record refuses a record whose id is a secret).
+STRUCTURAL_FIELDS = frozenset({"id", "rev", "created_at", "updated_at", "deleted_at"})
+
+
+def scrub_record(
+    record: Mapping[str, Any], extra_patterns: Sequence[str] = ()
+) -> tuple[dict[str, Any], int]:
+    """Return the record with every string redacted (values and keys, nested too), and how many.
+
+    Only ``STRUCTURAL_FIELDS`` are left alone; an id that is itself a secret raises InvalidInput.
+    """
+    return Scrubber(extra_patterns).record(record)
+
+
+class Scrubber:
+    """scrub_record with one set of extra patterns, remembering strings it found clean.
+
+    A clean record (the usual case) costs one scan of its strings joined; strings seen clean
+    before (the title the service scrubbed, then the store checks again) are not scanned again.
+    Redaction is per string, so a string clean once is clean in any record.
+    """
+
+    # How many characters of clean strings are remembered before the memory starts afresh.
+    CACHE_CHARS = 4 * 1024 * 1024
+
+    def __init__(self, extra_patterns: Sequence[str] = ()) -> None:
+        self.patterns = tuple(str(p) for p in extra_patterns)
+        self._clean: set[str] = set()
+        self._chars = 0
+
+    def text(self, text: str) -> tuple[str, int]:
+        """Return redact(text) with this scrubber's patterns."""
+        if text in self._clean:
+            return text, 0
+        out, count = redact(text, self.patterns)
+        if not count:
+            self._remember([text])
+        return out, count
+
+    def record(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+        """Return the record with every string but the structural fields redacted, and how many."""
+        strings: list[str] = []
+        rid = record.get("id")
+        if isinstance(rid, str):
+            strings.append(rid)
+        for key, value in record.items():
+            if key not in STRUCTURAL_FIELDS:
+                strings.append(key)
+                _strings(value, strings)
+        fresh = [text for text in strings if text not in self._clean]
+        # Line rules see the same lines joined as apart, and a block or tag found in one string is
+        # still found among all: a clean joined text means every string is clean.
+        if not fresh or (
+            not _find("\n".join(fresh), ())
+            and not any(p.search(text) for p in _compile(self.patterns) for text in fresh)
+        ):
+            self._remember(fresh)
+            return dict(record), 0
+        if isinstance(rid, str) and redact(rid, self.patterns)[1]:
+            raise InvalidInput(
+                f"memory id {rid[:4]}… looks like a secret; refusing to store it",
+                hint="give the memory a random id (engram assigns one when none is given)",
+            )
+        count = 0
+
+        def clean(value: Any) -> Any:
+            nonlocal count
+            if isinstance(value, str):
+                text, hits = self.text(value)
+                count += hits
+                return text
+            if isinstance(value, list):
+                return [clean(item) for item in value]
+            if isinstance(value, dict):
+                return {clean(key): clean(item) for key, item in value.items()}
+            return value
+
+        out = {
+            (key if key in STRUCTURAL_FIELDS else clean(key)): (
+                value if key in STRUCTURAL_FIELDS else clean(value)
+            )
+            for key, value in record.items()
+        }
+        return out, count
+
+    def _remember(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            if len(text) > self.CACHE_CHARS // 64:
+                continue  # a huge content is not worth holding on to
+            if self._chars + len(text) > self.CACHE_CHARS:
+                self._clean.clear()
+                self._chars = 0
+            if text not in self._clean:
+                self._clean.add(text)
+                self._chars += len(text)
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    """Append every string in a JSON value (dict keys included) to out."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append(str(key))
+            _strings(item, out)
+
+
 def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[Finding]:
     """List the secrets in text (1-based line, kind) without changing it; for `engram doctor`."""
     spans = _find(text, _compile(tuple(extra_patterns)))
@@ -85,15 +218,25 @@ class _Rule:
 # --- spans found on the whole text (they cross lines) -----------------------------------------
 
 _PRIVATE_TAG = re.compile(r"<(/?)private(?:\s[^<>]*)?>", re.IGNORECASE)
+# Where an unclosed <private> stops: the next blank line (the end of its paragraph).
+_PARAGRAPH_END = re.compile(r"\n[ \t]*\r?\n")
 
-# An unterminated block runs to the end of the text: fail closed rather than leak the body.
-_KEY_BLOCKS = (
-    re.compile(
-        r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}"
-        r".*?(?:-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}|\Z)",
-        re.DOTALL,
-    ),
-    re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:^Private-MAC:[^\n]*|\Z)", re.DOTALL | re.MULTILINE),
+_KEY_HEADER = re.compile(r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_KEY_FOOTER = re.compile(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+# Key material: a base64 run no prose word reaches (a PEM line holds 64 characters).
+_KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{32,}")
+# How far after a header its END line may be (a 16384-bit RSA key is about 12 KiB).
+_KEY_WINDOW = 64 * 1024
+_EOL = r"(?:[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*)"  # a newline, or one written as \n
+# The body of a block with no END line: the lines after its header that are armour headers,
+# blank, or base64 (whole lines), or long base64 runs on the header's own line.
+_KEY_BODY = re.compile(
+    rf"(?:{_EOL}+(?:(?:Proc-Type|DEK-Info|Comment|Version|Hash|Charset):[^\n]*"
+    rf"|[A-Za-z0-9+/=]+(?={_EOL}|[ \t]*\Z))|[ \t]+[A-Za-z0-9+/]{{16,}}={{0,2}})*"
+)
+_PUTTY = re.compile(
+    r"PuTTY-User-Key-File-\d+:[^\n]*(?:\n[^\n]*){0,64}?\nPrivate-Lines:[^\n]*"
+    r"(?:\r?\n[A-Za-z0-9+/=]+(?=\r?\n|\Z))*(?:\r?\nPrivate-MAC:[^\n]*)?"
 )
 
 # --- needles: which lines are worth a detector's time -----------------------------------------
@@ -117,7 +260,6 @@ _PLUGIN_NEEDLES: dict[str, tuple[str, ...]] = {
     "MailchimpDetector": (r"-us\d",),
     "NpmDetector": (":_authtoken=",),
     "OpenAIDetector": ("t3blbkfj",),
-    "PrivateKeyDetector": ("private key|putty-user-key-file-2",) * 8,
     "PypiTokenDetector": ("pypi-",) * 2,
     "SendGridDetector": (r"sg\.",),
     "SlackDetector": ("xox", r"hooks\.slack\.com"),
@@ -134,6 +276,36 @@ _FOLD = str.maketrans({"ı": "i", "ſ": "s"})
 
 # --- our own line rules: what the detect-secrets plugins miss ---------------------------------
 
+# Vendor tokens that announce themselves with a fixed prefix; all share one needle.
+_PREFIXED: tuple[tuple[str, str], ...] = (
+    ("DigitalOcean Token", r"(?<![A-Za-z0-9])do[opr]_v1_[a-f0-9]{64}"),
+    ("Databricks Token", r"(?<![A-Za-z0-9])dapi[a-f0-9]{32}(?:-\d)?"),
+    ("Shopify Token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"),
+    ("Square Token", r"sq0atp-[0-9A-Za-z_-]{22}"),
+    ("Google OAuth Token", r"GOCSPX-[A-Za-z0-9_-]{28}|(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_-]{20,}"),
+    ("Linear API Key", r"lin_api_[A-Za-z0-9]{40}"),
+    ("Vault Token", r"(?<![A-Za-z0-9])hv[sb]\.[A-Za-z0-9_-]{24,}"),
+    ("Docker Hub Token", r"dckr_pat_[A-Za-z0-9_-]{27,}"),
+    ("Age Secret Key", r"AGE-SECRET-KEY-1[A-Z0-9]{58}"),
+    ("New Relic Key", r"NRAK-[A-Z0-9]{27}"),
+    ("Pulumi Token", r"(?<![A-Za-z0-9])pul-[a-f0-9]{40}"),
+    ("Sentry Token", r"sntr[ysu]s?_[A-Za-z0-9_=+/-]{40,}"),
+    ("Figma Token", r"figd_[A-Za-z0-9_-]{40,}"),
+    ("Postman Key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("Atlassian Token", r"ATATT3[A-Za-z0-9_=-]{100,}"),
+    ("Grafana Token", r"(?<![A-Za-z0-9])gl(?:sa|c)_[A-Za-z0-9_=+/-]{32,}"),
+    ("Doppler Token", r"dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,}"),
+    ("Mailgun API Key", r"(?<![A-Za-z0-9_-])key-[0-9a-f]{32}(?![0-9a-f])"),
+    ("Supabase Token", r"sbp_[a-f0-9]{40}"),
+    ("Netlify Token", r"nfp_[A-Za-z0-9]{36,}"),
+)
+_PREFIX_NEEDLE = (
+    r"do[opr]_v1_|dapi|shp[acps][sta]_|sq0atp-|gocspx-|ya29\.|lin_api_|hv[sb]\.|dckr_pat_"
+    r"|age-secret-key-1|nrak-|pul-|sntr|figd_|pmak-|atatt3|gl(?:sa|c)_|dp\.|key-|sbp_|nfp_"
+)
+# `curl -u user:password`: a password that is not a number (docker's -u 1000:1000) or $VAR.
+_CURL_USER = r"(?:^|\s)(?:-u|--user)[ =]['\"]?[^\s:'\"$]+:((?!\$)[^\s'\"]*[^\s'\"\d][^\s'\"]*)"
+
 # (kind, needle, regex). A match's groups, if any matched, are the secret, else the whole match.
 _OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
     # The plugin only knows the legacy T3BlbkFJ shape; sk-proj-, sk-ant-api03-, sk-svcacct- slip.
@@ -148,8 +320,23 @@ _OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("NPM tokens", "npm_", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}"),
     # The plugin only knows live keys; test keys and webhook secrets still open an account.
     ("Stripe Access Key", "k_test_|whsec_", r"[rs]k_test_[0-9A-Za-z]{24,}|whsec_[A-Za-z0-9]{32,}"),
-    ("Hugging Face Token", "hf_", r"(?<![A-Za-z0-9_])hf_[A-Za-z]{34}"),
+    ("Hugging Face Token", "hf_", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}"),
     ("Bearer Token", "bearer", r"(?i:bearer)\s+((?=[\w.~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)"),
+    # The plugin wants a user before the colon: redis://:password@host has none.
+    ("Basic Auth Credentials", "://", r"[A-Za-z][A-Za-z0-9+.-]*://:([^\s/?#@]+)@"),
+    # Sentry DSNs carry their key as the URL's user: https://<32 hex>@o1.ingest.sentry.io/2.
+    ("Sentry DSN", "://", r"://([0-9a-f]{32}(?::[0-9a-f]{32})?)@"),
+    ("Basic Auth Credentials", r"-u |-u=|--user", _CURL_USER),
+    ("Discord Webhook", "discord", r"discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]{40,})"),
+    ("Azure SAS Token", "sig=", r"[?&]sig=([A-Za-z0-9%+/=]{30,})"),
+    ("PyPI Token", "pypi-", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{40,}"),
+    (
+        "Mailgun API Key",
+        r"[0-9a-f]{32}-[0-9a-f]{8}-",
+        r"(?<![0-9a-f])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}",
+    ),
+    ("Square Token", "eaaa", r"(?<![A-Za-z0-9])EAAA[A-Za-z0-9_-]{60,}"),
+    *((kind, _PREFIX_NEEDLE, regex) for kind, regex in _PREFIXED),
 )
 
 # `password=…`, `API_KEY: …`, `export TOKEN=…`: the keyword plugin wants the value in quotes (its
@@ -161,7 +348,7 @@ _ASSIGNMENT_NEEDLE = (
 )  # the keyword plugin's DENYLIST, plus access_key and token
 _ASSIGNMENT = re.compile(
     rf"(?P<word>{_ASSIGNMENT_NEEDLE})"
-    r"[A-Za-z0-9_.-]{0,64}['\"]?[ \t]*(?P<sep>:=|=(?![=>])|:(?!:))[ \t]*"
+    r"(?P<rest>[A-Za-z0-9_.-]{0,64})['\"]?[ \t]*(?P<sep>:=|=(?![=>])|:(?!:))[ \t]*"
     r"(?P<quote>['\"`]?)(?P<value>[^\s'\"`,;&()\[\]{}<>]+)",
     re.IGNORECASE,
 )
@@ -173,6 +360,12 @@ _PLACEHOLDERS = frozenset(
         "optional", "str", "string", "bytes", "secretstr", "any", "int", "bool",
     }
 )  # fmt: skip
+
+# Values docs and examples put where a secret goes: one character repeated, "your_…", changeme.
+_FILLER = re.compile(
+    r"(.)\1{3,}|(?i:your[_-][\w-]*|[\w-]*[_-]here|change[_-]?me|replace[_-]?me|placeholder"
+    r"|dummy|example|redacted|secret|password|passw0rd|token|todo|tbd|fixme)",
+)
 
 # A vendor token's alphabet: a fixed-length regex's span widens over it to the whole token.
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -189,8 +382,7 @@ def _find(
     if not text:
         return []
     spans = _private_spans(text)
-    for block in _KEY_BLOCKS:
-        spans.extend((m.start(), m.end(), PRIVATE_KEY) for m in block.finditer(text))
+    spans.extend(_key_spans(text))
     spans.extend(_line_spans(text, prefilter=prefilter, marked_lines_only=marked_lines_only))
     for pattern in extras:
         found = pattern.finditer(text)
@@ -199,22 +391,74 @@ def _find(
 
 
 def _private_spans(text: str) -> list[_Span]:
-    """Return `<private>` spans, nesting-aware; an unclosed tag runs to the end of the text."""
-    spans: list[_Span] = []
-    depth = 0
-    start = 0
-    for m in _PRIVATE_TAG.finditer(text):
+    """Return `<private>` spans, nesting-aware; an unclosed tag runs to the end of its paragraph.
+
+    The tag that closes an opening one is the first after it where as many tags have closed as
+    opened (found for every tag in one pass with a stack, so a text of many tags stays linear).
+    """
+    if "<" not in text:
+        return []
+    tags = list(_PRIVATE_TAG.finditer(text))
+    if not tags:
+        return []
+    # depth[k]: opening minus closing tags among tags[:k + 1]; closes[k]: the first tag after an
+    # opening tag k whose depth falls back to depth[k] - 1, i.e. the tag that closes it.
+    depth: list[int] = []
+    level = 0
+    for m in tags:
+        level += -1 if m.group(1) else 1
+        depth.append(level)
+    closes: dict[int, int] = {}
+    waiting: list[int] = []  # opening tags not closed yet, their depths rising
+    for k, m in enumerate(tags):
+        while waiting and depth[k] <= depth[waiting[-1]] - 1:
+            closes[waiting.pop()] = k
         if not m.group(1):
-            if depth == 0:
-                start = m.start()
-            depth += 1
-        elif depth:  # a stray closing tag is left alone: there is nothing to hide
-            depth -= 1
-            if depth == 0:
-                spans.append((start, m.end(), PRIVATE_TAG))
-    if depth:
-        spans.append((start, len(text), PRIVATE_TAG))
+            waiting.append(k)
+    spans: list[_Span] = []
+    k = 0
+    while k < len(tags):
+        m = tags[k]
+        if m.group(1):  # a stray closing tag is left alone: there is nothing to hide
+            k += 1
+            continue
+        if k in closes:
+            spans.append((m.start(), tags[closes[k]].end(), PRIVATE_TAG))
+            k = closes[k] + 1
+            continue
+        # Never closed: hide the rest of its paragraph, not the rest of the note.
+        found = _PARAGRAPH_END.search(text, m.end())
+        end = found.start() if found else len(text)
+        spans.append((m.start(), end, PRIVATE_TAG))
+        while k < len(tags) and tags[k].start() < end:
+            k += 1
     return spans
+
+
+def _key_spans(text: str) -> Iterator[_Span]:
+    """Yield private key blocks: a header with key material after it, to its END line if any.
+
+    A header alone (a sentence about ``-----BEGIN RSA PRIVATE KEY-----``) is prose, not a key.
+    Without an END line the block runs over the base64 lines that follow its header (fail
+    closed on the key material) and stops at the first line of prose.
+    """
+    if "PRIVATE KEY" in text:
+        covered = 0
+        for m in _KEY_HEADER.finditer(text):
+            if m.start() < covered:
+                continue
+            footer = _KEY_FOOTER.search(text, m.end(), m.end() + _KEY_WINDOW)
+            if footer and _KEY_MATERIAL.search(text, m.end(), footer.start()):
+                covered = footer.end()
+            else:
+                body = _KEY_BODY.match(text, m.end())
+                end = body.end() if body else m.end()
+                if not _KEY_MATERIAL.search(text, m.end(), end):
+                    continue
+                covered = end
+            yield m.start(), covered, PRIVATE_KEY
+    if "PuTTY-User-Key-File" in text:
+        yield from ((m.start(), m.end(), PRIVATE_KEY) for m in _PUTTY.finditer(text))
 
 
 def _line_spans(text: str, *, prefilter: bool, marked_lines_only: bool) -> Iterator[_Span]:
@@ -256,6 +500,9 @@ def _plan(text: str, lines: list[str], offsets: list[int], prefilter: bool) -> _
     folded = text.lower().translate(_FOLD)
     # lower() may lengthen a character (İ) but never adds or removes a newline; when it lengthens
     # none, offsets in folded are offsets in text too, and anchored rules can use them.
+    screen = _any_needle()
+    if screen is not None and not screen.search(folded):
+        return []  # most notes: no line holds any rule's needle, one search says so
     newlines = [m.start() for m in re.finditer("\n", folded)]
     aligned = len(folded) == len(text)
     plan: _Plan = []
@@ -339,6 +586,8 @@ def _assignment_finder(line: str, starts: Sequence[int] | None) -> Iterator[tupl
         end = start + len(value)
         if not _is_literal(value):
             continue
+        if value.isdigit() and (m.group("rest") or len(value) < 6):
+            continue  # password_min_length: 12, secret_version: 3 are settings about a secret
         if not m.group("quote") and (
             _CODE_REFERENCE.fullmatch(value) or line[end : end + 1] in ("(", "[")
         ):
@@ -356,10 +605,30 @@ def _assignment_finder(line: str, starts: Sequence[int] | None) -> Iterator[tupl
         yield start, end
 
 
+_BASIC = re.compile(r"(?i:basic)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+
+
+def _basic_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+    """Yield `Basic <base64>` credentials: the base64 must decode to ``user:password``."""
+    import base64
+    import binascii
+
+    for m in _BASIC.finditer(line):
+        value = m.group(1)
+        try:
+            decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if b":" in decoded:
+            yield m.span(1)
+
+
 def _is_literal(value: str) -> bool:
     """Tell whether a keyword's value is a literal, not a placeholder, reference, path or URL."""
     if not any(ch.isalnum() for ch in value) or value.lower() in _PLACEHOLDERS:
         return False
+    if _FILLER.fullmatch(value):
+        return False  # xxxxxxxx, ********, your-token-here, changeme
     if value.startswith(("{", "<")) and value.endswith(("}", ">")):
         return False  # {{ template }}, <your-key-here>
     return not _REFERENCE.match(value)  # $VAR, ${VAR}, %VAR%, /a/path, ~/a/path, https://host/
@@ -400,6 +669,15 @@ def _rule_groups() -> tuple[tuple[re.Pattern[str] | None, bool, tuple[_Rule, ...
 
 
 @functools.cache
+def _any_needle() -> re.Pattern[str] | None:
+    """Return one regex matching wherever any rule's needle does (None: a rule has no needle)."""
+    needles = [needle for needle, _, _ in _rule_groups()]
+    if any(needle is None for needle in needles):
+        return None
+    return re.compile("|".join(f"(?:{needle.pattern})" for needle in needles if needle))
+
+
+@functools.cache
 def _rules() -> tuple[_Rule, ...]:
     """Build the line rules once: detect-secrets plugins first, then ours."""
     # Imported here: ~0.3 s (requests, multiprocessing) that `engram recall` must not pay.
@@ -419,7 +697,6 @@ def _rules() -> tuple[_Rule, ...]:
     from detect_secrets.plugins.mailchimp import MailchimpDetector
     from detect_secrets.plugins.npm import NpmDetector
     from detect_secrets.plugins.openai import OpenAIDetector
-    from detect_secrets.plugins.private_key import PrivateKeyDetector
     from detect_secrets.plugins.pypi_token import PypiTokenDetector
     from detect_secrets.plugins.sendgrid import SendGridDetector
     from detect_secrets.plugins.slack import SlackDetector
@@ -433,7 +710,7 @@ def _rules() -> tuple[_Rule, ...]:
         AWSKeyDetector, ArtifactoryDetector, AzureStorageKeyDetector, BasicAuthDetector,
         CloudantDetector, DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector,
         IbmCloudIamDetector, IbmCosHmacDetector, JwtTokenDetector, MailchimpDetector, NpmDetector,
-        OpenAIDetector, PrivateKeyDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
+        OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
         SoftlayerDetector, SquareOAuthDetector, StripeDetector, TelegramBotTokenDetector,
         TwilioKeyDetector,
     )  # fmt: skip
@@ -447,11 +724,9 @@ def _rules() -> tuple[_Rule, ...]:
         # A plugin that overrides analyze_string (JWT checks the token decodes) has the last word.
         own = type(plugin).analyze_string is not RegexBasedDetector.analyze_string
         verdict = plugin.analyze_string if own else None
-        # Its hit is only the key's header line; _KEY_BLOCKS takes the whole block.
-        widen = cls is not PrivateKeyDetector
         kind = str(plugin.secret_type)
         rules.extend(
-            _Rule(kind, _token_finder(pattern, widen=widen, verdict=verdict), needle)
+            _Rule(kind, _token_finder(pattern, verdict=verdict), needle)
             for pattern, needle in zip(patterns, needles, strict=True)
         )
     # The keyword plugin's quoted-value regexes (its default for an unknown file type), run with
@@ -468,6 +743,7 @@ def _rules() -> tuple[_Rule, ...]:
         for pattern, group in keyword_plugin.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()
     )
     rules.append(_Rule(SECRET_KEYWORD, _assignment_finder, _ASSIGNMENT_NEEDLE, anchored=True))
+    rules.append(_Rule("Basic Auth Credentials", _basic_finder, "basic"))
     rules.extend(
         _Rule(kind, _token_finder(re.compile(regex)), needle) for kind, needle, regex in _OWN_TOKENS
     )

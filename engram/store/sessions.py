@@ -3,7 +3,9 @@
 A session's *summary* is a memory (kind ``session``) and travels with memories.jsonl; the log
 only remembers what the summary needs later (when the session started, in which folder, whether
 it ended) and which session is open, so that a summary or a saved prompt without a session id
-lands in the session the agent started. It is per-clone state, never committed.
+lands in the session the agent started. It is per-clone state, never committed, but it holds
+free text (the folder a session ran in, its project), so every entry written goes through the
+store's scrubber like a memory does.
 
 The file is one JSON object ``{"version": 1, "sessions": {id: {...}}}``, written atomically under
 its own lock. A file that does not parse is set aside as ``sessions.json.corrupt`` (never
@@ -21,6 +23,7 @@ from typing import Any, Final
 
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
+from engram.store.redact import Scrubber
 
 SESSIONS: Final = "sessions.json"
 VERSION: Final = 1
@@ -30,8 +33,11 @@ KEEP: Final = 1000  # sessions the log keeps (the oldest go first)
 class SessionLog:
     """Start, end and look up sessions of one .engram/ folder."""
 
-    def __init__(self, state_dir: Path, *, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self, state_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
+    ) -> None:
         self.path = state_dir / SESSIONS
+        self.scrubber = scrubber if scrubber is not None else Scrubber()
         self._lock = ProcessLock(
             state_dir / "sessions.lock", timeout=lock_timeout, what=str(self.path)
         )
@@ -55,6 +61,9 @@ class SessionLog:
             newest = sorted(sessions, key=lambda k: str(sessions[k].get("started_at", "")))
             sessions = {k: sessions[k] for k in newest[-KEEP:]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Scrubbed as one record, session ids (the keys) included: a session id that is a
+        # secret becomes the same [REDACTED] its memories' session_id becomes.
+        sessions = self.scrubber.record(sessions)[0]
         data = json.dumps({"version": VERSION, "sessions": sessions}, sort_keys=True, indent=1)
         atomic_write(self.path, (data + "\n").encode("utf-8"))
 
@@ -64,6 +73,11 @@ class SessionLog:
             sessions = self._read()
             yield sessions
             self._write(sessions)
+
+    def rewrite(self) -> None:
+        """Write the log again as it is (scrubbed, as every write is): `doctor --fix`."""
+        with self._editing():
+            pass
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         """Return the logged session, or None."""

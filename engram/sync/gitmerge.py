@@ -47,7 +47,8 @@ import orjson
 from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, has_float, parse_line
 from engram.store.atomic import atomic_write
-from engram.store.jsonl import MemoryStore
+from engram.store.jsonl import MemoryStore, scrub_lines
+from engram.store.redact import Scrubber
 from engram.sync.merge import conflicted, merge3, merge3_record
 
 if TYPE_CHECKING:
@@ -394,11 +395,20 @@ def _versions(side: _Side, rid: str, parsed: dict[bytes, Record]) -> list[Record
     return [parsed[raw] for raw in lines]
 
 
-def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
-    """Merge git's %O %A %B into %A; return 0 when clean, 1 (and leave %A alone) when not."""
+def merge_driver(
+    base: Path, ours: Path, theirs: Path, pathname: str = "", *, scrubber: Scrubber | None = None
+) -> int:
+    """Merge git's %O %A %B into %A; return 0 when clean, 1 (and leave %A alone) when not.
+
+    Every memory line the result holds that is not ours byte for byte is scrubbed of secrets,
+    as the store scrubs every write: a teammate's line with a key in it is merged redacted.
+    """
     name = pathname or MEMORIES_PATH
     try:
-        data, _, _ = _merge_bytes(_read(Path(base)), _read(Path(ours)), _read(Path(theirs)), name)
+        mine = _read(Path(ours))
+        data, _, _ = _merge_bytes(_read(Path(base)), mine, _read(Path(theirs)), name)
+        if not _is_manifest(name):
+            data = scrub_lines(data, scrubber or Scrubber(), known=set(mine.splitlines()))
         _write_file(Path(ours), data)
     except EngramError as exc:
         sys.stderr.write(
@@ -499,7 +509,9 @@ def _blob(repo: Repo, entry: IndexEntry | None, path: str) -> bytes:
         ) from exc
 
 
-def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
+def _stage(
+    repo: Repo, index: Any, path: str, data: bytes, mode: int, scrubber: Scrubber | None
+) -> None:
     """Write data to the work tree file and stage it as a normal entry (like ``git add``)."""
     from dulwich.index import index_entry_from_stat
     from dulwich.objects import Blob
@@ -508,7 +520,7 @@ def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
     if _is_manifest(path):
         _write_file(target, data)
     else:
-        MemoryStore(target.parent).rewrite(
+        MemoryStore(target.parent, scrubber=scrubber).rewrite(
             _parse_memories(data, path)  # canonical bytes: the parse cannot fail
         )
     written = target.read_bytes()
@@ -519,7 +531,7 @@ def _stage(repo: Repo, index: Any, path: str, data: bytes, mode: int) -> None:
     )
 
 
-def resolve(root: Path) -> list[Resolved]:
+def resolve(root: Path, *, scrubber: Scrubber | None = None) -> list[Resolved]:
     """Merge conflicted .engram files (index stages or committed markers); write and stage them."""
     from dulwich.errors import NoIndexPresent
     from dulwich.index import ConflictedIndexEntry
@@ -571,7 +583,7 @@ def resolve(root: Path) -> list[Resolved]:
             done.append(Resolved(path=path, records=records, conflicts=conflicts))
         # Every file merged before any is written: a file that cannot be merged changes nothing.
         for path, data, mode in merged:
-            _stage(repo, index, path, data, mode)
+            _stage(repo, index, path, data, mode, scrubber)
         if merged:
             index.write()
     return done

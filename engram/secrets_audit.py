@@ -1,0 +1,284 @@
+"""``engram doctor``'s secret scan: every place engram keeps text, and with ``fix`` its repair.
+
+Scanned: every string of every record of memories.jsonl (tombstones, history, conflicts,
+judgements, unknown fields and their keys; only the structural id, rev and times are not free
+text), every record of the sync chunks, the lines an earlier repair set aside in
+``quarantine/``, the per-clone files in ``state/`` and the records the index holds. The test is
+the store's own scrubber (``engram.store.redact``), so doctor finds exactly what a write would
+redact, with the user's ``redact.extra_patterns``.
+
+Repairs (``fix``): memories are written scrubbed through the store, rev+1 and a fresh
+``updated_at`` so the redacted version wins the merge on every other clone; a chunk is named by
+the hash of its content and never edited in place, so its records are written scrubbed as a new
+chunk by the chunk writer (``sync.chunks.write_chunk``), and the old file and its manifest entry
+are dropped; the session log is written again (it scrubs what it writes); quarantined text is
+redacted in place; an index that holds a secret is rebuilt from the scrubbed file. A Go engram
+chunk, another state file or a memory whose id is itself a secret is reported, not repaired.
+
+Must not: print, read outside ``.engram/``, or report a secret's text (findings name the file,
+the memory or the line, and the kind of secret).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engram.errors import EngramError, InvalidInput
+from engram.model import now
+
+if TYPE_CHECKING:
+    from engram.doctor import Finding
+    from engram.index.db import Index
+    from engram.store import MemoryStore
+    from engram.store.redact import Scrubber
+
+__all__ = ["check_secrets"]
+
+# State files that never hold free text worth a scan (locks, signatures, binary vectors).
+_SKIP_STATE_SUFFIXES: Final = (".lock", ".sig", ".npy")
+_MAX_SCAN_BYTES: Final = 64 * 1024 * 1024
+
+
+def check_secrets(store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
+    """Return a finding for each file or memory that holds a secret; with ``fix``, scrub it."""
+    found = _memories(store, fix=fix)
+    found += _chunks(store, fix=fix)
+    found += _quarantine(store, fix=fix)
+    found += _state(store, fix=fix)
+    found += _index(store, index, fix=fix)
+    return found
+
+
+def _finding(check: str, message: str) -> Finding:
+    from engram.doctor import Finding
+
+    return Finding("error", check, message)
+
+
+def _kinds(scrubber: Scrubber, value: Any) -> list[str]:
+    """Return the kinds of secret in every string of a JSON value, sorted."""
+    from engram.store.redact import find_secrets
+
+    texts: list[str] = []
+    _strings(value, texts)
+    return sorted({f.kind for text in texts for f in find_secrets(text, scrubber.patterns)})
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append(str(key))
+            _strings(item, out)
+
+
+def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    found: list[Finding] = []
+    repaired: list[dict[str, Any]] = []
+    for record in store.scan().records:
+        try:
+            clean, count = store.scrubber.record(record)
+        except InvalidInput:
+            found.append(
+                _finding(
+                    "secrets",
+                    f"memory id {str(record['id'])[:4]}… in {store.path} looks like a secret: "
+                    "forget it (`engram forget --hard`) and save its text again",
+                )
+            )
+            continue
+        if not count:
+            continue
+        kinds = ", ".join(_kinds(store.scrubber, record))
+        finding = _finding("secrets", f"memory {record['id']} holds what looks like {kinds}")
+        found.append(finding)
+        if fix:
+            rev = clean.get("rev", 1)
+            clean["rev"] = (rev if isinstance(rev, int) else 1) + 1
+            clean["updated_at"] = now()
+            repaired.append(clean)
+            finding.fixed = True
+    if repaired:
+        store.put(repaired)
+    return found
+
+
+def _chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    from engram.sync import chunks as chunks_mod
+
+    found: list[Finding] = []
+    entries, _ = chunks_mod.list_chunks(store.dir)  # their problems are the chunk checks' own
+    for entry in entries:
+        name = f"{chunks_mod.CHUNKS}/{entry.id}{chunks_mod.SUFFIX}"
+        try:
+            data = chunks_mod.read_chunk(store.dir, entry.id)
+        except EngramError:
+            continue  # unreadable: reported (and set aside) by the chunk checks
+        if isinstance(data, dict):  # a Go engram chunk: its format is Go engram's to write
+            kinds = _kinds(store.scrubber, data)
+            if kinds:
+                found.append(
+                    _finding(
+                        "secrets",
+                        f"{name} (a Go engram chunk) holds what looks like {', '.join(kinds)}: "
+                        "remove it from the repository's history and rotate the secret",
+                    )
+                )
+            continue
+        cleaned, kinds, dropped = _scrub_all(store.scrubber, data)
+        if not kinds and not dropped:
+            continue
+        what = ", ".join(kinds) or "a secret as a memory id"
+        finding = _finding("secrets", f"{name} holds what looks like {what}")
+        found.append(finding)
+        if not fix:
+            continue
+        new = chunks_mod.write_chunk(
+            store.dir,
+            cleaned,
+            created_by=entry.created_by,
+            created_at=entry.created_at or now(),
+            scrubber=store.scrubber,
+        )
+        _drop_chunk(store, entry.id)
+        finding.fixed = True
+        finding.message += (
+            f"; chunks are named by their content, so it was written scrubbed as "
+            f"{chunks_mod.CHUNKS}/{new.id}{chunks_mod.SUFFIX} and the old file removed"
+            if new is not None
+            else "; removed (nothing was left once scrubbed)"
+        )
+        if dropped:
+            finding.message += f" ({dropped} record(s) whose id is a secret left out)"
+    return found
+
+
+def _scrub_all(
+    scrubber: Scrubber, records: Iterable[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], int]:
+    """Scrub a chunk's records: (scrubbed records, kinds found, records dropped for their id)."""
+    cleaned: list[dict[str, Any]] = []
+    kinds: set[str] = set()
+    dropped = 0
+    for record in records:
+        try:
+            clean, count = scrubber.record(record)
+        except InvalidInput:
+            dropped += 1
+            continue
+        if count:
+            kinds.update(_kinds(scrubber, record))
+        cleaned.append(clean)
+    return cleaned, sorted(kinds), dropped
+
+
+def _drop_chunk(store: MemoryStore, chunk: str) -> None:
+    """Remove a chunk file and its manifest entry, under the chunk writers' lock."""
+    from engram.store.atomic import atomic_write
+    from engram.sync import chunks as chunks_mod
+
+    with chunks_mod.manifest_lock(store.dir).hold():
+        manifest, by_id, _ = chunks_mod.load_manifest(store.dir)
+        if chunk in by_id:
+            del by_id[chunk]
+            updated = {**manifest, "chunks": [by_id[key] for key in sorted(by_id)]}
+            atomic_write(store.dir / chunks_mod.MANIFEST, chunks_mod.manifest_bytes(updated))
+        chunks_mod.chunk_path(store.dir, chunk).unlink(missing_ok=True)
+
+
+def _text_of(path: Path) -> str | None:
+    """Return a file's text (a .gz decompressed), or None when it is too big or unreadable."""
+    try:
+        if path.stat().st_size > _MAX_SCAN_BYTES:
+            return None
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+                data = handle.read(_MAX_SCAN_BYTES + 1)
+            if len(data) > _MAX_SCAN_BYTES:
+                return None
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    return str(data.decode("utf-8", errors="replace"))
+
+
+def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    from engram.store.atomic import atomic_write
+    from engram.store.quarantine import quarantine_dir
+    from engram.store.redact import find_secrets, redact
+
+    found: list[Finding] = []
+    folder = quarantine_dir(store.dir)
+    if not folder.is_dir():
+        return found
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        text = _text_of(path)
+        if text is None:
+            continue
+        hits = find_secrets(text, store.scrubber.patterns)
+        if not hits:
+            continue
+        lines = sorted({hit.line for hit in hits})
+        kinds = ", ".join(sorted({hit.kind for hit in hits}))
+        finding = _finding(
+            "secrets", f"{path}: line(s) {', '.join(map(str, lines[:10]))} hold {kinds}"
+        )
+        found.append(finding)
+        if fix and not path.name.endswith(".gz"):
+            # Set aside because they do not parse: redacted as text, kept for their owner.
+            atomic_write(path, redact(text, store.scrubber.patterns)[0].encode("utf-8"))
+            finding.fixed = True
+    return found
+
+
+def _state(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    from engram.store.redact import find_secrets
+    from engram.store.sessions import SESSIONS, SessionLog
+
+    found: list[Finding] = []
+    if not store.state_dir.is_dir():
+        return found
+    for path in sorted(p for p in store.state_dir.rglob("*") if p.is_file()):
+        if path.is_symlink() or path.name.endswith(_SKIP_STATE_SUFFIXES):
+            continue
+        text = _text_of(path)
+        if text is None:
+            continue
+        kinds = sorted({hit.kind for hit in find_secrets(text, store.scrubber.patterns)})
+        if not kinds:
+            continue
+        finding = _finding("secrets", f"{path} holds what looks like {', '.join(kinds)}")
+        if path.name == SESSIONS and path.parent == store.state_dir:
+            if fix:
+                SessionLog(store.state_dir, scrubber=store.scrubber).rewrite()
+                finding.fixed = True
+        else:
+            finding.message += " (per-clone state, never committed: delete the file)"
+        found.append(finding)
+    return found
+
+
+def _index(store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
+    index.refresh()
+    leaked = 0
+    for record in index.all_records(include_deleted=True):
+        try:
+            leaked += bool(store.scrubber.record(record)[1])
+        except InvalidInput:
+            leaked += 1
+    if not leaked:
+        return []
+    folder = store.dir / "index"
+    finding = _finding("secrets", f"the index under {folder} holds {leaked} memories with secrets")
+    if fix:
+        index.rebuild()
+        finding.fixed = True
+    return [finding]
