@@ -1515,8 +1515,11 @@ class EngramMCP:
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _record(self, ref: str | int) -> dict[str, Any]:
-        """Return the memory ``ref`` names; an integer id (another tool's) must match exactly."""
+    def _record(self, ref: str | int, changing: str = "") -> dict[str, Any]:
+        """Return the memory ``ref`` names; an integer id (another tool's) must match exactly.
+
+        ``changing`` names the change about to be made: its prefix needs 4+ characters.
+        """
         if isinstance(ref, int):
             record: dict[str, Any] = {}
             with contextlib.suppress(NotFound):
@@ -1527,7 +1530,7 @@ class EngramMCP:
                     hint="engram ids are strings; recall shows them",
                 )
             return record
-        return self.engram.get(ref)
+        return self.engram.target(ref, changing) if changing else self.engram.get(ref)
 
     def _remember(self, args: Args, call: Call) -> str:
         result = self.engram.remember(
@@ -1756,7 +1759,7 @@ class EngramMCP:
         return call.render(payload)
 
     def _update(self, args: Args, call: Call) -> str:
-        current = self._record(args["id"])
+        current = self._record(args["id"], "update")
         scope = args.pop("scope", None)
         if scope is not None and scope != current.get("scope", "project"):
             raise InvalidInput(
@@ -2036,7 +2039,7 @@ class EngramMCP:
         return text
 
     def _forget(self, args: Args, call: Call) -> str:
-        current = self._record(args["id"])
+        current = self._record(args["id"], "forget")
         hard = bool(args.get("hard"))
         record = self.engram.forget(current["id"], hard=hard)
         return call.render(
@@ -2108,7 +2111,7 @@ class EngramMCP:
         return call.fit(build, len(errors))[0]
 
     def _judge(self, args: Args, call: Call) -> str:
-        record = self._record(args["id"])
+        record = self._record(args["id"], "judge")
         score = args.get("score")
         judged = self.engram.judge(
             record["id"],
@@ -2207,7 +2210,7 @@ class EngramMCP:
         return self._listing("insights", rows, call)
 
     def _insights_delete(self, args: Args, call: Call) -> str:
-        record = self._record(args["id"])
+        record = self._record(args["id"], "delete")
         deleted = self.engram.delete_insight(record["id"])
         return call.render({"id": deleted["id"], "deleted": True})
 

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from engram.store.sessions import SessionLog
 
 GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in every project
+# A command that changes or deletes a memory needs this many characters of its id (or the whole
+# id, if shorter): one typed character must not pick the memory to forget.
+MIN_WRITE_PREFIX: Final = 4
 EXPORT_FORMAT: Final = "engram"
 EXPORT_VERSION: Final = 1
 Progress = Callable[[int, int], None]
@@ -249,13 +252,31 @@ class Engram:
                 out.append(personal)
         return out
 
-    def _locate(self, ref: str, *, include_deleted: bool = False) -> tuple[Workspace, Record]:
-        """Find the workspace and record an id or unique id prefix names."""
+    def _locate(
+        self, ref: str, *, include_deleted: bool = False, changing: str = ""
+    ) -> tuple[Workspace, Record]:
+        """Find the workspace and record an id or unique id prefix names.
+
+        ``changing`` names a command that changes the memory (forget, update …): its prefix
+        must be at least MIN_WRITE_PREFIX characters long, unless it is a whole id.
+        """
         prefix = check_id(ref)
+        workspaces = self._workspaces()
+        for ws in workspaces:
+            ws.index.refresh()
+        if (
+            changing
+            and len(prefix) < MIN_WRITE_PREFIX
+            and all(ws.index.get(prefix) is None for ws in workspaces)
+        ):
+            raise InvalidInput(
+                f"id prefix {prefix!r} is too short to {changing} a memory: "
+                f"give at least {MIN_WRITE_PREFIX} characters of its id",
+                hint="engram recall or engram get shows the ids",
+            )
         found: list[tuple[Workspace, str]] = []
         ambiguous: AmbiguousId | None = None
-        for ws in self._workspaces():
-            ws.index.refresh()
+        for ws in workspaces:
             try:
                 found.append((ws, ws.index.resolve(prefix)))
             except NotFound:
@@ -524,7 +545,7 @@ class Engram:
 
     def update(self, ref: str, **changes: Any) -> Record:
         """Change fields of a memory (rev+1; earlier title and content kept in history)."""
-        ws, current = self._locate(ref)
+        ws, current = self._locate(ref, changing="update")
         fields = {key: value for key, value in changes.items() if value is not None}
         for name in ("tags", "files"):
             if name in fields:
@@ -563,7 +584,7 @@ class Engram:
 
     def forget(self, ref: str, *, hard: bool = False) -> Record:
         """Delete a memory: a tombstone that travels to other clones (hard drops the text)."""
-        ws, current = self._locate(ref, include_deleted=hard)
+        ws, current = self._locate(ref, include_deleted=hard, changing="forget")
         with ws.store.lock():
             ws.index.refresh()
             current = ws.index.get(current["id"]) or current
@@ -596,6 +617,10 @@ class Engram:
     def get(self, ref: str) -> Record:
         """Return the full memory an id or unique prefix names."""
         return self._locate(ref)[1]
+
+    def target(self, ref: str, changing: str) -> Record:
+        """Return the memory a command about to change it names (a prefix of 4+ characters)."""
+        return self._locate(ref, changing=changing)[1]
 
     def why(self, ref: str) -> dict[str, Any]:
         """Return the lineage of a memory: supersede chains, links, provenance, judgements."""
@@ -1236,7 +1261,7 @@ class Engram:
                 raise InvalidInput(f"score must be a number from 0 to 1, got {score!r}")
             if not 0.0 <= float(score) <= 1.0 or math.isnan(float(score)):
                 raise InvalidInput(f"score must be from 0 to 1, got {score}")
-        ws, current = self._locate(ref)
+        ws, current = self._locate(ref, changing="judge")
         if score is None and verdict is not None:
             score = VERDICT_SCORES[verdict]
         heuristic = score is None
@@ -1469,7 +1494,7 @@ class Engram:
 
     def delete_insight(self, ref: str) -> Record:
         """Forget an insight memory (a tombstone: a later training does not bring it back)."""
-        record = self.get(ref)
+        record = self._locate(ref, changing="delete")[1]
         if record.get("kind") != "insight":
             raise InvalidInput(
                 f"memory {record['id']} is a {record.get('kind')}, not an insight",

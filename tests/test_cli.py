@@ -126,6 +126,44 @@ def test_errors_have_message_and_hint(repo: Path, tmp_path: Path) -> None:
     assert code == 1 and "no such folder" in err
 
 
+def _twins(repo: Path) -> None:
+    """Store two memories whose ids share the prefix ``twin``."""
+    from engram.service import Engram
+
+    stamp = "2026-01-01T00:00:00.000Z"
+    with Engram.open(repo) as engram:
+        engram.project_ws.store.put(
+            [
+                {"id": f"twin{n}" + "a" * 20, "kind": kind, "title": title,
+                 "created_at": stamp, "updated_at": stamp, "rev": 1}
+                for n, kind, title in ((1, "decision", "Use UTC"), (2, "pitfall", "Cron in UTC"))
+            ]
+        )  # fmt: skip
+
+
+def test_forget_needs_four_characters_and_names_the_candidates(repo: Path) -> None:
+    _twins(repo)
+    for command in ("forget", "delete"):
+        code, _, err = invoke("-C", str(repo), command, "t")
+        assert code == 1
+        assert err.splitlines()[0] == (
+            "error: id prefix 't' is too short to forget a memory: "
+            "give at least 4 characters of its id"
+        )
+    code, _, err = invoke("-C", str(repo), "update", "tw", "--title", "x")
+    assert code == 1 and "too short to update" in err
+    code, _, err = invoke("-C", str(repo), "forget", "twin")
+    assert code == 1
+    first = err.splitlines()[0]
+    assert f"twin1{'a' * 20} (decision) 'Use UTC'" in first
+    assert f"twin2{'a' * 20} (pitfall) 'Cron in UTC'" in first
+    assert "hint: type more characters of the id" in err
+    code, out, _ = invoke("-C", str(repo), "get", "twin1", "--json")
+    assert code == 0 and json.loads(out)["title"] == "Use UTC"  # nothing was forgotten
+    code, _, _ = invoke("-C", str(repo), "forget", "twin2")
+    assert code == 0
+
+
 def test_stats_doctor_index_version_json(tmp_path: Path) -> None:
     import shutil
 

@@ -335,6 +335,32 @@ def test_bad_arguments_and_unknown_tools_are_error_results_and_the_session_goes_
     run(scenario)
 
 
+def test_forget_needs_four_characters_and_names_the_candidates(repo: Path) -> None:
+    stamp = "2026-01-01T00:00:00.000Z"
+    with Engram.open(repo) as engram:
+        engram.project_ws.store.put(
+            [
+                {"id": f"twin{n}" + "a" * 20, "kind": "fact", "title": f"twin {n}",
+                 "created_at": stamp, "updated_at": stamp, "rev": 1}
+                for n in (1, 2)
+            ]
+        )  # fmt: skip
+
+    async def scenario() -> None:
+        async with connect(repo, "--tools", "all") as client:
+            short = await client.error("forget", {"id": "tw"})
+            assert short["code"] == "invalid_input"
+            assert "'tw' is too short to forget" in short["message"]
+            both = await client.error("forget", {"id": "twin"})
+            assert both["code"] == "ambiguous_id"
+            assert "(fact) 'twin 1'" in both["message"] and "(fact) 'twin 2'" in both["message"]
+            await client.error("update", {"id": "twi", "title": "x"})
+            await client.ok("forget", {"id": "twin1"})
+            assert "twin 2" in json.dumps(await client.ok("get", {"id": "twin2"}))
+
+    run(scenario)
+
+
 def test_admin_tools_forget_export_import_reindex_doctor(repo: Path, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with connect(repo, "--tools", "all") as client:

@@ -139,13 +139,38 @@ def test_ambiguous_and_unknown_ids(project: Engram) -> None:
         for n in range(2)
     ]
     store.put(records)
-    with pytest.raises(AmbiguousId, match="aaaa0, aaaa1"):
+    with pytest.raises(AmbiguousId, match=r"aaaa0 \(note\) 'n0'; aaaa1 \(note\) 'n1'"):
         project.get("aaaa")
     assert project.get("aaaa1")["title"] == "n1"
     with pytest.raises(NotFound):
         project.get("zzzz")
     with pytest.raises(InvalidInput):
         project.get("../etc/passwd")
+
+
+def test_a_change_needs_four_characters_of_the_id(project: Engram) -> None:
+    """forget, update, judge and insight delete: one typed character never picks the memory."""
+    memory = project.remember("Only memory", "a one-letter prefix names it").record
+    short = memory["id"][:3]
+    assert project.get(short)["id"] == memory["id"]  # reading takes any unique prefix
+    for change in (
+        lambda: project.forget(short),
+        lambda: project.forget(short, hard=True),
+        lambda: project.update(short, title="changed"),
+        lambda: project.judge(short, verdict="wrong"),
+        lambda: project.delete_insight(short),
+    ):
+        with pytest.raises(InvalidInput, match=f"'{short}' is too short to .* at least 4"):
+            change()
+    assert project.get(memory["id"])["title"] == "Only memory"
+    # A whole id shorter than that (an imported one, say) still names its memory.
+    stamp = "2026-01-01T00:00:00.000Z"
+    project.project_ws.store.put(
+        [{"id": "q1", "kind": "note", "title": "short id", "created_at": stamp,
+          "updated_at": stamp, "rev": 1}]
+    )  # fmt: skip
+    assert project.update("q1", title="still editable")["title"] == "still editable"
+    assert project.forget(memory["id"][:4])["deleted_at"]
 
 
 def test_supersedes_link_marks_the_old_memory(project: Engram) -> None:

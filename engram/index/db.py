@@ -850,7 +850,9 @@ class Index:
         """Return the one id starting with ``prefix`` (tombstones included)."""
         prefix = check_id(prefix)
         rows = self.db.execute(
-            "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+            "SELECT id, kind, coalesce(json_extract(json, '$.title'), ''),"
+            " json_extract(json, '$.deleted_at') IS NOT NULL"
+            " FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
             (prefix, prefix + "\U0010ffff"),
         ).fetchall()
         if not rows:
@@ -859,8 +861,13 @@ class Index:
         if exact:
             return str(exact[0])
         if len(rows) > 1:
-            shown = ", ".join(row[0] for row in rows[:5])
-            raise AmbiguousId(f"id prefix {prefix!r} matches several memories: {shown}")
+            # Each candidate with its kind and title, so the caller can pick the one meant.
+            shown = "; ".join(
+                f"{rid} ({'forgotten ' if gone else ''}{kind}) {str(title)[:60]!r}"
+                for rid, kind, title, gone in rows[:5]
+            )
+            more = ", and more" if len(rows) > 5 else ""
+            raise AmbiguousId(f"id prefix {prefix!r} matches several memories: {shown}{more}")
         return str(rows[0][0])
 
     def get(self, rid: str) -> Record | None:
