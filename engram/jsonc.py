@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engram.model import MAX_DOCUMENT_DEPTH
+
 __all__ = ["Document", "JsoncError", "Node", "dumps"]
 
-MAX_DEPTH = 256
+MAX_DEPTH = MAX_DOCUMENT_DEPTH  # nesting the recursive parser accepts (engram.model)
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
 

@@ -124,6 +124,48 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
     return None
 
 
+def value_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Tell whether a parsed JSON value nests more than ``limit`` containers (not recursive)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+_REQUEST_NAME_RE: Final = re.compile(
+    rb'"(id|method)"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?[0-9]{1,30})'
+)
+
+
+def peek_request(line: bytes) -> tuple[Any, str]:
+    """Return the id and method of a JSON-RPC request too deep to parse, as far as readable."""
+    try:
+        import orjson
+
+        obj = orjson.loads(line)  # not recursive; refuses more than 1,024 levels
+        if isinstance(obj, dict):
+            rid, method = obj.get("id"), obj.get("method")
+            valid = rid is None or (
+                isinstance(rid, str | int | float) and not isinstance(rid, bool)
+            )
+            return (rid if valid else None), (method if isinstance(method, str) else "")
+    except ValueError:
+        pass
+    found: dict[bytes, Any] = {}
+    for key, value in _REQUEST_NAME_RE.findall(line[:4096]):
+        try:
+            found.setdefault(key, json.loads(value))
+        except ValueError:
+            continue
+    method = found.get(b"method")
+    return found.get(b"id"), method if isinstance(method, str) else ""
+
+
 def check_json_limits(
     data: bytes | str,
     *,

@@ -63,7 +63,7 @@ from engram.errors import (
     NotInitialized,
     SyncError,
 )
-from engram.model import MAX_JSON_DEPTH, json_depth_exceeded
+from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request
 
 INVALID_PARAMS: Final = 1001
 NOT_FOUND: Final = 1002
@@ -142,38 +142,11 @@ def failure(error: RpcError) -> dict[str, Any]:
     return {"id": error.id, "ok": False, "data": None, "error": error.to_dict()}
 
 
-_NAME_RE: Final = re.compile(rb'"(id|method)"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?[0-9]{1,30})')
-
-
-def _request_names(line: bytes) -> tuple[Any, str]:
-    """Return the id and method of a request too deep to parse, as far as they can be read."""
-    try:
-        import orjson
-
-        obj = orjson.loads(line)  # not recursive; refuses more than 1,024 levels
-        if isinstance(obj, dict):
-            rid, method = obj.get("id"), obj.get("method")
-            valid = rid is None or (
-                isinstance(rid, str | int | float) and not isinstance(rid, bool)
-            )
-            return (rid if valid else None), (method if isinstance(method, str) else "")
-    except ValueError:
-        pass
-    found: dict[bytes, Any] = {}
-    for key, value in _NAME_RE.findall(line[:4096]):
-        try:
-            found.setdefault(key, json.loads(value))
-        except ValueError:
-            continue
-    method = found.get(b"method")
-    return found.get(b"id"), method if isinstance(method, str) else ""
-
-
 def decode_request(line: bytes) -> Request | RpcError:
     """Return the request on one line, or the error to answer it with."""
     offset = json_depth_exceeded(line)
     if offset is not None:  # refused before parsing: the json module would recurse
-        deep_id, deep_method = _request_names(line)
+        deep_id, deep_method = peek_request(line)
         return RpcError(
             REQUEST_TOO_LARGE,
             f"request{f' {deep_method}' if deep_method else ''} is nested deeper than "
