@@ -366,8 +366,10 @@ class Engram:
             fields["session_id"] = self._session_id(None, normalize_project(fields["project"]))
         fields["author"] = author if author is not None else config_mod.git_user_name(self.root)
         max_bytes = int(ws.config.number("store.max_content_bytes"))
-        fields = normalize_fields(fields, max_content_bytes=max_bytes)
+        # Scrubbed before normalising too: lower-casing a tag must not hide a key from the rules.
         redactions = self._scrub(ws, fields)
+        fields = normalize_fields(fields, max_content_bytes=max_bytes)
+        redactions += self._scrub(ws, fields)
         anchors = []
         if fields["project"] == self.project:  # files of this repository
             anchors = self._anchors(ws, fields.get("files") or [])
@@ -554,6 +556,7 @@ class Engram:
             fields["links"] = list(fields["links"])
         if not fields:
             raise InvalidInput("nothing to update: give at least one field to change")
+        self._scrub(ws, fields)  # before lower-casing tags, as remember does
         fields = normalize_fields(
             fields, max_content_bytes=int(ws.config.number("store.max_content_bytes"))
         )
@@ -1187,10 +1190,12 @@ class Engram:
                 record = parse_line(
                     json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
                 )
+                # Tombstones too: one whose id is a secret is skipped here, with its reason.
+                # Before normalising as well: lower-casing a tag must not hide a key.
+                self._scrub(ws, record)
                 if not is_tombstone(record):
                     record = normalize_fields(record, max_content_bytes=max_bytes)
-                # Tombstones too: one whose id is a secret is skipped here, with its reason.
-                self._scrub(ws, record)
+                    self._scrub(ws, record)
             except (EngramError, TypeError, ValueError) as exc:
                 message = getattr(exc, "message", str(exc))
                 result.errors.append(

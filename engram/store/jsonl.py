@@ -42,7 +42,7 @@ from engram.model import (
 )
 from engram.store.atomic import fsync_dir, mode_for
 from engram.store.lock import ProcessLock
-from engram.store.redact import Scrubber
+from engram.store.redact import Scrubber, default_scrubber
 
 MEMORIES: Final = "memories.jsonl"
 _ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
@@ -91,7 +91,7 @@ class MemoryStore:
     ) -> None:
         self.dir = engram_dir
         # Every record written goes through it (DESIGN.md §8): the one choke point for secrets.
-        self.scrubber = scrubber if scrubber is not None else Scrubber()
+        self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self.path = engram_dir / MEMORIES
         self.state_dir = engram_dir / "state"
         self.lock_timeout = lock_timeout

@@ -41,6 +41,7 @@ __all__ = [
     "STRUCTURAL_FIELDS",
     "Finding",
     "Scrubber",
+    "default_scrubber",
     "find_secrets",
     "redact",
     "scrub_record",
@@ -89,7 +90,14 @@ def scrub_record(
 
     Only ``STRUCTURAL_FIELDS`` are left alone; an id that is itself a secret raises InvalidInput.
     """
-    return Scrubber(extra_patterns).record(record)
+    scrubber = default_scrubber() if not extra_patterns else Scrubber(extra_patterns)
+    return scrubber.record(record)
+
+
+@functools.cache
+def default_scrubber() -> Scrubber:
+    """Return the scrubber of the built-in rules only, shared by the process (and its memory)."""
+    return Scrubber()
 
 
 class Scrubber:
@@ -322,6 +330,13 @@ _OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("Stripe Access Key", "k_test_|whsec_", r"[rs]k_test_[0-9A-Za-z]{24,}|whsec_[A-Za-z0-9]{32,}"),
     ("Hugging Face Token", "hf_", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}"),
     ("Bearer Token", "bearer", r"(?i:bearer)\s+((?=[\w.~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)"),
+    # Lower-cased (a tag, a project name): these alphabets lose nothing to str.lower().
+    (
+        "AWS Access Key",
+        "a3t|abia|acca|akia|asia",
+        r"(?<![A-Za-z0-9])(?:a3t[a-z]|abia|acca|akia|asia)[a-z2-7]{16}(?![A-Za-z0-9])",
+    ),
+    ("Twilio API Key", "ac[a-z0-9]{32}", r"(?<![A-Za-z0-9])ac[0-9a-f]{32}(?![A-Za-z0-9])"),
     # The plugin wants a user before the colon: redis://:password@host has none.
     ("Basic Auth Credentials", "://", r"[A-Za-z][A-Za-z0-9+.-]*://:([^\s/?#@]+)@"),
     # Sentry DSNs carry their key as the URL's user: https://<32 hex>@o1.ingest.sentry.io/2.

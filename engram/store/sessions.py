@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
-from engram.store.redact import Scrubber
+from engram.store.redact import Scrubber, default_scrubber
 
 SESSIONS: Final = "sessions.json"
 VERSION: Final = 1
@@ -37,7 +37,7 @@ class SessionLog:
         self, state_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
     ) -> None:
         self.path = state_dir / SESSIONS
-        self.scrubber = scrubber if scrubber is not None else Scrubber()
+        self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self._lock = ProcessLock(
             state_dir / "sessions.lock", timeout=lock_timeout, what=str(self.path)
         )

@@ -41,7 +41,7 @@ from engram.errors import CorruptStore, InputTooLarge, InvalidInput
 from engram.model import MAX_DOCUMENT_DEPTH, canonical_line, dumps, loads, new_id, parse_line
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
-from engram.store.redact import Scrubber
+from engram.store.redact import Scrubber, default_scrubber
 
 MANIFEST: Final = "manifest.json"
 CHUNKS: Final = "chunks"
@@ -404,7 +404,7 @@ def write_chunk(
     """
     if not records:
         return None
-    scrubber = scrubber if scrubber is not None else Scrubber()
+    scrubber = scrubber if scrubber is not None else default_scrubber()
     data, count = _chunk_bytes(records, scrubber)
     created_by = scrubber.text(created_by)[0]
     if len(data) > MAX_CHUNK_BYTES:

@@ -48,7 +48,7 @@ from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, has_float, parse_line
 from engram.store.atomic import atomic_write
 from engram.store.jsonl import MemoryStore, scrub_lines
-from engram.store.redact import Scrubber
+from engram.store.redact import Scrubber, default_scrubber
 from engram.sync.merge import conflicted, merge3, merge3_record
 
 if TYPE_CHECKING:
@@ -408,7 +408,7 @@ def merge_driver(
         mine = _read(Path(ours))
         data, _, _ = _merge_bytes(_read(Path(base)), mine, _read(Path(theirs)), name)
         if not _is_manifest(name):
-            data = scrub_lines(data, scrubber or Scrubber(), known=set(mine.splitlines()))
+            data = scrub_lines(data, scrubber or default_scrubber(), known=set(mine.splitlines()))
         _write_file(Path(ours), data)
     except EngramError as exc:
         sys.stderr.write(

@@ -158,6 +158,11 @@ def _count(value: Any) -> int | None:
 
 def _finish(record: Record, max_content_bytes: int) -> Record:
     """Validate a converted record as the store would read it; raise InvalidInput if it fails."""
+    from engram.store.redact import scrub_record
+
+    # Scrubbed before normalising (which lower-cases tags and could hide a key from the rules);
+    # the store scrubs again with the user's extra patterns on the way in.
+    record, _ = scrub_record(record)
     out = normalize_fields(record, max_content_bytes=max_content_bytes)
     try:
         parse_line(canonical_line(out), path="import", lineno=1)
