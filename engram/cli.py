@@ -485,6 +485,20 @@ def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
         typer.echo(f"saved again {record['duplicate_count']} time(s)")
     for old in record.get("history", []) or []:
         typer.echo(f"earlier (rev {old.get('rev')}, {old.get('updated_at')}): {old.get('title')}")
+    for lost in record.get("conflicts", []) or []:  # what a merge kept from the losing side
+        if "deleted_at" in lost:
+            typer.echo(
+                f"forgotten on another clone at {lost.get('deleted_at')}, then brought back by "
+                f"a later edit: `engram forget {str(record['id'])[:8]}` forgets it again"
+            )
+            continue
+        by = f", {lost['author']}" if lost.get("author") else ""
+        typer.echo(
+            f"concurrent edit that lost a merge (rev {lost.get('rev')}, {lost.get('updated_at')}"
+            f"{by}): {lost.get('title', '')}"
+        )
+        if lost.get("content"):
+            typer.echo("\n".join(f"    {line}" for line in str(lost["content"]).splitlines()))
 
 
 @app.command()

@@ -294,9 +294,13 @@ class Engram:
         if record is None:
             raise NotFound(f"no memory with id {prefix}")
         if is_tombstone(record) and not include_deleted:
+            # edits made elsewhere that the forget had not seen: kept on it by the merge
+            unseen = [c for c in record.get("conflicts") or [] if "deleted_at" not in c]
+            kept = f"; it keeps {len(unseen)} edit(s) made on another clone" if unseen else ""
             raise NotFound(
-                f"memory {rid} was forgotten at {record.get('deleted_at')}",
-                hint="engram export shows tombstones; a forgotten memory cannot be edited",
+                f"memory {rid} was forgotten at {record.get('deleted_at')}{kept}",
+                hint="engram export shows tombstones and the text they keep; a forgotten memory "
+                "cannot be edited (save the text again with engram remember)",
             )
         return ws, record
 

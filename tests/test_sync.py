@@ -445,6 +445,9 @@ def test_a_forget_made_after_two_edits_stays_forgotten_after_git_pull(
             # the edits it had not seen are kept where a user can restore them
             assert [c["content"] for c in record["conflicts"]] == ["Thursdays after 15:00."]
             assert {"Thursdays after 14:00.", "Fridays after 16:00."} <= _texts(record)
+        shown = run_cli("get", rid[:8], cwd=a.root)
+        assert shown.returncode != 0
+        assert "keeps 1 edit(s) made on another clone" in shown.stderr.decode()
 
 
 @pytest.mark.skipif(GIT is None, reason="needs the git binary to run the merge driver")
@@ -469,6 +472,8 @@ def test_edits_made_after_a_forget_bring_it_back_with_the_forget_noted(
             assert [n["deleted_at"] for n in notes] == ["2026-03-01T10:00:05.000Z"]
         doctor = run_cli("doctor", cwd=b.root)
         assert rid[:8] in doctor.stdout.decode() and "forgotten" in doctor.stdout.decode()
+        shown = run_cli("get", rid[:8], cwd=a.root).stdout.decode()
+        assert "forgotten on another clone at 2026-03-01T10:00:05.000Z" in shown
         # Forgotten again, after seeing the edits: that forget is the last change everywhere.
         clock.at("2026-03-01T09:00:00.000Z")  # even on a clock an hour behind
         b.forget(rid)
