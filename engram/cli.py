@@ -285,6 +285,8 @@ def _remember(
             session_id=session,
         )
         _offer_driver(engram)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if as_json:
         _emit_json(result.to_dict())
         return

@@ -144,6 +144,17 @@ def run_checks(
 
     findings += check_secrets(store, index, fix=fix)
 
+    # 3b. Committed settings engram does not use: a command (only the user's own settings may
+    # run one) and redaction patterns that do not compile or ran out of time (after the scan
+    # above, which ran them).
+    from engram.store.patterns import problems
+
+    for message in config.warnings():
+        findings.append(Finding("warning", "config", message))
+    patterns = [str(p) for p in config.get("redact.extra_patterns") or []]
+    for left_out in problems(patterns):
+        findings.append(Finding("warning", "config", f"redact.extra_patterns: {left_out}"))
+
     # 4. Memories that keep a concurrent edit (the merge function's losing text).
     for record in store.scan().records:
         conflicts = record.get("conflicts")

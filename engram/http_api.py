@@ -404,6 +404,9 @@ def create_app(
         redactions: int
         superseded: list[str]
         memory: dict[str, Any]
+        warnings: list[str] = Field(
+            default_factory=list, description="e.g. a redaction pattern of config.yaml left out"
+        )
 
     class PageOut(BaseModel):
         memories: list[dict[str, Any]]

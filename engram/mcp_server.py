@@ -1574,6 +1574,8 @@ class EngramMCP:
             payload["note"] = "updated the memory with this topic_key; earlier text kept"
         if result.redactions:
             payload["redacted"] = result.redactions
+        if result.warnings:
+            payload["warnings"] = result.warnings
         if result.superseded:
             payload["superseded"] = result.superseded
         if result.similar:

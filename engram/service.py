@@ -102,10 +102,11 @@ class SaveResult:
     redactions: int = 0
     superseded: list[str] = field(default_factory=list)
     similar: list[str] = field(default_factory=list)  # near-duplicates already stored
+    warnings: list[str] = field(default_factory=list)  # e.g. a redaction pattern left out
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
-        return {
+        out = {
             "action": self.action,
             "id": self.record["id"],
             "redactions": self.redactions,
@@ -113,6 +114,9 @@ class SaveResult:
             "similar": self.similar,
             "memory": self.record,
         }
+        if self.warnings:
+            out["warnings"] = self.warnings
+        return out
 
 
 @dataclass
@@ -407,7 +411,8 @@ class Engram:
                     record = dict(duplicate)
                     record["duplicate_count"] = int(record.get("duplicate_count", 0) or 0) + 1
                     self._write(ws, [record])
-                    return SaveResult("duplicate", record, redactions)
+                    warnings = self._pattern_warnings(ws)
+                    return SaveResult("duplicate", record, redactions, warnings=warnings)
                 record = {
                     **fields,
                     "id": new_id(),
@@ -419,9 +424,23 @@ class Engram:
             superseded = self._supersede(ws, record, stamp)
             self._write(ws, [record, *superseded])
         result = SaveResult(action, record, redactions, [r["id"] for r in superseded])
+        result.warnings = self._pattern_warnings(ws)
         if action == "created":
             result.similar = self._near_duplicates(ws, record)
         return result
+
+    def _pattern_warnings(self, ws: Workspace) -> list[str]:
+        """Name each extra redaction pattern left out (bad syntax, out of time) and its file."""
+        from engram.store.patterns import problems
+
+        found = problems(ws.store.scrubber.patterns)
+        if not found:
+            return []
+        folder = ws.config.engram_dir
+        path = folder / "config.yaml"
+        if not path.exists() and (folder / "config.json").exists():
+            path = folder / "config.json"
+        return [f"{path}: redact.extra_patterns: {problem}" for problem in found]
 
     def _near_duplicates(self, ws: Workspace, record: Mapping[str, Any]) -> list[str]:
         """Ids of live memories of the same kind that say nearly the same (cosine ≥ 0.92).
@@ -1730,35 +1749,40 @@ class Engram:
 
         branch = branch or remote_mod.DEFAULT_BRANCH
         repo_root = ws.store.dir if ws.scope == "personal" else self.root
-        for attempt in range(1, 4):
-            fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
-            pulled = self._merge_remote(ws, fetched.files, fetched.base)
-            local = self._sync_local(ws, progress)
-            files = self._committed_files(ws)
-            parents = [p for p in (fetched.local_tip, fetched.tip) if p]
-            author = remote_mod.author_of(repo_root)
-            head = remote_mod.commit(
-                repo_root,
-                ws.store.dir,
-                files,
-                parents=parents,
-                message=f"engram sync: {local['exported'] or 0} memories from {author}",
-                author=author,
-                branch=branch,
-            )
-            pushed = head == fetched.tip or remote_mod.push(repo_root, remote, branch)
-            report.update(local)
-            report["problems"] = pulled.pop("problems") + local["problems"]
-            report["remote"] = {
-                "url": fetched.url,
-                "branch": branch,
-                "pulled": pulled,
-                "head": head,
-                "pushed": pushed,
-                "attempts": attempt,
-            }
-            if pushed:
-                return report
+        # One sync of a repository at a time; locks a killed sync left are cleared first.
+        with remote_mod.exclusive(repo_root, remote, branch) as session:
+            for attempt in range(1, 4):
+                fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
+                pulled = self._merge_remote(ws, fetched.files, fetched.base)
+                local = self._sync_local(ws, progress)
+                files, unfit = self._committed_files(ws, fetched.files)
+                parents = [p for p in (fetched.local_tip, fetched.tip) if p]
+                author = remote_mod.author_of(repo_root)
+                head = remote_mod.commit(
+                    repo_root,
+                    ws.store.dir,
+                    files,
+                    parents=parents,
+                    message=f"engram sync: {local['exported'] or 0} memories from {author}",
+                    author=author,
+                    branch=branch,
+                )
+                pushed = head == fetched.tip or remote_mod.push(
+                    repo_root, remote, branch, cleared=session.cleared
+                )
+                report.update(local)
+                report["problems"] = pulled.pop("problems") + local["problems"] + unfit
+                report["remote"] = {
+                    "url": fetched.url,
+                    "branch": branch,
+                    "pulled": pulled,
+                    "head": head,
+                    "pushed": pushed,
+                    "attempts": attempt,
+                    "cleared_locks": session.cleared,
+                }
+                if pushed:
+                    return report
         raise SyncError(
             f"could not push to {remote} ({branch}): it kept moving while engram merged",
             hint="run engram sync --remote again in a moment; nothing local was lost",
@@ -1818,42 +1842,76 @@ class Engram:
             merged = self._merge3_in(ws, base_scan.records, scan.records)
             out["memories"] = merged.to_dict()
         prefix = f"{chunks_mod.CHUNKS}/"
-        for path, blob in sorted(files.items()):
-            name = path[len(prefix) :] if path.startswith(prefix) else ""
-            chunk = name.removesuffix(chunks_mod.SUFFIX)
-            if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
-                continue
-            target = chunks_mod.chunk_path(ws.store.dir, chunk)
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob)
-            out["chunks"] += 1
-        manifest = files.get(chunks_mod.MANIFEST)
-        if manifest:
+        # Chunks are verified against their names before they are written, and every file is
+        # written atomically under the store lock: a killed sync leaves whole files or none.
+        with ws.store.lock():
+            for path, blob in sorted(files.items()):
+                name = path[len(prefix) :] if path.startswith(prefix) else ""
+                chunk = name.removesuffix(chunks_mod.SUFFIX)
+                if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
+                    continue
+                try:
+                    if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
+                        out["chunks"] += 1
+                except EngramError as exc:
+                    out["problems"].append(exc.message)
             try:
-                theirs = chunks_mod.parse_manifest(manifest, name=f"remote {chunks_mod.MANIFEST}")
-                where = ws.store.dir / chunks_mod.MANIFEST
-                ours = chunks_mod.parse_manifest(where.read_bytes()) if where.exists() else {}
-                merged_manifest = chunks_mod.merge_manifests(ours, theirs)
-                if merged_manifest != ours:
-                    where.write_bytes(chunks_mod.manifest_bytes(merged_manifest))
+                out["problems"] += chunks_mod.merge_manifest_file(
+                    ws.store.dir,
+                    files.get(chunks_mod.MANIFEST) or None,
+                    name=f"remote {chunks_mod.MANIFEST}",
+                )
             except EngramError as exc:
                 out["problems"].append(exc.message)
         return out
 
-    def _committed_files(self, ws: Workspace) -> dict[str, bytes]:
-        """Return the store's files that belong in git (everything but index/ and state/)."""
+    def _committed_files(
+        self, ws: Workspace, pushed: Mapping[str, bytes]
+    ) -> tuple[dict[str, bytes], list[str]]:
+        """Return the store's files that belong in git (all but index/ and state/), checked.
+
+        A chunk not on the remote already (``pushed``) must hash to its name, or it is left
+        out (the remote's copy kept where it has one) and named in the returned problems; a
+        manifest that does not parse stops the sync: neither is ever committed or pushed.
+        """
+        from engram.sync import chunks as chunks_mod
+
         out: dict[str, bytes] = {}
+        problems: list[str] = []
         folder = ws.store.dir
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder).as_posix()
-            if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
+        with ws.store.lock():
+            for path in sorted(folder.rglob("*")):
+                rel = path.relative_to(folder).as_posix()
+                if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
+                    continue
+                if path.is_symlink():
+                    continue
+                out[rel] = path.read_bytes()
+        for rel, data in list(out.items()):
+            top, _, name = rel.partition("/")
+            if top != chunks_mod.CHUNKS or not name.endswith(chunks_mod.SUFFIX):
                 continue
-            if path.is_symlink():
+            if pushed.get(rel) == data:
                 continue
-            out[rel] = path.read_bytes()
-        return out
+            try:
+                chunks_mod.verify_chunk_file(name.removesuffix(chunks_mod.SUFFIX), data, name=rel)
+            except EngramError as exc:
+                problems.append(f"{exc.message}; not pushed")
+                if rel in pushed:
+                    out[rel] = pushed[rel]
+                else:
+                    del out[rel]
+        manifest = out.get(chunks_mod.MANIFEST)
+        if manifest is not None:
+            try:
+                chunks_mod.parse_manifest(manifest)
+            except EngramError as exc:
+                raise SyncError(
+                    f"refusing to push: {exc.message}",
+                    hint=f"restore .engram/{chunks_mod.MANIFEST} (git checkout) or remove it, "
+                    "then run engram sync --remote again",
+                ) from exc
+        return out, problems
 
     def _sync_local(self, ws: Workspace, progress: Progress | None = None) -> dict[str, Any]:
         """Import unapplied chunks, then export this clone's journalled changes as a chunk."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,8 +64,11 @@ def test_a_committed_command_never_runs_from_the_cli(repo: Path, tmp_path: Path)
     assert stderr.count("warning:") == 1, stderr
     assert ".engram/config.yaml" in stderr and KEY in stderr
     assert any(KEY in w and "config.yaml" in w for w in plan["warnings"])
-    # Every reader gets the safe value, not only consolidate.
+    # Every reader gets the safe value, not only consolidate; doctor names what was left out.
     assert load(repo).get(KEY) == ""
+    with Engram.open(repo) as engram:
+        found = [f.message for f in engram.doctor() if f.check == "config"]
+    assert len(found) == 1 and KEY in found[0] and ".engram/config.yaml" in found[0]
 
 
 def test_a_committed_command_never_runs_from_mcp(repo: Path, tmp_path: Path) -> None:
@@ -133,3 +137,30 @@ def test_any_key_that_names_a_program_is_dropped_from_a_committed_config(
     assert load(root).get(KEY) == "x"
     monkeypatch.setenv("ENGRAM_CONSOLIDATE_LLM_COMMAND", "y")
     assert load(root).get(KEY) == "y"
+
+
+def test_a_catastrophic_committed_pattern_cannot_hang_a_write(tmp_path: Path) -> None:
+    """`(a|aa)+$` on 30 a's and a '!' backtracks for ages; the write finishes and names it."""
+    root = tmp_path / "p"
+    Engram.init(root, "demo")[0].close()
+    evil = ["(a|aa)+$", "(a+)+$", "([a-z]+)*!x", "(unclosed"]
+    set_value(root / ".engram", "redact.extra_patterns", [*evil, r"ACME-\d+"])
+    content = "a" * 30 + "! ticket ACME-42"
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(root), "remember", "t", content, "--json"],
+        capture_output=True,
+        timeout=60,  # generous; without the time limit this takes far longer
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    saved = json.loads(done.stdout)
+    assert saved["memory"]["content"] == "a" * 30 + "! ticket [REDACTED]"
+    stderr = done.stderr.decode()
+    for line in (w for w in stderr.splitlines() if w.startswith("warning:")):
+        assert ".engram/config.yaml: redact.extra_patterns: pattern" in line
+    assert "'(a|aa)+$'" in stderr and "is not used" in stderr
+    assert "'(unclosed'" in stderr and "not a valid regular expression" in stderr
+    assert any("(a|aa)+$" in w for w in saved["warnings"])
+    with Engram.open(root) as engram:
+        found = "\n".join(f.message for f in engram.doctor() if f.check == "config")
+    assert "'(unclosed'" in found and "'(a|aa)+$'" in found

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.errors import InvalidInput
 from engram.store import redact as redact_module
+from engram.store.patterns import problems
 from engram.store.redact import REDACTED, Finding, find_secrets, redact
 
 
@@ -286,13 +286,21 @@ def test_extra_pattern_spanning_lines_and_matching_empty() -> None:
     assert redact("abc", [r"x*"]) == ("abc", 0)  # empty matches insert nothing
 
 
-def test_invalid_extra_pattern_names_the_pattern() -> None:
-    with pytest.raises(InvalidInput) as info:
-        redact("text", ["fine", "(unclosed"])
-    assert "(unclosed" in info.value.message
-    assert "extra_patterns" in info.value.hint
-    with pytest.raises(InvalidInput):
-        find_secrets("text", ["[a-"])
+def test_invalid_extra_pattern_is_reported_not_run() -> None:
+    assert redact("fine text, token=", ["fine", "(unclosed"]) == (f"{REDACTED} text, token=", 1)
+    assert find_secrets("text", ["[a-"]) == []
+    (message,) = problems(["fine", "(unclosed"])
+    assert "'(unclosed'" in message and "not a valid regular expression" in message
+
+
+def test_catastrophic_extra_pattern_times_out_and_is_left_out() -> None:
+    """A committed `(a+)+$` would take minutes on 30 a's: it is stopped, reported, skipped."""
+    evil = r"(a|aa)+$"  # `regex` handles `(a+)+$` itself; this one still backtracks
+    text = "a" * 30 + "! and ACME-77"
+    assert redact(text, [evil, r"ACME-\d+"]) == ("a" * 30 + f"! and {REDACTED}", 1)
+    (message,) = problems([evil, r"ACME-\d+"])
+    assert repr(evil) in message and "is not used" in message
+    assert redact("aaaa", [evil]) == ("aaaa", 0)  # left out from now on: no second wait
 
 
 def test_marker_is_never_flagged() -> None:

@@ -22,7 +22,8 @@ Bounded rules, so that a mention does not eat a note:
 Must not: import detect_secrets at import time (``engram recall`` never needs it and must start
 fast); call a plugin's ``analyze_line`` or ``scan_line`` (they read global settings and may verify
 a secret over the network); use the high-entropy detectors (they flag every git SHA and UUID in
-engineering notes); read or write files; import anything from engram but ``engram.errors``.
+engineering notes); read or write files; import anything from engram but ``engram.errors`` and
+``engram.store.patterns`` (which runs the extra patterns with a time limit).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.errors import InvalidInput
+from engram.store.patterns import Extra, compile_extras
 
 __all__ = [
     "REDACTED",
@@ -388,7 +390,7 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 def _find(
     text: str,
-    extras: tuple[re.Pattern[str], ...],
+    extras: tuple[Extra, ...],
     *,
     prefilter: bool = True,
     marked_lines_only: bool = False,
@@ -399,9 +401,8 @@ def _find(
     spans = _private_spans(text)
     spans.extend(_key_spans(text))
     spans.extend(_line_spans(text, prefilter=prefilter, marked_lines_only=marked_lines_only))
-    for pattern in extras:
-        found = pattern.finditer(text)
-        spans.extend((m.start(), m.end(), EXTRA_PATTERN) for m in found if m.end() > m.start())
+    for pattern in extras:  # each search time-limited: a committed pattern may backtrack forever
+        spans.extend((start, end, EXTRA_PATTERN) for start, end in pattern.spans(text))
     return _merge(_outside_markers(text, spans))
 
 
@@ -765,19 +766,9 @@ def _rules() -> tuple[_Rule, ...]:
     return tuple(rules)
 
 
-@functools.lru_cache(maxsize=32)
-def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    """Compile the user's extra patterns once per distinct config."""
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise InvalidInput(
-                f"redaction pattern {pattern!r} is not a valid regular expression: {exc}",
-                hint="fix redact.extra_patterns in .engram/config.yaml",
-            ) from exc
-    return tuple(compiled)
+def _compile(patterns: tuple[str, ...]) -> tuple[Extra, ...]:
+    """Compile the user's extra patterns (engram.store.patterns: time-limited, bad ones off)."""
+    return compile_extras(patterns)
 
 
 def _outside_markers(text: str, spans: list[_Span]) -> list[_Span]:
