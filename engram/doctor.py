@@ -168,7 +168,8 @@ def run_checks(
                         "conflicts",
                         f"memory {record['id']} was forgotten at {forgets[-1]['deleted_at']} "
                         "on another clone and a later edit brought it back: "
-                        f"`engram forget {record['id'][:8]}` forgets it again",
+                        f"`engram forget {record['id'][:8]}` forgets it again; "
+                        "update it to keep it",
                     )
                 )
             if len(conflicts) > len(forgets):
@@ -242,12 +243,19 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
 
     audit = audit_chunks(store.dir)
     found: list[Finding] = []
-    if audit.manifest_error:
-        found.append(Finding("error", "manifest", audit.manifest_error))
+    if audit.manifest_error:  # then every chunk is unlisted: one finding says it all
+        found.append(
+            Finding(
+                "error",
+                "manifest",
+                f"{audit.manifest_error} (`engram doctor --fix` rebuilds it from the "
+                f"{len(audit.unlisted)} chunk(s) in {CHUNKS}/)",
+            )
+        )
     found += [Finding("warning", "manifest", problem) for problem in audit.entry_problems]
     found += [
         Finding("warning", "manifest", f"{CHUNKS}/{ident}{SUFFIX} is not listed in {MANIFEST}")
-        for ident in audit.unlisted
+        for ident in ([] if audit.manifest_error else audit.unlisted)
     ]
     found += [
         Finding("warning", "manifest", f"{MANIFEST} lists chunk {ident}, whose file is missing")

@@ -404,7 +404,8 @@ def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:
             raise
     text = body.decode("utf-8", "replace")
     record = parse_line(text.encode("utf-8"), path=path, lineno=lineno)
-    done.append(f"replaced {text.count(chr(0xFFFD))} invalid UTF-8 byte run(s) with U+FFFD")
+    runs = text.count("\ufffd") - body.count("\ufffd".encode())  # U+FFFD already there aside
+    done.append(f"replaced {runs} invalid UTF-8 byte run(s) with U+FFFD")
     return record, "; ".join(done)
 
 
