@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from engram.errors import EngramError, InvalidInput
+from engram.terminal import json_c1, visible
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -28,6 +29,23 @@ if TYPE_CHECKING:
     from engram.service import Engram
 
 SNIPPET_CHARS = 200
+
+
+def safe(text: str) -> str:
+    """Return text with every control character but newline and tab shown as \\xNN."""
+    return visible(text)
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print one message of the CLI, control characters made visible (see ``safe``)."""
+    typer.echo(safe(str(message)), err=err, nl=nl)
+
+
+def _rich(text: object) -> str:
+    """Return text for a rich console: control characters visible, markup taken literally."""
+    from rich.markup import escape
+
+    return escape(safe(str(text)))
 
 
 @contextlib.contextmanager
@@ -46,7 +64,7 @@ def _boundary() -> Iterator[None]:
         where = f" ({exc.filename})" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}", "check the path and its permissions")
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         raise typer.Exit(130) from None
 
 
@@ -59,9 +77,9 @@ class EngramGroup(TyperGroup):
 
 
 def _fail(message: str, hint: str = "") -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        echo(f"hint: {hint}", err=True)
     raise typer.Exit(1)
 
 
@@ -111,15 +129,16 @@ def _open(ctx: typer.Context) -> Engram:
 
 
 def _emit_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    typer.echo(json_c1(text))
 
 
 def _warn_problems(engram: Engram) -> None:
     problems = engram.problems()
     for _, message in problems[:3]:
-        typer.echo(f"warning: skipped {message}", err=True)
+        echo(f"warning: skipped {message}", err=True)
     if problems:
-        typer.echo(
+        echo(
             "hint: run `engram doctor` for the full list, `engram doctor --fix` to repair", err=True
         )
 
@@ -128,7 +147,7 @@ def _offer_driver(engram: Engram) -> None:
     """Say so when this clone lacks the merge driver its .gitattributes asks for (a fresh clone)."""
     setup = engram.git_setup()
     if setup["repo"] and setup["attributes"] and not setup["driver"]:
-        typer.echo(
+        echo(
             "hint: git merges of .engram/ need the engram merge driver, which this clone does not "
             "have yet: run `engram doctor --fix` to install it",
             err=True,
@@ -144,7 +163,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
     for header in headers:
         table.add_column(header)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(_rich(cell) for cell in row))
     Console().print(table)
 
 
@@ -237,18 +256,18 @@ def init(
             return
         if created:
             for path in created:
-                typer.echo(f"created {path.relative_to(root)}")
+                echo(f"created {path.relative_to(root)}")
         else:
-            typer.echo(f"{root / '.engram'} already set up")
-        typer.echo(f"project: {engram.project}")
+            echo(f"{root / '.engram'} already set up")
+        echo(f"project: {engram.project}")
         # Day one: read what the project already knows. A failure here never fails init.
         try:
             summary = engram.index_project()
         except EngramError as exc:
-            typer.echo(f"warning: indexing skipped: {exc.message}", err=True)
+            echo(f"warning: indexing skipped: {exc.message}", err=True)
         else:
             for line in _index_summary(summary):
-                typer.echo(line)
+                echo(line)
 
 
 def _remember(
@@ -286,25 +305,25 @@ def _remember(
         )
         _offer_driver(engram)
     for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     if as_json:
         _emit_json(result.to_dict())
         return
-    typer.echo(result.record["id"])
+    echo(result.record["id"])
     if result.action == "duplicate":
-        typer.echo(
+        echo(
             f"already saved: duplicate_count is now {result.record['duplicate_count']}", err=True
         )
     elif result.action == "updated":
-        typer.echo(
+        echo(
             f"updated the memory with topic key {result.record.get('topic_key')} "
             f"(rev {result.record['rev']})",
             err=True,
         )
     if result.redactions:
-        typer.echo(f"redacted {result.redactions} secret(s) before saving", err=True)
+        echo(f"redacted {result.redactions} secret(s) before saving", err=True)
     for rid in result.superseded:
-        typer.echo(f"marked {rid} as superseded", err=True)
+        echo(f"marked {rid} as superseded", err=True)
 
 
 KindOpt = Annotated[
@@ -407,21 +426,21 @@ def _recall(
         _emit_json({"query": query, "count": len(hits), "hits": rows})
         return
     if not hits:
-        typer.echo("no memories match", err=True)
+        echo("no memories match", err=True)
         return
     for number, hit in enumerate(hits, start=offset + 1):
         record = hit.record
         status_text = record.get("status", "active")
         flag = "" if status_text == "active" else f" [{status_text}]"
-        typer.echo(
+        echo(
             f"{number:>2}. {hit.id[:8]}  {record.get('kind', ''):<12} "
             f"{record.get('title', '')}{flag}  ({hit.score:.2f})"
         )
         snippet = _snippet(str(record.get("content", "")))
         if snippet:
-            typer.echo(f"    {snippet}")
+            echo(f"    {snippet}")
         if stale[hit.id]:
-            typer.echo(f"    may be stale: {'; '.join(stale[hit.id])}")
+            echo(f"    may be stale: {'; '.join(stale[hit.id])}")
 
 
 @app.command()
@@ -457,20 +476,20 @@ def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
     if as_json:
         _emit_json({**record, "stale": stale} if stale else record)
         return
-    typer.echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
+    echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
     if stale:
-        typer.echo(f"may be stale: {'; '.join(stale)}")
-    typer.echo(f"# {record.get('title', '')}")
+        echo(f"may be stale: {'; '.join(stale)}")
+    echo(f"# {record.get('title', '')}")
     if record.get("content"):
-        typer.echo("")
-        typer.echo(str(record["content"]))
-    typer.echo("")
+        echo("")
+        echo(str(record["content"]))
+    echo("")
     for label in ("tags", "files"):
         if record.get(label):
-            typer.echo(f"{label}: {', '.join(record[label])}")
+            echo(f"{label}: {', '.join(record[label])}")
     for link in record.get("links", []) or []:
-        typer.echo(f"link: {link.get('rel')} {link.get('to')}")
-    typer.echo(
+        echo(f"link: {link.get('rel')} {link.get('to')}")
+    echo(
         f"importance: {record.get('importance', 3)}  scope: {record.get('scope', 'project')}"
         f"  project: {record.get('project', '')}"
     )
@@ -534,33 +553,33 @@ def why(
     if as_json:
         _emit_json(data)
         return
-    typer.echo(_line(data["memory"]))
+    echo(_line(data["memory"]))
     if data.get("stale"):
-        typer.echo(f"may be stale: {'; '.join(data['stale'])}")
+        echo(f"may be stale: {'; '.join(data['stale'])}")
     for label, key in (("supersedes", "supersedes"), ("superseded by", "superseded_by")):
         if data[key]:
-            typer.echo(f"{label}:")
+            echo(f"{label}:")
             for item in data[key]:
-                typer.echo("  " * item["depth"] + _line(item))
+                echo("  " * item["depth"] + _line(item))
     for label, key in (("links out", "links_out"), ("links in", "links_in")):
         if data[key]:
-            typer.echo(f"{label}:")
+            echo(f"{label}:")
             for item in data[key]:
-                typer.echo(f"  {item['rel']}  {_line(item)}")
+                echo(f"  {item['rel']}  {_line(item)}")
     origin = data["provenance"]
     parts = [
         f"{key} {origin[key]}" for key in ("source", "session_id", "author") if origin.get(key)
     ]
     parts += [f"{key} {origin[key]}" for key in ("created_at", "updated_at") if origin.get(key)]
-    typer.echo("from: " + (", ".join(parts) or "unknown origin"))
+    echo("from: " + (", ".join(parts) or "unknown origin"))
     if data["history"]:
-        typer.echo(f"earlier versions: {data['history']}")
+        echo(f"earlier versions: {data['history']}")
     for judgement in data["judgements"]:
-        typer.echo(f"judgement: {json.dumps(judgement, ensure_ascii=False, sort_keys=True)}")
+        echo(f"judgement: {json.dumps(judgement, ensure_ascii=False, sort_keys=True)}")
     for note in data["dangling"]:
-        typer.echo(f"dangling link: {note['from']} {note['rel']} {note['to']} (no such memory)")
+        echo(f"dangling link: {note['from']} {note['rel']} {note['to']} (no such memory)")
     for cycle in data["cycles"]:
-        typer.echo("cycle: " + " -> ".join(cycle))
+        echo("cycle: " + " -> ".join(cycle))
 
 
 @app.command()
@@ -577,10 +596,10 @@ def related(
         _emit_json(items)
         return
     if not items:
-        typer.echo("no related memories")
+        echo("no related memories")
     for item in items:
-        typer.echo(f"{item['score']:5.1f}  {_line(item)}")
-        typer.echo(f"       {item['reason']}")
+        echo(f"{item['score']:5.1f}  {_line(item)}")
+        echo(f"       {item['reason']}")
 
 
 @app.command()
@@ -623,7 +642,7 @@ def update(
     if as_json:
         _emit_json(record)
     else:
-        typer.echo(f"{record['id']} rev {record['rev']}")
+        echo(f"{record['id']} rev {record['rev']}")
 
 
 def _forget(ctx: typer.Context, ref: str, hard: bool, as_json: bool) -> None:
@@ -633,7 +652,7 @@ def _forget(ctx: typer.Context, ref: str, hard: bool, as_json: bool) -> None:
         _emit_json(record)
     else:
         how = "hard-deleted (text dropped)" if hard else "forgotten (tombstone kept)"
-        typer.echo(f"{record['id']} {how}")
+        echo(f"{record['id']} {how}")
 
 
 @app.command()
@@ -664,8 +683,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     console = Console()
     for store in data["stores"]:
         console.print(
-            f"[bold]{store['scope']} store[/] {store['path']} "
-            f"({store['file_bytes']:,} bytes, backend {store['backend']})"
+            f"[bold]{_rich(store['scope'])} store[/] {_rich(store['path'])} "
+            f"({store['file_bytes']:,} bytes, backend {_rich(store['backend'])})"
         )
         console.print(
             f"  {store['memories']} memories, {store['tombstones']} tombstones, "
@@ -675,13 +694,14 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         table.add_column("kind")
         table.add_column("count", justify="right")
         for name, count in store["by_kind"].items():
-            table.add_row(name, str(count))
+            table.add_row(_rich(name), str(count))
         console.print(table)
-        statuses = ", ".join(f"{k} {v}" for k, v in store["by_status"].items())
+        statuses = ", ".join(f"{_rich(k)} {v}" for k, v in store["by_status"].items())
         console.print(f"  status: {statuses}")
         if store["top_tags"]:
             console.print(
-                "  top tags: " + ", ".join(f"{k} ({v})" for k, v in store["top_tags"].items())
+                "  top tags: "
+                + ", ".join(f"{_rich(k)} ({v})" for k, v in store["top_tags"].items())
             )
 
 
@@ -707,7 +727,7 @@ def context(
     if as_json:
         _emit_json(briefing)
     else:
-        typer.echo(briefing["text"])
+        echo(briefing["text"])
 
 
 @app.command()
@@ -734,7 +754,7 @@ def check(
     if as_json:
         _emit_json(result)
     else:
-        typer.echo(result["text"])
+        echo(result["text"])
 
 
 @app.command()
@@ -757,16 +777,16 @@ def timeline(
     where = (
         f"session {data['session_id']}" if data["scope"] == "session" else "project (no session)"
     )
-    typer.echo(f"timeline in {where}")
+    echo(f"timeline in {where}")
     if data["earlier"]:
-        typer.echo(f"   … {data['earlier']} earlier")
+        echo(f"   … {data['earlier']} earlier")
     for item in data["before"]:
-        typer.echo(f"   {_timeline_line(item, shorts)}")
-    typer.echo(f">> {_timeline_line(data['memory'], shorts)}")
+        echo(f"   {_timeline_line(item, shorts)}")
+    echo(f">> {_timeline_line(data['memory'], shorts)}")
     for item in data["after"]:
-        typer.echo(f"   {_timeline_line(item, shorts)}")
+        echo(f"   {_timeline_line(item, shorts)}")
     if data["later"]:
-        typer.echo(f"   … {data['later']} later")
+        echo(f"   … {data['later']} later")
 
 
 def _timeline_line(item: dict[str, Any], shorts: dict[str, str]) -> str:
@@ -815,7 +835,7 @@ def session_start(
     if as_json:
         _emit_json(session)
     else:
-        typer.echo(session["id"])
+        echo(session["id"])
 
 
 @session_app.command("end")
@@ -838,9 +858,9 @@ def session_end(
     if as_json:
         _emit_json(session)
         return
-    typer.echo(f"ended {session['id']}")
+    echo(f"ended {session['id']}")
     if session.get("summary_id"):
-        typer.echo(f"summary: {session['summary_id']}")
+        echo(f"summary: {session['summary_id']}")
 
 
 @session_app.command("summary")
@@ -877,9 +897,9 @@ def session_summary(
     if as_json:
         _emit_json(result.to_dict())
         return
-    typer.echo(result.record["id"])
+    echo(result.record["id"])
     if result.action == "updated":
-        typer.echo(f"updated the summary of session {result.record.get('session_id')}", err=True)
+        echo(f"updated the summary of session {result.record.get('session_id')}", err=True)
 
 
 def _file_list(value: str | None) -> str | None:
@@ -905,7 +925,7 @@ def prompt(
     if as_json:
         _emit_json(result.to_dict())
     else:
-        typer.echo(result.record["id"])
+        echo(result.record["id"])
 
 
 @app.command()
@@ -936,12 +956,12 @@ def capture(
         _emit_json(result)
         return
     if not result["extracted"]:
-        typer.echo('no "Key Learnings" section found: nothing saved', err=True)
+        echo('no "Key Learnings" section found: nothing saved', err=True)
         return
     for item in result["saved"]:
-        typer.echo(f"saved {item['id']}  {item['title']}")
+        echo(f"saved {item['id']}  {item['title']}")
     for item in result["duplicates"]:
-        typer.echo(f"known {item['id']}  {item['title']}")
+        echo(f"known {item['id']}  {item['title']}")
 
 
 @app.command()
@@ -968,7 +988,7 @@ def judge(
         return
     latest = record["judgements"][-1]
     how = latest.get("verdict") or ("heuristic" if latest.get("heuristic") else "score")
-    typer.echo(
+    echo(
         f"{record['id']}: judged {how} ({latest['score']:.2f}); "
         f"{len(record['judgements'])} judgement(s)"
     )
@@ -1011,28 +1031,28 @@ def consolidate(
                 _emit_json({"groups": groups})
                 return
             if not groups:
-                typer.echo("nothing to consolidate")
+                echo("nothing to consolidate")
             for group in groups:
-                typer.echo(f"{group['kind']:<18} {group['action']:<8} {', '.join(group['ids'])}")
-                typer.echo(f"    {group['reason']}")
+                echo(f"{group['kind']:<18} {group['action']:<8} {', '.join(group['ids'])}")
+                echo(f"    {group['reason']}")
             return
         if apply or plan is not None:
             document = _read_json_file(plan) if plan is not None else None
             result = engram.consolidate_apply(document, dry_run=dry_run)
             for warning in result.get("warnings", []):
-                typer.echo(f"warning: {warning}", err=True)
+                echo(f"warning: {warning}", err=True)
             if as_json:
                 _emit_json(result)
                 return
             verb = "would change" if dry_run else "changed"
-            typer.echo(f"{verb} {result['changed']} memories ({result['recommendations']} groups)")
+            echo(f"{verb} {result['changed']} memories ({result['recommendations']} groups)")
             for change in result["changes"]:
                 state = "deleted" if change.get("deleted_at") else change.get("status", "active")
-                typer.echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
+                echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
             return
         document = engram.consolidate()
     for warning in document.get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     if out is not None:
         out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
     if as_json:
@@ -1040,14 +1060,14 @@ def consolidate(
         return
     recommendations = document["recommendations"]
     if not recommendations:
-        typer.echo("nothing to consolidate")
+        echo("nothing to consolidate")
     for item in recommendations:
         group = item["group"]
         target = f" into {item['target']}" if item.get("target") else ""
-        typer.echo(f"{item['action']}{target}: {', '.join(group['ids'])}  ({item['decided_by']})")
-        typer.echo(f"    {item['reasoning']}")
+        echo(f"{item['action']}{target}: {', '.join(group['ids'])}  ({item['decided_by']})")
+        echo(f"    {item['reasoning']}")
     if out is not None:
-        typer.echo(f"plan written to {out}: apply it with engram consolidate --plan {out}")
+        echo(f"plan written to {out}: apply it with engram consolidate --plan {out}")
 
 
 @app.command()
@@ -1074,14 +1094,14 @@ def train(
     if as_json:
         _emit_json(report)
     else:
-        typer.echo(
+        echo(
             f"{len(report['insights'])} insights ({report.get('written', 0)} new or changed), "
             f"{len(report['recommendations'])} recommendations for consolidation"
         )
     for problem in report["problems"]:
-        typer.echo(f"error: {problem}", err=True)
+        echo(f"error: {problem}", err=True)
     if not report["ok"]:
-        typer.echo("hint: the trainer failed, so nothing was changed", err=True)
+        echo("hint: the trainer failed, so nothing was changed", err=True)
         raise typer.Exit(1)
 
 
@@ -1103,10 +1123,10 @@ def insights_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         _emit_json(records)
         return
     if not records:
-        typer.echo("no insights yet: run engram train")
+        echo("no insights yet: run engram train")
     for record in records:
         sources = len(record.get("links") or [])
-        typer.echo(f"{record['id'][:8]}  {record.get('title', '')}  ({sources} sources)")
+        echo(f"{record['id'][:8]}  {record.get('title', '')}  ({sources} sources)")
 
 
 @insights_app.command("delete")
@@ -1121,7 +1141,7 @@ def insights_delete(
     if as_json:
         _emit_json(record)
     else:
-        typer.echo(f"deleted {record['id']}")
+        echo(f"deleted {record['id']}")
 
 
 projects_app = typer.Typer(
@@ -1142,7 +1162,7 @@ def projects_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         _emit_json(rows)
         return
     if not rows:
-        typer.echo("no memories yet")
+        echo("no memories yet")
         return
     _table(
         ["project", "memories", "sessions", "last activity", "stores"],
@@ -1186,11 +1206,11 @@ def projects_consolidate(
         _emit_json({"groups": groups, "merges": done})
         return
     if not groups:
-        typer.echo("no project names look alike")
+        echo("no project names look alike")
     for merge in done:
         verb = "would merge" if merge["dry_run"] else "merged"
         count = sum(merge["moved"].values())
-        typer.echo(f"{verb} {', '.join(merge['from'])} into {merge['into']} ({count} memories)")
+        echo(f"{verb} {', '.join(merge['from'])} into {merge['into']} ({count} memories)")
 
 
 @projects_app.command("prune")
@@ -1206,10 +1226,10 @@ def projects_prune(
         _emit_json(result)
         return
     if not result["pruned"]:
-        typer.echo("no project without memories")
+        echo("no project without memories")
     verb = "would prune" if dry_run else "pruned"
     for name in result["pruned"]:
-        typer.echo(f"{verb} {name}")
+        echo(f"{verb} {name}")
 
 
 @projects_app.command("merge")
@@ -1232,7 +1252,7 @@ def projects_merge(
         return
     verb = "would move" if dry_run else "moved"
     count = sum(result["moved"].values())
-    typer.echo(f"{verb} {count} memories from {', '.join(result['from'])} to {result['into']}")
+    echo(f"{verb} {count} memories from {', '.join(result['from'])} to {result['into']}")
 
 
 @app.command("obsidian-export")
@@ -1257,7 +1277,7 @@ def obsidian_export(
             if as_json:
                 _emit_json(result)
             else:
-                typer.echo(
+                echo(
                     f"{vault}: {len(result['written'])} notes written, "
                     f"{len(result['removed'])} removed, {result['unchanged']} unchanged"
                 )
@@ -1279,10 +1299,10 @@ def export_(
         document = engram.export(scope=scope)
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if file is None or str(file) == "-":
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
     else:
         file.write_text(text, encoding="utf-8")
-        typer.echo(f"exported {document['count']} records to {file}", err=True)
+        echo(f"exported {document['count']} records to {file}", err=True)
 
 
 @app.command("import")
@@ -1316,14 +1336,14 @@ def import_(
     if as_json:
         _emit_json(result.to_dict())
         return
-    typer.echo(
+    echo(
         f"{result.format}: added {result.added}, updated {result.updated}, "
         f"unchanged {result.unchanged}, skipped {len(result.errors)}"
     )
     for error in result.errors[:20]:
-        typer.echo(f"skipped {error}", err=True)
+        echo(f"skipped {error}", err=True)
     if len(result.errors) > 20:
-        typer.echo(f"… and {len(result.errors) - 20} more skipped", err=True)
+        echo(f"… and {len(result.errors) - 20} more skipped", err=True)
 
 
 @app.command()
@@ -1361,37 +1381,37 @@ def sync(
         _emit_json(report)
         return
     if status:
-        typer.echo(
+        echo(
             f"{report['scope']} store: {report['chunks']} chunks "
             f"({report['memories_in_chunks']} memory versions), clone {report['clone_id'][:8]}"
         )
         for who, count in report["contributors"].items():
-            typer.echo(f"  {who}: {count}")
-        typer.echo(
+            echo(f"  {who}: {count}")
+        echo(
             f"pending: {len(report['pending_import'])} chunks to import, "
             f"{report['pending_export']} changed memories to export"
         )
     else:
         imported = report["imported"]
-        typer.echo(
+        echo(
             f"imported {len(report['imported_chunks'])} chunks (added {imported['added']}, "
             f"updated {imported['updated']}, unchanged {imported['unchanged']})"
         )
         if report["exported_chunk"]:
-            typer.echo(
+            echo(
                 f"exported {report['exported']} memories as chunk {report['exported_chunk']}"
             )
         else:
-            typer.echo("nothing to export")
+            echo("nothing to export")
         far = report.get("remote")
         if far:
             pulled = far["pulled"]["memories"]
-            typer.echo(
+            echo(
                 f"{far['url']} ({far['branch']}): pulled {pulled['added']} new and "
                 f"{pulled['updated']} changed memories, pushed {far['head'][:10]}"
             )
     for problem in report["problems"]:
-        typer.echo(f"warning: {problem}", err=True)
+        echo(f"warning: {problem}", err=True)
 
 
 @app.command("merge-driver", hidden=True)
@@ -1416,9 +1436,9 @@ def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         _emit_json(resolved)
         return
     if not resolved:
-        typer.echo("nothing to resolve")
+        echo("nothing to resolve")
     for item in resolved:
-        typer.echo(
+        echo(
             f"resolved {item['path']}: {item['records']} entries, "
             f"{item['conflicts']} memories keep a concurrent edit (engram doctor lists them)"
         )
@@ -1438,16 +1458,16 @@ def log(
         _emit_json(versions)
         return
     if not versions:
-        typer.echo("no committed version of this memory (commit .engram/ to start its log)")
+        echo("no committed version of this memory (commit .engram/ to start its log)")
     for version in versions:
         record = version.get("record") or {}
         title = record.get("title", "")
         rev = f" rev {record['rev']}" if record.get("rev") is not None else ""
-        typer.echo(
+        echo(
             f"{version['commit'][:10]}  {version['date'][:16].replace('T', ' ')}  "
             f"{version['author']}  {version['change']}{rev}  {title}"
         )
-        typer.echo(f"            {version['message']}")
+        echo(f"            {version['message']}")
 
 
 def _index_summary(summary: dict[str, Any]) -> list[str]:
@@ -1513,11 +1533,11 @@ def index(
         _emit_json({"search_index": search, **summary})
         return
     if rebuild:
-        typer.echo(f"rebuilt the search index: {search['records']} records")
+        echo(f"rebuilt the search index: {search['records']} records")
     else:
-        typer.echo(f"search index up to date ({search['changed']} changed)")
+        echo(f"search index up to date ({search['changed']} changed)")
     for line in _index_summary(summary):
-        typer.echo(line)
+        echo(line)
 
 
 @app.command()
@@ -1534,7 +1554,7 @@ def doctor(
     else:
         for finding in findings:
             mark = "fixed" if finding.fixed else finding.severity
-            typer.echo(f"{mark:<8} {finding.check}: {finding.message}")
+            echo(f"{mark:<8} {finding.check}: {finding.message}")
     if any(f.severity == "error" and not f.fixed for f in findings):
         raise typer.Exit(1)
 
@@ -1572,10 +1592,10 @@ def setup(
         if as_json:
             _emit_json({"root": str(root), "files": [item.to_dict() for item in found]})
             return
-        typer.echo(f"{'agent':<12} {'scope':<8} {'what':<13} {'state':<11} path")
+        echo(f"{'agent':<12} {'scope':<8} {'what':<13} {'state':<11} path")
         for item in found:
             detail = f"  ({item.detail})" if item.detail else ""
-            typer.echo(
+            echo(
                 f"{item.agent:<12} {item.scope:<8} {item.kind:<13} {item.state:<11} "
                 f"{item.shown}{detail}"
             )
@@ -1590,14 +1610,14 @@ def setup(
         return
     for change in result.changes:
         if dry_run and change.diff:
-            typer.echo(change.diff, nl=False)
+            echo(change.diff, nl=False)
     for change in result.changes:
         action = change.action
         if dry_run and action != "unchanged":
             action = "would create" if action == "created" else "would update"
-        typer.echo(f"{action} {change.shown} ({change.kind})", err=dry_run)
+        echo(f"{action} {change.shown} ({change.kind})", err=dry_run)
     for note in result.notes:
-        typer.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
 
 
 @app.command()
@@ -1609,9 +1629,9 @@ def version(as_json: JsonOpt = False) -> None:
     if as_json:
         _emit_json(info)
     else:
-        typer.echo(f"engram {info.pop('engram')}")
+        echo(f"engram {info.pop('engram')}")
         for name, value in info.items():
-            typer.echo(f"  {name} {value}")
+            echo(f"  {name} {value}")
 
 
 # `engram recall` is what agents and hooks run most, often as a fresh process. typer 0.29 builds

@@ -164,6 +164,45 @@ def test_forget_needs_four_characters_and_names_the_candidates(repo: Path) -> No
     assert code == 0
 
 
+EVIL = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[1A\r\x08\x9b31m"  # clipboard write, clear, CSI
+
+
+def test_terminal_escapes_in_memories_are_shown_not_obeyed(repo: Path) -> None:
+    """A teammate's memory must not clear the screen or write the clipboard when printed."""
+    c = ("-C", str(repo))
+    done = run_cli(
+        *c, "remember", f"Pool size {EVIL}[bold]x[/bold]", f"keep it at 20 {EVIL}\nsecond line",
+        "--tags", "db,[link=https://evil.example]t[/link]", "--files", "db/pool.py",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rid = done.stdout.decode().split()[0]
+    runs = [
+        ("get", rid),
+        ("recall", "pool"),
+        ("why", rid),
+        ("related", rid),
+        ("timeline", rid),
+        ("context",),
+        ("check", "db/pool.py"),
+        ("stats",),
+        ("forget", "zz"),  # an error message
+    ]
+    for args in runs:
+        out = run_cli(*c, *args)
+        text = out.stdout + out.stderr
+        for byte in (b"\x1b", b"\x07", b"\x08", b"\r", "\x9b".encode()):
+            assert byte not in text, (args, text)
+    shown = run_cli(*c, "get", rid).stdout.decode()
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in shown and "\\x1b[2J" in shown and "\nsecond line" in shown
+    assert "[bold]x[/bold]" in shown  # markup is text, not style
+    stats = run_cli(*c, "stats").stdout.decode()
+    assert "[link=https://evil.example]t[/link]" in stats
+    # --json is JSON: every control character escaped, the value itself unchanged.
+    raw = run_cli(*c, "get", rid, "--json").stdout
+    assert b"\x1b" not in raw and "\x9b".encode() not in raw
+    assert "\x1b]52;c;ZXZpbA==\x07\x1b[2J" in json.loads(raw)["title"]
+
+
 def test_stats_doctor_index_version_json(tmp_path: Path) -> None:
     import shutil
 

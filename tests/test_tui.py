@@ -408,16 +408,20 @@ def test_q_quits(store: tuple[Engram, Ids]) -> None:
 
 
 def test_text_from_memories_is_shown_verbatim_never_as_markup(project: Engram) -> None:
-    project.remember("[bold]Loud[/bold] title [link=x]here[/link]", "**Bold** in content")
+    evil = "\x1b]52;c;ZXZpbA==\x07\x1b[2J"  # a clipboard write, a clear screen
+    project.remember(f"[bold]Loud[/bold] title [link=x]here[/link]{evil}", f"**Bold** {evil}")
     app = EngramApp(project)
+    shown = "[bold]Loud[/bold] title [link=x]here[/link]\\x1b]52;c;ZXZpbA==\\x07\\x1b[2J"
 
     async def scenario(pilot: Pilot[None]) -> None:
         await pilot.press("slash", *"loud")
         await until(pilot, lambda: "“loud”" in text(app, "#summary"), "the search done")
-        assert column(app, "#results") == ["[bold]Loud[/bold] title [link=x]here[/link]"]
+        assert column(app, "#results") == [shown]
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail screen")
-        assert text(app, "#title") == "[bold]Loud[/bold] title [link=x]here[/link]"
+        assert text(app, "#title") == shown
+        content = app.screen.query_one("#content", Markdown).source
+        assert "\x1b" not in content and "\\x1b]52" in content
 
     run(app, scenario)
 

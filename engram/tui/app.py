@@ -3,7 +3,8 @@
 It owns the screens and their keys; every read and write goes through one open
 ``engram.service.Engram`` (the facade), so the store's invariants stay the facade's business.
 Text from memories is untrusted: it is shown as plain text (never parsed as textual markup),
-and only a memory's content is rendered as Markdown. The UI is keyboard-only (no mouse
+with its control characters made visible (engram.terminal), and only a memory's content is
+rendered as Markdown. The UI is keyboard-only (no mouse
 needed, so it works over SSH) and uses theme colours only, so ``NO_COLOR`` and the ``--ansi``
 theme apply everywhere. It must not import the other adapters.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from rich.text import Text
+import rich.text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -24,6 +25,15 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, S
 
 from engram.errors import EngramError, NotFound
 from engram.service import Engram
+from engram.terminal import visible
+
+
+class Text(rich.text.Text):
+    """A rich Text whose control characters are shown (``\\x1b``), never sent to the terminal."""
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(visible(text), *args, **kwargs)
+
 
 SHORT = 8  # id characters shown in tables
 SEARCH_LIMIT = 50
@@ -433,13 +443,14 @@ class DetailScreen(MemoryScreen):
         try:
             self.record = dict(engram.get(self.rid))
         except EngramError as exc:
-            self.notify(exc.message, title="memory gone", severity="error", markup=False)
+            self.notify(visible(exc.message), title="memory gone", severity="error", markup=False)
             self.app.pop_screen()
             return
         record = self.record
         self.query_one("#title", Static).update(Text(str(record.get("title", "")), style="bold"))
         self.query_one("#meta", Static).update(Text(meta_text(record, engram.stale(record))))
-        self.query_one("#content", Markdown).update(str(record.get("content") or "_(no content)_"))
+        content = visible(str(record.get("content") or "_(no content)_"))
+        self.query_one("#content", Markdown).update(content)
         self.show_links(self.mode)
         self.refresh_bindings()
 
@@ -534,10 +545,10 @@ class DetailScreen(MemoryScreen):
             change()
         except EngramError as exc:
             message = f"{exc.message}\n{exc.hint}" if exc.hint else exc.message
-            self.notify(message, title="not changed", severity="error", markup=False)
+            self.notify(visible(message), title="not changed", severity="error", markup=False)
             return
         self.reload()
-        self.notify(done, markup=False)
+        self.notify(visible(done), markup=False)
 
 
 class EngramApp(App[None]):
@@ -600,7 +611,7 @@ class EngramApp(App[None]):
             read()
         except EngramError as exc:
             message = f"{exc.message}\n{exc.hint}" if exc.hint else exc.message
-            self.notify(message, title="engram", severity="error", markup=False)
+            self.notify(visible(message), title="engram", severity="error", markup=False)
 
     def open_memory(self, rid: str) -> None:
         """Show one memory's detail screen on top of the current one."""
