@@ -505,6 +505,9 @@ def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
     if record.get("duplicate_count"):
         typer.echo(f"saved again {record['duplicate_count']} time(s)")
     for old in record.get("history", []) or []:
+        if "deleted_at" in old:  # a forget a later edit overrode, settled by an update
+            typer.echo(f"forgotten on another clone at {old.get('deleted_at')}, kept since")
+            continue
         typer.echo(f"earlier (rev {old.get('rev')}, {old.get('updated_at')}): {old.get('title')}")
     for lost in record.get("conflicts", []) or []:  # what a merge kept from the losing side
         if "deleted_at" in lost:

@@ -602,6 +602,10 @@ class Engram:
             record = self._revise(ws, current, fields, now())
             if record is current:
                 return current
+            if record.get("conflicts"):
+                from engram.sync.merge import settle
+
+                record = settle(record)  # a user's update settles what a merge kept
             if record.get("anchors") == []:
                 del record["anchors"]
             superseded = self._supersede(ws, record, record["updated_at"])

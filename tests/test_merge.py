@@ -26,6 +26,7 @@ from engram.sync.merge import (
     merge_record,
     merge_sets,
     rank,
+    settle,
 )
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -321,6 +322,25 @@ def test_a_hard_tombstone_keeps_the_text_of_a_live_copy_merged_into_it() -> None
     assert [(e["title"], e["rev"]) for e in merged["conflicts"]] == [("t0", 1)]
     soft = tombstone(base, 1)  # a soft delete holds the text it deleted: no conflict
     assert merge_record(soft, base) == soft
+
+
+def test_an_update_settles_the_conflicts_and_older_copies_do_not_bring_them_back() -> None:
+    base = rec(title="t0")
+    gone = tombstone(base, 1)
+    ours = revise(base, 2, title="ours")
+    theirs = revise(base, 3, title="theirs")
+    merged = merge_record(merge_record(ours, theirs), gone)
+    assert [e.get("title", "forget") for e in merged["conflicts"]] == ["forget", "ours"]
+    updated = settle(revise(merged, 4, importance=5))  # engram update, after reading them
+    assert "conflicts" not in updated
+    assert texts(updated) >= {("ours", "content"), ("theirs", "content"), ("t0", "content")}
+    for older in (base, gone, ours, theirs, merged):
+        assert merge_record(updated, older) == updated
+        assert merge_record(older, updated) == updated
+    # a forget made later than the one settled is noted again when an edit overrides it
+    again = tombstone(ours, 5)
+    edit = revise(updated, 6, content="kept once more")
+    assert [e["updated_at"] for e in forget_notes(merge_record(edit, again))] == [stamp(5)]
 
 
 def test_merge_record_refuses_two_ids() -> None:
@@ -746,6 +766,10 @@ ENTRY = st.fixed_dictionaries(
     {"rev": st.integers(0, 4), "title": TITLES, "content": CONTENTS},
     optional={"updated_at": st.integers(0, 4).map(stamp), "author": st.sampled_from(["a", "b"])},
 )
+NOTE = st.fixed_dictionaries(  # a forget a later edit overrode (in conflicts; settled: history)
+    {"rev": st.integers(0, 4), "updated_at": st.integers(0, 4).map(stamp)},
+    optional={"deleted_at": st.integers(0, 4).map(stamp), "author": st.sampled_from(["a", "b"])},
+).map(lambda note: {"deleted_at": note["updated_at"], **note})
 VERSION = st.fixed_dictionaries(
     {
         "id": st.just("m1"),
@@ -761,8 +785,8 @@ VERSION = st.fixed_dictionaries(
         "author": st.sampled_from(["a", "b"]),
         "deleted_at": st.integers(0, 4).map(stamp),
         "x_unknown": st.one_of(st.integers(0, 2), st.lists(st.integers(0, 2), max_size=2)),
-        "history": st.lists(ENTRY, max_size=3),
-        "conflicts": st.lists(ENTRY, max_size=3),
+        "history": st.lists(st.one_of(ENTRY, ENTRY, NOTE), max_size=3),
+        "conflicts": st.lists(st.one_of(ENTRY, ENTRY, NOTE), max_size=3),
     },
 )
 ARBITRARY = settings(max_examples=200, deadline=None)
@@ -804,6 +828,16 @@ def test_merge_record_keeps_the_winners_fields_and_every_text(a: Record, b: Reco
     for side in (a, b):
         if side.get("title") or side.get("content"):
             assert (side.get("title", ""), side.get("content", "")) in texts(merged)
+
+
+@ARBITRARY
+@given(VERSION, VERSION)
+def test_settled_conflicts_stay_settled_whatever_comes_back(a: Record, b: Record) -> None:
+    settled = settle(merge_record(a, b))
+    assert "conflicts" not in settled
+    for side in (a, b):
+        assert merge_record(settled, side) == settled
+        assert merge_record(side, settled) == settled
 
 
 # -- properties: three-way from a common ancestor --------------------------------------------

@@ -447,3 +447,27 @@ def test_every_change_is_stamped_after_the_version_it_changes_on_a_clock_behind(
     gone = project.forget(old["id"])
     assert gone["updated_at"] == gone["deleted_at"] == after(superseded, 1)
     assert project.forget(old["id"], hard=True)["updated_at"] == after(gone, 1)
+
+
+def test_an_update_settles_what_a_merge_kept_and_a_re_import_does_not_bring_it_back(
+    project: Engram,
+) -> None:
+    mine = project.remember("Retry policy", "3 retries.", kind="decision").record
+    theirs = {  # the same memory edited on another clone, later, without seeing this one
+        **mine,
+        "content": "5 retries with jitter.",
+        "rev": 2,
+        "updated_at": "2999-01-01T00:00:00.000Z",
+        "author": "Other Clone",
+    }
+    ours = project.update(mine["id"], content="4 retries.")
+    document = {"format": "engram", "version": 1, "memories": [theirs, ours]}
+    project.import_(document)
+    merged = project.get(mine["id"])
+    assert merged["content"] == "5 retries with jitter."
+    assert [c["content"] for c in merged["conflicts"]] == ["4 retries."]
+    settled = project.update(mine["id"], tags=["retries"])
+    assert "conflicts" not in settled
+    assert "4 retries." in [h["content"] for h in settled["history"]]
+    assert project.import_(document).updated == 0
+    assert "conflicts" not in project.get(mine["id"])

@@ -33,6 +33,8 @@ Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempot
   forget it overrode is noted in its ``conflicts`` as ``{rev, updated_at, author, deleted_at}``
   (the latest such forget only), so ``doctor`` lists it and ``engram forget`` (stamped later
   still) deletes it again everywhere. A tombstone never carries a note of its own forget.
+- Settling (``settle``, on a user's ``update``): ``conflicts`` move into ``history``, where a
+  text is an earlier version and a forget note is settled; neither comes back from older copies.
   A delete is never resurrected by an older copy: only by a change stamped after it.
   A hard tombstone (no text, no history) cannot tell an older copy it deleted from an edit made
   concurrently: a live copy merged into it later leaves its text in the tombstone's
@@ -156,8 +158,10 @@ def _finish(
     ``own`` (the winner's entry, which a later merge adds back as a candidate: nothing is lost
     that a later grouping could need); ``own`` None drops it unconditionally (a new version).
     ``earlier`` are versions that become history entries of ``merged``. ``forgets`` are
-    tombstones that took part: the latest forget (theirs and the notes in every version's
-    ``conflicts``) is noted in ``conflicts`` unless it is ``merged``'s own.
+    tombstones that took part. The latest forget of all (theirs, the notes in every version's
+    ``conflicts`` and the settled ones in ``history``) is noted in ``conflicts`` unless it is
+    settled (in ``history``) or ``merged``'s own: each grouping of merges keeps it somewhere
+    (fields, ``conflicts`` or ``history``), so every grouping finds the same latest one.
     """
     versions = list(versions)
     history = _sorted_unique(
@@ -166,7 +170,7 @@ def _finish(
     )
     old_texts = {_text(item) for item in history}
     candidates = [item for v in versions for item in _items(v.get("conflicts"))]
-    notes = [item for item in candidates if "deleted_at" in item]
+    notes = [item for item in candidates + history if "deleted_at" in item]
     notes += [_forget(version) for version in forgets]
     candidates = [item for item in candidates if "deleted_at" not in item]
     candidates += [_entry(version) for version in texts]
@@ -183,7 +187,8 @@ def _finish(
     kept = list(latest.values())
     if notes:
         note = max(notes, key=_entry_key)
-        if not (is_tombstone(merged) and dumps(note) == dumps(_forget(merged))):
+        settled = any(dumps(note) == dumps(item) for item in history)
+        if not settled and not (is_tombstone(merged) and dumps(note) == dumps(_forget(merged))):
             kept.append(note)
     conflicts = sorted(kept, key=_entry_key)
     for name, value in (("history", history), ("conflicts", conflicts)):
@@ -202,6 +207,20 @@ def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
     merged: Record = {key: value for key, value in winner.items() if key not in KEPT}
     forgets = [side for side in (a, b) if is_tombstone(side)]
     return _finish(merged, (a, b), (a, b), own=_entry(winner), forgets=forgets)
+
+
+def settle(record: Mapping[str, Any]) -> Record:
+    """Return ``record`` with its ``conflicts`` settled: moved into ``history``.
+
+    For a user's update of a conflicted memory (they have seen what the merge kept): merges
+    treat a text in ``history`` as an earlier version and a forget note there as settled, so
+    neither comes back as a conflict from copies made before the update.
+    """
+    out = dict(record)
+    lost = _items(out.pop("conflicts", None))
+    if lost:
+        out["history"] = _sorted_unique([*_items(record.get("history")), *lost])
+    return out
 
 
 def merge_sets(*sides: Iterable[Mapping[str, Any]]) -> dict[str, Record]:
