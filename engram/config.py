@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engram.errors import ConfigError, NotInitialized
-from engram.model import normalize_project
+from engram.errors import ConfigError, InputTooLarge, NotInitialized
+from engram.model import MAX_JSON_DEPTH, loads, normalize_project, value_too_deep
 
 ENGRAM_DIR: Final = ".engram"
 
@@ -307,7 +307,9 @@ def _read_raw(folder: Path) -> tuple[Path | None, dict[str, Any]]:
     elif json_path.exists():
         path = json_path
         try:
-            raw = json.loads(json_path.read_text(encoding="utf-8"))
+            raw = loads(json_path.read_text(encoding="utf-8"), what=str(json_path))
+        except InputTooLarge as exc:
+            raise ConfigError(exc.message) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{json_path}: not valid JSON: {exc}") from exc
     if not isinstance(raw, Mapping):
@@ -365,6 +367,12 @@ def load(root: Path, engram_dir: Path | None = None) -> Config:
     return Config(root=root, engram_dir=folder, data=data, ignored=ignored)
 
 
+def _check_depth(value: Any, path: Path) -> None:
+    """Refuse settings nested deeper than any JSON engram reads (engram.model's limit)."""
+    if value_too_deep(value, MAX_JSON_DEPTH):
+        raise ConfigError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels; refused")
+
+
 def _load_yaml_cached(path: Path, cache: Path) -> Any:
     """Parse config.yaml, reusing a JSON copy in state/ while the file is unchanged.
 
@@ -386,6 +394,9 @@ def _load_yaml_cached(path: Path, cache: Path) -> Any:
         raw = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")) or {}
     except (YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from exc
+    except RecursionError as exc:  # the YAML parser recurses per level and has no limit
+        raise ConfigError(f"{path}: nested too deep to read; refused") from exc
+    _check_depth(raw, path)
     raw = _plain(raw)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -379,3 +379,21 @@ def test_mcp_a_message_too_deep_to_parse_gets_a_json_rpc_error(tmp_path: Path) -
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             stream.close()
     assert "Traceback" not in log, log
+
+
+# -- committed config -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "config.json"])
+def test_a_deep_committed_config_is_a_config_error_naming_the_file(
+    project: Engram, name: str
+) -> None:
+    engram_dir = project.project_ws.store.dir
+    (engram_dir / "config.yaml").unlink()
+    body = nested(DEEP)
+    document = f"extra: {body}\n" if name == "config.yaml" else f'{{"extra": {body}}}'
+    (engram_dir / name).write_text(document, encoding="utf-8")
+    found = run_cli("recall", "anything", cwd=project.root)
+    assert found.returncode == 1
+    assert f"error: {engram_dir / name}: " in text(found.stderr)
+    assert "deep" in text(found.stderr) and "Traceback" not in text(found.stderr)
