@@ -1,11 +1,17 @@
 """The socket daemon: one long-lived Engram answering engram-rs methods over a Unix socket.
 
 ``serve`` keeps the store and its index open and answers the newline-delimited JSON protocol of
-engram.rpc (error codes are tabled there). Each connection is read continuously and its
-requests are answered one after another, in the order they came; every call runs in one worker
-thread, so the synchronous service never sees two calls at once, however many clients connect.
-A malformed or oversized line gets an error response and the connection goes on; a client that
-goes away mid-request costs only its own connection.
+engram.rpc (error codes are tabled there). Each connection's requests are answered one after
+another, in the order they came; every call runs in one worker thread, so the synchronous
+service never sees two calls at once, however many clients connect.
+
+Backpressure: a connection holds at most ``PIPELINE_DEPTH`` requests read but not answered, and
+its reader stops reading when they are there, as the answers stop being written while the
+client does not read them. A client pipelining thousands of requests fills its own socket
+buffers and waits; the daemon's memory for it stays bounded (``daemon_status`` shows each
+connection's queue). A malformed line gets an error response and the connection goes on; a line
+over ``rpc.MAX_LINE`` gets a 7002 and the connection is closed once the answers before it are
+written. A client that goes away mid-request costs only its own connection.
 
 One daemon per store: ``state/daemon.lock`` is held (flock) for the daemon's life, and a second
 daemon fails with a message naming the first. The socket is created mode 0600; a socket file
@@ -46,6 +52,9 @@ log = logging.getLogger("engram.daemon")
 
 LOCK_NAME: Final = "daemon.lock"
 READ_CHUNK: Final = 256 * 1024
+# Requests of one connection read but not yet answered; the reader waits while there are this many.
+PIPELINE_DEPTH: Final = 32
+STATUS_METHOD: Final = "daemon_status"  # answered by the server itself, never queued
 SEARCH_LIMIT: Final = 5
 SEARCH_MAX: Final = 50
 TITLE_CHARS: Final = 160
@@ -371,7 +380,8 @@ def dispatch(engram: Engram, request: Request) -> bytes:
         if method is None:
             raise RpcError(
                 UNKNOWN_METHOD,
-                f"unknown method {request.method!r}; methods: {', '.join(METHODS)}",
+                f"unknown method {request.method!r}; methods: {', '.join(METHODS)}, "
+                f"{STATUS_METHOD}",
             )
         args = check_params(request.method, method.params, request.params)
         data = method.handler(engram, args)
@@ -389,6 +399,42 @@ def dispatch(engram: Engram, request: Request) -> bytes:
 # -- the server ---------------------------------------------------------------------------------
 
 
+class _Conn:
+    """One connection's bounded queue of requests read but not answered, and what it holds."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | RpcError | None] = asyncio.Queue(PIPELINE_DEPTH)
+        self.buffered = 0  # bytes read past the last whole line
+        self.waiting = False  # the reader waits for room in the queue (backpressure)
+        self.answered = 0
+        self.closed = False  # no more answers can be written: the client is gone
+
+    async def put(self, item: bytes | RpcError) -> None:
+        """Queue one request; when the queue is full, stop reading until there is room."""
+        if self.closed:
+            raise ConnectionError("the client stopped taking answers")
+        self.waiting = self.queue.full()
+        try:
+            await self.queue.put(item)
+        finally:
+            self.waiting = False
+
+    def close(self) -> None:
+        """Take no more requests and drop those queued: a reader waiting for room wakes up."""
+        self.closed = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+
+    def stats(self) -> dict[str, Any]:
+        """Return what this connection holds (for ``daemon_status``)."""
+        return {
+            "queued": self.queue.qsize(),
+            "buffered_bytes": self.buffered,
+            "reading_paused": self.waiting,
+            "answered": self.answered,
+        }
+
+
 class _Server:
     """The asyncio side: connections, their in-order answers, and shutdown."""
 
@@ -396,26 +442,40 @@ class _Server:
         self.engram = engram
         self.executor = executor
         self.connections: set[asyncio.Task[None]] = set()
+        self.conns: list[_Conn] = []
+
+    def stats(self) -> dict[str, Any]:
+        """Return the daemon's connections and what each holds."""
+        return {
+            "pipeline_depth": PIPELINE_DEPTH,
+            "max_line": rpc.MAX_LINE,
+            "connections": [conn.stats() for conn in self.conns],
+        }
 
     async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.connections.add(task)
-        queue: asyncio.Queue[bytes | RpcError | None] = asyncio.Queue()
-        answering = asyncio.create_task(self._answer(queue, writer))
+        conn = _Conn()
+        self.conns.append(conn)
+        answering = asyncio.create_task(self._answer(conn, writer))
+        stopping = False
         try:
-            await self._read(reader, queue)
+            await self._read(reader, conn)
         except (ConnectionError, OSError):
             pass  # the client went away: answer nothing more
         except asyncio.CancelledError:
+            stopping = True
             answering.cancel()  # shutting down: do not wait for a client that does not read
             raise
         finally:
-            queue.put_nowait(None)
             try:
                 with contextlib.suppress(asyncio.CancelledError):
+                    if not stopping and not answering.done():
+                        await conn.queue.put(None)  # after every request read, in order
                     await answering
             finally:
+                self.conns.remove(conn)
                 writer.close()
                 # A shutdown may cancel us while the peer closes: end quietly either way.
                 with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
@@ -423,17 +483,17 @@ class _Server:
                 if task is not None:
                     self.connections.discard(task)
 
-    async def _read(
-        self, reader: asyncio.StreamReader, queue: asyncio.Queue[bytes | RpcError | None]
-    ) -> None:
-        """Queue each line as it arrives; a line over MAX_LINE becomes a 7002 and is skipped."""
+    async def _read(self, reader: asyncio.StreamReader, conn: _Conn) -> None:
+        """Queue each line as it arrives, waiting while the queue is full (backpressure).
+
+        A line over MAX_LINE becomes a 7002, and nothing more is read from this connection.
+        """
         buf = bytearray()
-        skipping = False  # inside an oversized line: drop bytes up to its newline
         while True:
             chunk = await reader.read(READ_CHUNK)
             if not chunk:
-                if buf and not skipping:
-                    queue.put_nowait(bytes(buf))  # a last request without its newline
+                if buf.strip():
+                    await conn.put(bytes(buf))  # a last request without its newline
                 return
             start = len(buf)
             buf += chunk
@@ -441,39 +501,45 @@ class _Server:
                 end = buf.find(b"\n", start)
                 if end < 0:
                     if len(buf) > rpc.MAX_LINE:
-                        if not skipping:
-                            queue.put_nowait(_too_large())
-                        skipping = True
-                        buf.clear()
+                        await conn.put(_too_large())
+                        return
                     break
                 line = bytes(buf[:end])
                 del buf[: end + 1]
                 start = 0
-                if skipping:
-                    skipping = False
-                elif len(line) > rpc.MAX_LINE:
-                    queue.put_nowait(_too_large())
-                elif line.strip():
-                    queue.put_nowait(line)
+                conn.buffered = len(buf)
+                if len(line) > rpc.MAX_LINE:
+                    await conn.put(_too_large())
+                    return
+                if line.strip():
+                    await conn.put(line)
+            conn.buffered = len(buf)
 
-    async def _answer(
-        self, queue: asyncio.Queue[bytes | RpcError | None], writer: asyncio.StreamWriter
-    ) -> None:
+    async def _answer(self, conn: _Conn, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._answer_all(conn, writer)
+        finally:
+            conn.close()
+
+    async def _answer_all(self, conn: _Conn, writer: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            item = await queue.get()
+            item = await conn.queue.get()
             if item is None:
                 return
             decoded = rpc.decode_request(item) if isinstance(item, bytes) else item
             if isinstance(decoded, RpcError):
                 line = rpc.encode(rpc.failure(decoded))
+            elif decoded.method == STATUS_METHOD:
+                line = rpc.encode(rpc.ok(decoded.id, self.stats()))
             else:
                 line = await loop.run_in_executor(self.executor, dispatch, self.engram, decoded)
             try:
                 writer.write(line)
-                await writer.drain()
+                await writer.drain()  # waits while the client does not read its answers
             except (ConnectionError, OSError):
                 return  # the client is gone; its reader ends on its own
+            conn.answered += 1
 
     async def run(self, path: Path, stop: asyncio.Event, ready: Callable[[], None] | None) -> None:
         old = os.umask(0o177)  # the socket is born 0600: no window where others may connect
@@ -498,7 +564,7 @@ class _Server:
 def _too_large() -> RpcError:
     return RpcError(
         rpc.REQUEST_TOO_LARGE,
-        f"request line longer than {rpc.MAX_LINE} bytes; skipped to the next newline",
+        f"request line longer than {rpc.MAX_LINE} bytes; the connection is closed",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -307,12 +308,59 @@ def test_search_limit_is_clamped_and_not_found(served: Daemon) -> None:
     assert caught.value.code in (rpc.NOT_FOUND, rpc.UNKNOWN_METHOD)
 
 
-def test_oversized_line_is_skipped(served: Daemon) -> None:
-    huge = b'{"id": 1, "method": "memory_status", "params": {"pad": "' + b"a" * rpc.MAX_LINE
-    payload = huge + b'"}}\n' + rpc.encode({"id": 2, "method": "memory_status"})
-    too_large, good = _raw(served.path, payload, 2)
-    assert too_large["id"] is None and too_large["error"]["code"] == rpc.REQUEST_TOO_LARGE
-    assert good["id"] == 2 and good["ok"] is True
+def test_oversized_line_is_refused_and_the_connection_closed(served: Daemon) -> None:
+    first = rpc.encode({"id": 1, "method": "memory_status"})
+    huge = b'{"id": 2, "method": "memory_status", "params": {"pad": "' + b"a" * rpc.MAX_LINE
+    payload = first + huge + b'"}}\n' + rpc.encode({"id": 3, "method": "memory_status"})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(60)
+        sock.connect(str(served.path))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(payload)  # the daemon may stop reading before the end
+        reader = sock.makefile("rb")
+        answers = [json.loads(line) for line in reader]  # up to the daemon's close
+    assert [a["id"] for a in answers] == [1, None]
+    assert answers[1]["error"]["code"] == rpc.REQUEST_TOO_LARGE
+    assert "closed" in answers[1]["error"]["message"]
+    with served.client() as client:  # the daemon itself goes on
+        assert client.call("memory_status")
+
+
+def test_a_pipelining_client_is_held_back_not_buffered(served: Daemon) -> None:
+    """5,000 pipelined requests, answers unread: the daemon stops reading, holds a few, goes on."""
+    count = 5000
+    pad = "p" * 1000  # 5 MB in all: far more than the socket buffers hold
+    payload = b"".join(
+        rpc.encode({"id": n, "method": "no_such_method", "params": {"pad": pad}})
+        for n in range(count)
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(120)
+        sock.connect(str(served.path))
+        sender = threading.Thread(target=sock.sendall, args=(payload,), daemon=True)
+        sender.start()
+        with served.client() as watcher:
+            deadline = time.monotonic() + 60  # a bound for the wait, not a measured time
+            while True:
+                stats = watcher.call("daemon_status")
+                busy = [c for c in stats["connections"] if c["reading_paused"]]
+                if busy or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        assert busy, stats
+        (held,) = busy
+        depth = stats["pipeline_depth"]
+        assert held["queued"] <= depth and held["buffered_bytes"] <= 256 * 1024
+        assert held["answered"] < count and sender.is_alive()  # the client waits, not the daemon
+        reader = sock.makefile("rb")
+        ids = []
+        for _ in range(count):
+            answer = json.loads(reader.readline())
+            assert answer["error"]["code"] == rpc.UNKNOWN_METHOD
+            ids.append(answer["id"])
+        sender.join(timeout=60)
+    assert ids == list(range(count))  # every answer, in order
+    assert not sender.is_alive()
 
 
 def test_status_config_export_import(served: Daemon) -> None:

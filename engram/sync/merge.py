@@ -33,12 +33,12 @@ Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempot
   forget it overrode is noted in its ``conflicts`` as ``{rev, updated_at, author, deleted_at}``
   (the latest such forget only), so ``doctor`` lists it and ``engram forget`` (stamped later
   still) deletes it again everywhere. A tombstone never carries a note of its own forget.
-- Settling (``settle``, on a user's ``update``): ``conflicts`` move into ``history``, where a
-  text is an earlier version and a forget note is settled; neither comes back from older copies.
   A delete is never resurrected by an older copy: only by a change stamped after it.
   A hard tombstone (no text, no history) cannot tell an older copy it deleted from an edit made
   concurrently: a live copy merged into it later leaves its text in the tombstone's
   ``conflicts``.
+- Settling (``settle``, on a user's ``update``): ``conflicts`` move into ``history``, where a
+  text is an earlier version and a forget note is settled; neither comes back from older copies.
 
 Three-way (``merge3_record``, ``merge3``) — what the merge driver does with git's base version:
 
