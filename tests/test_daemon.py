@@ -521,6 +521,9 @@ def test_judge(served: Daemon) -> None:
         again = client.call("memory_judge", {"memory_id": stored["id"], "verdict": "useful"})
         with pytest.raises(RpcError) as caught:
             client.call("memory_judge", {"memory_id": stored["id"], "verdict": "meh"})
+        with pytest.raises(RpcError) as short:  # a change needs 4+ characters of the id
+            client.call("memory_judge", {"memory_id": stored["id"][:2], "verdict": "useful"})
+    assert short.value.code == rpc.INVALID_INPUT and "too short to judge" in short.value.message
     assert judged == {"memory_id": stored["id"], "judgements": 1, "score": 0.9}
     assert again["judgements"] == 2
     assert caught.value.code == rpc.INVALID_INPUT

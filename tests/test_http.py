@@ -571,6 +571,16 @@ def test_a_cross_origin_write_is_refused(api: httpx.Client, server: Server) -> N
     assert api.delete(f"/memories/{victim['id']}").status_code == 200
 
 
+def test_a_change_needs_four_characters_of_the_id(api: httpx.Client) -> None:
+    memory = _save(api, title="prefix guarded")
+    short = memory["id"][:3]
+    error = _error(api.delete(f"/memories/{short}"), 422, "invalid_input")
+    assert "too short to forget" in error["message"]
+    _error(api.patch(f"/memories/{short}", json={"title": "x"}), 422, "invalid_input")
+    assert api.get(f"/memories/{memory['id']}").json()["title"] == "prefix guarded"
+    assert api.delete(f"/memories/{memory['id'][:4]}").status_code == 200
+
+
 def test_host_and_origin_rules() -> None:
     assert host_allowed("[::1]:7437") and host_allowed("127.0.0.2") and host_allowed("LOCALHOST")
     assert not host_allowed("") and not host_allowed("evil.example") and not host_allowed("a b")
