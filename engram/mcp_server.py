@@ -647,8 +647,9 @@ def _native(c: _Choices) -> tuple[Tool, ...]:
         Tool(
             "consolidate",
             "Recommend per consolidation group: merge, archive, delete or keep, with reasoning "
-            "(your client's model decides when it supports sampling, else the configured "
-            "command, else heuristics). Returns a plan; changes nothing.",
+            "(your client's model decides when it supports sampling, else the user's own "
+            "command, never a committed one, else heuristics). Returns a plan (with warnings "
+            "naming settings ignored); changes nothing.",
             (),
             admin,
             read_only=True,
