@@ -510,7 +510,16 @@ class Engram:
     def _resolve_links(self, ws: Workspace, links: Sequence[Mapping[str, Any]]) -> list[Record]:
         out: list[Record] = []
         for link in links:
-            target = ws.index.resolve(str(link["to"]))
+            ref = str(link["to"])
+            # A supersedes link changes its target (status superseded): the rule of forget.
+            if link.get("rel") == "supersedes" and len(ref) < MIN_WRITE_PREFIX:
+                if ws.index.get(ref) is None:
+                    raise InvalidInput(
+                        f"id prefix {ref!r} is too short to supersede a memory: "
+                        f"give at least {MIN_WRITE_PREFIX} characters of its id",
+                        hint="engram recall or engram get shows the ids",
+                    )
+            target = ws.index.resolve(ref)
             out.append({**link, "to": target})
         return sorted(out, key=lambda link: (link["rel"], link["to"]))
 

@@ -170,6 +170,9 @@ def test_a_change_needs_four_characters_of_the_id(project: Engram) -> None:
           "updated_at": stamp, "rev": 1}]
     )  # fmt: skip
     assert project.update("q1", title="still editable")["title"] == "still editable"
+    with pytest.raises(InvalidInput, match="too short to supersede"):
+        project.remember("Newer", links=[f"supersedes:{short}"])
+    assert project.get(memory["id"])["status"] == "active"
     assert project.forget(memory["id"][:4])["deleted_at"]
 
 
