@@ -608,7 +608,9 @@ def related(
 @app.command()
 def update(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="ID", help="Full id or a unique prefix of 4+ characters.")
+    ],
     title: Annotated[str | None, typer.Option(help="New title.")] = None,
     content: Annotated[str | None, typer.Option(help="New content; '-' reads stdin.")] = None,
     kind: Annotated[str | None, typer.Option("--kind", "-k")] = None,
@@ -661,7 +663,9 @@ def _forget(ctx: typer.Context, ref: str, hard: bool, as_json: bool) -> None:
 @app.command()
 def forget(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="ID", help="Full id or a unique prefix of 4+ characters.")
+    ],
     hard: Annotated[bool, typer.Option("--hard", help="Also drop the text from the file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -970,7 +974,9 @@ def capture(
 @app.command()
 def judge(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="ID", help="Full id or a unique prefix of 4+ characters.")
+    ],
     score: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="How useful it was, 0 to 1.")
     ] = None,
@@ -1135,7 +1141,9 @@ def insights_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @insights_app.command("delete")
 def insights_delete(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID", help="The insight's id or prefix.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="ID", help="The insight's id, or 4+ characters of it.")
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """Delete an insight (a later training does not bring it back)."""
