@@ -109,7 +109,10 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
     A byte scan before parsing, never recursive: brackets inside strings do not count. Text
     with no more than ``limit`` brackets in all (every real record) costs two ``count`` calls.
     """
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if isinstance(data, str):
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = data if isinstance(data, bytes) else bytes(data)
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return None
     depth = 0
@@ -126,14 +129,18 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
 
 def value_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Tell whether a parsed JSON value nests more than ``limit`` containers (not recursive)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
+    level = [value] if isinstance(value, dict | list | tuple) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, dict | list | tuple):
+                    below.append(child)
+        level = below
     return False
 
 
@@ -180,6 +187,8 @@ def check_json_limits(
     size = len(data)
     if size > max_bytes:
         raise InputTooLarge(f"{what}: {size:,} bytes of JSON is over the limit of {max_bytes:,}")
+    if type(data) is bytes and data.count(b"[") + data.count(b"{") <= max_depth:
+        return  # the common case, without a call: too few brackets to nest too deep
     offset = json_depth_exceeded(data, max_depth)
     if offset is not None:
         raise InputTooLarge(
@@ -202,16 +211,63 @@ def has_float(value: Any) -> bool:
     return False
 
 
-def _fast_loads(line: bytes | str) -> Any:
+class _TooDeep(ValueError):
+    """orjson parsed it, but it nests deeper than the limit (turned into InputTooLarge)."""
+
+
+def _refuse_deep(text: bytes | str, *, what: str, max_depth: int) -> InputTooLarge:
+    """Return the InputTooLarge for text found too deep, with the offset the byte scan finds."""
+    offset = json_depth_exceeded(text, max_depth)
+    at = f" (at byte {offset})" if offset is not None else ""
+    return InputTooLarge(f"{what}: JSON nested deeper than {max_depth} levels{at}; refused")
+
+
+def _floats_and_depth(value: Any, limit: int) -> tuple[bool, bool]:
+    """Return (holds a float, nests more than ``limit`` containers) for a parsed JSON value.
+
+    One walk, level by level and not recursive: the has_float walk the index rebuild pays for
+    anyway, with the depth counted on the way.
+    """
+    level = [value]
+    depth = 0
+    floats = False
+    while level:
+        below: list[Any] = []
+        containers = False
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                below.extend(item.values())
+                containers = True
+            elif kind is list:
+                below.extend(item)
+                containers = True
+            elif kind is float:
+                floats = True
+        if containers:
+            depth += 1
+            if depth > limit:
+                return floats, True
+        level = below
+    return floats, False
+
+
+def _fast_loads(line: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON with orjson (several times faster than json on the index rebuild path).
 
     orjson reads integers wider than 64 bits as floats, so a result holding any float is parsed
     again by the standard parser, which keeps such integers exact (and reads floats the same).
+    orjson itself is not recursive and refuses more than 1,024 levels; deeper than ``max_depth``
+    raises _TooDeep (the caller names the input). Whatever orjson refuses raises ValueError: a
+    caller falling back on the json module must check the limits first, as it recurses.
     """
     import orjson
 
     value = orjson.loads(line)
-    if has_float(value):
+    floats, deep = _floats_and_depth(value, max_depth)
+    if deep:
+        raise _TooDeep
+    if floats:
         return json.loads(line)
     return value
 
@@ -225,13 +281,17 @@ def loads(
 ) -> Any:
     """Parse JSON: orjson when it is exact, else the json module; within the JSON limits.
 
-    Raises InputTooLarge (a ValueError) over ``max_bytes`` or ``max_depth``, before any
-    parser sees the text; ``what`` names the input in that message.
+    Raises InputTooLarge (a ValueError) over ``max_bytes`` or ``max_depth``, before the
+    recursive json module sees the text; ``what`` names the input in that message.
     """
-    check_json_limits(text, what=what, max_bytes=max_bytes, max_depth=max_depth)
+    if len(text) > max_bytes:
+        check_json_limits(text, what=what, max_bytes=max_bytes, max_depth=max_depth)
     try:
-        return _fast_loads(text)
-    except ValueError:  # what orjson refuses, e.g. a lone surrogate escape
+        return _fast_loads(text, max_depth=max_depth)
+    except _TooDeep:
+        raise _refuse_deep(text, what=what, max_depth=max_depth) from None
+    except ValueError:  # what orjson refuses, e.g. a lone surrogate escape or 1,025 levels
+        check_json_limits(text, what=what, max_bytes=max_bytes, max_depth=max_depth)
         return json.loads(text)
 
 
@@ -341,14 +401,24 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
             hint="run `engram doctor --fix` to merge both sides",
         )
     try:
-        check_json_limits(line, what=f"{path}:{lineno}")
+        if len(line) > MAX_RECORD_BYTES:
+            check_json_limits(line, what=f"{path}:{lineno}")
+        # The depth is checked on orjson's result (the index rebuild parses every line).
+        value = _fast_loads(line)
     except InputTooLarge as exc:
         raise CorruptStore(exc.message, path=path, line=lineno) from exc
-    try:
-        value = _fast_loads(line)
+    except _TooDeep:
+        what = f"{path}:{lineno}"
+        message = _refuse_deep(line, what=what, max_depth=MAX_JSON_DEPTH).message
+        raise CorruptStore(message, path=path, line=lineno) from None
     except ValueError:
         # orjson refused it: let the standard parser say exactly why (or accept what orjson
-        # does not, such as integers wider than 64 bits in an unknown field).
+        # does not, such as integers wider than 64 bits in an unknown field), once the limits
+        # are checked: it recurses, and orjson refuses 1,025 levels.
+        try:
+            check_json_limits(line, what=f"{path}:{lineno}")
+        except InputTooLarge as exc:
+            raise CorruptStore(exc.message, path=path, line=lineno) from exc
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -95,11 +95,23 @@ def test_loads_refuses_deep_and_huge_input_before_any_parser_runs() -> None:
         check_json_limits(b'"' + b"a" * 20 + b'"', what="x", max_bytes=10)
 
 
-def test_a_deep_line_is_a_corrupt_line_and_a_deep_record_is_never_written() -> None:
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH, 100, 1024, DEEP])
+def test_a_deep_line_is_a_corrupt_line(depth: int) -> None:
+    """Both paths: found on orjson's result (up to 1,024) and by the scan before json runs."""
+    line = deep_line("zzzzdeep", depth)[:-1]
     with pytest.raises(CorruptStore) as info:
-        parse_line(deep_line("zzzzdeep")[:-1], path="m.jsonl", lineno=7)
-    assert info.value.message.startswith("m.jsonl:7: JSON nested deeper than 64")
+        parse_line(line, path="m.jsonl", lineno=7)
+    offset = json_depth_exceeded(line)
+    assert offset is not None
+    assert info.value.message == (
+        f"m.jsonl:7: JSON nested deeper than 64 levels (at byte {offset}); refused"
+    )
     assert info.value.line == 7
+    with pytest.raises(InputTooLarge, match=f"at byte {offset}"):
+        loads(line)
+
+
+def test_a_deep_record_is_never_written() -> None:
     # Just under the limit is a record like any other.
     ok = deep_line("zzzzfine", MAX_JSON_DEPTH - 1)
     assert parse_line(ok[:-1], path="m", lineno=1)["id"] == "zzzzfine"
