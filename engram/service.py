@@ -512,13 +512,13 @@ class Engram:
         for link in links:
             ref = str(link["to"])
             # A supersedes link changes its target (status superseded): the rule of forget.
-            if link.get("rel") == "supersedes" and len(ref) < MIN_WRITE_PREFIX:
-                if ws.index.get(ref) is None:
-                    raise InvalidInput(
-                        f"id prefix {ref!r} is too short to supersede a memory: "
-                        f"give at least {MIN_WRITE_PREFIX} characters of its id",
-                        hint="engram recall or engram get shows the ids",
-                    )
+            short = len(ref) < MIN_WRITE_PREFIX and ws.index.get(ref) is None
+            if link.get("rel") == "supersedes" and short:
+                raise InvalidInput(
+                    f"id prefix {ref!r} is too short to supersede a memory: "
+                    f"give at least {MIN_WRITE_PREFIX} characters of its id",
+                    hint="engram recall or engram get shows the ids",
+                )
             target = ws.index.resolve(ref)
             out.append({**link, "to": target})
         return sorted(out, key=lambda link: (link["rel"], link["to"]))
