@@ -9,6 +9,7 @@
     ├── AmbiguousId          the prefix names more than one memory
     ├── CorruptStore         memories.jsonl has a bad line, a duplicate id or conflict markers
     ├── LockTimeout          another process held the store lock for too long
+    ├── StoreChanged         memories.jsonl was replaced (git) while a write ran: read again
     ├── IndexError_          the derived index could not be read or written
     └── SyncError            a sync with a remote failed (nothing local was lost)
 
@@ -29,6 +30,7 @@ __all__ = [
     "LockTimeout",
     "NotFound",
     "NotInitialized",
+    "StoreChanged",
     "SyncError",
 ]
 
@@ -97,6 +99,11 @@ class CorruptStore(EngramError):
 class LockTimeout(EngramError):
     code = "lock_timeout"
     hint = "another engram process is writing; retry, or remove a stale .engram/state/store.lock"
+
+
+class StoreChanged(EngramError):
+    code = "store_changed"
+    hint = "run the command again: it reads the new file first"
 
 
 class IndexError_(EngramError):  # trailing underscore: not the builtin IndexError

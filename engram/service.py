@@ -326,8 +326,12 @@ class Engram:
 
     def _write(self, ws: Workspace, records: Sequence[Record], *, journal: bool = True) -> None:
         """Write records to the store and the index; journal them as this clone's changes."""
-        signature = ws.store.put(records)
-        ws.index.apply(records, signature)
+        known = ws.index.meta("file_sig")
+        base, signature = ws.store.put_onto(records)
+        # Spliced onto a file the index had not seen (git replaced it after the refresh): the
+        # index takes these records but not the file's signature, so the next refresh reads
+        # the file and picks up what git brought.
+        ws.index.apply(records, signature if base == known else "")
         if journal and records:
             from engram.store.journal import ChangeJournal
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.errors import CorruptStore, InvalidInput
+from engram.errors import CorruptStore, InvalidInput, StoreChanged
 from engram.model import canonical_line, new_id, parse_line
 from engram.store import MemoryStore
 from engram.store.atomic import current_umask
@@ -423,3 +423,17 @@ def test_current_umask_reads_without_changing_it(tmp_path: Path) -> None:
         assert os.umask(0o027) == 0o027  # unchanged by the read
     finally:
         os.umask(old)
+
+
+def test_rewrite_built_from_an_older_file_raises_store_changed(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    store.put([record(new_id(), "first")])
+    _, seen = store.read_bytes()
+    store.put([record(new_id(), "pulled meanwhile")])  # e.g. git replaced the file
+    before = store.path.read_bytes()
+    with pytest.raises(StoreChanged):
+        store.rewrite([record(new_id(), "built from the first read")], expect=seen)
+    assert store.path.read_bytes() == before
+    _, current = store.read_bytes()
+    store.rewrite([record(new_id(), "built from a fresh read")], expect=current)
+    assert len(store.read_all()) == 1

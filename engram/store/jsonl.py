@@ -13,6 +13,17 @@ after its last write or check (``state/store.sig``); a file changed behind our b
 canonically if it parses but is out of order. A file with a bad line, a duplicate id or conflict
 markers is never written: the error names file and line, and nothing in it is lost.
 
+git does not take our lock: a ``git pull`` or checkout may replace the file between our read
+and our ``os.replace``, which would put the old bytes back and lose what git brought. So the
+file's identity (size, mtime, inode) is checked again right before the replace: ``put`` splices
+its lines again onto the new bytes (a few times, then ``StoreChanged``); ``rewrite``, whose
+records were built from an earlier read, raises ``StoreChanged`` for its caller to read again
+(``expect`` also catches a change before the lock was taken). git writes files in place, so a
+put may read half of git's new bytes: a file that reads as broken is only broken if it stays as
+read for a moment; otherwise it is read again. What remains is the moment
+between that last check and the rename (microseconds), and a replacement the stat cannot tell
+from the original (same size and inode within one tick of the file system's clock).
+
 Every record ``put`` or ``rewrite`` writes is scrubbed of secrets first (``store.redact``): the
 one write path every adapter, import, sync, merge driver and indexer goes through, so no field
 and no caller can skip it.
@@ -26,12 +37,13 @@ import contextlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from engram.errors import CorruptStore, InvalidInput
+from engram.errors import CorruptStore, InvalidInput, StoreChanged
 from engram.model import (
     REQUIRED,
     Record,
@@ -48,6 +60,8 @@ MEMORIES: Final = "memories.jsonl"
 _ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
 _TMP_PREFIX: Final = ".memories."
 _TMP_SUFFIX: Final = ".tmp"
+_PUT_ATTEMPTS: Final = 20  # splices redone onto a file git keeps replacing, then StoreChanged
+_SETTLE_SECONDS: Final = 0.02  # how long a file that reads as broken must stay so to be broken
 
 
 def line_id(line: bytes, *, path: str = MEMORIES, lineno: int = 0) -> str:
@@ -198,11 +212,13 @@ class MemoryStore:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._sig_path().write_text(signature, encoding="ascii")
 
-    def _checked_bytes(self) -> bytes:
-        """Return current bytes, verified canonical (rewritten if they only need sorting)."""
-        data, signature = self.read_bytes()
+    def _checked(self, data: bytes, signature: str) -> tuple[bytes, str]:
+        """Return the bytes read, verified canonical (rewritten if they only need sorting).
+
+        The signature returned is that of exactly these bytes, on disk now.
+        """
         if signature == "missing" or self._trusted(signature):
-            return data
+            return data, signature
         scan = self.scan(data)
         if scan.problems:
             first = scan.problems[0]
@@ -216,16 +232,23 @@ class MemoryStore:
             data = b"".join(
                 canonical_line(record) for record in sorted(scan.records, key=lambda r: r["id"])
             )
-            self._replace(data)
-        else:
-            self._trust(signature)
-        return data
+            return data, self._replace(data, expect=signature)
+        self._trust(signature)
+        return data, signature
 
     def put(self, records: Sequence[Record]) -> str:
         """Insert or replace records by id in one atomic write; return the new signature.
 
         Each record is scrubbed of secrets first, in place: what the caller keeps (and indexes)
         is what was written. A record whose id is a secret raises InvalidInput.
+        """
+        return self.put_onto(records)[1]
+
+    def put_onto(self, records: Sequence[Record]) -> tuple[str, str]:
+        """Do what ``put`` does; return the signatures of the file before and after the write.
+
+        The first is that of the bytes the records were spliced onto: a caller that knew
+        another one (an index) learns that the file changed behind its back (git).
         """
         lines: dict[str, bytes] = {}
         for record in records:
@@ -239,13 +262,34 @@ class MemoryStore:
                 )
             lines[str(record["id"])] = canonical_line(record)
         with self.lock():
-            data = self._checked_bytes()
-            return self._replace_pieces(_splice(data, lines))
+            for _ in range(_PUT_ATTEMPTS):
+                data, signature = self.read_bytes()
+                try:
+                    data, base = self._checked(data, signature)
+                except CorruptStore:
+                    # git writes the file in place: what we read may be half of its new bytes.
+                    # Broken only if it stays as read; if it is still changing, read it again.
+                    time.sleep(_SETTLE_SECONDS)
+                    if self.signature() == signature:
+                        raise
+                    continue
+                try:
+                    return base, self._replace_pieces(_splice(data, lines), expect=base)
+                except StoreChanged:
+                    continue  # git replaced the file meanwhile: splice onto its new bytes
+        raise StoreChanged(
+            f"{self.path} kept changing while engram wrote it ({_PUT_ATTEMPTS} times)",
+            hint="a git command is rewriting .engram/ in a loop? wait for it, then retry",
+        )
 
-    def rewrite(self, records: Sequence[Record], *, scrub_all: bool = False) -> str:
+    def rewrite(
+        self, records: Sequence[Record], *, scrub_all: bool = False, expect: str | None = None
+    ) -> str:
         """Replace the whole file with these records, canonical and sorted (repairs, imports).
 
-        Records are scrubbed of secrets in place, as by ``put``.
+        Records are scrubbed of secrets in place, as by ``put``. ``expect``: the signature of
+        the file the records were built from. A file other than that one (or, without it, one
+        replaced while this write ran) raises StoreChanged: read again and rebuild.
         """
         ids = [str(record["id"]) for record in records]
         if len(set(ids)) != len(ids):
@@ -254,14 +298,17 @@ class MemoryStore:
             # A line already in the file byte for byte was scrubbed when it was written (or is
             # doctor's to find): only new or changed records pay for a scan. ``scrub_all``
             # (doctor --fix) scans every one.
-            known = set() if scrub_all else set(self.read_bytes()[0].splitlines(keepends=True))
+            current, base = self.read_bytes()
+            if expect is not None and base != expect:
+                raise _changed(self.path)
+            known = set() if scrub_all else set(current.splitlines(keepends=True))
             lines = []
             for record in sorted(records, key=lambda r: r["id"]):
                 line = canonical_line(record)
                 if line not in known and self._scrub(record):
                     line = canonical_line(record)
                 lines.append(line)
-            return self._replace(b"".join(lines))
+            return self._replace(b"".join(lines), expect=base)
 
     def _scrub(self, record: Record) -> int:
         """Redact secrets in every field of record, in place; return how many were found."""
@@ -271,10 +318,11 @@ class MemoryStore:
             record.update(clean)
         return count
 
-    def _replace(self, data: bytes) -> str:
-        return self._replace_pieces([memoryview(data)])
+    def _replace(self, data: bytes, *, expect: str) -> str:
+        return self._replace_pieces([memoryview(data)], expect=expect)
 
-    def _replace_pieces(self, pieces: Sequence[memoryview | bytes]) -> str:
+    def _replace_pieces(self, pieces: Sequence[memoryview | bytes], *, expect: str) -> str:
+        """Write pieces as the new file, unless it is no longer the one at ``expect``."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=self.dir)
         try:
@@ -285,6 +333,9 @@ class MemoryStore:
                 os.fsync(handle.fileno())
             # Keep the mode of the file the user has, or honour the umask (mkstemp makes 0600).
             os.chmod(tmp, mode_for(self.path))
+            # Last look before the rename: git may have replaced the file since we read it.
+            if self.signature() != expect:
+                raise _changed(self.path)
             os.replace(tmp, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -294,6 +345,13 @@ class MemoryStore:
         signature = self.signature()
         self._trust(signature)
         return signature
+
+
+def _changed(path: Path) -> StoreChanged:
+    return StoreChanged(
+        f"{path} changed while engram wrote it (a git pull or checkout?); nothing was written",
+        hint="run the command again: it reads the new file first",
+    )
 
 
 def scrub_lines(data: bytes, scrubber: Scrubber, *, known: set[bytes] | frozenset[bytes]) -> bytes:
