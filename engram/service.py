@@ -1238,9 +1238,11 @@ class Engram:
                     self._scrub(ws, record)
             except (EngramError, TypeError, ValueError) as exc:
                 message = getattr(exc, "message", str(exc))
-                result.errors.append(
-                    f"{label}[{position}]: {message}" if where is None else message
-                )
+                if where is None:
+                    message = f"{label}[{position}]: {message}"
+                elif not message.startswith(f"{path}:"):  # name the chunk file and line
+                    message = f"{path}:{lineno}: {message}"
+                result.errors.append(message)
                 continue
             rid = record["id"]
             incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
@@ -1946,14 +1948,17 @@ class Engram:
             if progress is not None:
                 progress(number, len(pending))
             try:
-                chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=problems)
+                numbers: list[int] = []
+                chunk = chunks_mod.read_chunk(
+                    ws.store.dir, entry.id, problems=problems, lines=numbers
+                )
                 found = self._chunk_records(ws, chunk)
             except EngramError as exc:
                 problems.append(exc.message)
                 continue
             records += found
             name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
-            where += [(name, line) for line in range(1, len(found) + 1)]
+            where += [(name, line) for line in numbers or range(1, len(found) + 1)]
             applied.append(entry.id)
         # Every chunk in one merge: memories.jsonl is rewritten once, not once per chunk.
         totals = (

@@ -192,13 +192,16 @@ def test_a_1100_deep_line_leaves_every_command_working(project: Engram) -> None:
 def test_a_deep_record_in_a_chunk_is_skipped_and_the_rest_applies(project: Engram) -> None:
     engram_dir = project.project_ws.store.dir
     good = [record("aaaa" + "a" * 22, "First good one"), record("cccc" + "c" * 22, "Second")]
-    lines = [*map(canonical_line, good), deep_line("bbbbdeep")]
+    wrong = canonical_line(record("zzzz" + "z" * 22, "zz wrong importance", importance=9))
+    lines = [*map(canonical_line, good), deep_line("bbbbdeep"), wrong]
     ident = teammate_chunk(engram_dir, lines)
     at = sorted(lines).index(deep_line("bbbbdeep")) + 1  # the line it has in the chunk
+    wrong_at = sorted(lines).index(wrong) + 1
+    assert wrong_at > at  # named by its own line, not by its place among the records read
     problems: list[str] = []
     assert [r["id"] for r in read_chunk(engram_dir, ident, problems=problems)] == [
         r["id"] for r in good
-    ]
+    ] + ["zzzz" + "z" * 22]
     (problem,) = problems
     assert problem.startswith(f"{CHUNKS}/{ident}{SUFFIX}:{at}: JSON nested deeper than 64")
     with pytest.raises(CorruptStore, match=f":{at}: JSON nested deeper"):
@@ -209,6 +212,8 @@ def test_a_deep_record_in_a_chunk_is_skipped_and_the_rest_applies(project: Engra
     report = json.loads(synced.stdout)
     assert ident in report["imported_chunks"]
     assert any(f"{ident}{SUFFIX}:{at}: JSON nested deeper" in p for p in report["problems"])
+    name = f"{CHUNKS}/{ident}{SUFFIX}:{wrong_at}: importance must be 1–5, got 9"
+    assert name in json.dumps(report, ensure_ascii=False), report
     titles = {r["title"] for r in MemoryStore(engram_dir).read_all()}
     assert titles == {"First good one", "Second"}
     # Applied once: the next sync neither repeats the work nor the complaint.

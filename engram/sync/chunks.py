@@ -524,7 +524,11 @@ def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | No
 
 
 def read_chunk(
-    engram_dir: Path, chunk: str, *, problems: list[str] | None = None
+    engram_dir: Path,
+    chunk: str,
+    *,
+    problems: list[str] | None = None,
+    lines: list[int] | None = None,
 ) -> list[dict[str, Any]] | dict[str, Any]:
     """Read and verify one chunk by id: its records, or a Go engram chunk's object as-is.
 
@@ -535,7 +539,8 @@ def read_chunk(
     ``engram.model`` (errors name file and line). With ``problems`` given, a bad line is
     appended there as a sentence naming file and line and skipped, so one hostile record does
     not keep the rest of a chunk from applying; a chunk that is unreadable as a whole still
-    raises. Reading changes nothing.
+    raises. ``lines``, when given, receives the line number of each record returned (so that
+    later messages name the right line). Reading changes nothing.
     """
     name = _rel(chunk)
     data = inflate_chunk(engram_dir, chunk)
@@ -548,7 +553,7 @@ def read_chunk(
             f"{name}: content hashes to {actual}, not to its name; refused (altered or misnamed)",
             path=name,
         )
-    return parse_chunk_lines(data, name=name, problems=problems)
+    return parse_chunk_lines(data, name=name, problems=problems, lines=lines)
 
 
 def inflate_chunk(engram_dir: Path, chunk: str) -> bytes:
@@ -567,15 +572,21 @@ def inflate_chunk(engram_dir: Path, chunk: str) -> bytes:
 
 
 def parse_chunk_lines(
-    data: bytes, *, name: str, problems: list[str] | None = None
+    data: bytes,
+    *,
+    name: str,
+    problems: list[str] | None = None,
+    lines: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Parse an engram chunk's JSON Lines (see ``read_chunk`` for ``problems``)."""
+    """Parse an engram chunk's JSON Lines (see ``read_chunk`` for ``problems`` and ``lines``)."""
     records = []
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():
             continue
         try:
             records.append(parse_line(line, path=name, lineno=lineno))
+            if lines is not None:
+                lines.append(lineno)
         except CorruptStore as exc:
             if problems is None:
                 raise ChunkError(exc.message, path=name, line=lineno) from exc
