@@ -102,6 +102,7 @@ def _assert_consistent(remote: Path, expected_ids: set[str]) -> None:
         assert fsck.returncode == 0, fsck.stderr.decode()
 
 
+@pytest.mark.slow
 def test_sync_killed_at_random_points_recovers_and_the_remote_stays_consistent(
     tmp_path: Path,
 ) -> None:
