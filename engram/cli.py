@@ -1557,7 +1557,7 @@ def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Repair what can be repaired safely.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check the store: parse errors, duplicate ids, conflict markers, secrets, index drift."""
+    """Check the store: parse errors, duplicate ids, conflict markers, chunks, secrets, index."""
     with _open(ctx) as engram:
         findings = engram.doctor(fix=fix)
     if as_json:
