@@ -1005,7 +1005,9 @@ def judge(
 
 def _read_json_file(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        from engram.model import MAX_DOCUMENT_DEPTH, loads
+
+        return loads(path.read_text(encoding="utf-8"), what=str(path), max_depth=MAX_DOCUMENT_DEPTH)
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
@@ -1335,8 +1337,10 @@ def import_(
         with _open(ctx) as engram:
             if str(source) == "-":
                 text = _read_stdin()
+                from engram.model import MAX_DOCUMENT_DEPTH, loads
+
                 try:
-                    document = json.loads(text)
+                    document = loads(text, what="stdin", max_depth=MAX_DOCUMENT_DEPTH)
                 except ValueError as exc:
                     raise InvalidInput(f"stdin: not valid JSON: {exc}") from exc
                 result = engram.import_(document, progress=update_bar)

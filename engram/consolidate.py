@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import change_time, check_id, is_tombstone, normalize_content
+from engram.model import change_time, check_id, is_tombstone, loads, normalize_content
 
 GROUP_KINDS: Final = (
     "duplicate",
@@ -685,7 +685,7 @@ def llm_command(
             raise InvalidInput(f"LLM command {command!r} printed more than 1 MB", hint=hint)
         text = done.stdout.decode("utf-8", "replace").strip()
         try:
-            answer = json.loads(text)
+            answer = loads(text, what=f"LLM command {command!r}")
         except ValueError as exc:
             raise InvalidInput(
                 f"LLM command {command!r} did not print one JSON object: {exc}; "
@@ -718,7 +718,7 @@ def read_plan(raw: Any) -> list[Recommendation]:
     """Validate a plan (an object, or its JSON text) and return its recommendations."""
     if isinstance(raw, bytes | str):
         try:
-            raw = json.loads(raw)
+            raw = loads(raw, what="the plan")
         except ValueError as exc:
             raise _fail(f"the plan is not JSON: {exc}") from exc
     if not isinstance(raw, Mapping):

@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 import typer
 
 from engram.errors import ConfigError, EngramError, InputTooLarge, InvalidInput, NotFound
-from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request, value_too_deep
+from engram.model import (
+    MAX_DOCUMENT_DEPTH,
+    MAX_JSON_DEPTH,
+    json_depth_exceeded,
+    loads,
+    peek_request,
+    value_too_deep,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -2105,7 +2112,9 @@ class EngramMCP:
             if not file.is_absolute():
                 file = self.engram.root / file
             try:
-                document = json.loads(file.read_bytes().decode("utf-8"))
+                document = loads(
+                    file.read_bytes().decode("utf-8"), what=str(file), max_depth=MAX_DOCUMENT_DEPTH
+                )
             except UnicodeDecodeError as exc:
                 raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start})") from exc
             except ValueError as exc:
@@ -2387,7 +2396,10 @@ def _sampler(ctx: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end <= start:
             raise InvalidInput("the client's model did not answer with a JSON object")
-        answer = json.loads(text[start : end + 1])
+        try:
+            answer = loads(text[start : end + 1], what="the client's model's answer")
+        except ValueError as exc:
+            raise InvalidInput(f"the client's model did not answer with JSON: {exc}") from exc
         if not isinstance(answer, dict):
             raise InvalidInput("the client's model did not answer with a JSON object")
         return answer

@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import is_tombstone, normalize_project, parse_time
+from engram.model import is_tombstone, loads, normalize_project, parse_time
 from engram.store.atomic import atomic_write
 
 MANIFEST_NAME: Final = ".engram-export.json"
@@ -401,7 +401,7 @@ class _Export:
         except OSError as exc:
             raise InvalidInput(f"cannot read {self.manifest_path}: {exc}") from exc
         try:
-            data = json.loads(raw)
+            data = loads(raw, what=str(self.manifest_path))
             if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
                 raise ValueError("not a version 1 export manifest")
             notes = self._entries(data.get("notes"))
