@@ -170,9 +170,9 @@ def _memory_store(engram: Engram, args: dict[str, Any]) -> Any:
         kind = normalize_kind(args["memory_type"])
     except InvalidInput as exc:
         raise RpcError(INVALID_PARAMS, f"memory_store: param 'memory_type': {exc.message}") from exc
-    fields = rs.store_args(
-        {"context": args["context"], "action": args["action"], "result": args["result"]}
-    )
+    # Scrubbed before the title is cut from them: a clipped key would slip past the rules.
+    clean = {name: engram.scrub_text(str(args[name] or "")) for name in ("context", "action")}
+    fields = rs.store_args({**clean, "result": args["result"]})
     result = engram.remember(
         fields["title"],
         fields["content"],

@@ -324,6 +324,14 @@ class Engram:
                 fields["tags"] = sorted({str(tag) for tag in fields["tags"]})
         return count
 
+    def scrub_text(self, text: str) -> str:
+        """Return text with what a write would redact replaced: for text a title is cut from."""
+        return self.project_ws.store.scrubber.text(text)[0]
+
+    def _prescrub(self, text: str) -> tuple[str, int]:
+        """Return scrub_text(text) and how many secrets it replaced (a save reports them)."""
+        return self.project_ws.store.scrubber.text(text)
+
     def _write(self, ws: Workspace, records: Sequence[Record], *, journal: bool = True) -> None:
         """Write records to the store and the index; journal them as this clone's changes."""
         known = ws.index.meta("file_sig")
@@ -967,7 +975,9 @@ class Engram:
         return str(current["id"]) if current else None
 
     def _project_name(self, project: str | None) -> str:
-        return normalize_project(project or "") or self.project
+        # Scrubbed before lower-casing: a key in a project name must not slip past the rules.
+        name = self.project_ws.store.scrubber.text(str(project or ""))[0]
+        return normalize_project(name) or self.project
 
     def session_start(
         self,
@@ -1025,7 +1035,13 @@ class Engram:
             raise InvalidInput(
                 f"unknown summary section {', '.join(unknown)}; use: {', '.join(FIELD_NAMES)}"
             )
-        summary = parse_summary(str(content or ""), sections)
+        # Scrubbed before the title is cut from it: a clipped key would slip past the rules.
+        content, found = self._prescrub(str(content or ""))
+        for key, value in list(sections.items()):
+            if value is not None:
+                sections[key], hits = self._prescrub(str(value))
+                found += hits
+        summary = parse_summary(content, sections)
         if not summary.sections and not summary.preamble:
             raise InvalidInput(
                 "a session summary needs some text",
@@ -1052,6 +1068,7 @@ class Engram:
         )
         if logged:
             self.sessions.note_summary(sid, result.record["id"])
+        result.redactions += found
         return result
 
     def save_prompt(
@@ -1060,12 +1077,13 @@ class Engram:
         """Save a user's prompt (kind ``prompt``; redacted like every memory)."""
         from engram.session import TITLE_CHARS, _clip
 
-        text = str(content or "").strip()
+        text, found = self._prescrub(str(content or ""))  # before its title is clipped
+        text = text.strip()
         if not text:
             raise InvalidInput("a prompt needs some text")
         name = self._project_name(project)
         first = next(line for line in text.splitlines() if line.strip())
-        return self.remember(
+        result = self.remember(
             _clip(first, TITLE_CHARS),
             text,
             kind="prompt",
@@ -1073,6 +1091,8 @@ class Engram:
             session_id=self._session_id(session_id, name),
             project=name,
         )
+        result.redactions += found
+        return result
 
     def capture(
         self,
@@ -1091,7 +1111,7 @@ class Engram:
 
         name = self._project_name(project)
         sid = self._session_id(session_id, name)
-        learnings = extract_learnings(str(text or ""))
+        learnings = extract_learnings(self.scrub_text(str(text or "")))  # titles are cut from it
         saved: list[dict[str, Any]] = []
         duplicates: list[dict[str, Any]] = []
         for item in learnings:

@@ -737,7 +737,10 @@ def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
     lowered = first.lower()
     if not (first.startswith(b"Revert") or b"again" in lowered or b"fix" in lowered):
         return None
-    text = _decode_message(commit)
+    # The message is untrusted, and titles are cut from it: scrubbed before anything is taken.
+    from engram.store.redact import default_scrubber
+
+    text = default_scrubber().text(_decode_message(commit))[0]
     subject, _, body = text.partition("\n")
     subject = subject.strip()
     found = classify(subject, body)
@@ -781,15 +784,18 @@ def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
         budget = _CONTENT_BYTES - len((head + tail).encode("utf-8"))
     quote = "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
     content = _fit_bytes(head + _fit_bytes(quote, budget) + tail, _CONTENT_BYTES)
+    # The author and paths too: the candidate is cached in state/ and becomes a memory.
+    text_fields = {"title": title, "content": content, "author": author, "files": files}
+    clean, _ = default_scrubber().record(text_fields)
     return Candidate(
         sha=sha,
         kind=kind,
-        title=title,
-        content=content,
-        files=tuple(files[:MAX_LIST_ITEMS]),
+        title=clean["title"],
+        content=clean["content"],
+        files=tuple(clean["files"][:MAX_LIST_ITEMS]),
         reverted_sha=reverted_sha,
         date=date,
-        author=author,
+        author=clean["author"],
     )
 
 

@@ -81,11 +81,17 @@ class SessionLog:
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         """Return the logged session, or None."""
+        session_id = self._key(session_id)
         found = self._read().get(session_id)
         return {"id": session_id, **found} if found is not None else None
 
+    def _key(self, session_id: str) -> str:
+        """Return the id the log files a session under: scrubbed, as a memory's session_id is."""
+        return self.scrubber.text(session_id)[0]
+
     def start(self, session_id: str, *, project: str, directory: str, stamp: str) -> dict[str, Any]:
         """Log a session's start; starting a known session again reopens it, keeping its start."""
+        session_id = self._key(session_id)
         with self._editing() as sessions:
             entry = sessions.get(session_id) or {"started_at": stamp}
             entry.update(project=project, directory=directory or entry.get("directory", ""))
@@ -95,6 +101,7 @@ class SessionLog:
 
     def end(self, session_id: str, *, stamp: str, summary_id: str | None = None) -> dict[str, Any]:
         """Log a session's end (a session never started here is logged as starting now)."""
+        session_id = self._key(session_id)
         with self._editing() as sessions:
             entry = sessions.get(session_id) or {"started_at": stamp}
             entry["ended_at"] = stamp
@@ -105,6 +112,7 @@ class SessionLog:
 
     def note_summary(self, session_id: str, summary_id: str) -> None:
         """Remember which memory summarises a logged session."""
+        session_id = self._key(session_id)
         with self._editing() as sessions:
             if session_id in sessions:
                 sessions[session_id]["summary_id"] = summary_id
