@@ -624,6 +624,9 @@ def serve(
     engram_dir = root / ENGRAM_DIR
     if not engram_dir.is_dir():
         raise NotInitialized(f"no {ENGRAM_DIR}/ in {root}")
+    from engram.store.local import refuse_links
+
+    refuse_links(engram_dir)  # the lock and the socket go in state/: never through a link
     path = Path(socket_path).absolute() if socket_path else rpc.socket_path(engram_dir)
     fd = _lock(engram_dir, path)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-daemon")

@@ -10,6 +10,7 @@
     ├── CorruptStore         memories.jsonl has a bad line, a duplicate id or conflict markers
     ├── LockTimeout          another process held the store lock for too long
     ├── StoreChanged         memories.jsonl was replaced (git) while a write ran: read again
+    ├── UnsafePath           .engram/state or index/ (or a file in them) is a symbolic link
     ├── IndexError_          the derived index could not be read or written
     └── SyncError            a sync with a remote failed (nothing local was lost)
 
@@ -32,6 +33,7 @@ __all__ = [
     "NotInitialized",
     "StoreChanged",
     "SyncError",
+    "UnsafePath",
 ]
 
 
@@ -104,6 +106,11 @@ class LockTimeout(EngramError):
 class StoreChanged(EngramError):
     code = "store_changed"
     hint = "run the command again: it reads the new file first"
+
+
+class UnsafePath(EngramError):
+    code = "unsafe_path"
+    hint = "remove the symbolic link inside .engram/ and run the command again"
 
 
 class IndexError_(EngramError):  # trailing underscore: not the builtin IndexError

@@ -75,6 +75,9 @@ class Workspace:
     @classmethod
     def open(cls, root: Path, engram_dir: Path, scope: str) -> Workspace:
         """Open the store and index of an existing .engram/ folder."""
+        from engram.store.local import refuse_links
+
+        refuse_links(engram_dir)  # before the config cache, locks or index land in state/
         cfg = config_mod.load(root, engram_dir)
         timeout = cfg.number("store.lock_timeout_seconds")
         store = MemoryStore(engram_dir, lock_timeout=timeout, scrubber=_scrubber(cfg))

@@ -53,6 +53,7 @@ from engram.model import (
     parse_line,
 )
 from engram.store.atomic import fsync_dir, mode_for
+from engram.store.local import refuse_links
 from engram.store.lock import ProcessLock
 from engram.store.redact import Scrubber, default_scrubber
 
@@ -118,6 +119,8 @@ class MemoryStore:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the cross-process write lock of this store (re-entrant in one process)."""
+        if self._lock.depth == 0:
+            refuse_links(self.dir)  # the lock file itself is in state/
         with self._lock.hold():
             if self._lock.depth == 1:
                 self._remove_stale_temp_files()

@@ -1,0 +1,67 @@
+"""The local folders of a store, ``state/`` and ``index/``: refused when they are symlinks.
+
+Both are per-clone and never committed, but a hostile repository can commit them anyway: a
+``.engram/state`` that links elsewhere would have engram write its locks, caches, journal and
+sockets wherever the link points, an ``index/`` link its databases. Before anything is written
+there, ``refuse_links`` looks at the two folders and their entries, two levels deep, with
+``lstat`` (never following a link) and raises ``UnsafePath`` naming the first link; what to do
+is remove it, and engram makes a real folder or file again. The store folder itself may be a
+link (a user's own choice, e.g. a dotfiles checkout).
+
+This module only looks; it creates, removes and follows nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+from engram.errors import UnsafePath
+
+LOCAL: Final = ("state", "index")
+
+
+def refuse_links(engram_dir: Path) -> None:
+    """Raise UnsafePath when state/ or index/ (or an entry in them) is a symbolic link."""
+    for name in LOCAL:
+        folder = engram_dir / name
+        try:
+            info = folder.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # unreadable: the write that follows fails and says why
+        if stat.S_ISLNK(info.st_mode):
+            _refuse(folder)
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                _refuse(Path(entry.path))
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    inner = list(os.scandir(entry.path))
+                except OSError:
+                    continue
+                for item in inner:
+                    if item.is_symlink():
+                        _refuse(Path(item.path))
+
+
+def _refuse(path: Path) -> None:
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    raise UnsafePath(
+        f"{path} is a symbolic link{target}: engram keeps local state there and will not "
+        "write through a link",
+        hint=f"remove the link (rm {path}) and run the command again: engram makes a real "
+        "folder or file in its place; if the repository commits it, remove it from git too",
+    )
