@@ -839,25 +839,14 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
 ) -> None:
     ledger = Ledger()
     folder = root / ".engram"
-    started = time.monotonic()
-
-    def lap(what: str) -> None:
-        print(f"{what}: {time.monotonic() - started:.1f} s", file=sys.stderr)
-
     send_cli(root, ledger)
-    lap("cli")
     send_imports(root, tmp_path, ledger)
     planted = plant_chunk(root, ledger)
     cli(root, "sync")  # imports the chunk another clone wrote
-    lap("imports")
     send_repo(root, ledger)
-    lap("repo")
     send_mcp(root, ledger)
-    lap("mcp")
     send_http(root, Path(os.environ["HOME"]), ledger)
-    lap("http")
     send_daemon(root, ledger)
-    lap("daemon")
 
     # The planted chunk is the other clone's file as it came (named by its content): the only
     # place its secrets may still be, until doctor rewrites it.

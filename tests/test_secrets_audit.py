@@ -1,0 +1,143 @@
+"""The store's one choke point for secrets, and ``engram doctor``'s scan of every place with text.
+
+Fixture secrets are assembled at run time so this file holds no string a scanner would flag.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engram.errors import InvalidInput
+from engram.model import canonical_line
+from engram.service import Engram
+from engram.store import MemoryStore
+from engram.store.redact import REDACTED, Scrubber, scrub_record
+from engram.sync.gitmerge import merge_driver
+
+AWS = "AKIA" + "Q7ZKX3VBN5MRT2WP"
+GITHUB = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+STAMP = "2026-01-01T00:00:00.000Z"
+
+
+def _record(rid: str, **fields: object) -> dict[str, object]:
+    return {
+        "id": rid,
+        "kind": "note",
+        "title": "t",
+        "created_at": STAMP,
+        "updated_at": STAMP,
+        "rev": 1,
+        **fields,
+    }
+
+
+def test_scrub_record_reaches_every_string_and_leaves_the_structure() -> None:
+    record = _record(
+        "abcdefghijklmnopqrstuvwxyz",
+        content=f"key {AWS}",
+        history=[{"rev": 1, "title": f"old {GITHUB}", "content": "fine"}],
+        judgements=[{"score": 0.5, "by": "Ana", "query": f"find {AWS}"}],
+        custom={"deep": [[{"x": f"token {GITHUB}"}]], f"name {AWS}": 3},
+        deleted_at=STAMP,
+    )
+    clean, count = scrub_record(record)
+    assert count == 5
+    text = json.dumps(clean)
+    assert AWS not in text and GITHUB not in text
+    assert clean["custom"] == {"deep": [[{"x": f"token {REDACTED}"}]], f"name {REDACTED}": 3}
+    assert {k: clean[k] for k in ("id", "rev", "created_at", "deleted_at")} == {
+        k: record[k] for k in ("id", "rev", "created_at", "deleted_at")
+    }
+    assert scrub_record(clean) == (clean, 0)
+
+
+def test_a_record_whose_id_is_a_secret_is_refused(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".engram")
+    with pytest.raises(InvalidInput, match="looks like a secret"):
+        store.put([_record(AWS)])
+    assert not store.exists()
+
+
+def test_put_scrubs_in_place_and_rewrite_scans_only_what_the_file_lacks(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".engram", scrubber=Scrubber([r"ACME-\d+"]))
+    mine = _record("aaaaaaaaaaaaaaaaaaaaaaaaaa", content=f"ticket ACME-42 and {AWS}")
+    store.put([mine])
+    assert mine["content"] == f"ticket {REDACTED} and {REDACTED}"  # the caller holds the write
+    # A line written by hand (an older tool): rewrite keeps it as it is, byte for byte ...
+    old = _record("bbbbbbbbbbbbbbbbbbbbbbbbbb", content=f"hand-written {GITHUB}")
+    store.path.write_bytes(store.path.read_bytes() + canonical_line(old))
+    new = _record("cccccccccccccccccccccccccc", content=f"new {GITHUB}")
+    store.rewrite([dict(mine), dict(old), new])
+    data = store.path.read_text()
+    assert data.count(GITHUB) == 1 and f"new {REDACTED}" in data
+    # ... and doctor's rewrite scans every record.
+    store.rewrite(store.read_all(), scrub_all=True)
+    assert GITHUB not in store.path.read_text()
+
+
+def test_merge_driver_scrubs_their_lines_and_keeps_ours_byte_for_byte(tmp_path: Path) -> None:
+    ours_line = canonical_line(_record("aaaaaaaaaaaaaaaaaaaaaaaaaa", content=f"ours {AWS}"))
+    theirs_line = canonical_line(
+        _record("bbbbbbbbbbbbbbbbbbbbbbbbbb", content="theirs", extra={"k": GITHUB})
+    )
+    base, ours, theirs = (tmp_path / name for name in ("base", "ours", "theirs"))
+    base.write_bytes(b"")
+    ours.write_bytes(ours_line)  # ours is what this clone already holds: never rescanned
+    theirs.write_bytes(theirs_line)
+    assert merge_driver(base, ours, theirs, ".engram/memories.jsonl") == 0
+    merged = ours.read_bytes()
+    assert merged.startswith(ours_line)
+    assert GITHUB.encode() not in merged and f'"k":"{REDACTED}"'.encode() in merged
+
+
+def _raw_line(project: Engram, record: dict[str, object]) -> None:
+    path = project.project_ws.store.path
+    path.write_bytes(path.read_bytes() + canonical_line(record))
+
+
+def test_doctor_finds_secrets_in_every_field_and_state_file_and_fix_scrubs_them(
+    project: Engram,
+) -> None:
+    kept = project.remember("a clean memory", "nothing to hide")
+    _raw_line(
+        project,
+        _record(
+            "zzzzzzzzzzzzzzzzzzzzzzzzzz",
+            content="the title and content are clean",
+            history=[{"rev": 1, "title": "old", "content": f"old key {AWS}"}],
+            vendor={"note": GITHUB},
+        ),
+    )
+    store = project.project_ws.store
+    sessions = store.state_dir / "sessions.json"
+    sessions.write_text(
+        json.dumps({"version": 1, "sessions": {"s1": {"directory": f"/w {GITHUB}"}}})
+    )
+    quarantine = store.dir / "quarantine" / "memories-1.jsonl"
+    quarantine.parent.mkdir()
+    quarantine.write_text(f'{{"broken": "{AWS}"\n')
+    other_state = store.state_dir / "notes.txt"
+    other_state.write_text(f"token {GITHUB}\n")
+
+    found = [f for f in project.doctor() if f.check == "secrets"]
+    messages = "\n".join(f.message for f in found)
+    assert "memory zzzzzzzzzzzzzzzzzzzzzzzzzz holds what looks like" in messages
+    assert "AWS Access Key" in messages and "GitHub Token" in messages
+    assert "sessions.json" in messages and "memories-1.jsonl: line(s) 1" in messages
+    assert "notes.txt" in messages and "delete the file" in messages
+    assert AWS not in messages and GITHUB not in messages  # findings never repeat a secret
+
+    fixed = [f for f in project.doctor(fix=True) if f.check == "secrets"]
+    assert all(f.fixed for f in fixed if "notes.txt" not in f.message)
+    for path in (store.path, sessions, quarantine):
+        text = path.read_text()
+        assert AWS not in text and GITHUB not in text, path
+    record = project.get("zzzzzzzzzzzzzzzzzzzzzzzzzz")
+    assert record["rev"] == 2 and record["updated_at"] > STAMP  # wins the merge elsewhere
+    assert record["vendor"] == {"note": REDACTED}
+    assert project.get(kept.record["id"])["rev"] == 1  # a clean memory is not touched
+    left = [f.message for f in project.doctor() if f.check == "secrets"]
+    assert len(left) == 1 and "notes.txt" in left[0]  # reported, never edited
