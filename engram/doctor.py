@@ -64,7 +64,7 @@ def run_checks(
 
     # 1. The canonical file.
     with store.lock():
-        data, _ = store.read_bytes()
+        data, seen = store.read_bytes()
         scan = store.scan(data)
         for problem in scan.problems:
             findings.append(Finding("error", "memories.jsonl", problem.message))
@@ -114,7 +114,8 @@ def run_checks(
                         fixed=True,
                     )
                 )
-            store.rewrite(list(merged.values()))
+            # Built from the bytes read above: a file git replaced since raises StoreChanged.
+            store.rewrite(list(merged.values()), expect=seen)
             for finding in findings:
                 if finding.check == "memories.jsonl":
                     finding.fixed = True
