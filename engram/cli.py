@@ -1425,6 +1425,8 @@ def sync(
                 f"{far['url']} ({far['branch']}): pulled {pulled['added']} new and "
                 f"{pulled['updated']} changed memories, pushed {far['head'][:10]}"
             )
+            for lock in far.get("cleared_locks") or []:
+                echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
     for problem in report["problems"]:
         echo(f"warning: {problem}", err=True)
 

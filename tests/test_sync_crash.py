@@ -161,6 +161,13 @@ def test_locks_a_killed_sync_left_are_cleared_and_foreign_ones_named(tmp_path: P
         )
         assert not stale_object.exists() and not stale_ref.exists()
         assert not (git / remote_mod.SYNC_RUN).exists()  # a finished sync removes it
+        # The CLI says what it removed.
+        (git / remote_mod.SYNC_RUN).write_text(json.dumps({"pid": 999_999}) + "\n")
+        again = _plant(git / (BRANCH.decode() + ".lock"))
+        said = run_cli("sync", "--remote", "origin", cwd=engram.root)
+        assert said.returncode == 0, said.stderr.decode()
+        assert f"removed stale lock file {BRANCH.decode()}.lock" in said.stderr.decode()
+        assert not again.exists()
         _assert_consistent(remote, {str(mine["id"])})
 
         # The same ref lock with no killed sync behind it may be a running git's: named, kept.
