@@ -123,7 +123,7 @@ def test_sync_killed_at_random_points_recovers_and_the_remote_stays_consistent(
                 text = f"round {round_} memory {n}"
                 ids.add(engram.remember(text, f"{text}, written between kills").record["id"])
             victim = _sync(engram.root)
-            time.sleep(rng.uniform(0.3, 1.0) * span)
+            time.sleep(rng.uniform(0.1, 0.8) * span)
             victim.send_signal(signal.SIGKILL)
             killed += victim.wait(timeout=120) == -signal.SIGKILL
             for stream in (victim.stdout, victim.stderr):
