@@ -141,3 +141,19 @@ def test_doctor_finds_secrets_in_every_field_and_state_file_and_fix_scrubs_them(
     assert project.get(kept.record["id"])["rev"] == 1  # a clean memory is not touched
     left = [f.message for f in project.doctor() if f.check == "secrets"]
     assert len(left) == 1 and "notes.txt" in left[0]  # reported, never edited
+
+
+def test_plain_needles_are_spelled_out_and_gate_the_same_lines() -> None:
+    from engram.store import redact as redact_module
+
+    groups = redact_module._rule_groups()
+    words = redact_module._needle_words()
+    assert len(groups) == len(words)
+    spelled = {w for group in words if group for w in group}
+    assert {"api_key", "apikey", "db_pass", "dbpass", "hooks.slack.com", "-u "} <= spelled
+    for (needle, _, _), group in zip(groups, words, strict=True):
+        for word in group or ():
+            assert needle is not None and needle.search(word), (needle.pattern, word)
+    # A line holding no word of a plain needle is skipped; the results stay those of a full scan.
+    text = f"apikey = 'Zx9Qw8Er7Ty6Ui5Op4'\ndb_pass: Zx9Qw8Er7Ty6Ui5Op4\nplain words\n{AWS}"
+    assert redact_module._find(text, ()) == redact_module._find(text, (), prefilter=False)

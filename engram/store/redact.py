@@ -516,14 +516,13 @@ def _plan(text: str, lines: list[str], offsets: list[int], prefilter: bool) -> _
     folded = text.lower().translate(_FOLD)
     # lower() may lengthen a character (İ) but never adds or removes a newline; when it lengthens
     # none, offsets in folded are offsets in text too, and anchored rules can use them.
-    screen = _any_needle()
-    if screen is not None and not screen.search(folded):
-        return []  # most notes: no line holds any rule's needle, one search says so
     newlines = [m.start() for m in re.finditer("\n", folded)]
     aligned = len(folded) == len(text)
     plan: _Plan = []
-    for needle, anchored, rules in _rule_groups():
+    for (needle, anchored, rules), words in zip(_rule_groups(), _needle_words(), strict=True):
         starts: dict[int, list[int]] = {}
+        if words is not None and not any(word in folded for word in words):
+            continue  # a needle of plain words: `in` says no faster than the regex would
         if needle is None:
             plan.append((range(len(lines)), starts, rules))
         elif anchored and aligned:
@@ -684,13 +683,34 @@ def _rule_groups() -> tuple[tuple[re.Pattern[str] | None, bool, tuple[_Rule, ...
     return tuple(compiled)
 
 
+# A needle that is plain words: alternatives of literal characters, `\.` and `x?` allowed.
+_PLAIN = re.compile(r"(?:[a-z0-9_:=/ ñ-]|\\\.|[a-z0-9_-]\?)+")
+
+
 @functools.cache
-def _any_needle() -> re.Pattern[str] | None:
-    """Return one regex matching wherever any rule's needle does (None: a rule has no needle)."""
-    needles = [needle for needle, _, _ in _rule_groups()]
-    if any(needle is None for needle in needles):
-        return None
-    return re.compile("|".join(f"(?:{needle.pattern})" for needle in needles if needle))
+def _needle_words() -> tuple[tuple[str, ...] | None, ...]:
+    """Return, per rule group, the literal words its needle is made of (None: a real regex)."""
+    out: list[tuple[str, ...] | None] = []
+    for needle, _, _ in _rule_groups():
+        words: list[str] | None = [] if needle is not None else None
+        source = needle.pattern.removeprefix("(?=(?:").removesuffix("))") if needle else ""
+        for part in source.split("|") if needle is not None else ():
+            if words is None or not _PLAIN.fullmatch(part):
+                words = None
+                break
+            words.extend(_expand(part.replace("\\.", ".")))
+        out.append(tuple(words) if words is not None else None)
+    return tuple(out)
+
+
+def _expand(part: str) -> list[str]:
+    """Spell out every optional character of a plain needle: ``api_?key`` is apikey, api_key."""
+    mark = part.find("?")
+    if mark < 0:
+        return [part]
+    head, tail = part[: mark - 1], part[mark + 1 :]
+    rests = _expand(tail)
+    return [head + rest for rest in rests] + [head + part[mark - 1] + rest for rest in rests]
 
 
 @functools.cache
