@@ -136,6 +136,9 @@ def test_sync_killed_at_random_points_recovers_and_the_remote_stays_consistent(
         # The local store is whole too, and nothing written between kills was lost.
         assert ids <= {str(r["id"]) for r in engram.project_ws.store.read_all()}
     _assert_consistent(remote, ids)
+    if GIT:  # the clone's own repository is whole too (dangling objects of a kill are fine)
+        fsck = subprocess.run(["git", "-C", str(engram.root), "fsck"], capture_output=True)
+        assert fsck.returncode == 0, fsck.stderr.decode()
 
 
 def _plant(path: Path) -> Path:
