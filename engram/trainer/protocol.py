@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, cast
 
 from engram.errors import InvalidInput
+from engram.model import check_json_limits
 
 InsightType = Literal["cluster", "temporal", "lineage"]
 RecommendationAction = Literal["merge", "archive", "delete", "keep"]
@@ -185,6 +186,7 @@ def _check(obj: Mapping[str, Any], kind: str, lineno: int, text: str) -> None:
 def parse_event(line: str, lineno: int) -> Event:
     """Parse one line of trainer output strictly, raising ProtocolError naming line and field."""
     try:
+        check_json_limits(line, what="the line")  # json.loads recurses per level
         obj = json.loads(line, parse_constant=_reject_constant)
     except ValueError as exc:
         raise ProtocolError(f"not JSON ({exc})", line=lineno, text=line) from exc
