@@ -210,8 +210,14 @@ def exclusive(repo_root: Path, remote: str, branch: str = DEFAULT_BRANCH) -> Ite
 
 
 @contextlib.contextmanager
-def _held(git_dir: Path, ref: Ref, remote: str, *, timeout: float) -> Iterator[Session]:
-    """Hold ``git_dir``'s sync lock and run file; clear the stale locks found on the way in."""
+def _held(
+    git_dir: Path, ref: Ref, remote: str, *, timeout: float, writable: bool = True
+) -> Iterator[Session]:
+    """Hold ``git_dir``'s sync lock and run file; clear the stale locks found on the way in.
+
+    ``writable`` False (a remote we may only read): a folder we cannot write is not held, and
+    the push that follows says why it failed.
+    """
     lock = ProcessLock(git_dir / SYNC_LOCK, timeout=timeout, what=str(git_dir / SYNC_LOCK))
     run = git_dir / SYNC_RUN
     with contextlib.ExitStack() as stack:
@@ -224,16 +230,32 @@ def _held(git_dir: Path, ref: Ref, remote: str, *, timeout: float) -> Iterator[S
                 f"another engram sync --remote{who} is running on {git_dir}",
                 hint="wait for it to finish, then run engram sync --remote again",
             ) from exc
+        except OSError as exc:
+            if not writable:
+                yield Session(git_dir)
+                return
+            raise _unwritable(git_dir, exc) from exc
         session = Session(git_dir)
         since = _killed_run(run, session)
         _clear_stale_locks(session, ref, remote, since)
-        # Written after the sweep: a lock file made from here on is this run's own.
-        run.write_text(json.dumps({"pid": os.getpid()}) + "\n", encoding="utf-8")
+        try:
+            # Written after the sweep: a lock file made from here on is this run's own.
+            run.write_text(json.dumps({"pid": os.getpid()}) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise _unwritable(git_dir, exc) from exc
         try:
             yield session
         finally:
             with contextlib.suppress(OSError):
                 run.unlink()
+
+
+def _unwritable(git_dir: Path, exc: OSError) -> SyncError:
+    return SyncError(
+        f"cannot write {git_dir}: {exc.strerror or exc}",
+        hint="engram sync --remote commits and fetches there: check the folder's owner and "
+        "permissions",
+    )
 
 
 def _local_git_dir(url: str) -> Path | None:
@@ -496,7 +518,9 @@ def push(
         if target is not None:
             # dulwich writes a remote on a local path itself, through the same lock files: a
             # push killed there leaves them in the remote, and other clones push there too.
-            held = stack.enter_context(_held(target, _ref(branch), "", timeout=_PUSH_WAIT))
+            held = stack.enter_context(
+                _held(target, _ref(branch), "", timeout=_PUSH_WAIT, writable=False)
+            )
             if cleared is not None:
                 cleared += [f"{url}: {path}" for path in held.cleared]
         return _push(repo_root, url, ref)
