@@ -1850,6 +1850,12 @@ class Engram:
             for rid, their in sorted(theirs_by_id.items()):
                 mine = ours_by_id.get(rid)
                 merged = merge3_record(base_by_id.get(rid), mine, their)
+                if merged is not None and merged != mine:
+                    try:  # scrubbed here, as the store would, so a redacted repeat is no change
+                        merged = ws.store.scrubber.record(merged)[0]
+                    except InvalidInput as exc:  # an id that is a secret: that memory only
+                        result.errors.append(f"remote memory {rid[:4]}…: {exc.message}")
+                        continue
                 if merged is None or merged == mine:
                     result.unchanged += 1
                     continue

@@ -195,6 +195,7 @@ class Channel:
     name: str
     secrets: list[tuple[str, str, str]]  # (kind, text, core)
     canary: str
+    delivered: bool = True  # False: what it carries is refused, so its canary never arrives
 
     def texts(self, *, single_line: bool = False) -> list[str]:
         """Return the secrets' texts (leaving out multi-line ones where a line is all it takes)."""
@@ -226,7 +227,12 @@ class Ledger:
     channels: dict[str, Channel] = field(default_factory=dict)
 
     def channel(
-        self, name: str, *, kinds: list[str] | None = None, longest: int | None = None
+        self,
+        name: str,
+        *,
+        kinds: list[str] | None = None,
+        longest: int | None = None,
+        delivered: bool = True,
     ) -> Channel:
         """A channel with fresh secrets of these kinds (all), none longer than ``longest``.
 
@@ -239,7 +245,7 @@ class Ledger:
         if longest is not None:
             secrets = [s for s in secrets if len(s[1]) <= longest and s[0] not in MULTILINE]
         canary = f"canary{len(self.channels):03d}x{maker.s(6, string.ascii_lowercase)}"
-        made = Channel(name, secrets, canary)
+        made = Channel(name, secrets, canary, delivered)
         self.channels[name] = made
         return made
 
@@ -817,10 +823,17 @@ def send_remote(root: Path, tmp_path: Path, ledger: Ledger) -> tuple[Path, str]:
         "updated_at": stamp,
         "rev": 2,
     }
+    # A line whose very id is a secret: left out (and said so), the rest still merges.
+    refused = ledger.channel("sync --remote id", kinds=["aws access key id"], delivered=False)
+    ((_, bad_id, _),) = refused.secrets
+    bad = {**line, "id": bad_id, "title": "an id that is a key", "content": "x"}
     target = work / ".engram" / "memories.jsonl"  # the branch holds the store's folder
     kept = target.read_bytes().splitlines(keepends=True)
-    raw = json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    lines = sorted([*kept, raw.encode() + b"\n"], key=lambda b: json.loads(b)["id"])
+    raws = [
+        json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        for r in (line, bad)
+    ]
+    lines = sorted([*kept, *raws], key=lambda b: json.loads(b)["id"])
     target.write_bytes(b"".join(lines))
     git(work, "add", ".engram/memories.jsonl")
     git(work, "commit", "-q", "-m", "teammate adds a note")
@@ -828,6 +841,8 @@ def send_remote(root: Path, tmp_path: Path, ledger: Ledger) -> tuple[Path, str]:
     tip = git(work, "rev-parse", "HEAD").decode().strip()
     report = cli(root, "sync", "--remote", "origin")
     assert report["remote"]["pushed"], report
+    (error,) = report["remote"]["pulled"]["memories"]["errors"]
+    assert "looks like a secret" in error and bad_id not in error
     return remote, tip
 
 
@@ -874,7 +889,9 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     # Every channel delivered: its canary is stored (the memories, or the session log), and
     # the redactions are where the secrets were.
     stored = b"\n".join(blobs[name] for name in ("memories.jsonl", "state/sessions.json"))
-    missing = [c.name for c in ledger.channels.values() if c.canary.encode() not in stored]
+    missing = [
+        c.name for c in ledger.channels.values() if c.delivered and c.canary.encode() not in stored
+    ]
     assert missing == [], missing
     assert stored.count(REDACTED.encode()) >= ledger.pairs() // 2
     print(
