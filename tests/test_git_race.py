@@ -12,6 +12,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,7 @@ def test_saves_racing_git_checkout_lose_neither_side(tmp_path: Path) -> None:
     pulled_ids = {str(r["id"]) for r in pulled}
 
     rng = random.Random(20)
+    lag = 0.015
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     switched = 0
     rounds = 12
@@ -109,7 +111,12 @@ def test_saves_racing_git_checkout_lose_neither_side(tmp_path: Path) -> None:
         ]
         try:
             for writer in writers:
-                switched += _race(root, writer, rng, store.path, upstream_bytes, pulled_ids)
+                # How long git waits after the save starts: adapted so that git lands near the
+                # save's own write (refused: too late, wait less; switched: wait a bit more).
+                delay = lag * rng.uniform(0.5, 1.5)
+                won = _race(root, writer, delay, store.path, upstream_bytes, pulled_ids)
+                switched += won
+                lag = min(0.1, lag * 1.3 + 0.002) if won else lag * 0.6
         finally:
             for writer in writers:
                 if writer.poll() is None:
@@ -124,7 +131,7 @@ def test_saves_racing_git_checkout_lose_neither_side(tmp_path: Path) -> None:
 def _race(
     root: Path,
     writer: subprocess.Popen[bytes],
-    rng: random.Random,
+    delay: float,
     path: Path,
     upstream_bytes: bytes,
     pulled_ids: set[str],
@@ -140,11 +147,11 @@ def _race(
     assert writer.stdout.readline() == b"ready\n"
     writer.stdin.write(b"go\n")
     writer.stdin.flush()
-    # git starts a little after the save did, so that its rename lands inside the save
-    # (between the store's read of the file and its own rename, tens of milliseconds here).
-    delay = rng.uniform(0.0, 0.03)
+    # git starts a little after the save did, so that its write lands inside the save
+    # (between the store's read of the file and its own rename).
+    time.sleep(delay)
     checkout = subprocess.Popen(
-        ["sh", "-c", f"sleep {delay:.4f}; exec git checkout -q upstream"],
+        ["git", "checkout", "-q", "upstream"],
         cwd=root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
