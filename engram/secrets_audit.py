@@ -107,7 +107,11 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
             repaired.append(clean)
             finding.fixed = True
     if repaired:
+        from engram.store.journal import ChangeJournal
+
         store.put(repaired)
+        # Journalled as this clone's changes: the next export carries the redaction as a chunk.
+        ChangeJournal(store.state_dir).append(str(record["id"]) for record in repaired)
     return found
 
 

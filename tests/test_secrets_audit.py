@@ -15,6 +15,7 @@ from engram.model import canonical_line
 from engram.service import Engram
 from engram.store import MemoryStore
 from engram.store.redact import REDACTED, Scrubber, scrub_record
+from engram.sync.chunks import read_chunk
 from engram.sync.gitmerge import merge_driver
 
 AWS = "AKIA" + "Q7ZKX3VBN5MRT2WP"
@@ -157,3 +158,12 @@ def test_plain_needles_are_spelled_out_and_gate_the_same_lines() -> None:
     # A line holding no word of a plain needle is skipped; the results stay those of a full scan.
     text = f"apikey = 'Zx9Qw8Er7Ty6Ui5Op4'\ndb_pass: Zx9Qw8Er7Ty6Ui5Op4\nplain words\n{AWS}"
     assert redact_module._find(text, ()) == redact_module._find(text, (), prefilter=False)
+
+
+def test_a_redaction_by_doctor_travels_in_the_next_chunk(project: Engram) -> None:
+    _raw_line(project, _record("yyyyyyyyyyyyyyyyyyyyyyyyyy", content=f"key {AWS}"))
+    assert any(f.check == "secrets" and f.fixed for f in project.doctor(fix=True))
+    report = project.sync()
+    assert report["exported"] == 1, report
+    (record,) = read_chunk(project.project_ws.store.dir, report["exported_chunk"])
+    assert record["id"] == "yyyyyyyyyyyyyyyyyyyyyyyyyy" and record["content"] == f"key {REDACTED}"
