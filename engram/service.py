@@ -46,7 +46,7 @@ from engram.model import (
     now,
 )
 from engram.store import MemoryStore, init_layout
-from engram.store.redact import Scrubber
+from engram.store.redact import Scrubber, default_scrubber
 
 if TYPE_CHECKING:
     from engram.context import Section
@@ -2188,8 +2188,12 @@ NEAR_DUPLICATE_COSINE: Final = 0.92
 
 
 def _scrubber(cfg: config_mod.Config) -> Scrubber:
-    """Return the scrubber every write of a store goes through, with the user's extra patterns."""
-    return Scrubber([str(p) for p in cfg.get("redact.extra_patterns") or []])
+    """Return the scrubber every write of a store goes through, with the user's extra patterns.
+
+    Without any, the process's default one: imports scrub with it too, and share what it knows.
+    """
+    patterns = [str(p) for p in cfg.get("redact.extra_patterns") or []]
+    return Scrubber(patterns) if patterns else default_scrubber()
 
 
 def _insight_id(trainer_id: str) -> str:
