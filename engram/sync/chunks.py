@@ -629,10 +629,7 @@ def store_chunk(engram_dir: Path, chunk: str, raw: bytes, *, name: str) -> bool:
     verify_chunk_file(chunk, raw, name=name)
     path = chunk_path(engram_dir, chunk)
     folder = _chunks_dir(engram_dir)
-    lock = ProcessLock(
-        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
-    )
-    with lock.hold():
+    with manifest_lock(engram_dir).hold():
         try:
             path.lstat()
             return False  # content-addressed: the file there is the same chunk (or reported)
@@ -652,11 +649,8 @@ def merge_manifest_file(engram_dir: Path, theirs: bytes | None, *, name: str) ->
     not parse raises ChunkError before anything is written.
     """
     other = parse_manifest(theirs, name=name) if theirs is not None else None
-    lock = ProcessLock(
-        engram_dir / STATE / "chunks.lock", timeout=_LOCK_TIMEOUT, what=str(engram_dir / MANIFEST)
-    )
     repaired: list[str] = []
-    with lock.hold():
+    with manifest_lock(engram_dir).hold():
         try:
             ours, _, _ = _load_manifest(engram_dir)
         except ChunkError as exc:
