@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
 from engram.model import canonical_line
@@ -167,3 +169,25 @@ def test_a_redaction_by_doctor_travels_in_the_next_chunk(project: Engram) -> Non
     assert report["exported"] == 1, report
     (record,) = read_chunk(project.project_ws.store.dir, report["exported_chunk"])
     assert record["id"] == "yyyyyyyyyyyyyyyyyyyyyyyyyy" and record["content"] == f"key {REDACTED}"
+
+
+_PIECES = st.sampled_from(
+    ["", " ", "\n", "\n\n", "<private>", "</private>", "password: ", "Zx9Qw8Er7Ty6Ui5Op4", AWS,
+     GITHUB, "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3t",
+     "-----END RSA PRIVATE KEY-----", REDACTED, "://u:", "@h", "token=", "plain words"]
+)  # fmt: skip
+_TEXT = st.lists(_PIECES, max_size=8).map("".join)
+_VALUE = st.recursive(
+    st.one_of(_TEXT, st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["title", "content", "x", "y", "history"]), _VALUE))
+def test_scrubbing_a_record_twice_changes_nothing_more(fields: dict[str, object]) -> None:
+    record = _record("abcdefghijklmnopqrstuvwxyz", **fields)
+    once, _ = scrub_record(record)
+    assert scrub_record(once) == (once, 0)
+    assert AWS not in json.dumps(once) and GITHUB not in json.dumps(once)
