@@ -497,32 +497,32 @@ def _show(ctx: typer.Context, ref: str, as_json: bool) -> None:
         f"{key} {record[key]}" for key in ("source", "author", "session_id") if record.get(key)
     )
     if provenance:
-        typer.echo(f"from: {provenance}")
-    typer.echo(
+        echo(f"from: {provenance}")
+    echo(
         f"created {record.get('created_at')}  updated {record.get('updated_at')}  "
         f"rev {record.get('rev')}"
     )
     if record.get("duplicate_count"):
-        typer.echo(f"saved again {record['duplicate_count']} time(s)")
+        echo(f"saved again {record['duplicate_count']} time(s)")
     for old in record.get("history", []) or []:
         if "deleted_at" in old:  # a forget a later edit overrode, settled by an update
-            typer.echo(f"forgotten on another clone at {old.get('deleted_at')}, kept since")
+            echo(f"forgotten on another clone at {old.get('deleted_at')}, kept since")
             continue
-        typer.echo(f"earlier (rev {old.get('rev')}, {old.get('updated_at')}): {old.get('title')}")
+        echo(f"earlier (rev {old.get('rev')}, {old.get('updated_at')}): {old.get('title')}")
     for lost in record.get("conflicts", []) or []:  # what a merge kept from the losing side
         if "deleted_at" in lost:
-            typer.echo(
+            echo(
                 f"forgotten on another clone at {lost.get('deleted_at')}, then brought back by "
                 f"a later edit: `engram forget {str(record['id'])[:8]}` forgets it again"
             )
             continue
         by = f", {lost['author']}" if lost.get("author") else ""
-        typer.echo(
+        echo(
             f"concurrent edit that lost a merge (rev {lost.get('rev')}, {lost.get('updated_at')}"
             f"{by}): {lost.get('title', '')}"
         )
         if lost.get("content"):
-            typer.echo("\n".join(f"    {line}" for line in str(lost["content"]).splitlines()))
+            echo("\n".join(f"    {line}" for line in str(lost["content"]).splitlines()))
 
 
 @app.command()
