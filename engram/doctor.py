@@ -103,7 +103,7 @@ def run_checks(
             if unreadable:
                 # Committed, not state/: the lines stay in the team's store, shown in git.
                 stamp = now().replace(":", "").replace("-", "")
-                target = keep_lines(store.dir, unreadable, stamp=stamp)
+                target = keep_lines(store.dir, unreadable, stamp=stamp, scrub=store.scrubber.text)
                 findings.append(
                     Finding(
                         "warning",

@@ -146,6 +146,19 @@ def test_doctor_finds_secrets_in_every_field_and_state_file_and_fix_scrubs_them(
     assert len(left) == 1 and "notes.txt" in left[0]  # reported, never edited
 
 
+def test_an_unreadable_line_set_aside_by_doctor_fix_is_scrubbed_first(project: Engram) -> None:
+    path = project.project_ws.store.path
+    broken = b'{"id": "broken", "title": "deploy key ' + GITHUB.encode() + b' \xff'
+    path.write_bytes(path.read_bytes() + broken + b"\n")
+    project.doctor(fix=True)
+    (kept,) = (path.parent / "quarantine").glob("memories-*.jsonl")
+    data = kept.read_bytes()
+    assert GITHUB.encode() not in data and REDACTED.encode() in data
+    assert data.startswith(b'{"id": "broken", "title": "deploy key ') and b"\xff" in data
+    everything = b"".join(p.read_bytes() for p in path.parent.rglob("*") if p.is_file())
+    assert GITHUB.encode() not in everything
+
+
 def test_plain_needles_are_spelled_out_and_gate_the_same_lines() -> None:
     from engram.store import redact as redact_module
 

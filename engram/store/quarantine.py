@@ -5,13 +5,14 @@ moves it here. The folder is committed (it is not under ``index/`` or ``state/``
 set aside stays in the team's store, shows up in ``git status`` and the pull request, and can
 be repaired by hand and moved back. Nothing reads this folder: it is never imported, indexed or
 synced as memories. Writes are atomic (``engram.store.atomic``); this module decides nothing
-about what is unreadable.
+about what is unreadable. The folder is committed, so lines are scrubbed of secrets before they
+are written (their undecodable bytes kept as they were).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -25,15 +26,31 @@ def quarantine_dir(engram_dir: Path) -> Path:
     return engram_dir / QUARANTINE
 
 
-def keep_lines(engram_dir: Path, lines: Sequence[bytes], *, stamp: str) -> Path:
-    """Write raw lines to ``quarantine/memories-<stamp>.jsonl`` (appended if it exists)."""
+def keep_lines(
+    engram_dir: Path,
+    lines: Sequence[bytes],
+    *,
+    stamp: str,
+    scrub: Callable[[str], tuple[str, int]],
+) -> Path:
+    """Write raw lines, scrubbed, to ``quarantine/memories-<stamp>.jsonl`` (appended if it exists).
+
+    ``scrub`` redacts text (the store's scrubber); bytes that are not UTF-8 pass through it as
+    surrogate escapes and come out as the same bytes.
+    """
     folder = quarantine_dir(engram_dir)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"memories-{stamp}.jsonl"
     before = target.read_bytes() if target.exists() else b""
-    body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    kept = [_scrubbed(line, scrub) for line in lines]
+    body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in kept)
     atomic_write(target, before + body)
     return target
+
+
+def _scrubbed(line: bytes, scrub: Callable[[str], tuple[str, int]]) -> bytes:
+    text = line.decode("utf-8", "surrogateescape")
+    return scrub(text)[0].encode("utf-8", "surrogateescape")
 
 
 def move_aside(engram_dir: Path, path: Path, *, folder: str) -> Path:
