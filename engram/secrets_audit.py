@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from engram.store import MemoryStore
     from engram.store.redact import Scrubber
 
-__all__ = ["check_secrets"]
+__all__ = ["check_secrets", "scrub_chunks"]
 
 # State files that never hold free text worth a scan (locks, signatures, binary vectors).
 _SKIP_STATE_SUFFIXES: Final = (".lock", ".sig", ".npy")
@@ -51,6 +51,15 @@ def check_secrets(store: MemoryStore, index: Index, *, fix: bool) -> list[Findin
     found += _state(store, fix=fix)
     found += _index(store, index, fix=fix)
     return found
+
+
+def scrub_chunks(store: MemoryStore, chunks: Iterable[str]) -> list[str]:
+    """Rewrite these chunks scrubbed where they hold a secret; return what was done, per chunk.
+
+    ``engram sync --remote`` calls it on the chunks it fetched, so that a teammate's unscrubbed
+    chunk is neither kept in ``chunks/`` nor committed and pushed again.
+    """
+    return [finding.message for finding in _chunks(store, fix=True, only=set(chunks))]
 
 
 def _finding(check: str, message: str) -> Finding:
@@ -115,12 +124,14 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
     return found
 
 
-def _chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
+def _chunks(store: MemoryStore, *, fix: bool, only: set[str] | None = None) -> list[Finding]:
     from engram.sync import chunks as chunks_mod
 
     found: list[Finding] = []
     entries, _ = chunks_mod.list_chunks(store.dir)  # their problems are the chunk checks' own
     for entry in entries:
+        if only is not None and entry.id not in only:
+            continue
         name = f"{chunks_mod.CHUNKS}/{entry.id}{chunks_mod.SUFFIX}"
         try:
             data = chunks_mod.read_chunk(store.dir, entry.id)

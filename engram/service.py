@@ -1892,6 +1892,7 @@ class Engram:
         prefix = f"{chunks_mod.CHUNKS}/"
         # Chunks are verified against their names before they are written, and every file is
         # written atomically under the store lock: a killed sync leaves whole files or none.
+        fetched: list[str] = []
         with ws.store.lock():
             for path, blob in sorted(files.items()):
                 name = path[len(prefix) :] if path.startswith(prefix) else ""
@@ -1901,6 +1902,7 @@ class Engram:
                 try:
                     if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
                         out["chunks"] += 1
+                        fetched.append(chunk)
                 except EngramError as exc:
                     out["problems"].append(exc.message)
             try:
@@ -1911,6 +1913,12 @@ class Engram:
                 )
             except EngramError as exc:
                 out["problems"].append(exc.message)
+            if fetched:
+                # A teammate's chunk with a secret is kept scrubbed under its new name, so the
+                # push that follows does not carry the secret again.
+                from engram.secrets_audit import scrub_chunks
+
+                out["problems"] += [f"remote {note}" for note in scrub_chunks(ws.store, fetched)]
         return out
 
     def _committed_files(

@@ -523,16 +523,13 @@ def send_imports(root: Path, tmp_path: Path, ledger: Ledger) -> None:
     cli(root, "import", str(path))
 
 
-def plant_chunk(root: Path, ledger: Ledger) -> Path:
-    """Write a chunk as another clone's engram would have (raw, secrets in); return its path."""
-    other = ledger.channel("sync chunk from another clone")
-    texts = other.texts()
-    stamp = "2026-01-02T00:00:00.000Z"
+def chunk_file(channel: Any, prefix: str, stamp: str) -> tuple[str, bytes]:
+    """A chunk as another clone's engram would write it, raw, secrets in: (file name, bytes)."""
     lines = [
         {
-            "id": f"chk{n:04d}abcdefghijklmnopqr"[:26],
+            "id": f"{prefix}{n:04d}abcdefghijklmnopqr"[:26],
             "kind": "note",
-            "title": f"{other.canary} from elsewhere {n}",
+            "title": f"{channel.canary} from elsewhere {n}",
             "content": text,
             "tags": [text],
             "extra_field": {"text": text},
@@ -540,15 +537,23 @@ def plant_chunk(root: Path, ledger: Ledger) -> Path:
             "updated_at": stamp,
             "rev": 1,
         }
-        for n, text in enumerate(texts)
+        for n, text in enumerate(channel.texts())
     ]
     data = b"".join(
         json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n"
         for r in sorted(lines, key=lambda r: r["id"])
     )
-    path = root / ".engram" / "chunks" / f"{chunk_id(data)}.jsonl.gz"
+    return f"{chunk_id(data)}.jsonl.gz", zlib.compress(data, 9, 16 + zlib.MAX_WBITS)
+
+
+def plant_chunk(root: Path, ledger: Ledger) -> Path:
+    """Write a chunk as another clone's engram would have (raw, secrets in); return its path."""
+    name, packed = chunk_file(
+        ledger.channel("sync chunk from another clone"), "chk", "2026-01-02T00:00:00.000Z"
+    )
+    path = root / ".engram" / "chunks" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(zlib.compress(data, 9, 16 + zlib.MAX_WBITS))
+    path.write_bytes(packed)
     return path
 
 
@@ -835,7 +840,11 @@ def send_remote(root: Path, tmp_path: Path, ledger: Ledger) -> tuple[Path, str]:
     ]
     lines = sorted([*kept, *raws], key=lambda b: json.loads(b)["id"])
     target.write_bytes(b"".join(lines))
-    git(work, "add", ".engram/memories.jsonl")
+    # And a chunk of theirs, raw: kept here (and pushed on) only scrubbed, under its new name.
+    name, packed = chunk_file(ledger.channel("sync --remote teammate chunk"), "mch", stamp)
+    (work / ".engram" / "chunks").mkdir(exist_ok=True)
+    (work / ".engram" / "chunks" / name).write_bytes(packed)
+    git(work, "add", ".engram")
     git(work, "commit", "-q", "-m", "teammate adds a note")
     git(work, "push", "-q", "origin", "engram-memories")
     tip = git(work, "rev-parse", "HEAD").decode().strip()
