@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, InvalidInput
-from engram.model import now
+from engram.model import change_time, now
 
 if TYPE_CHECKING:
     from engram.doctor import Finding
@@ -112,7 +112,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
         if fix:
             rev = clean.get("rev", 1)
             clean["rev"] = (rev if isinstance(rev, int) else 1) + 1
-            clean["updated_at"] = now()
+            clean["updated_at"] = change_time(record.get("updated_at"))
             repaired.append(clean)
             finding.fixed = True
     if repaired:

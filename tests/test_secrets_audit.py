@@ -204,3 +204,13 @@ def test_scrubbing_a_record_twice_changes_nothing_more(fields: dict[str, object]
     once, _ = scrub_record(record)
     assert scrub_record(once) == (once, 0)
     assert AWS not in json.dumps(once) and GITHUB not in json.dumps(once)
+
+
+def test_a_record_nested_past_any_reader_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    deep: object = f"key {AWS}"
+    for _ in range(2_000):
+        deep = [deep]
+    store = MemoryStore(tmp_path / ".engram")
+    with pytest.raises(InvalidInput, match="nests more than"):
+        store.put([_record("abcdefghijklmnopqrstuvwxyz", custom=deep)])
+    assert not store.path.exists() or AWS not in store.path.read_text()

@@ -153,7 +153,7 @@ class Scrubber:
             )
         count = 0
 
-        def clean(value: Any) -> Any:
+        def clean(value: Any) -> Any:  # _strings above refused a record nested too deep
             nonlocal count
             if isinstance(value, str):
                 text, hits = self.text(value)
@@ -185,17 +185,29 @@ class Scrubber:
                 self._chars += len(text)
 
 
-def _strings(value: Any, out: list[str]) -> None:
+# Records are refused past 64 levels where they are read and written (engram.model); this bound
+# only keeps the recursive walks here from a RecursionError on a value built in Python.
+_MAX_DEPTH = 200
+
+
+def _too_deep() -> InvalidInput:
+    return InvalidInput(f"a record nests more than {_MAX_DEPTH} levels; refusing to store it")
+
+
+def _strings(value: Any, out: list[str], depth: int = 0) -> None:
     """Append every string in a JSON value (dict keys included) to out."""
     if isinstance(value, str):
         out.append(value)
-    elif isinstance(value, list):
+        return
+    if depth > _MAX_DEPTH:
+        raise _too_deep()
+    if isinstance(value, list):
         for item in value:
-            _strings(item, out)
+            _strings(item, out, depth + 1)
     elif isinstance(value, dict):
         for key, item in value.items():
             out.append(str(key))
-            _strings(item, out)
+            _strings(item, out, depth + 1)
 
 
 def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[Finding]:
