@@ -214,3 +214,13 @@ def test_a_record_nested_past_any_reader_is_refused_not_a_recursion_error(tmp_pa
     with pytest.raises(InvalidInput, match="nests more than"):
         store.put([_record("abcdefghijklmnopqrstuvwxyz", custom=deep)])
     assert not store.path.exists() or AWS not in store.path.read_text()
+
+
+def test_every_manifest_written_is_scrubbed(tmp_path: Path) -> None:
+    from engram.sync.chunks import manifest_bytes, merge_manifests, parse_manifest
+
+    entry = {"id": "0" * 32, "created_by": f"laptop {GITHUB}", "created_at": STAMP, "memories": 1}
+    theirs = {"version": 2, "chunks": [entry], "note": f"key {AWS}"}
+    data = manifest_bytes(merge_manifests({"version": 2, "chunks": []}, theirs))
+    assert GITHUB.encode() not in data and AWS.encode() not in data
+    assert parse_manifest(data)["chunks"][0]["id"] == "0" * 32

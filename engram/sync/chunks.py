@@ -296,8 +296,10 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     """Render a manifest canonically: sorted keys, one chunk entry per line, sorted by id.
 
     One line per entry keeps a pull request's diff to one line per new chunk, and the same
-    manifest always gives the same bytes.
+    manifest always gives the same bytes. Every string in it (a teammate's ``created_by`` or
+    extra keys included) is scrubbed of secrets first: every manifest written is rendered here.
     """
+    manifest, _ = default_scrubber().record(manifest)
     chunks = sorted(manifest.get("chunks") or [], key=lambda entry: str(entry.get("id", "")))
     lines = []
     for key in sorted({*manifest, "chunks"}):
