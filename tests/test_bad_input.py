@@ -22,8 +22,7 @@ from engram.model import canonical_line, parse_line
 from engram.service import Engram
 from engram.store import MemoryStore
 from tests.conftest import run_cli
-
-STAMP = "2024-05-01T12:00:00.000Z"
+from tests.helpers.records import record
 
 
 def memories_path(engram: Engram) -> Path:
@@ -37,18 +36,6 @@ def seeded(engram: Engram) -> list[bytes]:
     engram.remember("Cache tenants", "Cache keys include the tenant id.", kind="pattern")
     return memories_path(engram).read_bytes().splitlines(keepends=True)
 
-
-def record(rid: str, title: str, rev: int = 1, **extra: object) -> dict[str, object]:
-    return {
-        "id": rid,
-        "kind": "note",
-        "title": title,
-        "content": f"text of {title}",
-        "created_at": STAMP,
-        "updated_at": f"2024-05-0{rev}T12:00:00.000Z",
-        "rev": rev,
-        **extra,
-    }
 
 
 def text(output: bytes) -> str:

@@ -35,22 +35,10 @@ from engram.service import Engram
 from engram.store import MemoryStore
 from engram.sync.chunks import CHUNKS, SUFFIX, chunk_id, read_chunk, write_chunk
 from tests.conftest import run_cli
+from tests.helpers.records import STAMP, record
 
-STAMP = "2024-05-01T12:00:00.000Z"
 DEEP = 1100  # past orjson's limit (1,024) and Python's recursion limit (1,000)
 
-
-def record(rid: str, title: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "kind": "note",
-        "title": title,
-        "content": f"text of {title}",
-        "created_at": STAMP,
-        "updated_at": STAMP,
-        "rev": 1,
-        **extra,
-    }
 
 
 def nested(depth: int) -> str:

@@ -10,7 +10,6 @@ import json
 import subprocess
 import zlib
 from pathlib import Path
-from typing import Any
 
 from engram.doctor import Finding
 from engram.model import canonical_line
@@ -18,22 +17,8 @@ from engram.service import Engram
 from engram.store import MemoryStore
 from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX, chunk_id, read_manifest, write_chunk
 from tests.conftest import run_cli
+from tests.helpers.records import STAMP, record
 from tests.test_chunks import gzip_bomb
-
-STAMP = "2024-05-01T12:00:00.000Z"
-
-
-def record(rid: str, title: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "kind": "note",
-        "title": title,
-        "content": f"text of {title}",
-        "created_at": STAMP,
-        "updated_at": STAMP,
-        "rev": 1,
-        **extra,
-    }
 
 
 def text(output: bytes) -> str:

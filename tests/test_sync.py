@@ -21,26 +21,17 @@ from engram.model import canonical_line
 from engram.service import Engram
 from engram.store import MemoryStore
 from tests.conftest import run_cli
+from tests.helpers.records import clone
 
 GIT = shutil.which("git")
 
-
-def _clone(root: Path, name: str, remote: Path) -> Engram:
-    folder = root / name
-    repo = Repo.init(str(folder), mkdir=True)
-    config = repo.get_config()
-    config.set((b"remote", b"origin"), b"url", str(remote).encode())
-    config.write_to_path()
-    repo.close()
-    engram, _ = Engram.init(folder, "ledger")
-    return engram
 
 
 @pytest.fixture
 def clones(tmp_path: Path) -> list[Engram]:
     remote = tmp_path / "remote.git"
     Repo.init_bare(str(remote), mkdir=True).close()
-    made = [_clone(tmp_path, name, remote) for name in ("a", "b", "c")]
+    made = [clone(tmp_path, name, remote) for name in ("a", "b", "c")]
     yield made
     for engram in made:
         engram.close()

@@ -29,6 +29,7 @@ from engram.store import MemoryStore
 from engram.sync import chunks as chunks_mod
 from engram.sync import remote as remote_mod
 from tests.conftest import run_cli
+from tests.helpers.records import clone
 
 GIT = shutil.which("git")
 BRANCH = b"refs/heads/" + remote_mod.DEFAULT_BRANCH.encode()
@@ -38,14 +39,7 @@ def _clone(tmp_path: Path, name: str) -> tuple[Engram, Path]:
     remote = tmp_path / "remote.git"
     if not remote.exists():
         Repo.init_bare(str(remote), mkdir=True).close()
-    folder = tmp_path / name
-    repo = Repo.init(str(folder), mkdir=True)
-    config = repo.get_config()
-    config.set((b"remote", b"origin"), b"url", str(remote).encode())
-    config.write_to_path()
-    repo.close()
-    engram, _ = Engram.init(folder, "ledger")
-    return engram, remote
+    return clone(tmp_path, name, remote), remote
 
 
 def _sync(root: Path, *extra: str) -> subprocess.Popen[bytes]:
