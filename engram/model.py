@@ -162,7 +162,7 @@ def peek_request(line: bytes) -> tuple[Any, str]:
             )
             return (rid if valid else None), (method if isinstance(method, str) else "")
     except ValueError:
-        pass
+        pass  # not JSON at all (or too deep to parse): look for the names in the text
     found: dict[bytes, Any] = {}
     for key, value in _REQUEST_NAME_RE.findall(line[:4096]):
         try:
@@ -332,7 +332,7 @@ def change_time(*seen: object, stamp: str | None = None) -> str:
         if parse_time(current) >= step:
             return current
     except InvalidInput:
-        pass
+        pass  # a ``stamp`` that is not a time: the step after what was seen stands
     return format_time(step)
 
 
@@ -469,7 +469,7 @@ def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:
-            pass
+            pass  # bad bytes: recovered below by replacing them
         else:
             raise
     text = body.decode("utf-8", "replace")

@@ -77,7 +77,7 @@ class SessionLog:
     def rewrite(self) -> None:
         """Write the log again as it is (scrubbed, as every write is): `doctor --fix`."""
         with self._editing():
-            pass
+            pass  # _editing writes the log back on exit, scrubbed
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         """Return the logged session, or None."""

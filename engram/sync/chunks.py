@@ -636,7 +636,7 @@ def store_chunk(engram_dir: Path, chunk: str, raw: bytes, *, name: str) -> bool:
             path.lstat()
             return False  # content-addressed: the file there is the same chunk (or reported)
         except FileNotFoundError:
-            pass
+            pass  # not here yet: written below
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write(path, raw)
     return True
