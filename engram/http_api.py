@@ -97,9 +97,12 @@ def is_loopback(host: str) -> bool:
     if name.lower() == "localhost":
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
+        address = ipaddress.ip_address(name)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1 (Python 3.11 does not call it loopback)
+    return address.is_loopback
 
 
 def check_exposure(host: str, token: str | None) -> None:

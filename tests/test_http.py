@@ -611,8 +611,10 @@ def test_serve_command_registered(tmp_path: Path) -> None:
 
 
 def test_is_loopback() -> None:
-    assert all(map(is_loopback, ["127.0.0.1", "127.5.0.1", "::1", "[::1]", "localhost"]))
-    assert not any(map(is_loopback, ["0.0.0.0", "::", "192.168.1.2", "example.com", ""]))
+    loopback = ["127.0.0.1", "127.5.0.1", "::1", "[::1]", "localhost", "[::ffff:127.0.0.1]"]
+    assert all(map(is_loopback, loopback))
+    others = ["0.0.0.0", "::", "192.168.1.2", "example.com", "", "::ffff:192.168.1.2"]
+    assert not any(map(is_loopback, others))
 
 
 # -- fuzzing ------------------------------------------------------------------------------------
