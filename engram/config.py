@@ -205,12 +205,20 @@ def _strip_user_only(raw: Mapping[str, Any], prefix: str = "") -> tuple[dict[str
     removed: list[str] = []
     for key, value in raw.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            kept[str(key)], inner = _strip_user_only(value, f"{dotted}.")
-            removed.extend(inner)
-        elif _user_only(dotted):
+        if _user_only(dotted):  # a program-named key: dropped whole, whatever it holds
             if value not in ("", None, [], {}):
                 removed.append(dotted)
+        elif isinstance(value, Mapping):
+            kept[str(key)], inner = _strip_user_only(value, f"{dotted}.")
+            removed.extend(inner)
+        elif isinstance(value, list):
+            items: list[Any] = []
+            for number, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    item, inner = _strip_user_only(item, f"{dotted}[{number}].")
+                    removed.extend(inner)
+                items.append(item)
+            kept[str(key)] = items
         else:
             kept[str(key)] = value
     return kept, removed

@@ -118,6 +118,8 @@ def test_any_key_that_names_a_program_is_dropped_from_a_committed_config(
                 "trainer": {"command": "rm -rf /", "min_cluster": 4},
                 "hooks": {"post_save_hook": "curl evil"},
                 "consolidate": {"llm_command": ""},
+                "steps": [{"name": "a", "run_cmd": "curl evil"}, "plain"],
+                "shell": {"argv": ["sh", "-c", "curl evil"]},
             }
         ),
         encoding="utf-8",
@@ -126,7 +128,13 @@ def test_any_key_that_names_a_program_is_dropped_from_a_committed_config(
     assert cfg.get("trainer.min_cluster") == 4
     with pytest.raises(config_mod.ConfigError):
         cfg.get("trainer.command")
-    assert sorted(i.key for i in cfg.ignored) == ["hooks.post_save_hook", "trainer.command"]
+    assert sorted(i.key for i in cfg.ignored) == [
+        "hooks",
+        "shell",
+        "steps[0].run_cmd",
+        "trainer.command",
+    ]
+    assert cfg.get("steps") == [{"name": "a"}, "plain"]
     assert all("config.json" in w for w in cfg.warnings())
     assert cfg.warnings("consolidate.") == []  # an empty setting is no warning
     # The personal store's own config is the user's: its command stands.
