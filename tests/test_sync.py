@@ -54,6 +54,15 @@ def _texts(record: dict[str, object]) -> set[str]:
     return out
 
 
+def carry(src: Engram, dst: Engram) -> None:
+    """Copy the sync chunks one clone has and another lacks, as a file share would."""
+    for path in (src.root / ".engram" / "chunks").glob("*.jsonl.gz"):
+        target = dst.root / ".engram" / "chunks" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            shutil.copyfile(path, target)
+
+
 def test_three_clones_converge_through_a_remote_losing_nothing(clones: list[Engram]) -> None:
     a, b, c = clones
     made = {
@@ -107,13 +116,6 @@ def test_chunks_carry_changes_between_clones_that_share_no_branch(tmp_path: Path
         doomed = one.remember("Temporary note", "to be forgotten").record
         first = one.sync()
         assert first["exported"] == 2 and first["exported_chunk"]
-
-        def carry(src: Engram, dst: Engram) -> None:
-            for path in (src.root / ".engram" / "chunks").glob("*.jsonl.gz"):
-                target = dst.root / ".engram" / "chunks" / path.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if not target.exists():
-                    shutil.copyfile(path, target)
 
         carry(one, two)
         got = two.sync()
@@ -483,13 +485,6 @@ def test_a_forget_on_a_clock_an_hour_behind_beats_the_edits_it_saw_through_chunk
     clock = Clock(monkeypatch)
     one, _ = Engram.init(tmp_path / "one", "ledger")
     two, _ = Engram.init(tmp_path / "two", "ledger")
-
-    def carry(src: Engram, dst: Engram) -> None:
-        for path in (src.root / ".engram" / "chunks").glob("*.jsonl.gz"):
-            target = dst.root / ".engram" / "chunks" / path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists():
-                shutil.copyfile(path, target)
 
     with one, two:
         rid = one.remember("Deploy window", "Fridays after 16:00.").record["id"]
