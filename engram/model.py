@@ -86,6 +86,7 @@ MAX_ITEM_CHARS: Final = 500
 _ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _CONFLICT_PREFIXES: Final = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
+_ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
 
 # Limits on every JSON document engram reads (memories.jsonl lines, chunks, manifests, imports,
 # daemon, HTTP and MCP requests). A memory nests 3 or 4 levels (record → links → link; a Go
@@ -447,6 +448,15 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
     if not isinstance(value["id"], str) or not _ID_RE.match(value["id"]):
         raise CorruptStore(f"{path}:{lineno}: invalid id {value['id']!r}", path=path, line=lineno)
     return value
+
+
+def line_id(line: bytes, *, path: str = "memories.jsonl", lineno: int = 0) -> str:
+    """Return the top-level id of a canonical line without parsing all of it."""
+    found = _ID_FIELD_RE.findall(line)
+    if len(found) == 1:
+        return bytes(found[0]).decode("utf-8")
+    # Zero or several candidates (a nested "id" in some field): parse to be sure.
+    return str(parse_line(line, path=path, lineno=lineno)["id"])
 
 
 def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:

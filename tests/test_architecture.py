@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "engram"
 
-LEAVES = {"engram.errors", "engram.model", "engram.config", "engram"}
+LEAVES = {"engram.errors", "engram.model", "engram.config", "engram.fileio", "engram"}
 ADAPTERS = {
     "engram.cli",
     "engram.mcp_server",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engram.config import write_template
-from engram.store.jsonl import MEMORIES, MemoryStore, Problem, Scan, line_id
+from engram.model import line_id
+from engram.store.jsonl import MEMORIES, MemoryStore, Problem, Scan
 
 GITIGNORE = "# Local, rebuildable or per-clone: never committed.\nindex/\nstate/\n"
 

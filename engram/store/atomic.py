@@ -1,86 +1,12 @@
-"""Atomic file writes, shared by every writer of files under .engram/.
+"""Atomic file writes for every writer of files under .engram/ (defined in ``engram.fileio``).
 
-A reader never sees a torn file: the bytes go to a unique temp file in the same folder, are
-fsynced, and replace the target with ``os.replace``; the folder is fsynced after, so the rename
-survives a crash. A failed write leaves the target as it was and removes its temp file.
-
-Modes follow the user, as ``open()`` would: a file that exists keeps its mode, a new one gets
-``0o666 & ~umask`` (``mkstemp`` alone would make it 0600). The umask is read from
-``/proc/self/status`` where there is one, because ``os.umask`` can only be read by setting it,
-and setting it is process-global: a thread creating a file meanwhile would get the wrong mode.
-Elsewhere it is read that way once, under a lock, and remembered.
-
-This module writes bytes where it is told; it knows nothing of what the files mean.
+The store's callers (sync, quarantine, sessions, the Obsidian export) import them from here;
+the code lives in the leaf ``engram.fileio`` so that the index, which must not import the
+store, writes its own derived files the same way. This module adds nothing of its own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-import threading
-from pathlib import Path
+from engram.fileio import atomic_write, current_umask, fsync_dir, mode_for, new_file_mode
 
-_UMASK_LOCK = threading.Lock()
-_umask_cache: int | None = None
-
-
-def current_umask() -> int:
-    """Return the process's umask without changing it (where the platform allows)."""
-    global _umask_cache
-    try:
-        with open("/proc/self/status", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass  # no procfs (macOS, Windows, a sandbox): read it the racy way, once
-    with _UMASK_LOCK:
-        if _umask_cache is None:
-            _umask_cache = os.umask(0o022)
-            os.umask(_umask_cache)
-        return _umask_cache
-
-
-def new_file_mode() -> int:
-    """Return the mode a new file gets: 0o666 less the umask, as open() would make it."""
-    return 0o666 & ~current_umask()
-
-
-def mode_for(path: Path) -> int:
-    """Return the mode a replacement of ``path`` gets: its own, or a new file's."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        return new_file_mode()
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush a folder's entries to disk (where the platform allows; errors are ignored)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder; the rename itself has happened
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically (``mode`` None: keep its mode, or the umask's)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode_for(path) if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+__all__ = ["atomic_write", "current_umask", "fsync_dir", "mode_for", "new_file_mode"]

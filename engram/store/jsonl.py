@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -44,34 +43,24 @@ from pathlib import Path
 from typing import Final
 
 from engram.errors import CorruptStore, InvalidInput, StoreChanged
+from engram.fileio import ProcessLock, fsync_dir, mode_for
 from engram.model import (
     REQUIRED,
     Record,
     canonical_line,
     is_conflict_marker,
     is_tombstone,
+    line_id,
     parse_line,
 )
-from engram.store.atomic import fsync_dir, mode_for
 from engram.store.local import refuse_links
-from engram.store.lock import ProcessLock
 from engram.store.redact import Scrubber, default_scrubber
 
 MEMORIES: Final = "memories.jsonl"
-_ID_FIELD_RE: Final = re.compile(rb'"id":"([^"\\]*)"')
 _TMP_PREFIX: Final = ".memories."
 _TMP_SUFFIX: Final = ".tmp"
 _PUT_ATTEMPTS: Final = 20  # splices redone onto a file git keeps replacing, then StoreChanged
 _SETTLE_SECONDS: Final = 0.02  # how long a file that reads as broken must stay so to be broken
-
-
-def line_id(line: bytes, *, path: str = MEMORIES, lineno: int = 0) -> str:
-    """Return the top-level id of a canonical line without parsing all of it."""
-    found = _ID_FIELD_RE.findall(line)
-    if len(found) == 1:
-        return bytes(found[0]).decode("utf-8")
-    # Zero or several candidates (a nested "id" in some field): parse to be sure.
-    return str(parse_line(line, path=path, lineno=lineno)["id"])
 
 
 @dataclass

@@ -1,0 +1,128 @@
+"""Files every writer needs: atomic replacement and the cross-process lock (a leaf).
+
+``atomic_write``: a reader never sees a torn file. The bytes go to a unique temp file in the
+same folder, are fsynced, and replace the target with ``os.replace``; the folder is fsynced
+after, so the rename survives a crash. A failed write leaves the target as it was and removes
+its temp file.
+
+Modes follow the user, as ``open()`` would: a file that exists keeps its mode, a new one gets
+``0o666 & ~umask`` (``mkstemp`` alone would make it 0600). The umask is read from
+``/proc/self/status`` where there is one, because ``os.umask`` can only be read by setting it,
+and setting it is process-global: a thread creating a file meanwhile would get the wrong mode.
+Elsewhere it is read that way once, under a lock, and remembered.
+
+``ProcessLock``: a thin layer over filelock, created lazily (no file until first use),
+re-entrant within a process, polling every 5 ms so that a waiting writer is not starved by a
+busy reader, and raising LockTimeout with a message that names what could not be locked.
+
+Both the store (memories.jsonl and its companions) and the index (its own derived files under
+index/) use them. This module writes bytes and takes locks where it is told; it knows nothing
+of what the files mean and imports nothing from engram but ``errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from engram.errors import LockTimeout
+
+POLL_SECONDS: Final = 0.005
+_UMASK_LOCK = threading.Lock()
+_umask_cache: int | None = None
+
+
+def current_umask() -> int:
+    """Return the process's umask without changing it (where the platform allows)."""
+    global _umask_cache
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass  # no procfs (macOS, Windows, a sandbox): read it the racy way, once
+    with _UMASK_LOCK:
+        if _umask_cache is None:
+            _umask_cache = os.umask(0o022)
+            os.umask(_umask_cache)
+        return _umask_cache
+
+
+def new_file_mode() -> int:
+    """Return the mode a new file gets: 0o666 less the umask, as open() would make it."""
+    return 0o666 & ~current_umask()
+
+
+def mode_for(path: Path) -> int:
+    """Return the mode a replacement of ``path`` gets: its own, or a new file's."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return new_file_mode()
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries to disk (where the platform allows; errors are ignored)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the rename itself has happened
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (``mode`` None: keep its mode, or the umask's)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode_for(path) if mode is None else mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+class ProcessLock:
+    """A re-entrant lock on ``path`` shared by every process that opens the same file."""
+
+    def __init__(self, path: Path, *, timeout: float, what: str) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.what = what
+        self.depth = 0
+        self._lock: Any = None
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock for the body of a ``with`` block (nested holds are free)."""
+        from filelock import FileLock, Timeout
+
+        if self._lock is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.path), timeout=self.timeout)
+        try:
+            self._lock.acquire(poll_interval=POLL_SECONDS)
+        except Timeout as exc:
+            raise LockTimeout(f"could not lock {self.what} within {self.timeout:g}s") from exc
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            self._lock.release()
