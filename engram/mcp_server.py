@@ -39,15 +39,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 import typer
 
-from engram.errors import ConfigError, EngramError, InputTooLarge, InvalidInput, NotFound
+from engram.errors import ConfigError, EngramError, InvalidInput, NotFound
 from engram.model import (
     MAX_DOCUMENT_DEPTH,
     MAX_JSON_DEPTH,
     json_depth_exceeded,
     loads,
     peek_request,
-    value_too_deep,
 )
+from engram.operations import memory as memory_ops
+from engram.operations.params import Param
+from engram.operations.spec import Operation, check_arguments
 
 if TYPE_CHECKING:
     import asyncio
@@ -105,138 +107,6 @@ INSTRUCTIONS: Final = (
 
 # -- tool table --------------------------------------------------------------------------------
 
-_JSON_TYPES: Final = {
-    str: "string",
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    list: "array",
-    dict: "object",
-    type(None): "null",
-}
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-class Param(NamedTuple):
-    """One argument of a tool: its JSON type, description and the checks it gets.
-
-    Types: ``string``, ``integer``, ``number``, ``boolean``, ``object``, ``strings`` (an array
-    of strings; one string is taken as a one-item list), ``csv`` (a comma-separated string, or
-    an array), ``id`` (a string id or prefix, or an integer id of another tool) and ``objects``.
-    """
-
-    name: str
-    type: str
-    description: str
-    required: bool = False
-    enum: tuple[str, ...] = ()
-    accept: tuple[str, ...] = ()  # further accepted values, not advertised (aliases)
-    default: Any = None
-    minimum: int | None = None
-    maximum: int | None = None
-    clamp: bool = False  # above maximum: use maximum instead of refusing
-
-    def schema(self) -> dict[str, Any]:
-        """Return this argument's JSON schema."""
-        out: dict[str, Any]
-        if self.type == "strings":
-            items: dict[str, Any] = {"type": "string"}
-            if self.enum:
-                items["enum"] = list(self.enum)
-            out = {"type": "array", "items": items}
-        elif self.type == "objects":
-            out = {"type": "array", "items": {"type": "object"}}
-        elif self.type == "id":
-            out = {"type": ["string", "integer"]}
-        elif self.type == "csv":
-            out = {"type": "string"}
-        else:
-            out = {"type": self.type}
-            if self.enum:
-                out["enum"] = list(self.enum)
-        out["description"] = self.description
-        if self.default is not None:
-            out["default"] = self.default
-        if self.minimum is not None:
-            out["minimum"] = self.minimum
-        if self.maximum is not None:
-            out["maximum"] = self.maximum
-        return out
-
-    def check(self, value: Any, tool: str) -> Any:
-        """Return ``value`` checked against this argument (raise InvalidInput if it is wrong)."""
-        kind = self.type
-        if kind in ("string", "csv") and isinstance(value, str):
-            if kind == "string" and self.enum:
-                return self._member(value, tool)
-            return value
-        if kind == "csv" and _is_strings(value):
-            return ",".join(value)
-        if kind == "strings" and (isinstance(value, str) or _is_strings(value)):
-            items = [value] if isinstance(value, str) else list(value)
-            return [self._member(item, tool) for item in items] if self.enum else items
-        if kind == "integer" and not isinstance(value, bool):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            if isinstance(value, int):
-                return self._in_range(value, tool)
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if kind == "number" and is_number and math.isfinite(value):
-            number = float(value)
-            if self.minimum is not None and number < self.minimum:
-                raise InvalidInput(
-                    f"{tool}: {self.name} must be at least {self.minimum}, got {value}"
-                )
-            if self.maximum is not None and number > self.maximum:
-                raise InvalidInput(
-                    f"{tool}: {self.name} must be at most {self.maximum}, got {value}"
-                )
-            return number
-        if kind == "boolean" and isinstance(value, bool):
-            return value
-        if kind == "id" and not isinstance(value, bool) and isinstance(value, str | int):
-            if isinstance(value, str) and not value.strip():
-                raise InvalidInput(f"{tool}: argument {self.name!r} must not be empty")
-            return value
-        if kind == "object" and isinstance(value, dict):
-            return value
-        if kind == "objects" and isinstance(value, list):
-            return value
-        expected = {
-            "strings": "an array of strings",
-            "csv": "a comma-separated string",
-            "id": "a string or integer id",
-            "objects": "an array of objects",
-        }.get(kind, f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}")
-        raise InvalidInput(
-            f"{tool}: argument {self.name!r} must be {expected}, got {_json_type(value)}"
-        )
-
-    def _member(self, value: str, tool: str) -> str:
-        folded = value.strip().lower()
-        if folded in self.enum or folded in self.accept:
-            return folded
-        raise InvalidInput(
-            f"{tool}: {self.name} {value!r} is not one of: {', '.join(self.enum)}",
-        )
-
-    def _in_range(self, value: int, tool: str) -> int:
-        if self.minimum is not None and value < self.minimum:
-            raise InvalidInput(f"{tool}: {self.name} must be at least {self.minimum}, got {value}")
-        if self.maximum is not None and value > self.maximum:
-            if self.clamp:
-                return self.maximum
-            raise InvalidInput(f"{tool}: {self.name} must be at most {self.maximum}, got {value}")
-        return value
-
-
-def _is_strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
-
-
 Args = dict[str, Any]
 Shape = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -277,65 +147,17 @@ class Tool(NamedTuple):
 
     def arguments(self, raw: Mapping[str, Any] | None) -> Args:
         """Check raw call arguments and return the target handler's arguments."""
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, Mapping):
-            raise InvalidInput(f"{self.name}: arguments must be a JSON object")
-        if value_too_deep(dict(raw), MAX_JSON_DEPTH):
-            raise InputTooLarge(
-                f"{self.name}: arguments nest deeper than {MAX_JSON_DEPTH} levels; refused"
-            )
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            takes = ", ".join(known) or "no arguments"
-            raise InvalidInput(
-                f"{self.name}: unknown argument{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(repr(u) for u in unknown)}; it takes: {takes}"
-            )
-        out: Args = {}
-        for param in self.params:
-            value = raw.get(param.name)
-            if value is None:
-                if param.required:
-                    raise InvalidInput(f"{self.name}: missing required argument {param.name!r}")
-                if param.default is not None:
-                    out[param.name] = param.default
-                continue
-            out[param.name] = param.check(value, self.name)
+        out = check_arguments(self.name, self.params, raw)
         out = {self.rename.get(key, key): value for key, value in out.items()}
         return self.convert(out) if self.convert is not None else out
 
 
-_KIND_HELP: Final = "decision, pitfall, bugfix, pattern, principle, architecture, fact, note …"
-_ID = Param("id", "id", "Memory id or unique id prefix (as recall shows it).", required=True)
-_CURSOR = Param("cursor", "string", "next_cursor from the previous page, to continue.")
-_TAGS = Param("tags", "strings", "Topic tags, lower-case.")
-_FILES = Param("files", "strings", "Repo-relative paths or globs the memory is about.")
-_IMPORTANCE = Param("importance", "integer", "1–5; 3 is normal, 5 critical.", minimum=1, maximum=5)
-_TOPIC = Param(
-    "topic_key",
-    "string",
-    "Stable key of an evolving topic: a later save with it updates this memory.",
-)
-_LINKS = Param(
-    "links", "strings", "REL:ID, e.g. supersedes:7f3kq2ab (rel: supersedes, relates, fixes …)."
-)
-_TITLE = Param("title", "string", "One specific, searchable line.")
-_CONTENT = Param("content", "string", "What / Why / Where / Learned, in markdown.")
-
-
-VERDICTS: Final = ("useful", "outdated", "wrong")
-_SESSION = Param("session_id", "string", "Your session's id (default: the open session).")
-_PROJECT = Param("project", "string", "Project name (default: this project).")
-_SUMMARY_SECTIONS: Final = (
-    Param("goal", "string", "What the session set out to do."),
-    Param("instructions", "string", "What the user asked for, constraints given."),
-    Param("discoveries", "string", "What was learned."),
-    Param("accomplished", "string", "What got done."),
-    Param("next_steps", "string", "What is left to do."),
-    Param("relevant_files", "string", "Files that matter, as a markdown list."),
-)
+_ID = memory_ops.ID._replace(argument=False)
+_CURSOR = memory_ops.CURSOR
+_TITLE = memory_ops.TITLE
+_TOPIC = memory_ops.TOPIC
+_CONTENT = memory_ops.CONTENT
+VERDICTS: Final = memory_ops.VERDICTS
 
 
 class _Choices(NamedTuple):
@@ -353,7 +175,7 @@ class _Choices(NamedTuple):
 def _choices() -> _Choices:
     from engram.model import KIND_ALIASES, KINDS, SCOPES, STATUSES
 
-    kind_help = f"What sort of memory: {_KIND_HELP}"
+    kind_help = f"What sort of memory: {memory_ops.KIND_HELP}"
     return _Choices(
         KINDS,
         tuple(KIND_ALIASES),
@@ -370,373 +192,32 @@ def _choices() -> _Choices:
     )
 
 
+# The native tools, in the order the server lists them: every operation an agent may call.
+NATIVE: Final = (
+    "remember", "recall", "get", "update", "suggest_topic_key", "stats", "context", "why",
+    "check", "related", "timeline", "session_start", "session_summary", "session_end",
+    "save_prompt", "capture", "judge", "consolidate_preview", "insights", "forget", "export",
+    "import", "consolidate", "consolidate_apply", "train", "insights_delete", "merge_projects",
+    "sync", "reindex", "doctor",
+)  # fmt: skip
+
+
 def _native(c: _Choices) -> tuple[Tool, ...]:
-    agent, admin = "agent", "admin"
-    return (
-        Tool(
-            "remember",
-            "Save something the next session should know: a decision, pitfall, bug fix, pattern "
-            "or lesson (What / Why / Where / Learned). Returns its id; an identical recent save "
-            "or a known topic_key updates instead of duplicating.",
-            (
-                Param("title", "string", _TITLE.description, required=True),
-                _CONTENT,
-                c.kind._replace(default="note"),
-                _TAGS,
-                _FILES,
-                _IMPORTANCE,
-                _TOPIC,
-                c.scope,
-                c.status,
-                _LINKS,
-                Param("session_id", "string", "Your session's id, if you have one."),
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "recall",
-            "Search project and personal memory before you start a task, decide something or "
-            "edit a file. Returns compact ranked hits (id, kind, title, snippet, why it matched, "
-            "provenance); get ID reads one in full, next_cursor pages on.",
-            (
-                Param("query", "string", "Any words; no syntax to get wrong. Empty: browse."),
-                Param("kind", "strings", "Only these kinds.", enum=c.kinds, accept=c.aliases),
-                Param("tags", "strings", "Only memories with one of these tags."),
-                Param("files", "strings", "Only memories about these paths (exact, folder, glob)."),
-                Param("status", "strings", "Only these statuses.", enum=c.statuses),
-                Param("scope", "strings", "Only these stores.", enum=c.scopes),
-                Param("project", "strings", "Only these projects."),
-                Param(
-                    "limit",
-                    "integer",
-                    "Hits per page.",
-                    default=RECALL_LIMIT,
-                    minimum=1,
-                    maximum=RECALL_MAX,
-                    clamp=True,
-                ),
-                _CURSOR,
-            ),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "get",
-            "Read one memory in full by id or unique id prefix (as recall shows it). Content "
-            "longer than the response budget comes in pages with a cursor.",
-            (Param("id", "id", _ID.description), _CURSOR),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "update",
-            "Change fields of a memory, e.g. fix its text or mark it superseded or archived when "
-            "it no longer holds (rev+1; the earlier text is kept). Returns its id and rev.",
-            (_ID, _TITLE, _CONTENT, c.kind, _TAGS, _FILES, _IMPORTANCE, c.status, _TOPIC, _LINKS),
-            agent,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "suggest_topic_key",
-            "Suggest a stable topic_key (family/segment) for a memory about to be saved, so "
-            "later saves on the same topic update it instead of adding duplicates.",
-            (c.kind, _TITLE, _CONTENT),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "stats",
-            "Count memories by kind, status and project in the project and personal stores.",
-            (),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "context",
-            "Call at the start of a session: a compact briefing of this project's memory "
-            "(overview, active decisions, principles, pitfalls, hotspots, latest sessions, and "
-            "with query the memories most relevant to it), within a token budget. Each line has "
-            "an id for get.",
-            (
-                Param("query", "string", "Words of the task at hand (optional)."),
-                Param(
-                    "budget",
-                    "integer",
-                    "Most tokens in the briefing (default: context.budget, 2000).",
-                    minimum=50,
-                ),
-            ),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "why",
-            'Answer "why do we do X?" for one memory (id from recall): what it supersedes and '
-            "what superseded it (whole chain), memories linked to it, where it came from, "
-            "judgements. Dangling links and cycles are noted.",
-            (Param("id", "id", _ID.description),),
-            agent,
-            read_only=True,
-            idempotent=True,
-        ),
-        Tool(
-            "check",
-            "Call before editing files: pitfalls and decisions citing them (path, folder, "
-            "glob), hotspot and revert warnings, superseded decisions still citing them; with "
-            "text, memories relevant to the plan. Best first, each with an id for get. An "
-            "empty answer is valid.",
-            (
-                Param("files", "strings", "Repo-relative paths about to be edited.", required=True),
-                Param("text", "string", "The plan, in a few words (optional)."),
-                Param(
-                    "budget",
-                    "integer",
-                    "Most tokens in the answer (default: check.budget, 800).",
-                    minimum=50,
-                ),
-            ),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "related",
-            "List a memory's neighbours (by links, shared files, shared tags), each with why it "
-            "is related and a score. Use to explore around a memory recall found.",
-            (
-                Param("id", "id", _ID.description),
-                Param("limit", "integer", "Most neighbours.", default=10, minimum=1, maximum=50),
-            ),
-            agent,
-            read_only=True,
-            idempotent=True,
-        ),
-        Tool(
-            "timeline",
-            "Show what happened before and after a memory (id from recall) in its session, "
-            "oldest first: compact lines with ids. Without a session: its project's memories "
-            "around it in time.",
-            (
-                Param("id", "id", _ID.description),
-                Param("before", "integer", "Memories before it.", default=5, minimum=0, maximum=50),
-                Param("after", "integer", "Memories after it.", default=5, minimum=0, maximum=50),
-            ),
-            agent,
-            read_only=True,
-            idempotent=True,
-        ),
-        Tool(
-            "session_start",
-            "Call when a session begins: logs it and returns its id. Memories saved with this "
-            "session_id (or while it is the open session) form its timeline.",
-            (
-                _SESSION._replace(description="Your session's id (default: a new one)."),
-                Param("directory", "string", "The folder you work in."),
-                _PROJECT,
-            ),
-            agent,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "session_summary",
-            "Call before a session ends (or the context is compacted): save what the next "
-            "session needs as sections Goal, Instructions, Discoveries, Accomplished, Next "
-            "steps, Relevant files. One summary per session: saving again revises it.",
-            (
-                Param("content", "string", "Markdown with ## Goal, ## Accomplished … headings."),
-                *_SUMMARY_SECTIONS,
-                _SESSION,
-                _PROJECT,
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "session_end",
-            "Call when a session ends: marks it ended and saves summary (markdown with the "
-            "summary sections) if given.",
-            (
-                _SESSION._replace(description="The session's id (default: the open session)."),
-                Param("summary", "string", "The session summary, as for session_summary."),
-                _PROJECT,
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "save_prompt",
-            "Save the user's prompt (kind prompt; secrets redacted) so later sessions know what "
-            "was asked.",
-            (
-                Param("content", "string", "The prompt, as the user wrote it.", required=True),
-                _SESSION,
-                _PROJECT,
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "capture",
-            'Passive capture: give your reply\'s text; the items of its last "Key Learnings" '
-            '(or "Learnings") section are saved as memories, skipping ones already known.',
-            (
-                Param("content", "string", "Your output text.", required=True),
-                _SESSION,
-                _PROJECT,
-                Param("source", "string", "Where the text came from.", default="capture"),
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "judge",
-            "Judge a memory recall gave you: verdict useful, outdated or wrong (or a score 0-1), "
-            "with a reason. Useful memories rank up, wrong ones down; outdated ones are proposed "
-            "for archiving. Without verdict or score, query scores it by overlap and recency.",
-            (
-                Param("id", "id", _ID.description),
-                Param("verdict", "string", "useful, outdated or wrong.", enum=VERDICTS),
-                Param("score", "number", "How useful, 0 to 1.", minimum=0, maximum=1),
-                Param("reason", "string", "Why, in a sentence."),
-                Param("query", "string", "The search that surfaced it."),
-            ),
-            agent,
-            read_only=False,
-        ),
-        Tool(
-            "consolidate_preview",
-            "List what needs tidying: duplicates, near-duplicates, superseded memories still "
-            "active, pitfalls about deleted files, orphan links, stale and outdated memories, "
-            "each group with a reason and a proposed action. Changes nothing.",
-            (),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "insights",
-            "List the trainer's insights (clusters, recurring problems, long decision chains), "
-            "each linked to the memories it was derived from.",
-            (),
-            agent,
-            read_only=True,
-        ),
-        Tool(
-            "forget",
-            "Delete a memory that is wrong or harmful; a tombstone carries the delete to other "
-            "clones (hard=true also drops its text). Prefer update status=archived.",
-            (_ID, Param("hard", "boolean", "Also drop the text from the file.", default=False)),
-            admin,
-            read_only=False,
-            destructive=True,
-            idempotent=True,
-        ),
-        Tool(
-            "export",
-            "Export every memory and tombstone of a store as engram's JSON document, in pages.",
-            (Param("scope", "string", "Which store.", enum=c.scopes, default="project"), _CURSOR),
-            admin,
-            read_only=True,
-        ),
-        Tool(
-            "import",
-            "Merge an engram export document (given inline, or a JSON file) into the project "
-            "store with the same merge git and sync use; returns added/updated/unchanged.",
-            (
-                Param("document", "object", "An engram export: {version: 1, memories: [...]}."),
-                Param("path", "string", "Or: a JSON export file, relative to the project root."),
-            ),
-            admin,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "consolidate",
-            "Recommend per consolidation group: merge, archive, delete or keep, with reasoning "
-            "(your client's model decides when it supports sampling, else the user's own "
-            "command, never a committed one, else heuristics). Returns a plan (with warnings "
-            "naming settings ignored); changes nothing.",
-            (),
-            admin,
-            read_only=True,
-        ),
-        Tool(
-            "consolidate_apply",
-            "Apply a consolidation plan (default: a fresh one). Nothing is lost: a merge writes "
-            "one memory superseding the group, archive is a status, delete a tombstone. "
-            "dry_run shows the exact changes; applying twice changes nothing.",
-            (
-                Param("plan", "object", "A plan from consolidate (optional)."),
-                Param("dry_run", "boolean", "Only show the changes.", default=False),
-            ),
-            admin,
-            read_only=False,
-            destructive=True,
-            idempotent=True,
-        ),
-        Tool(
-            "train",
-            "Run the trainer over the store: insights from clusters, recurring pitfalls and "
-            "supersede chains, stored as insight memories; recommendations for consolidation.",
-            (Param("timeout", "number", "Seconds before the trainer is stopped.", minimum=1),),
-            admin,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "insights_delete",
-            "Delete an insight (a later training does not bring it back).",
-            (_ID,),
-            admin,
-            read_only=False,
-            destructive=True,
-        ),
-        Tool(
-            "merge_projects",
-            "Move every memory of some projects to another (project names that are variants "
-            "of one another, or a rename). rev+1 for each memory moved.",
-            (
-                Param("from", "strings", "The projects to merge.", required=True),
-                Param("to", "string", "The project to merge them into.", required=True),
-                Param("dry_run", "boolean", "Only count.", default=False),
-            ),
-            admin,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "sync",
-            "Share memories beyond the branch: import other clones' sync chunks, export this "
-            "clone's changes as one; with remote, also fetch, merge and push the store's own "
-            "branch on that git remote (never forced). status=true only reports.",
-            (
-                Param("remote", "string", "A git remote of the repository (e.g. origin)."),
-                Param("branch", "string", "The branch carrying the store (engram-memories)."),
-                Param("personal", "boolean", "Sync the personal store instead.", default=False),
-                Param("status", "boolean", "Only report what is pending.", default=False),
-            ),
-            admin,
-            read_only=False,
-        ),
-        Tool(
-            "reindex",
-            "Bring the search index up to date with memories.jsonl, or rebuild it from scratch.",
-            (Param("rebuild", "boolean", "Drop the index and rebuild it.", default=False),),
-            admin,
-            read_only=False,
-            idempotent=True,
-        ),
-        Tool(
-            "doctor",
-            "Check the store for bad lines, duplicate ids, conflict markers, secrets and index "
-            "drift; fix=true repairs what is safe (bad lines are quarantined, never deleted).",
-            (Param("fix", "boolean", "Repair what can be repaired safely.", default=False),),
-            admin,
-            read_only=False,
-            destructive=True,
-            idempotent=True,
-        ),
+    """Return a tool for each declared operation an agent may call (engram.operations)."""
+    from engram.operations import OPERATIONS
+
+    return tuple(_tool(OPERATIONS[name]) for name in NATIVE)
+
+
+def _tool(op: Operation) -> Tool:
+    return Tool(
+        op.name,
+        op.description,
+        op.params_for("mcp"),
+        op.profile,
+        read_only=op.read_only,
+        destructive=op.destructive,
+        idempotent=op.idempotent,
     )
 
 
@@ -795,8 +276,8 @@ def _compat(c: _Choices, native: Mapping[str, Tool]) -> tuple[Tool, ...]:
             "remember",
             "Save an observation (decision, bug fix, pattern, discovery …) to project memory. "
             "Returns its id; a known topic_key updates instead of duplicating.",
-            Param("title", "string", _TITLE.description, required=True),
-            Param("content", "string", _CONTENT.description, required=True),
+            Param("title", "string", _TITLE.help, required=True),
+            Param("content", "string", _CONTENT.help, required=True),
             _GO_TYPE._replace(default="manual"),
             Param("session_id", "string", "Your session's id."),
             _GO_PROJECT,
