@@ -9,7 +9,6 @@ or an HTTP framework, and nothing here prints.
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import re
@@ -28,10 +27,8 @@ from engram.errors import (
     InvalidInput,
     NotFound,
     NotInitialized,
-    SyncError,
 )
-from engram.index.db import Hit, Index, Query, epoch
-from engram.index.ranking import Weights
+from engram.index.db import Hit, Query, epoch
 from engram.model import (
     Record,
     change_time,
@@ -45,8 +42,11 @@ from engram.model import (
     normalize_project,
     now,
 )
-from engram.store import MemoryStore, init_layout
-from engram.store.redact import Scrubber, default_scrubber
+from engram.store import init_layout
+from engram.sync import transfer
+from engram.sync.transfer import ImportResult
+from engram.workspace import Workspace
+from engram.workspace import make_scrubber as _scrubber
 
 if TYPE_CHECKING:
     from engram.context import Section
@@ -58,42 +58,7 @@ GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in eve
 # A command that changes or deletes a memory needs this many characters of its id (or the whole
 # id, if shorter): one typed character must not pick the memory to forget.
 MIN_WRITE_PREFIX: Final = 4
-EXPORT_FORMAT: Final = "engram"
-EXPORT_VERSION: Final = 1
 Progress = Callable[[int, int], None]
-
-
-@dataclass
-class Workspace:
-    """One .engram/ folder: its settings, canonical store and derived index."""
-
-    config: config_mod.Config
-    store: MemoryStore
-    index: Index
-    scope: str
-
-    @classmethod
-    def open(cls, root: Path, engram_dir: Path, scope: str) -> Workspace:
-        """Open the store and index of an existing .engram/ folder."""
-        from engram.store.local import refuse_links
-
-        refuse_links(engram_dir)  # before the config cache, locks or index land in state/
-        cfg = config_mod.load(root, engram_dir)
-        timeout = cfg.number("store.lock_timeout_seconds")
-        store = MemoryStore(engram_dir, lock_timeout=timeout, scrubber=_scrubber(cfg))
-        search = cfg.get("search")
-        index = Index(
-            store,
-            backend=str(search["backend"]),
-            field_weights={str(k): float(v) for k, v in dict(search["field_weights"]).items()},
-            weights=Weights.from_settings(search),
-            lock_timeout=timeout,
-        )
-        return cls(config=cfg, store=store, index=index, scope=scope)
-
-    def close(self) -> None:
-        """Release the index's files."""
-        self.index.close()
 
 
 @dataclass
@@ -120,28 +85,6 @@ class SaveResult:
         if self.warnings:
             out["warnings"] = self.warnings
         return out
-
-
-@dataclass
-class ImportResult:
-    """Counts of an import: added, updated, unchanged, and per-item errors."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    errors: list[str] = field(default_factory=list)  # items skipped, each with its reason
-    format: str = "engram"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {
-            "format": self.format,
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "skipped": len(self.errors),
-            "errors": self.errors,
-        }
 
 
 def _list(value: Iterable[str] | str | None) -> list[str]:
@@ -314,18 +257,8 @@ class Engram:
     # -- writes ------------------------------------------------------------------------------
 
     def _scrub(self, ws: Workspace, fields: Record) -> int:
-        """Redact secrets in every field, in place, with the store's scrubber; return the count.
-
-        The store scrubs every record it writes anyway; scrubbing here first gives the count a
-        save reports and lets the dedupe key see the text that will be stored.
-        """
-        clean, count = ws.store.scrubber.record(fields)
-        if count:
-            fields.clear()
-            fields.update(clean)
-            if isinstance(fields.get("tags"), list):
-                fields["tags"] = sorted({str(tag) for tag in fields["tags"]})
-        return count
+        """Redact secrets in every field, in place, with the store's scrubber; return the count."""
+        return ws.scrub(fields)
 
     def scrub_text(self, text: str) -> str:
         """Return text with what a write would redact replaced: for text a title is cut from."""
@@ -337,16 +270,7 @@ class Engram:
 
     def _write(self, ws: Workspace, records: Sequence[Record], *, journal: bool = True) -> None:
         """Write records to the store and the index; journal them as this clone's changes."""
-        known = ws.index.meta("file_sig")
-        base, signature = ws.store.put_onto(records)
-        # Spliced onto a file the index had not seen (git replaced it after the refresh): the
-        # index takes these records but not the file's signature, so the next refresh reads
-        # the file and picks up what git brought.
-        ws.index.apply(records, signature if base == known else "")
-        if journal and records:
-            from engram.store.journal import ChangeJournal
-
-            ChangeJournal(ws.store.state_dir).append(str(r["id"]) for r in records)
+        ws.write(records, journal=journal)
 
     def remember(
         self,
@@ -1199,103 +1123,11 @@ class Engram:
     def export(self, *, scope: str = "project") -> dict[str, Any]:
         """Return every memory and tombstone of a store as engram's export document."""
         ws = self._workspace(scope) if scope == "personal" else self.project_ws
-        ws.index.refresh()
-        records = ws.store.read_all()
-        return {
-            "format": EXPORT_FORMAT,
-            "version": EXPORT_VERSION,
-            "exported_at": now(),
-            "project": ws.config.project,
-            "count": len(records),
-            "memories": records,
-        }
+        return transfer.export(ws)
 
     def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
         """Merge an export document into the store through the one merge function."""
-
-        if not isinstance(document, Mapping):
-            raise InvalidInput("import expects a JSON object with a 'memories' list")
-        if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
-            raise InvalidInput(f"unknown import format {document.get('format')!r}")
-        version = document.get("version", EXPORT_VERSION)
-        if version != EXPORT_VERSION:
-            raise InvalidInput(f"import version {version!r} is not supported (expected 1)")
-        items = document.get("memories")
-        if not isinstance(items, list):
-            raise InvalidInput("import document has no 'memories' list")
-        return self._merge_in(self.project_ws, items, progress=progress)
-
-    def _merge_in(
-        self,
-        ws: Workspace,
-        items: Sequence[Any],
-        *,
-        label: str = "memories",
-        from_clone: bool = False,
-        progress: Progress | None = None,
-        where: Sequence[tuple[str, int]] | None = None,
-    ) -> ImportResult:
-        """Merge records from elsewhere into a store through the one merge function.
-
-        Each item is checked like a line of memories.jsonl (an item that fails is skipped with
-        its reason) and redacted. ``from_clone``: the items are another clone's changes (a sync
-        chunk), so only what the merge changed beyond them is journalled as this clone's.
-        """
-        from engram.model import parse_line
-        from engram.sync.merge import merge_record
-
-        result = ImportResult()
-        max_bytes = int(ws.config.number("store.max_content_bytes"))
-        incoming: dict[str, Record] = {}
-        for position, item in enumerate(items):
-            try:
-                path, lineno = where[position] if where is not None else (label, position + 1)
-                record = parse_line(
-                    json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
-                )
-                # Tombstones too: one whose id is a secret is skipped here, with its reason.
-                # Before normalising as well: lower-casing a tag must not hide a key.
-                self._scrub(ws, record)
-                if not is_tombstone(record):
-                    record = normalize_fields(record, max_content_bytes=max_bytes)
-                    self._scrub(ws, record)
-            except (EngramError, TypeError, ValueError) as exc:
-                message = getattr(exc, "message", str(exc))
-                if where is None:
-                    message = f"{label}[{position}]: {message}"
-                elif not message.startswith(f"{path}:"):  # name the chunk file and line
-                    message = f"{path}:{lineno}: {message}"
-                result.errors.append(message)
-                continue
-            rid = record["id"]
-            incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
-        with ws.store.lock():
-            ws.index.refresh()
-            changed: list[Record] = []
-            ours: list[str] = []
-            for number, (rid, record) in enumerate(sorted(incoming.items()), start=1):
-                if progress is not None:
-                    progress(number, len(incoming))
-                current = ws.index.get(rid)
-                if current is None:
-                    changed.append(record)
-                    result.added += 1
-                    continue
-                merged = merge_record(current, record)
-                if merged == current:
-                    result.unchanged += 1
-                    continue
-                changed.append(merged)
-                result.updated += 1
-                if merged != record:
-                    ours.append(rid)
-            if changed:
-                self._write(ws, changed, journal=not from_clone)
-                if from_clone and ours:
-                    from engram.store.journal import ChangeJournal
-
-                    ChangeJournal(ws.store.state_dir).append(ours)
-        return result
+        return transfer.import_document(self.project_ws, document, progress=progress)
 
     # -- hygiene: judge, consolidate, insights ----------------------------------------------
 
@@ -1716,50 +1548,8 @@ class Engram:
         return self.root.resolve()
 
     def import_path(self, path: Path, *, progress: Progress | None = None) -> ImportResult:
-        """Import a file or folder of another memory tool (format detected) or of engram.
-
-        Files: an engram export, a Go engram export or chunk, an MCP memory server's JSONL.
-        Folders: a store with ``manifest.json`` and ``chunks/`` (engram's or Go engram's; its
-        ``.engram/`` inside is found too). Re-importing the same thing changes nothing.
-        """
-        from engram.sync import chunks as chunks_mod
-        from engram.sync.imports import convert
-
-        ws = self.project_ws
-        max_bytes = int(ws.config.number("store.max_content_bytes"))
-        if path.is_dir():
-            folder = (
-                path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
-            )
-            entries, problems = chunks_mod.list_chunks(folder)
-            if not entries and not problems:
-                raise InvalidInput(
-                    f"{path}: no manifest.json or chunks/ to import",
-                    hint="give a file (an export) or a folder holding manifest.json and chunks/",
-                )
-            records: list[Any] = []
-            skipped = list(problems)
-            for entry in entries:
-                try:
-                    found = chunks_mod.read_chunk(folder, entry.id, problems=skipped)
-                    records += self._chunk_records(ws, found)
-                except EngramError as exc:
-                    skipped.append(exc.message)
-            result = self._merge_in(ws, records, label=str(path), progress=progress)
-            result.errors = skipped + result.errors
-            result.format = "chunks"
-            return result
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        converted = convert(
-            data, name=str(path), project=self.project, stamp=now(), max_content_bytes=max_bytes
-        )
-        result = self._merge_in(ws, converted.records, label=str(path), progress=progress)
-        result.errors = list(converted.skipped) + result.errors
-        result.format = converted.format
-        return result
+        """Import a file or folder of another memory tool (format detected) or of engram."""
+        return transfer.import_path(self.project_ws, path, project=self.project, progress=progress)
 
     # -- sync --------------------------------------------------------------------------------
 
@@ -1778,298 +1568,25 @@ class Engram:
     ) -> dict[str, Any]:
         """Import the sync chunks not applied here, export this clone's changes as a chunk.
 
-        With ``remote``: also fetch the store's branch from that git remote, merge its memories
-        and chunks in, commit the result on the branch and push it (never forced; a remote that
-        moved meanwhile is fetched and merged again). Returns what was done.
+        With ``remote``: also fetch, merge, commit and push the store's branch (never forced).
         """
+        from engram.sync import exchange
+
         ws = self._sync_ws(scope)
-        report: dict[str, Any] = {"scope": ws.scope, "problems": []}
-        if remote is None:
-            report.update(self._sync_local(ws, progress))
-            return report
-        from engram.sync import remote as remote_mod
-
-        branch = branch or remote_mod.DEFAULT_BRANCH
-        repo_root = ws.store.dir if ws.scope == "personal" else self.root
-        # One sync of a repository at a time; locks a killed sync left are cleared first.
-        with remote_mod.exclusive(repo_root, remote, branch) as session:
-            for attempt in range(1, 4):
-                fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
-                pulled = self._merge_remote(ws, fetched.files, fetched.base)
-                local = self._sync_local(ws, progress)
-                files, unfit = self._committed_files(ws, fetched.files)
-                parents = [p for p in (fetched.local_tip, fetched.tip) if p]
-                author = remote_mod.author_of(repo_root)
-                head = remote_mod.commit(
-                    repo_root,
-                    ws.store.dir,
-                    files,
-                    parents=parents,
-                    message=f"engram sync: {local['exported'] or 0} memories from {author}",
-                    author=author,
-                    branch=branch,
-                )
-                pushed = head == fetched.tip or remote_mod.push(
-                    repo_root, remote, branch, cleared=session.cleared
-                )
-                report.update(local)
-                report["problems"] = pulled.pop("problems") + local["problems"] + unfit
-                report["remote"] = {
-                    "url": fetched.url,
-                    "branch": branch,
-                    "pulled": pulled,
-                    "head": head,
-                    "pushed": pushed,
-                    "attempts": attempt,
-                    "cleared_locks": session.cleared,
-                }
-                if pushed:
-                    return report
-        raise SyncError(
-            f"could not push to {remote} ({branch}): it kept moving while engram merged",
-            hint="run engram sync --remote again in a moment; nothing local was lost",
+        return exchange.sync(
+            ws,
+            root=self.root,
+            project=self.project,
+            remote=remote,
+            branch=branch,
+            progress=progress,
         )
-
-    def _merge3_in(
-        self, ws: Workspace, base: Sequence[Record], theirs: Sequence[Record]
-    ) -> ImportResult:
-        """Merge another branch's memories into the store three-way, against their common base.
-
-        A memory the other side removed from its file (without a tombstone) stays here: only
-        tombstones delete. What the merge made beyond their version is journalled as ours.
-        """
-        from engram.sync.merge import merge3_record, merge_sets
-
-        result = ImportResult()
-        base_by_id, theirs_by_id = merge_sets(base), merge_sets(theirs)
-        with ws.store.lock():
-            ws.index.refresh()
-            ours_by_id = ws.index.get_many(sorted(theirs_by_id))
-            changed: list[Record] = []
-            ours: list[str] = []
-            for rid, their in sorted(theirs_by_id.items()):
-                mine = ours_by_id.get(rid)
-                merged = merge3_record(base_by_id.get(rid), mine, their)
-                if merged is not None and merged != mine:
-                    try:  # scrubbed here, as the store would, so a redacted repeat is no change
-                        merged = ws.store.scrubber.record(merged)[0]
-                    except InvalidInput as exc:  # an id that is a secret: that memory only
-                        result.errors.append(f"remote memory {rid[:4]}…: {exc.message}")
-                        continue
-                if merged is None or merged == mine:
-                    result.unchanged += 1
-                    continue
-                changed.append(merged)
-                if mine is None:
-                    result.added += 1
-                else:
-                    result.updated += 1
-                if merged != their:
-                    ours.append(rid)
-            if changed:
-                self._write(ws, changed, journal=False)
-                if ours:
-                    from engram.store.journal import ChangeJournal
-
-                    ChangeJournal(ws.store.state_dir).append(ours)
-        return result
-
-    def _merge_remote(
-        self, ws: Workspace, files: Mapping[str, bytes], base: Mapping[str, bytes]
-    ) -> dict[str, Any]:
-        """Merge the memories, manifest and chunks of a fetched branch into the store."""
-        from engram.store.jsonl import MEMORIES
-        from engram.sync import chunks as chunks_mod
-
-        out: dict[str, Any] = {"memories": ImportResult().to_dict(), "chunks": 0, "problems": []}
-        data = files.get(MEMORIES)
-        if data:
-            scan = MemoryStore(ws.store.dir).scan(data)
-            out["problems"] += [f"remote {p.message}" for p in scan.problems]
-            base_scan = MemoryStore(ws.store.dir).scan(base.get(MEMORIES, b""))
-            merged = self._merge3_in(ws, base_scan.records, scan.records)
-            out["memories"] = merged.to_dict()
-        prefix = f"{chunks_mod.CHUNKS}/"
-        # Chunks are verified against their names before they are written, and every file is
-        # written atomically under the store lock: a killed sync leaves whole files or none.
-        fetched: list[str] = []
-        with ws.store.lock():
-            for path, blob in sorted(files.items()):
-                name = path[len(prefix) :] if path.startswith(prefix) else ""
-                chunk = name.removesuffix(chunks_mod.SUFFIX)
-                if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
-                    continue
-                try:
-                    if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
-                        out["chunks"] += 1
-                        fetched.append(chunk)
-                except EngramError as exc:
-                    out["problems"].append(exc.message)
-            try:
-                out["problems"] += chunks_mod.merge_manifest_file(
-                    ws.store.dir,
-                    files.get(chunks_mod.MANIFEST) or None,
-                    name=f"remote {chunks_mod.MANIFEST}",
-                )
-            except EngramError as exc:
-                out["problems"].append(exc.message)
-            if fetched:
-                # A teammate's chunk with a secret is kept scrubbed under its new name, so the
-                # push that follows does not carry the secret again.
-                from engram.secrets_audit import scrub_chunks
-
-                out["problems"] += [f"remote {note}" for note in scrub_chunks(ws.store, fetched)]
-        return out
-
-    def _committed_files(
-        self, ws: Workspace, pushed: Mapping[str, bytes]
-    ) -> tuple[dict[str, bytes], list[str]]:
-        """Return the store's files that belong in git (all but index/ and state/), checked.
-
-        A chunk not on the remote already (``pushed``) must hash to its name, or it is left
-        out (the remote's copy kept where it has one) and named in the returned problems; a
-        manifest that does not parse stops the sync: neither is ever committed or pushed.
-        """
-        from engram.sync import chunks as chunks_mod
-
-        out: dict[str, bytes] = {}
-        problems: list[str] = []
-        folder = ws.store.dir
-        with ws.store.lock():
-            for path in sorted(folder.rglob("*")):
-                rel = path.relative_to(folder).as_posix()
-                if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
-                    continue
-                if path.is_symlink():
-                    continue
-                out[rel] = path.read_bytes()
-        for rel, data in list(out.items()):
-            top, _, name = rel.partition("/")
-            if top != chunks_mod.CHUNKS or not name.endswith(chunks_mod.SUFFIX):
-                continue
-            if pushed.get(rel) == data:
-                continue
-            try:
-                chunks_mod.verify_chunk_file(name.removesuffix(chunks_mod.SUFFIX), data, name=rel)
-            except EngramError as exc:
-                problems.append(f"{exc.message}; not pushed")
-                if rel in pushed:
-                    out[rel] = pushed[rel]
-                else:
-                    del out[rel]
-        manifest = out.get(chunks_mod.MANIFEST)
-        if manifest is not None:
-            try:
-                chunks_mod.parse_manifest(manifest)
-            except EngramError as exc:
-                raise SyncError(
-                    f"refusing to push: {exc.message}",
-                    hint=f"restore .engram/{chunks_mod.MANIFEST} (git checkout) or remove it, "
-                    "then run engram sync --remote again",
-                ) from exc
-        return out, problems
-
-    def _sync_local(self, ws: Workspace, progress: Progress | None = None) -> dict[str, Any]:
-        """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
-        from engram.store.journal import ChangeJournal
-        from engram.sync import chunks as chunks_mod
-
-        state = chunks_mod.SyncState(ws.store.dir)
-        entries, problems = chunks_mod.list_chunks(ws.store.dir)
-        problems = list(problems) + list(getattr(state, "problems", []))
-        applied: list[str] = []
-        records: list[Any] = []
-        where: list[tuple[str, int]] = []
-        pending = [entry for entry in entries if entry.id not in state.applied]
-        for number, entry in enumerate(pending, start=1):
-            if progress is not None:
-                progress(number, len(pending))
-            try:
-                numbers: list[int] = []
-                chunk = chunks_mod.read_chunk(
-                    ws.store.dir, entry.id, problems=problems, lines=numbers
-                )
-                found = self._chunk_records(ws, chunk)
-            except EngramError as exc:
-                problems.append(exc.message)
-                continue
-            records += found
-            name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
-            where += [(name, line) for line in numbers or range(1, len(found) + 1)]
-            applied.append(entry.id)
-        # Every chunk in one merge: memories.jsonl is rewritten once, not once per chunk.
-        totals = (
-            self._merge_in(ws, records, label="chunks", from_clone=True, where=where)
-            if records
-            else ImportResult()
-        )
-        if applied:
-            state.mark_applied(applied)
-            state.save()
-        exported: chunks_mod.ChunkEntry | None = None
-        journal = ChangeJournal(ws.store.state_dir)
-        with ws.store.lock():
-            offset = state.get("journal_offset")
-            ids, end = journal.since(offset if isinstance(offset, int) else 0)
-            if ids:
-                ws.index.refresh()
-                records = list(ws.index.get_many(ids).values())
-                author = config_mod.git_user_name(self.root) or state.clone_id
-                exported = chunks_mod.write_chunk(
-                    ws.store.dir,
-                    records,
-                    created_by=author,
-                    created_at=now(),
-                    scrubber=ws.store.scrubber,
-                )
-                if exported is not None:
-                    state.mark_applied([exported.id])
-            if ids or end != offset:
-                state.set("journal_offset", journal.compact(end))
-                state.save()
-        return {
-            "imported_chunks": applied,
-            "imported": totals.to_dict(),
-            "exported": exported.memories if exported else 0,
-            "exported_chunk": exported.id if exported else None,
-            "problems": problems,
-        }
-
-    def _chunk_records(self, ws: Workspace, data: Any) -> list[Any]:
-        """Return the records a chunk holds (a Go engram chunk is converted first)."""
-        if isinstance(data, list):
-            return data
-        from engram.sync.imports import convert_go
-
-        converted = convert_go(data, project=self.project, fmt="go-engram-chunk")
-        return list(converted.records)
 
     def sync_status(self, *, scope: str = "project") -> dict[str, Any]:
         """Return the chunks, their contributors and what is pending either way."""
-        from engram.store.journal import ChangeJournal
-        from engram.sync import chunks as chunks_mod
+        from engram.sync import exchange
 
-        ws = self._sync_ws(scope)
-        state = chunks_mod.SyncState(ws.store.dir)
-        entries, problems = chunks_mod.list_chunks(ws.store.dir)
-        offset = state.get("journal_offset")
-        pending, _ = ChangeJournal(ws.store.state_dir).since(
-            offset if isinstance(offset, int) else 0
-        )
-        contributors: dict[str, int] = {}
-        for entry in entries:
-            who = entry.created_by or "unknown"
-            contributors[who] = contributors.get(who, 0) + entry.memories
-        return {
-            "scope": ws.scope,
-            "clone_id": state.clone_id,
-            "chunks": len(entries),
-            "memories_in_chunks": sum(entry.memories for entry in entries),
-            "contributors": dict(sorted(contributors.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "pending_import": [entry.id for entry in entries if entry.id not in state.applied],
-            "pending_export": len(pending),
-            "problems": problems,
-        }
+        return exchange.sync_status(self._sync_ws(scope))
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -2193,15 +1710,6 @@ _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
 
 JUDGEMENTS_KEPT: Final = 50
 NEAR_DUPLICATE_COSINE: Final = 0.92
-
-
-def _scrubber(cfg: config_mod.Config) -> Scrubber:
-    """Return the scrubber every write of a store goes through, with the user's extra patterns.
-
-    Without any, the process's default one: imports scrub with it too, and share what it knows.
-    """
-    patterns = [str(p) for p in cfg.get("redact.extra_patterns") or []]
-    return Scrubber(patterns) if patterns else default_scrubber()
 
 
 def _insight_id(trainer_id: str) -> str:

@@ -26,7 +26,6 @@ from tests.helpers.records import clone
 GIT = shutil.which("git")
 
 
-
 @pytest.fixture
 def clones(tmp_path: Path) -> list[Engram]:
     remote = tmp_path / "remote.git"
@@ -358,9 +357,12 @@ class Clock:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import engram.model
         import engram.service
+        import engram.sync.exchange
+        import engram.sync.transfer
 
         self.value = "2026-03-01T10:00:00.000Z"
-        for module in (engram.model, engram.service):
+        modules = (engram.model, engram.service, engram.sync.exchange, engram.sync.transfer)
+        for module in modules:
             monkeypatch.setattr(module, "now", lambda: self.value)
 
     def at(self, value: str) -> None:

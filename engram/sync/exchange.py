@@ -1,0 +1,292 @@
+"""The sync exchange over one workspace: chunks in and out, and a git remote (``engram sync``).
+
+DESIGN.md §5. ``sync_local`` imports the chunks this clone has not applied (every one in one
+merge, through ``engram.sync.transfer.merge_in``) and exports this clone's journalled changes as
+one new chunk. ``sync`` with a remote also fetches the store's branch (``engram.sync.remote``),
+merges its memories three-way and its chunks and manifest in, exports, commits the store's
+committed files on the branch and pushes (never forced; a remote that moved meanwhile is
+fetched and merged again, three times, then a ``SyncError``). ``sync_status`` says what is
+pending either way.
+
+Files are the store's to write: memories through the workspace (``Workspace.write``, which
+keeps the index in step), chunks, the manifest and the sync state through
+``engram.sync.chunks``, which places them with ``engram.store.files``. This module must not
+import the service or an adapter, and dulwich only through ``engram.sync.remote``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engram import config as config_mod
+from engram.errors import EngramError, SyncError
+from engram.model import now
+from engram.store import MEMORIES, MemoryStore
+from engram.store.journal import ChangeJournal
+from engram.sync import chunks as chunks_mod
+from engram.sync.chunks import ChunkEntry, SyncState
+from engram.sync.transfer import ImportResult, Progress, chunk_records, merge3_in, merge_in
+from engram.workspace import Workspace
+
+__all__ = ["sync", "sync_local", "sync_status"]
+
+ATTEMPTS = 3  # fetch, merge and push rounds before a remote that keeps moving is an error
+
+
+def sync(
+    ws: Workspace,
+    *,
+    root: Path,
+    project: str,
+    remote: str | None = None,
+    branch: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Import the sync chunks not applied here, export this clone's changes as a chunk.
+
+    With ``remote``: also fetch the store's branch from that git remote, merge its memories
+    and chunks in, commit the result on the branch and push it (never forced; a remote that
+    moved meanwhile is fetched and merged again). ``root`` is the project's work tree (its git
+    user names the chunk's author; a project store's repository), ``project`` the name a Go
+    engram chunk's records are given. Returns what was done.
+    """
+    report: dict[str, Any] = {"scope": ws.scope, "problems": []}
+    if remote is None:
+        report.update(sync_local(ws, root=root, project=project, progress=progress))
+        return report
+    from engram.sync import remote as remote_mod
+
+    branch = branch or remote_mod.DEFAULT_BRANCH
+    repo_root = ws.store.dir if ws.scope == "personal" else root
+    # One sync of a repository at a time; locks a killed sync left are cleared first.
+    with remote_mod.exclusive(repo_root, remote, branch) as session:
+        for attempt in range(1, ATTEMPTS + 1):
+            fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
+            pulled = _merge_remote(ws, fetched.files, fetched.base)
+            local = sync_local(ws, root=root, project=project, progress=progress)
+            files, unfit = _committed_files(ws, fetched.files)
+            parents = [p for p in (fetched.local_tip, fetched.tip) if p]
+            author = remote_mod.author_of(repo_root)
+            head = remote_mod.commit(
+                repo_root,
+                ws.store.dir,
+                files,
+                parents=parents,
+                message=f"engram sync: {local['exported'] or 0} memories from {author}",
+                author=author,
+                branch=branch,
+            )
+            pushed = head == fetched.tip or remote_mod.push(
+                repo_root, remote, branch, cleared=session.cleared
+            )
+            report.update(local)
+            report["problems"] = pulled.pop("problems") + local["problems"] + unfit
+            report["remote"] = {
+                "url": fetched.url,
+                "branch": branch,
+                "pulled": pulled,
+                "head": head,
+                "pushed": pushed,
+                "attempts": attempt,
+                "cleared_locks": session.cleared,
+            }
+            if pushed:
+                return report
+    raise SyncError(
+        f"could not push to {remote} ({branch}): it kept moving while engram merged",
+        hint="run engram sync --remote again in a moment; nothing local was lost",
+    )
+
+
+def _merge_remote(
+    ws: Workspace, files: Mapping[str, bytes], base: Mapping[str, bytes]
+) -> dict[str, Any]:
+    """Merge the memories, manifest and chunks of a fetched branch into the store."""
+    out: dict[str, Any] = {"memories": ImportResult().to_dict(), "chunks": 0, "problems": []}
+    data = files.get(MEMORIES)
+    if data:
+        scan = MemoryStore(ws.store.dir).scan(data)
+        out["problems"] += [f"remote {p.message}" for p in scan.problems]
+        base_scan = MemoryStore(ws.store.dir).scan(base.get(MEMORIES, b""))
+        merged = merge3_in(ws, base_scan.records, scan.records)
+        out["memories"] = merged.to_dict()
+    prefix = f"{chunks_mod.CHUNKS}/"
+    # Chunks are verified against their names before they are written, and every file is
+    # written atomically under the store lock: a killed sync leaves whole files or none.
+    fetched: list[str] = []
+    with ws.store.lock():
+        for path, blob in sorted(files.items()):
+            name = path[len(prefix) :] if path.startswith(prefix) else ""
+            chunk = name.removesuffix(chunks_mod.SUFFIX)
+            if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
+                continue
+            try:
+                if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
+                    out["chunks"] += 1
+                    fetched.append(chunk)
+            except EngramError as exc:
+                out["problems"].append(exc.message)
+        try:
+            out["problems"] += chunks_mod.merge_manifest_file(
+                ws.store.dir,
+                files.get(chunks_mod.MANIFEST) or None,
+                name=f"remote {chunks_mod.MANIFEST}",
+            )
+        except EngramError as exc:
+            out["problems"].append(exc.message)
+        if fetched:
+            # A teammate's chunk with a secret is kept scrubbed under its new name, so the
+            # push that follows does not carry the secret again.
+            from engram.secrets_audit import scrub_chunks
+
+            out["problems"] += [f"remote {note}" for note in scrub_chunks(ws.store, fetched)]
+    return out
+
+
+def _committed_files(
+    ws: Workspace, pushed: Mapping[str, bytes]
+) -> tuple[dict[str, bytes], list[str]]:
+    """Return the store's files that belong in git (all but index/ and state/), checked.
+
+    A chunk not on the remote already (``pushed``) must hash to its name, or it is left
+    out (the remote's copy kept where it has one) and named in the returned problems; a
+    manifest that does not parse stops the sync: neither is ever committed or pushed.
+    """
+    out: dict[str, bytes] = {}
+    problems: list[str] = []
+    folder = ws.store.dir
+    with ws.store.lock():
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder).as_posix()
+            if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
+                continue
+            if path.is_symlink():
+                continue
+            out[rel] = path.read_bytes()
+    for rel, data in list(out.items()):
+        top, _, name = rel.partition("/")
+        if top != chunks_mod.CHUNKS or not name.endswith(chunks_mod.SUFFIX):
+            continue
+        if pushed.get(rel) == data:
+            continue
+        try:
+            chunks_mod.verify_chunk_file(name.removesuffix(chunks_mod.SUFFIX), data, name=rel)
+        except EngramError as exc:
+            problems.append(f"{exc.message}; not pushed")
+            if rel in pushed:
+                out[rel] = pushed[rel]
+            else:
+                del out[rel]
+    manifest = out.get(chunks_mod.MANIFEST)
+    if manifest is not None:
+        try:
+            chunks_mod.parse_manifest(manifest)
+        except EngramError as exc:
+            raise SyncError(
+                f"refusing to push: {exc.message}",
+                hint=f"restore .engram/{chunks_mod.MANIFEST} (git checkout) or remove it, "
+                "then run engram sync --remote again",
+            ) from exc
+    return out, problems
+
+
+def sync_local(
+    ws: Workspace, *, root: Path, project: str, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
+    state = chunks_mod.SyncState(ws.store.dir)
+    applied, totals, problems = _import_chunks(ws, state, project=project, progress=progress)
+    exported = _export_changes(ws, state, root=root)
+    return {
+        "imported_chunks": applied,
+        "imported": totals.to_dict(),
+        "exported": exported.memories if exported else 0,
+        "exported_chunk": exported.id if exported else None,
+        "problems": problems,
+    }
+
+
+def _import_chunks(
+    ws: Workspace, state: SyncState, *, project: str, progress: Progress | None
+) -> tuple[list[str], ImportResult, list[str]]:
+    """Merge every chunk not applied here in one merge; return the chunks, counts, problems."""
+    entries, problems = chunks_mod.list_chunks(ws.store.dir)
+    problems = list(problems) + list(state.problems)
+    applied: list[str] = []
+    records: list[Any] = []
+    where: list[tuple[str, int]] = []
+    pending = [entry for entry in entries if entry.id not in state.applied]
+    for number, entry in enumerate(pending, start=1):
+        if progress is not None:
+            progress(number, len(pending))
+        try:
+            numbers: list[int] = []
+            chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=problems, lines=numbers)
+            found = chunk_records(chunk, project=project)
+        except EngramError as exc:
+            problems.append(exc.message)
+            continue
+        records += found
+        name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
+        where += [(name, line) for line in numbers or range(1, len(found) + 1)]
+        applied.append(entry.id)
+    # Every chunk in one merge: memories.jsonl is rewritten once, not once per chunk.
+    totals = (
+        merge_in(ws, records, label="chunks", from_clone=True, where=where)
+        if records
+        else ImportResult()
+    )
+    if applied:
+        state.mark_applied(applied)
+        state.save()
+    return applied, totals, problems
+
+
+def _export_changes(ws: Workspace, state: SyncState, *, root: Path) -> ChunkEntry | None:
+    """Write this clone's changes since its cursor as one chunk; return its entry (or None)."""
+    exported: ChunkEntry | None = None
+    journal = ChangeJournal(ws.store.state_dir)
+    with ws.store.lock():
+        offset = state.get("journal_offset")
+        ids, end = journal.since(offset if isinstance(offset, int) else 0)
+        if ids:
+            ws.index.refresh()
+            records = list(ws.index.get_many(ids).values())
+            author = config_mod.git_user_name(root) or state.clone_id
+            exported = chunks_mod.write_chunk(
+                ws.store.dir,
+                records,
+                created_by=author,
+                created_at=now(),
+                scrubber=ws.store.scrubber,
+            )
+            if exported is not None:
+                state.mark_applied([exported.id])
+        if ids or end != offset:
+            state.set("journal_offset", journal.compact(end))
+            state.save()
+    return exported
+
+
+def sync_status(ws: Workspace) -> dict[str, Any]:
+    """Return the chunks, their contributors and what is pending either way."""
+    state = chunks_mod.SyncState(ws.store.dir)
+    entries, problems = chunks_mod.list_chunks(ws.store.dir)
+    offset = state.get("journal_offset")
+    pending, _ = ChangeJournal(ws.store.state_dir).since(offset if isinstance(offset, int) else 0)
+    contributors: dict[str, int] = {}
+    for entry in entries:
+        who = entry.created_by or "unknown"
+        contributors[who] = contributors.get(who, 0) + entry.memories
+    return {
+        "scope": ws.scope,
+        "clone_id": state.clone_id,
+        "chunks": len(entries),
+        "memories_in_chunks": sum(entry.memories for entry in entries),
+        "contributors": dict(sorted(contributors.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "pending_import": [entry.id for entry in entries if entry.id not in state.applied],
+        "pending_export": len(pending),
+        "problems": problems,
+    }

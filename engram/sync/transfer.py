@@ -1,0 +1,296 @@
+"""Records from elsewhere into a workspace, and its records out: ``engram import`` and ``export``.
+
+``merge_in`` is the one way records made elsewhere enter a store: an ``engram import`` (an
+export document, another tool's file or store folder) and the sync chunks of other clones
+(``engram.sync.exchange``) all go through it, record by record through the one merge function
+(``engram.sync.merge``). ``merge3_in`` does the same three-way, against a common base, for a
+branch fetched from a git remote. Both write through ``Workspace.write``, so the index takes
+what the store wrote, and journal as this clone's change only what the merge made beyond the
+incoming version.
+
+Everything merged in is untrusted (DESIGN.md §8): each item is checked like a line of
+memories.jsonl (an item that fails is skipped, with its reason, naming file and line) and
+redacted before it is compared or stored. This module must not import the service or an
+adapter, and writes nothing but through the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from engram import config as config_mod
+from engram.errors import EngramError, InvalidInput
+from engram.model import Record, is_tombstone, normalize_fields, now
+from engram.workspace import Workspace
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ImportResult",
+    "Progress",
+    "chunk_records",
+    "export",
+    "import_document",
+    "import_path",
+    "merge3_in",
+    "merge_in",
+]
+
+EXPORT_FORMAT: Final = "engram"
+EXPORT_VERSION: Final = 1
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ImportResult:
+    """Counts of an import: added, updated, unchanged, and per-item errors."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    errors: list[str] = field(default_factory=list)  # items skipped, each with its reason
+    format: str = "engram"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping."""
+        return {
+            "format": self.format,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "skipped": len(self.errors),
+            "errors": self.errors,
+        }
+
+
+# -- export / import ------------------------------------------------------------------------
+
+
+def export(ws: Workspace) -> dict[str, Any]:
+    """Return every memory and tombstone of a store as engram's export document."""
+    ws.index.refresh()
+    records = ws.store.read_all()
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": now(),
+        "project": ws.config.project,
+        "count": len(records),
+        "memories": records,
+    }
+
+
+def import_document(
+    ws: Workspace, document: Any, *, progress: Progress | None = None
+) -> ImportResult:
+    """Merge an export document into the store through the one merge function."""
+    if not isinstance(document, Mapping):
+        raise InvalidInput("import expects a JSON object with a 'memories' list")
+    if document.get("format", EXPORT_FORMAT) != EXPORT_FORMAT:
+        raise InvalidInput(f"unknown import format {document.get('format')!r}")
+    version = document.get("version", EXPORT_VERSION)
+    if version != EXPORT_VERSION:
+        raise InvalidInput(f"import version {version!r} is not supported (expected 1)")
+    items = document.get("memories")
+    if not isinstance(items, list):
+        raise InvalidInput("import document has no 'memories' list")
+    return merge_in(ws, items, progress=progress)
+
+
+def import_path(
+    ws: Workspace, path: Path, *, project: str, progress: Progress | None = None
+) -> ImportResult:
+    """Import a file or folder of another memory tool (format detected) or of engram.
+
+    Files: an engram export, a Go engram export or chunk, an MCP memory server's JSONL.
+    Folders: a store with ``manifest.json`` and ``chunks/`` (engram's or Go engram's; its
+    ``.engram/`` inside is found too). Re-importing the same thing changes nothing. ``project``
+    names the project converted records belong to.
+    """
+    from engram.sync.imports import convert
+
+    if path.is_dir():
+        return _import_folder(ws, path, project=project, progress=progress)
+    max_bytes = int(ws.config.number("store.max_content_bytes"))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    converted = convert(
+        data, name=str(path), project=project, stamp=now(), max_content_bytes=max_bytes
+    )
+    result = merge_in(ws, converted.records, label=str(path), progress=progress)
+    result.errors = list(converted.skipped) + result.errors
+    result.format = converted.format
+    return result
+
+
+def _import_folder(
+    ws: Workspace, path: Path, *, project: str, progress: Progress | None
+) -> ImportResult:
+    """Import every chunk of a store folder (engram's or Go engram's) in one merge."""
+    from engram.sync import chunks as chunks_mod
+
+    folder = path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
+    entries, problems = chunks_mod.list_chunks(folder)
+    if not entries and not problems:
+        raise InvalidInput(
+            f"{path}: no manifest.json or chunks/ to import",
+            hint="give a file (an export) or a folder holding manifest.json and chunks/",
+        )
+    records: list[Any] = []
+    skipped = list(problems)
+    for entry in entries:
+        try:
+            found = chunks_mod.read_chunk(folder, entry.id, problems=skipped)
+            records += chunk_records(found, project=project)
+        except EngramError as exc:
+            skipped.append(exc.message)
+    result = merge_in(ws, records, label=str(path), progress=progress)
+    result.errors = skipped + result.errors
+    result.format = "chunks"
+    return result
+
+
+def chunk_records(data: Any, *, project: str) -> list[Any]:
+    """Return the records a chunk holds (a Go engram chunk is converted first, for ``project``)."""
+    if isinstance(data, list):
+        return data
+    from engram.sync.imports import convert_go
+
+    converted = convert_go(data, project=project, fmt="go-engram-chunk")
+    return list(converted.records)
+
+
+# -- merging in -----------------------------------------------------------------------------
+
+
+def merge_in(
+    ws: Workspace,
+    items: Sequence[Any],
+    *,
+    label: str = "memories",
+    from_clone: bool = False,
+    progress: Progress | None = None,
+    where: Sequence[tuple[str, int]] | None = None,
+) -> ImportResult:
+    """Merge records from elsewhere into a store through the one merge function.
+
+    Each item is checked like a line of memories.jsonl (an item that fails is skipped with
+    its reason) and redacted. ``from_clone``: the items are another clone's changes (a sync
+    chunk), so only what the merge changed beyond them is journalled as this clone's.
+    ``where`` names the file and line of each item, for the messages of those skipped.
+    """
+    from engram.sync.merge import merge_record
+
+    result = ImportResult()
+    max_bytes = int(ws.config.number("store.max_content_bytes"))
+    incoming: dict[str, Record] = {}
+    for position, item in enumerate(items):
+        try:
+            path, lineno = where[position] if where is not None else (label, position + 1)
+            record = _checked(ws, item, path=path, lineno=lineno, max_bytes=max_bytes)
+        except (EngramError, TypeError, ValueError) as exc:
+            result.errors.append(_skipped(exc, position, label=label, where=where))
+            continue
+        rid = record["id"]
+        incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
+    with ws.store.lock():
+        ws.index.refresh()
+        changed: list[Record] = []
+        ours: list[str] = []
+        for number, (rid, record) in enumerate(sorted(incoming.items()), start=1):
+            if progress is not None:
+                progress(number, len(incoming))
+            current = ws.index.get(rid)
+            if current is None:
+                changed.append(record)
+                result.added += 1
+                continue
+            merged = merge_record(current, record)
+            if merged == current:
+                result.unchanged += 1
+                continue
+            changed.append(merged)
+            result.updated += 1
+            if merged != record:
+                ours.append(rid)
+        if changed:
+            ws.write(changed, journal=not from_clone)
+            if from_clone and ours:
+                ws.journal(ours)
+    return result
+
+
+def _checked(ws: Workspace, item: Any, *, path: str, lineno: int, max_bytes: int) -> Record:
+    """Return one incoming item as a checked, normalised and redacted record (or raise)."""
+    from engram.model import parse_line
+
+    record = parse_line(
+        json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
+    )
+    # Tombstones too: one whose id is a secret is skipped here, with its reason.
+    # Before normalising as well: lower-casing a tag must not hide a key.
+    ws.scrub(record)
+    if not is_tombstone(record):
+        record = normalize_fields(record, max_content_bytes=max_bytes)
+        ws.scrub(record)
+    return record
+
+
+def _skipped(
+    exc: Exception, position: int, *, label: str, where: Sequence[tuple[str, int]] | None
+) -> str:
+    """Return the sentence that reports a skipped item, naming where it came from."""
+    message = getattr(exc, "message", str(exc))
+    if where is None:
+        return f"{label}[{position}]: {message}"
+    path, lineno = where[position]
+    if not message.startswith(f"{path}:"):  # name the chunk file and line
+        return f"{path}:{lineno}: {message}"
+    return str(message)
+
+
+def merge3_in(ws: Workspace, base: Sequence[Record], theirs: Sequence[Record]) -> ImportResult:
+    """Merge another branch's memories into the store three-way, against their common base.
+
+    A memory the other side removed from its file (without a tombstone) stays here: only
+    tombstones delete. What the merge made beyond their version is journalled as ours.
+    """
+    from engram.sync.merge import merge3_record, merge_sets
+
+    result = ImportResult()
+    base_by_id, theirs_by_id = merge_sets(base), merge_sets(theirs)
+    with ws.store.lock():
+        ws.index.refresh()
+        ours_by_id = ws.index.get_many(sorted(theirs_by_id))
+        changed: list[Record] = []
+        ours: list[str] = []
+        for rid, their in sorted(theirs_by_id.items()):
+            mine = ours_by_id.get(rid)
+            merged = merge3_record(base_by_id.get(rid), mine, their)
+            if merged is not None and merged != mine:
+                try:  # scrubbed here, as the store would, so a redacted repeat is no change
+                    merged = ws.store.scrubber.record(merged)[0]
+                except InvalidInput as exc:  # an id that is a secret: that memory only
+                    result.errors.append(f"remote memory {rid[:4]}…: {exc.message}")
+                    continue
+            if merged is None or merged == mine:
+                result.unchanged += 1
+                continue
+            changed.append(merged)
+            if mine is None:
+                result.added += 1
+            else:
+                result.updated += 1
+            if merged != their:
+                ours.append(rid)
+        if changed:
+            ws.write(changed, journal=False)
+            if ours:
+                ws.journal(ours)
+    return result
