@@ -1,22 +1,28 @@
-"""The composition root: the ``engram`` command is the CLI plus the commands other adapters add.
+"""The composition root: the ``engram`` command is the CLI plus the commands other adapters serve.
 
-Adapters never import each other; this module is the one place that puts them together:
-``engram.cli.app`` gets ``mcp`` from ``engram.mcp_server.register``, ``daemon`` from
-``engram.daemon.register``, ``serve`` from ``engram.http_api.register`` and ``tui`` from
-``engram.tui.register``. These imports are cheap (none imports mcp, rich,
-fastapi, textual or the index), so ``engram --help`` stays fast. ``main`` is the ``engram``
-console script and ``python -m engram``.
+Adapters never import each other; this module is the one place that puts them together, and it
+imports none of them but the CLI. The CLI declares the ``mcp``, ``daemon``, ``serve`` and
+``tui`` commands (typer lives there only); ``RUNNERS`` names the function of another adapter
+that serves each, and the CLI imports it only when that command runs. So ``engram --help``,
+``engram check`` and ``engram recall`` load no MCP SDK, event loop, web framework or textual.
+``main`` is the ``engram`` console script and ``python -m engram``.
 """
 
 from __future__ import annotations
 
-from engram import cli, daemon, http_api, mcp_server, tui
+from typing import Final
 
+from engram import cli
+
+RUNNERS: Final = {
+    "mcp": "engram.mcp_server:run",
+    "daemon": "engram.daemon:serve",
+    "serve": "engram.http_api:serve",
+    "tui": "engram.tui:run",
+}
+
+cli.add_adapters(RUNNERS)
 app = cli.app
-mcp_server.register(app)
-daemon.register(app)
-http_api.register(app)
-tui.register(app)
 
 
 def main() -> None:

@@ -10,20 +10,23 @@ the core.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+from typer.models import ArgumentInfo, ParameterInfo
 
 from engram.errors import EngramError, InvalidInput
 from engram.terminal import json_c1, visible
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from engram.index.db import Hit
     from engram.service import Engram
@@ -311,9 +314,7 @@ def _remember(
         return
     echo(result.record["id"])
     if result.action == "duplicate":
-        echo(
-            f"already saved: duplicate_count is now {result.record['duplicate_count']}", err=True
-        )
+        echo(f"already saved: duplicate_count is now {result.record['duplicate_count']}", err=True)
     elif result.action == "updated":
         echo(
             f"updated the memory with topic key {result.record.get('topic_key')} "
@@ -1413,9 +1414,7 @@ def sync(
             f"updated {imported['updated']}, unchanged {imported['unchanged']})"
         )
         if report["exported_chunk"]:
-            echo(
-                f"exported {report['exported']} memories as chunk {report['exported_chunk']}"
-            )
+            echo(f"exported {report['exported']} memories as chunk {report['exported_chunk']}")
         else:
             echo("nothing to export")
         far = report.get("remote")
@@ -1651,86 +1650,333 @@ def version(as_json: JsonOpt = False) -> None:
             echo(f"  {name} {value}")
 
 
-# `engram recall` is what agents and hooks run most, often as a fresh process. typer 0.29 builds
-# a pydantic validator for every parameter of a command it runs, which costs more than the
-# recall itself; so main() parses the plain recall/search command line itself and hands anything
-# else (help, unknown options, bad values) to typer. tests/test_cli.py checks that this table
-# and the typer command accept the same options and print the same output.
-_FAST_VALUES: dict[str, str] = {
-    "-k": "kind", "--kind": "kind", "-t": "tag", "--tag": "tag", "-f": "file", "--file": "file",
-    "--status": "status", "--scope": "scope", "--project": "project",
-    "-n": "limit", "--limit": "limit", "--offset": "offset",
+# -- the commands other adapters serve ---------------------------------------------------------
+# The CLI declares their options (typer lives here only) and runs each through the function the
+# composition root names for it ("module:function", see add_adapters), imported only when the
+# command runs: `engram check` loads no other adapter, and the adapters never import each other.
+# tests/test_cli.py checks these declarations against the adapters' own names and defaults.
+
+MCP_BUDGET = 4000  # engram.mcp_server.DEFAULT_BUDGET
+HTTP_HOST = "127.0.0.1"  # engram.http_api.DEFAULT_HOST
+HTTP_PORT = 7437  # engram.http_api.DEFAULT_PORT
+HTTP_TOKEN_ENV = "ENGRAM_HTTP_TOKEN"  # engram.http_api.TOKEN_ENV
+_RUNNERS: dict[str, str] = {}
+
+
+def _runner(command: str) -> Callable[..., Any]:
+    """Import and return the function that serves ``command`` (named by add_adapters)."""
+    import importlib
+
+    module, _, function = _RUNNERS[command].partition(":")
+    runner: Callable[..., Any] = getattr(importlib.import_module(module), function)
+    return runner
+
+
+def _root_of(ctx: typer.Context) -> Path:
+    from engram.config import find_root
+
+    directory = (ctx.obj or {}).get("dir")
+    return find_root(Path(directory) if directory is not None else None)
+
+
+class ToolProfile(enum.StrEnum):
+    agent = "agent"
+    admin = "admin"
+    all = "all"
+
+
+class CompatNames(enum.StrEnum):
+    go_engram = "go-engram"
+    engram_rs = "engram-rs"
+
+
+def mcp_command(
+    ctx: typer.Context,
+    tools: Annotated[
+        ToolProfile,
+        typer.Option(
+            "--tools",
+            help="Tool profile: agent (everyday tools), admin (forget and maintenance) or all.",
+        ),
+    ] = ToolProfile.agent,
+    compat: Annotated[
+        list[CompatNames] | None,
+        typer.Option(
+            "--compat",
+            metavar="go-engram|engram-rs",
+            help="Also offer another memory tool's names and parameters (repeatable).",
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            metavar="TOKENS",
+            help="Most tokens in one response (default: mcp.token_budget in config.yaml, "
+            f"else {MCP_BUDGET}).",
+        ),
+    ] = None,
+) -> None:
+    """Serve this project's memory to coding agents over MCP (stdio)."""
+    names = [c.value for c in compat or []]
+    _runner("mcp")(_start(ctx), profile=tools.value, compat=names, budget=budget)
+
+
+def daemon_command(
+    ctx: typer.Context,
+    socket: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Listen here (default .engram/state/engram.sock, or a short path for deep "
+            "folders).",
+        ),
+    ] = None,
+) -> None:
+    """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
+    from engram.config import ENGRAM_DIR
+    from engram.rpc import socket_path
+
+    root = _root_of(ctx)
+    where = socket or socket_path(root / ENGRAM_DIR)
+
+    def ready() -> None:
+        echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
+
+    _runner("daemon")(root, socket, ready=ready)
+
+
+def serve_command(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option(help="TCP port to listen on.", min=0, max=65535)] = (
+        HTTP_PORT
+    ),
+    host: Annotated[
+        str,
+        typer.Option(help=f"Address to bind; other than loopback needs {HTTP_TOKEN_ENV} set."),
+    ] = HTTP_HOST,
+) -> None:
+    """Serve this project's memory over HTTP (REST + OpenAPI at /docs)."""
+
+    def ready(url: str) -> None:
+        echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
+
+    _runner("serve")(_start(ctx), host=host, port=port, ready=ready)
+
+
+def tui_command(
+    ctx: typer.Context,
+    ansi: Annotated[
+        bool,
+        typer.Option(
+            "--ansi",
+            help="Draw with the terminal's own 16 colours (for terminals with odd palettes).",
+        ),
+    ] = False,
+) -> None:
+    """Browse, search and tidy the project's memories in a terminal UI (needs engram-git[tui])."""
+    _runner("tui")(_root_of(ctx), ansi=ansi)
+
+
+ADAPTER_COMMANDS: dict[str, Callable[..., None]] = {
+    "mcp": mcp_command,
+    "daemon": daemon_command,
+    "serve": serve_command,
+    "tui": tui_command,
+}
+
+
+def add_adapters(runners: Mapping[str, str]) -> None:
+    """Add the commands of ``runners`` (name -> "module:function" that serves it) to the app."""
+    for name, target in runners.items():
+        if name not in _RUNNERS:
+            app.command(name)(ADAPTER_COMMANDS[name])
+        _RUNNERS[name] = target
+
+
+# -- the fast path -----------------------------------------------------------------------------
+# `engram recall`, `check` and `context` are what agents and hooks run most, often as a fresh
+# process. typer 0.29 builds a pydantic validator for every parameter of a command it runs,
+# which costs more than the command itself; so main() parses a plain command line of these
+# commands itself, reading their options from the typer declarations above (names, defaults,
+# limits), calls the command, and hands anything else (help, unknown options, bad values) to
+# typer. tests/test_cli.py checks that both accept the same options and print the same output.
+
+FAST_COMMANDS = ("recall", "search", "check", "context")
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One parameter of a fast command: its keyword, what it holds, its default and limits."""
+
+    keyword: str
+    kind: str  # flag, text, number or list
+    default: Any
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+_KINDS: dict[Any, str] = {
+    bool: "flag", str: "text", int: "number", int | None: "number", list[str] | None: "list",
 }  # fmt: skip
-_FAST_FLAGS: dict[str, str] = {"--json": "as_json"}
 
 
-def fast_recall_args(argv: list[str]) -> dict[str, Any] | None:
-    """Parse a plain `[-C PATH] recall|search …` command line, or None to leave it to typer."""
+def _plain(info: ParameterInfo) -> bool:
+    """Tell whether a typer parameter does nothing the fast path would have to copy."""
+    return (
+        info.callback is None
+        and info.parser is None
+        and info.envvar is None
+        and info.default_factory is None
+        and info.expose_value
+        and not info.is_eager
+        and not info.clamp
+        and not getattr(info, "prompt", False)
+        and not getattr(info, "count", False)
+        and getattr(info, "flag_value", None) is None
+    )
+
+
+class _Shape(NamedTuple):
+    """What the fast path reads of a command: its function, context keyword, options, argument."""
+
+    function: Callable[..., Any]
+    context: str
+    options: dict[str, _Slot]
+    argument: _Slot | None
+
+
+def _function(command: str) -> Callable[..., Any] | None:
+    for info in app.registered_commands:
+        name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else "")
+        if name == command:
+            return info.callback
+    return None
+
+
+def _shape(command: str) -> _Shape | None:
+    """Return how to call a fast command from its typer declaration, or None if it is not plain."""
+    import inspect
+    from typing import get_args, get_origin, get_type_hints
+
+    function = _function(command) if command in FAST_COMMANDS else None
+    if function is None:
+        return None
+    hints = get_type_hints(function, include_extras=True)
+    context, options, argument = "", {}, None
+    for name, parameter in inspect.signature(function).parameters.items():
+        hint = hints[name]
+        if hint is typer.Context:
+            context = name
+            continue
+        if get_origin(hint) is not Annotated:
+            return None
+        base, info = get_args(hint)[:2]
+        kind = _KINDS.get(base)
+        if kind is None or not isinstance(info, ParameterInfo) or not _plain(info):
+            return None
+        slot = _Slot(name, kind, parameter.default, info.min, info.max)
+        if isinstance(info, ArgumentInfo):
+            if kind != "text" or argument is not None or parameter.default is parameter.empty:
+                return None
+            argument = slot
+            continue
+        # In Annotated[…, typer.Option("--name", "-n")] typer reads the first name as `default`.
+        first = [info.default] if isinstance(info.default, str) else []
+        names = [*first, *(info.param_decls or ())] or (
+            [] if kind == "flag" else ["--" + name.replace("_", "-")]
+        )
+        if not names or any("/" in n or not n.startswith("-") for n in names):
+            return None  # a flag's --x/--no-x, a renamed keyword: typer's own business
+        options.update(dict.fromkeys(names, slot))
+    return _Shape(function, context, options, argument) if context else None
+
+
+def fast_options(command: str) -> set[str] | None:
+    """Return the options the fast path reads for ``command``, or None if it leaves it to typer."""
+    shape = _shape(command)
+    return set(shape.options) if shape else None
+
+
+def _number(text: str, slot: _Slot) -> int | None:
+    if not (text.isascii() and text.isdigit()):
+        return None  # signs, spaces, other digits: typer decides
+    value = int(text)
+    low = slot.minimum if slot.minimum is not None else value
+    high = slot.maximum if slot.maximum is not None else value
+    return value if low <= value <= high else None
+
+
+def fast_command(argv: list[str]) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+    """Parse a plain `[-C PATH] recall|search|check|context …` line, or None to leave it to typer.
+
+    Returns the command's function and its keyword arguments, the context among them.
+    """
     args = list(argv)
     start: str | None = None
     if args[:1] == ["-C"] and len(args) >= 2:
         start, args = args[1], args[2:]
-    if not args or args[0] not in ("recall", "search"):
+    shape = _shape(args[0]) if args else None
+    if shape is None:
         return None
-    lists: dict[str, list[str]] = {"kind": [], "tag": [], "file": [], "status": [],
-                                   "scope": [], "project": []}  # fmt: skip
-    numbers = {"limit": 10, "offset": 0}
-    flags = {"as_json": False}
+    options, argument = shape.options, shape.argument
+    given: dict[str, Any] = {}
     words: list[str] = []
     rest = args[1:]
     position = 0
     while position < len(rest):
         token = rest[position]
-        if token == "--":
-            words.extend(rest[position + 1 :])
-            break
-        name, has_value, inline = token.partition("=")
-        if token.startswith("-") and len(token) > 1:
-            if name in _FAST_FLAGS and not has_value:
-                flags[_FAST_FLAGS[name]] = True
-            elif (name in _FAST_VALUES and name.startswith("--")) or token in _FAST_VALUES:
-                key = _FAST_VALUES[name if has_value else token]
-                if has_value:
-                    value = inline
-                elif position + 1 < len(rest):
-                    position += 1
-                    value = rest[position]
-                else:
-                    return None
-                if key in numbers:
-                    if not value.isdigit():
-                        return None
-                    numbers[key] = int(value)
-                else:
-                    lists[key].append(value)
-            else:
-                return None  # --help, unknown options: typer explains
-        else:
-            words.append(token)
         position += 1
-    if len(words) > 1:
+        if token == "--":
+            words.extend(rest[position:])
+            break
+        if not token.startswith("-") or len(token) == 1:
+            words.append(token)
+            continue
+        name, has_value, inline = token.partition("=")
+        inline_value = has_value and name.startswith("--")
+        slot = options.get(name if inline_value else token)
+        if slot is None or (slot.kind == "flag" and inline_value):
+            return None  # --help, unknown options, --json=…: typer explains
+        if slot.kind == "flag":
+            given[slot.keyword] = True
+            continue
+        if not inline_value:
+            if position == len(rest):
+                return None
+            inline, position = rest[position], position + 1
+        if slot.kind == "list":
+            given.setdefault(slot.keyword, []).append(inline)
+        elif slot.kind == "number":
+            number = _number(inline, slot)
+            if number is None:
+                return None
+            given[slot.keyword] = number
+        else:
+            given[slot.keyword] = inline
+    if len(words) > (1 if argument else 0):
         return None
-    return {
-        "start": Path(start) if start is not None else None,
-        "query": words[0] if words else "",
-        **{key: (value or None) for key, value in lists.items()},
-        **numbers,
-        **flags,
-    }
+    if argument is not None and words:
+        given[argument.keyword] = words[0]
+    kwargs = {slot.keyword: slot.default for slot in options.values()}
+    if argument is not None:
+        kwargs[argument.keyword] = argument.default
+    kwargs.update(given)
+    command = TyperCommand(args[0])
+    kwargs[shape.context] = typer.Context(command, obj={"dir": Path(start) if start else None})
+    return shape.function, kwargs
 
 
 def main() -> None:
     """Run the CLI (the ``engram`` console script)."""
     os.environ.setdefault("PYTHONIOENCODING", "utf-8")
-    parsed = fast_recall_args(sys.argv[1:])
-    if parsed is None:
+    fast = fast_command(sys.argv[1:])
+    if fast is None:
         app()
         return
+    function, kwargs = fast
     try:
         with _boundary():
-            start = parsed.pop("start")
-            if start is not None and not start.is_dir():
-                raise InvalidInput(f"-C {start}: no such folder")
-            _recall(start, **parsed)
+            function(**kwargs)
     except typer.Exit as exit_:
         raise SystemExit(exit_.exit_code) from None

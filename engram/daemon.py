@@ -34,9 +34,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
-
-import typer
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from engram import compat_rs as rs
 from engram import rpc
@@ -619,7 +617,11 @@ def _prepare_socket(path: Path, default: bool) -> None:
 def serve(
     root: Path, socket_path: Path | None = None, *, ready: Callable[[], None] | None = None
 ) -> None:
-    """Serve the store of ``root`` on a Unix socket until SIGTERM or SIGINT."""
+    """Serve the store of ``root`` on a Unix socket until SIGTERM or SIGINT.
+
+    ``engram daemon`` calls this (the CLI declares the command's options); ``ready`` is called
+    once the socket listens.
+    """
     root = Path(root).absolute()
     engram_dir = root / ENGRAM_DIR
     if not engram_dir.is_dir():
@@ -681,35 +683,6 @@ def _main(argv: list[str]) -> int:
         print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
         return 1
     return 0
-
-
-def daemon_command(
-    ctx: typer.Context,
-    socket: Annotated[
-        Path | None,
-        typer.Option(
-            "--socket",
-            help="Listen here (default .engram/state/engram.sock, or a short path for deep "
-            "folders).",
-        ),
-    ] = None,
-) -> None:
-    """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
-    from engram.config import find_root
-
-    directory = (ctx.obj or {}).get("dir")
-    root = find_root(Path(directory) if directory is not None else None)
-    where = socket or rpc.socket_path(root / ENGRAM_DIR)
-
-    def ready() -> None:
-        typer.echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
-
-    serve(root, socket, ready=ready)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``daemon`` command to the engram CLI (``engram.__main__`` calls this)."""
-    app.command("daemon")(daemon_command)
 
 
 def _public_settings(data: Any) -> Any:

@@ -39,8 +39,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
-import typer
-
 from engram.errors import EngramError, InputTooLarge, InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -886,7 +884,11 @@ def serve(
     port: int = DEFAULT_PORT,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the API until interrupted; refuse a non-loopback host without a token."""
+    """Serve the API until interrupted; refuse a non-loopback host without a token.
+
+    ``engram serve`` calls this (the CLI declares the command's options); ``ready`` gets the URL
+    just before the server starts.
+    """
     token = os.environ.get(TOKEN_ENV, "").strip() or None
     check_exposure(host, token)
     try:
@@ -905,33 +907,6 @@ def serve(
         where = f"[{host}]" if ":" in host else host
         ready(f"http://{where}:{port}")
     server.run()
-
-
-def serve_command(
-    ctx: typer.Context,
-    port: Annotated[int, typer.Option(help="TCP port to listen on.", min=0, max=65535)] = (
-        DEFAULT_PORT
-    ),
-    host: Annotated[
-        str,
-        typer.Option(help=f"Address to bind; other than loopback needs {TOKEN_ENV} set."),
-    ] = DEFAULT_HOST,
-) -> None:
-    """Serve this project's memory over HTTP (REST + OpenAPI at /docs)."""
-    directory = (ctx.obj or {}).get("dir")
-    if directory is not None and not Path(directory).is_dir():
-        raise InvalidInput(f"-C {directory}: no such folder")
-    start = Path(directory) if directory is not None else None
-
-    def ready(url: str) -> None:
-        typer.echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
-
-    serve(start, host=host, port=port, ready=ready)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``serve`` command to the engram CLI (``engram.__main__`` calls this)."""
-    app.command("serve")(serve_command)
 
 
 def _main(argv: list[str]) -> int:
@@ -963,7 +938,6 @@ __all__ = [
     "host_allowed",
     "host_name",
     "is_loopback",
-    "register",
     "serve",
 ]
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import enum
 import functools
 import json
 import math
@@ -35,9 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
-
-import typer
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound
 from engram.model import (
@@ -2121,48 +2118,17 @@ class _Pipes:
 # -- the command ------------------------------------------------------------------------------
 
 
-class ProfileChoice(enum.StrEnum):
-    agent = "agent"
-    admin = "admin"
-    all = "all"
-
-
-class CompatChoice(enum.StrEnum):
-    go_engram = "go-engram"
-    engram_rs = "engram-rs"
-
-
-def mcp_command(
-    ctx: typer.Context,
-    tools: Annotated[
-        ProfileChoice,
-        typer.Option(
-            "--tools",
-            help="Tool profile: agent (everyday tools), admin (forget and maintenance) or all.",
-        ),
-    ] = ProfileChoice.agent,
-    compat: Annotated[
-        list[CompatChoice] | None,
-        typer.Option(
-            "--compat",
-            metavar="go-engram|engram-rs",
-            help="Also offer another memory tool's names and parameters (repeatable).",
-        ),
-    ] = None,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            "--budget",
-            metavar="TOKENS",
-            help="Most tokens in one response (default: mcp.token_budget in config.yaml, "
-            f"else {DEFAULT_BUDGET}).",
-        ),
-    ] = None,
+def run(
+    start: Path | None = None,
+    *,
+    profile: str = "agent",
+    compat: Iterable[str] = (),
+    budget: int | None = None,
 ) -> None:
-    """Serve this project's memory to coding agents over MCP (stdio)."""
-    directory = (ctx.obj or {}).get("dir")
-    if directory is not None and not Path(directory).is_dir():
-        raise InvalidInput(f"-C {directory}: no such folder")
+    """Serve the project at or above ``start`` (default: here) over stdio until the client goes.
+
+    ``engram mcp`` calls this (the CLI declares the command's options).
+    """
     import logging
 
     logging.basicConfig(
@@ -2170,23 +2136,12 @@ def mcp_command(
         stream=sys.stderr,
         format="engram mcp: %(levelname)s %(name)s: %(message)s",
     )
-    start = Path(directory) if directory is not None else None
-    with EngramMCP(
-        start,
-        profile=tools.value,
-        compat=[c.value for c in compat or []],
-        budget=budget,
-    ) as core:
+    with EngramMCP(start, profile=profile, compat=list(compat), budget=budget) as core:
         try:
             core.engram  # noqa: B018 -- open now to warn early; the tools say it again
         except EngramError as exc:
             print(f"engram mcp: {exc.message} (hint: {exc.hint})", file=sys.stderr)
         serve(core)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``mcp`` command to the engram CLI (``engram.__main__`` calls this)."""
-    app.command("mcp")(mcp_command)
 
 
 def _public_settings(data: Any) -> Any:

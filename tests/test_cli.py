@@ -307,17 +307,19 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make test" in ci
 
 
-def _typer_recall_options() -> set[str]:
+def _typer_options(command_name: str) -> set[str]:
     import typer.main
 
-    command = typer.main.get_command(app).commands["recall"]  # type: ignore[attr-defined]
+    command = typer.main.get_command(app).commands[command_name]  # type: ignore[attr-defined]
     return {opt for param in command.params for opt in param.opts if opt.startswith("-")}
 
 
-def test_fast_recall_path_accepts_what_typer_accepts() -> None:
-    from engram.cli import _FAST_FLAGS, _FAST_VALUES
+@pytest.mark.parametrize("command_name", ["recall", "search", "check", "context"])
+def test_fast_path_accepts_what_typer_accepts(command_name: str) -> None:
+    from engram.cli import FAST_COMMANDS, fast_options
 
-    assert set(_FAST_VALUES) | set(_FAST_FLAGS) == _typer_recall_options() - {"--help", "-h"}
+    assert command_name in FAST_COMMANDS
+    assert fast_options(command_name) == _typer_options(command_name) - {"--help", "-h"}
 
 
 @pytest.mark.parametrize(
@@ -331,9 +333,16 @@ def test_fast_recall_path_accepts_what_typer_accepts() -> None:
         ["recall", "--status", "superseded", "--scope", "project", "--project", "ledger-api", "x"],
         ["recall", "no-such-word-anywhere"],
         ["recall", "--kind", "banana", "x"],
+        ["check", "--files", "api/idempotency.py"],
+        ["check", "-f", "api/idempotency.py,api/money.py", "--text", "redis", "--json"],
+        ["check", "--budget=120", "--files", "api/idempotency.py"],
+        ["check"],
+        ["context"],
+        ["context", "--budget", "300", "-q", "money"],
+        ["context", "--json", "--query=idempotency"],
     ],
 )
-def test_fast_recall_path_prints_what_typer_prints(
+def test_fast_path_prints_what_typer_prints(
     tmp_path: Path,
     args: list[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -341,14 +350,14 @@ def test_fast_recall_path_prints_what_typer_prints(
 ) -> None:
     import shutil
 
-    from engram.cli import fast_recall_args, main
+    from engram.cli import fast_command, main
 
     root = tmp_path / "ex"
     shutil.copytree(
         EXAMPLES / ".engram", root / ".engram", ignore=shutil.ignore_patterns("index", "state")
     )
     argv = ["-C", str(root), *args]
-    assert fast_recall_args(argv) is not None
+    assert fast_command(argv) is not None
     monkeypatch.setattr(sys, "argv", ["engram", *argv])
     with pytest.raises(SystemExit) as exited:
         main()
@@ -366,12 +375,41 @@ def test_fast_recall_path_prints_what_typer_prints(
         ["recall", "-n"],
         ["recall", "-n", "x"],
         ["recall", "--unknown", "x"],
+        ["recall", "-n", "\N{FULLWIDTH DIGIT THREE}"],
+        ["recall", "--json=yes"],
+        ["check", "--files"],
+        ["check", "stray-word"],
+        ["context", "--budget", "-1"],
+        ["context", "--help"],
         ["stats"],
         ["-C"],
         [],
     ],
 )
-def test_fast_recall_path_leaves_the_rest_to_typer(argv: list[str]) -> None:
-    from engram.cli import fast_recall_args
+def test_fast_path_leaves_the_rest_to_typer(argv: list[str]) -> None:
+    from engram.cli import fast_command
 
-    assert fast_recall_args(argv) is None
+    assert fast_command(argv) is None
+
+
+def test_the_adapter_commands_agree_with_the_adapters_that_serve_them() -> None:
+    """The CLI declares mcp, daemon, serve and tui; their names and defaults are the adapters'."""
+    import importlib
+
+    from engram import cli, http_api, mcp_server
+    from engram.__main__ import RUNNERS
+
+    assert set(RUNNERS) == set(cli.ADAPTER_COMMANDS)
+    for target in RUNNERS.values():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
+    assert tuple(cli.ToolProfile) == mcp_server.PROFILES
+    assert tuple(cli.CompatNames) == mcp_server.COMPATS
+    assert cli.MCP_BUDGET == mcp_server.DEFAULT_BUDGET
+    served = (cli.HTTP_HOST, cli.HTTP_PORT, cli.HTTP_TOKEN_ENV)
+    assert served == (http_api.DEFAULT_HOST, http_api.DEFAULT_PORT, http_api.TOKEN_ENV)
+    code, out, _ = invoke("--help")
+    assert code == 0
+    for name, command in cli.ADAPTER_COMMANDS.items():
+        summary = (command.__doc__ or "").split("\n")[0][:30]
+        assert re.search(rf"^\s+{name}\s+{re.escape(summary)}", out, re.MULTILINE), name

@@ -437,13 +437,9 @@ def test_engram_tui_runs_in_a_real_terminal_and_q_quits(store: tuple[Engram, Ids
     engram, _ = store
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    # The CLI with this adapter's command, as engram.__main__ puts them together.
-    code = (
-        "import sys\nfrom engram import cli\nimport engram.tui\n"
-        "engram.tui.register(cli.app)\ncli.app(prog_name='engram')\n"
-    )
+    # The engram command as installed: the CLI runs this adapter's command.
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "-C", str(engram.root), "tui"],
+        [sys.executable, "-m", "engram", "-C", str(engram.root), "tui"],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -476,12 +472,8 @@ def test_engram_tui_runs_in_a_real_terminal_and_q_quits(store: tuple[Engram, Ids
 
 
 def test_the_command_fails_with_a_hint_outside_a_project(tmp_path: Path) -> None:
-    code = (
-        "from engram import cli\nimport engram.tui\n"
-        "engram.tui.register(cli.app)\ncli.app(prog_name='engram')\n"
-    )
     done = subprocess.run(
-        [sys.executable, "-c", code, "-C", str(tmp_path), "tui"],
+        [sys.executable, "-m", "engram", "-C", str(tmp_path), "tui"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -494,12 +486,9 @@ def test_the_command_fails_with_a_hint_outside_a_project(tmp_path: Path) -> None
 
 def test_the_command_is_registered_and_import_stays_cheap(tmp_path: Path) -> None:
     code = (
-        "import sys, typer, engram.tui as t\n"
+        "import sys, engram.tui, engram.__main__ as composition\n"
         "assert 'textual' not in sys.modules, 'textual imported early'\n"
-        "app = typer.Typer()\n"
-        "t.register(app)\n"
-        "@app.command()\n"
-        "def other() -> None: pass\n"
+        "app = composition.app\n"
         "print(sorted(c.name or c.callback.__name__ for c in app.registered_commands))\n"
     )
     done = subprocess.run(
