@@ -1,21 +1,28 @@
 """The one exception tree of engram; every error carries a hint: the next thing to run.
 
     EngramError
-    ├── ConfigError          config.yaml / config.json unreadable or invalid
-    ├── NotInitialized       no .engram/ found for this project
-    ├── InvalidInput         a field, id, option or query argument a caller passed is wrong
-    │   └── InputTooLarge    JSON nested deeper or bigger than engram reads (also a ValueError)
-    ├── NotFound             no memory has this id (or prefix)
-    ├── AmbiguousId          the prefix names more than one memory
-    ├── CorruptStore         memories.jsonl has a bad line, a duplicate id or conflict markers
-    ├── LockTimeout          another process held the store lock for too long
-    ├── StoreChanged         memories.jsonl was replaced (git) while a write ran: read again
-    ├── UnsafePath           .engram/state or index/ (or a file in them) is a symbolic link
-    ├── IndexError_          the derived index could not be read or written
-    └── SyncError            a sync with a remote failed (nothing local was lost)
+    ├── ConfigError           config.yaml / config.json unreadable or invalid
+    ├── NotInitialized        no .engram/ found for this project
+    ├── InvalidInput          a field, id, option or query argument a caller passed is wrong
+    │   ├── InputTooLarge     JSON nested deeper or bigger than engram reads (also a ValueError)
+    │   └── ProtocolError     [trainer.protocol] a trainer printed a line outside its protocol
+    ├── NotFound              no memory has this id (or prefix)
+    ├── AmbiguousId           the prefix names more than one memory
+    ├── CorruptStore          memories.jsonl has a bad line, a duplicate id or conflict markers
+    │   └── ChunkError        [sync.chunks] a chunk, the manifest or the sync state is unreadable
+    ├── LockTimeout           another process held the store lock for too long
+    ├── StoreChanged          memories.jsonl was replaced (git) while a write ran: read again
+    ├── UnsafePath            .engram/state or index/ (or a file in them) is a symbolic link
+    ├── IndexError_           the derived index could not be read or written
+    ├── SyncError             a sync with a remote failed (nothing local was lost)
+    ├── ServeError            [http_api] the HTTP server cannot start as asked
+    ├── DaemonError           [daemon] another daemon serves the store, or the socket is unusable
+    └── _UnknownTool          [mcp_server] an MCP client called a tool this server does not offer
 
-Adapters catch ``EngramError`` at their one boundary and show ``message`` and ``hint``; this
-module must not import anything from engram.
+A class marked ``[module]`` is defined in ``engram.<module>``, next to the only code that raises
+it; the others live here and are all in ``__all__``. tests/test_architecture.py checks that every
+subclass of ``EngramError`` in engram/ is drawn above. Adapters catch ``EngramError`` at their
+one boundary and show ``message`` and ``hint``; this module must not import anything from engram.
 """
 
 from __future__ import annotations

@@ -1,104 +1,445 @@
-"""The layer direction of DESIGN.md §7, checked on the import statements of every module."""
+"""The layers of DESIGN.md §7, read from docs/layers.toml and checked on every module of engram/.
+
+One checker (``violations``) reads the import statements of a package and reports: a module the
+map does not place, an import the map does not allow (adapters never import each other, the
+index never imports the store …), a third-party package outside its home, and a write to the
+file system outside engram/store that ``ALLOWED_WRITES`` does not name with its reason. It runs
+on engram/ and, to show that it bites, on a small package planted in ``tmp_path`` with one
+violation of each kind. Also here: the exception tree drawn in engram/errors.py names every
+``EngramError`` subclass, and ``engram check``, ``recall`` and ``context`` import no adapter, no
+async stack and no pydantic.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
+if TYPE_CHECKING:
+    from engram.service import Engram
 
-PACKAGE = Path(__file__).resolve().parent.parent / "engram"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "engram"
+LAYERS = ROOT / "docs" / "layers.toml"
 
-LEAVES = {"engram.errors", "engram.model", "engram.config", "engram.fileio", "engram"}
-ADAPTERS = {
-    "engram.cli",
-    "engram.mcp_server",
-    "engram.http_api",
-    "engram.tui",
-    "engram.daemon",
-    "engram.__main__",
+# Every module outside engram/store that writes files, and what it writes. A key is a module or
+# a ``package.*`` pattern, as in docs/layers.toml; an entry whose modules write nothing fails.
+ALLOWED_WRITES: dict[str, str] = {
+    "engram.agents": "the coding agents' own settings (.claude/, .cursor/, AGENTS.md …)",
+    "engram.cli": "`export --output` and `consolidate --out` write the file the user named",
+    "engram.config": "config.yaml (its template, `config set`) and state/config.cache.json",
+    "engram.daemon": "its flock file and Unix socket in .engram/state/ (no data)",
+    "engram.fileio": "the primitives (atomic replace, lock files) called with others' paths",
+    "engram.index.*": "the derived index in .engram/index/, rebuilt from memories.jsonl at will",
+    "engram.obsidian": "the Obsidian vault the user names, outside .engram/",
+    "engram.service": "`init` makes the project folder; `index --rebuild` drops the git cache",
+    "engram.sync.gitmerge": "the merge driver rewrites the file git hands it, outside .engram/",
+    "engram.sync.remote": "its run marker and stale git lock files, in the git folder",
 }
-# Third-party modules that belong to adapters only.
-ADAPTER_ONLY = {"typer", "click", "rich", "mcp", "textual", "fastapi", "uvicorn", "starlette"}
+
+# Reading names only: calls of these modules that change no file.
+_READ_ONLY = {
+    "shutil": {"which", "get_terminal_size", "disk_usage"},
+    "tempfile": {"gettempdir", "gettempdirb", "gettempprefix"},
+}
+_OS_WRITES = {
+    "chmod", "link", "makedirs", "mkdir", "mkfifo", "remove", "removedirs", "rename", "renames",
+    "replace", "rmdir", "symlink", "truncate", "unlink",
+}  # fmt: skip
+_PATH_WRITES = {
+    "chmod", "hardlink_to", "mkdir", "rmdir", "symlink_to", "touch", "unlink", "write_bytes",
+    "write_text",
+}  # fmt: skip
+_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
 
 
-def layer(module: str) -> int:
-    """Return the layer number of an engram module: 0 leaves … 4 adapters."""
-    if module in LEAVES:
-        return 0
-    if module == "engram.store" or module.startswith("engram.store."):
-        return 1
-    if module == "engram.service":
-        return 3
-    if module in ADAPTERS or module.startswith("engram.tui."):
-        return 4
-    return 2  # features: index/, indexer/, sync/, graph, context, doctor …
+# -- the map ------------------------------------------------------------------------------------
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+@dataclass(frozen=True)
+class Group:
+    name: str
+    modules: frozenset[str]  # exact module names
+    patterns: frozenset[str]  # "engram.store" for "engram.store.*"
+    imports: frozenset[str]  # the other groups it may import
+
+
+@dataclass(frozen=True)
+class LayerMap:
+    groups: Mapping[str, Group]
+    third_party: Mapping[str, frozenset[str]]  # top-level package -> groups that may import it
+
+    def place(self, module: str) -> str | None:
+        """Return the group of ``module``: its exact name first, else the longest pattern."""
+        for group in self.groups.values():
+            if module in group.modules:
+                return group.name
+        best: tuple[int, str] | None = None
+        for group in self.groups.values():
+            for pattern in group.patterns:
+                if matches(pattern, module) and (best is None or len(pattern) > best[0]):
+                    best = (len(pattern), group.name)
+        return best[1] if best else None
+
+
+def matches(pattern: str, module: str) -> bool:
+    """Tell whether ``module`` is the package ``pattern`` or a module under it."""
+    return module == pattern or module.startswith(pattern + ".")
+
+
+def load_map(path: Path = LAYERS) -> LayerMap:
+    """Read docs/layers.toml; refuse a name placed twice or an import of an unknown group."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    groups: dict[str, Group] = {}
+    seen: set[str] = set()
+    for name, body in data["groups"].items():
+        names = list(body["modules"])
+        assert not seen & set(names), f"{path.name}: {sorted(seen & set(names))} placed twice"
+        seen |= set(names)
+        groups[name] = Group(
+            name,
+            frozenset(n for n in names if not n.endswith(".*")),
+            frozenset(n.removesuffix(".*") for n in names if n.endswith(".*")),
+            frozenset(body["imports"]),
+        )
+    for group in groups.values():
+        unknown = group.imports - set(groups)
+        assert not unknown, f"{path.name}: group {group.name} imports unknown groups {unknown}"
+    third = {top: frozenset(homes) for top, homes in data["third_party"].items()}
+    for top, homes in third.items():
+        assert homes <= set(groups), f"{path.name}: {top} lives in unknown groups"
+    return LayerMap(groups, third)
+
+
+# -- reading a package --------------------------------------------------------------------------
+
+
+def module_name(path: Path, package: Path) -> str:
+    """Return the dotted module name of a file of ``package`` (a folder named like it)."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def imports(path: Path) -> list[tuple[str, int]]:
-    """Return (imported module, line) for every import in a file, relative ones resolved."""
+def modules(package: Path) -> dict[str, Path]:
+    """Return every module of a package by dotted name."""
+    return {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+
+
+def imports(path: Path, package: Path, known: set[str]) -> Iterator[tuple[str, int]]:
+    """Yield (imported module, line) for every import in a file, relative ones resolved.
+
+    ``from engram.store import jsonl`` imports engram.store.jsonl (a module of ``known``); an
+    ``importlib.import_module("engram.x")`` with a literal name counts as an import too.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    own = module_name(path)
-    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
-    found = []
+    own = module_name(path, package)
+    here = own if path.name == "__init__.py" else own.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
+            for alias in node.names:
+                yield alias.name, node.lineno
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
                 name = ".".join([*base, node.module] if node.module else base)
             else:
                 name = node.module or ""
-            found.append((name, node.lineno))
-            # `from engram import service` imports engram.service
-            if name == "engram":
-                found += [(f"engram.{alias.name}", node.lineno) for alias in node.names]
+            yield name, node.lineno
+            for alias in node.names:
+                if f"{name}.{alias.name}" in known:
+                    yield f"{name}.{alias.name}", node.lineno
+        elif (
+            isinstance(node, ast.Call)
+            and _called(node) in {"import_module", "importlib.import_module"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, node.lineno
+
+
+def _called(node: ast.Call) -> str:
+    """Return the dotted name a call calls (``os.replace``, ``open``, ``?.write_text``)."""
+    func, parts = node.func, []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    elif parts:
+        parts.append("?")  # called on an expression: Path(x).write_text(...)
+    return ".".join(reversed(parts))
+
+
+def _owner(name: str, known: set[str]) -> str | None:
+    """Return the module ``name`` lies in (``engram.index.db.Hit`` -> engram.index.db)."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _mode(node: ast.Call, position: int) -> str | None:
+    """Return the constant mode of an open call ('r' when none is given), None if unknown."""
+    mode: ast.expr | None = node.args[position] if len(node.args) > position else None
+    for keyword in node.keywords:
+        if keyword.arg == "mode":
+            mode = keyword.value
+    if mode is None:
+        return "r"
+    return mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else None
+
+
+def writes(path: Path) -> Iterator[tuple[str, int]]:
+    """Yield (what, line) for every call in a file that may create, change or remove a file."""
+    calls = [
+        n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)
+    ]
+    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+        called = _called(node)
+        head, _, tail = called.rpartition(".")
+        if called in {"open", "io.open", "os.fdopen"}:
+            mode = _mode(node, 1)
+            if mode is None or set(mode) & set("wax+"):
+                yield f"{called}(mode {mode or '?'})", node.lineno
+        elif called == "os.open":
+            flags = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            if flags & _WRITE_FLAGS:
+                yield called, node.lineno
+        elif head == "os" and tail in _OS_WRITES:
+            yield called, node.lineno
+        elif head in _READ_ONLY:
+            if tail not in _READ_ONLY[head]:
+                yield called, node.lineno
+        elif tail == "atomic_write":  # the store's primitive, called with a path of one's own
+            yield called, node.lineno
+        elif head and head != "os" and tail in _PATH_WRITES:
+            yield f".{tail}()", node.lineno
+        elif head and tail in {"rename", "replace"} and len(node.args) == 1 and not node.keywords:
+            yield f".{tail}()", node.lineno  # Path.replace(target); str.replace takes two
+        elif head and tail == "open":  # Path.open(mode); Engram.open(start) is no file
+            mode = _mode(node, 0)
+            if mode is not None and set(mode) & set("wax+"):
+                yield f".open(mode {mode})", node.lineno
+
+
+# -- the checker --------------------------------------------------------------------------------
+
+
+def violations(
+    package: Path, layers: LayerMap, allowed_writes: Mapping[str, str] = ALLOWED_WRITES
+) -> list[str]:
+    """Return every breach of the layer map in ``package``, one line each (none: [])."""
+    found = modules(package)
+    known = set(found)
+    top = package.name
+    problems: list[str] = []
+    placed = {name: layers.place(name) for name in found}
+    problems += [f"{name}: not placed in docs/layers.toml" for name, g in placed.items() if not g]
+    for name, path in found.items():
+        group = placed[name]
+        if group is None:
+            continue
+        allowed = layers.groups[group].imports | {group}
+        for imported, line in imports(path, package, known):
+            where = f"{name}:{line}"
+            first = imported.split(".")[0]
+            if first != top:
+                homes = layers.third_party.get(first)
+                if homes is not None and group not in homes:
+                    problems.append(f"{where}: {first} belongs to {sorted(homes)}, not {group}")
+                continue
+            target = _owner(imported, known)
+            if target is None:
+                problems.append(f"{where}: imports {imported}, no module of {top}")
+                continue
+            other = placed[target]
+            if other is not None and other not in allowed:
+                problems.append(
+                    f"{where}: {group} imports {target} ({other}); "
+                    f"it may import only {sorted(allowed)}"
+                )
+        problems += _write_breaches(name, group, path, allowed_writes)
+    return problems
+
+
+def _write_breaches(name: str, group: str, path: Path, allowed: Mapping[str, str]) -> list[str]:
+    if group == "store" or any(matches(key.removesuffix(".*"), name) for key in allowed):
+        return []
+    return [
+        f"{name}:{line}: {what} writes outside engram/store (only the store writes .engram/)"
+        for what, line in writes(path)
+    ]
+
+
+# -- the real package ---------------------------------------------------------------------------
+
+
+def test_the_map_places_every_module_and_every_import_follows_it() -> None:
+    assert violations(PACKAGE, load_map()) == []
+
+
+def test_every_name_in_the_map_is_a_module_of_engram() -> None:
+    layers, known = load_map(), set(modules(PACKAGE))
+    for group in layers.groups.values():
+        assert group.modules <= known, f"{group.name}: {sorted(group.modules - known)} are gone"
+        for pattern in group.patterns:
+            assert any(matches(pattern, name) for name in known), f"{pattern}.* matches nothing"
+
+
+def test_every_allowed_writer_still_writes() -> None:
+    found = modules(PACKAGE)
+    for key, why in ALLOWED_WRITES.items():
+        assert why, f"{key}: say why it may write"
+        writers = [n for n, p in found.items() if matches(key.removesuffix(".*"), n)]
+        assert any(next(writes(found[n]), None) for n in writers), f"{key} writes nothing now"
+
+
+def test_the_checker_reports_each_planted_violation(tmp_path: Path) -> None:
+    package = tmp_path / "engram"
+    files = {
+        "__init__.py": "",
+        "errors.py": "",
+        "service.py": "from engram.store import jsonl\n",
+        "store/__init__.py": "",
+        "store/jsonl.py": "from engram.errors import *\nfrom engram import service\n",
+        "index/__init__.py": "",
+        "index/db.py": "from engram.store.jsonl import MemoryStore\n",
+        "context.py": "from pathlib import Path\nPath('x').write_text('')\n",
+        "check.py": "import typer\nimport dulwich.repo\n",
+        "cli.py": "import typer\nfrom engram.service import Engram\n",
+        "mcp_server.py": "from .cli import app\n",
+        "tui/__init__.py": "import importlib\nimportlib.import_module('engram.daemon')\n",
+        "daemon.py": "",
+        "stray.py": "",
+    }
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    found = violations(package, load_map(), allowed_writes={})
+    expected = [
+        "engram.stray: not placed",
+        "engram.store.jsonl:2: store imports engram.service (service)",
+        "engram.index.db:1: index imports engram.store.jsonl (store)",
+        "engram.mcp_server:1: mcp_server imports engram.cli (cli)",
+        "engram.tui:2: tui imports engram.daemon (daemon)",
+        "engram.check:1: typer belongs to ['cli'], not features",
+        "engram.check:2: dulwich belongs to ['indexer', 'sync'], not features",
+        "engram.context:2: .write_text() writes outside engram/store",
+    ]
+    for message in expected:
+        assert any(line.startswith(message) for line in found), (message, found)
+    assert len(found) == len(expected), found  # the clean modules report nothing
+
+
+def test_writes_are_found_in_every_form(tmp_path: Path) -> None:
+    source = tmp_path / "w.py"
+    source.write_text(
+        textwrap.dedent("""\
+            import os, shutil, tempfile
+            open(p, "a"); open(p); p.open("wb"); p.open()
+            os.replace(a, b); os.open(p, os.O_WRONLY | os.O_CREAT); os.open(p, os.O_RDONLY)
+            shutil.rmtree(p); shutil.which("git"); tempfile.mkstemp(); tempfile.gettempdir()
+            p.replace(q); s.replace("a", "b"); d.replace(tzinfo=None); p.unlink()
+            atomic_write(p, b""); store.atomic_write(p, b""); open(p, mode)
+        """),
+        encoding="utf-8",
+    )
+    assert [what for what, _ in writes(source)] == [
+        "open(mode a)",
+        ".open(mode wb)",
+        "os.replace",
+        "os.open",
+        "shutil.rmtree",
+        "tempfile.mkstemp",
+        ".replace()",
+        ".unlink()",
+        "atomic_write",
+        "store.atomic_write",
+        "open(mode ?)",
+    ]
+
+
+# -- the exception tree -------------------------------------------------------------------------
+
+
+def engram_errors(package: Path = PACKAGE) -> dict[str, str]:
+    """Return every subclass of EngramError defined in the package, by name -> module."""
+    classes: list[tuple[str, str, set[str]]] = []
+    for name, path in modules(package).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in node.bases}
+                classes.append((node.name, name, {b.rpartition(".")[2] for b in bases}))
+    found = {"EngramError": "engram.errors"}
+    grew = True
+    while grew:
+        grew = False
+        for cls, module, bases in classes:
+            if cls not in found and bases & set(found):
+                found[cls], grew = module, True
     return found
 
 
-MODULES = sorted(PACKAGE.rglob("*.py"))
+def test_the_error_tree_draws_every_engram_error() -> None:
+    import engram.errors
+
+    doc = engram.errors.__doc__ or ""
+    drawn = {
+        match.group(1): match.group(2)
+        for match in re.finditer(r"(?:── |^ {4})(\w+)\s+(?:\[([\w.]+)\])?", doc, re.MULTILINE)
+    }
+    found = engram_errors()
+    assert set(drawn) == set(found), "errors.py draws other classes than engram/ defines"
+    for cls, module in found.items():
+        where = drawn[cls] and f"engram.{drawn[cls]}"
+        assert (where or "engram.errors") == module, f"{cls} is drawn in {where}, not {module}"
+    here = {cls for cls, module in found.items() if module == "engram.errors"}
+    assert here == set(engram.errors.__all__)
 
 
-def test_modules_found() -> None:
-    names = {module_name(p) for p in MODULES}
-    assert {"engram.model", "engram.store.jsonl", "engram.service", "engram.cli"} <= names
+# -- what a plain command imports ---------------------------------------------------------------
+
+HEAVY = ("mcp", "anyio", "asyncio", "pydantic", "fastapi", "starlette", "uvicorn", "textual")
+ADAPTERS = ("engram.mcp_server", "engram.http_api", "engram.daemon", "engram.tui")
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_layer_direction(path: Path) -> None:
-    own = module_name(path)
-    for name, line in imports(path):
-        if not name.startswith("engram"):
-            continue
-        if own.startswith(name + ".") or name == "engram":
-            continue  # a package's own __init__ docs
-        assert layer(name) <= layer(own), f"{own}:{line} imports {name} from a higher layer"
-        if layer(own) == 4 and own != "engram.__main__":
-            assert layer(name) < 4, f"{own}:{line}: adapters never import each other ({name})"
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_third_party_boundaries(path: Path) -> None:
-    own = module_name(path)
-    for name, line in imports(path):
-        top = name.split(".")[0]
-        if top in ADAPTER_ONLY:
-            assert layer(own) == 4, f"{own}:{line}: the core must not import {top}"
-        if top == "dulwich":
-            assert own.startswith(("engram.indexer", "engram.sync")), (
-                f"{own}:{line}: dulwich lives only in indexer/ and sync/"
-            )
-
-
-def test_checker_catches_a_violation(tmp_path: Path) -> None:
-    """The rule is live: a store module importing the service would be flagged."""
-    assert layer("engram.service") > layer("engram.store.jsonl")
-    assert layer("engram.cli") == 4 and layer("engram.index.db") == 2
+def test_check_recall_and_context_import_no_adapter_nor_async_stack(project: Engram) -> None:
+    (project.root / "a.py").write_text("x = 1\n", encoding="utf-8")
+    project.remember(
+        "Keep a.py small", "It is imported at start-up.", kind="pitfall", files=["a.py"]
+    )
+    code = textwrap.dedent("""\
+        import json, sys
+        import engram.__main__ as composition
+        for argv in (["check", "--files", "a.py"], ["recall", "x"], ["context"]):
+            sys.argv = ["engram", *argv]
+            try:
+                composition.main()
+            except SystemExit as exit_:
+                assert not exit_.code, (argv, exit_.code)
+        print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Keep a.py small" in done.stdout
+    loaded = json.loads(done.stderr.splitlines()[-1])
+    heavy = [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(ADAPTERS)]
+    assert heavy == []
