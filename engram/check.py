@@ -23,9 +23,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from engram.context import CHARS_PER_TOKEN, ID_CHARS, clip, estimate_tokens, provenance
+from engram.context import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
 from engram.index.db import file_matches
 from engram.model import Record
+from engram.operations.views import clip, provenance
 
 GIVE_UP: Final = 16  # findings in a row that do not fit before packing stops looking
 TITLE_CHARS: Final = 100

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from engram.context import clip
 from engram.errors import InvalidInput
+from engram.operations.views import clip
 
 Args = dict[str, Any]
 RS_TYPES: Final = ("decision", "pattern", "bugfix", "context", "antipattern")

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.model import Record
+from engram.operations.views import clip as clip
+from engram.operations.views import provenance as provenance
 
 CHARS_PER_TOKEN: Final = 4
 DEFAULT_BUDGET: Final = 2000
@@ -73,26 +75,6 @@ class Briefing:
 def estimate_tokens(text: str) -> int:
     """Estimate the tokens of a text: one per four characters, rounded up."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def clip(text: str, limit: int) -> str:
-    """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    text = str(text)
-    window = limit * 4 + 16  # flattening a long text whole would cost more than the line
-    flat = " ".join(text[:window].split())
-    if len(flat) <= limit and len(text) <= window:
-        return flat
-    return flat[: max(limit - 1, 0)].rstrip() + "…"
-
-
-def provenance(record: Mapping[str, Any]) -> str:
-    """Return who saved a memory, when and from where: ``author, date, source``."""
-    parts = [
-        str(record.get("author") or ""),
-        str(record.get("updated_at") or record.get("created_at") or "")[:10],
-        str(record.get("source") or ""),
-    ]
-    return ", ".join(part for part in parts if part) or "unknown origin"
 
 
 def overview(project: str, counts: Mapping[str, Any]) -> str:

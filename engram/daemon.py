@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from engram import compat_rs as rs
 from engram import rpc
 from engram.config import ENGRAM_DIR
-from engram.context import clip, provenance
 from engram.errors import EngramError, InvalidInput, NotInitialized
+from engram.operations.views import clip, provenance
 from engram.rpc import INVALID_PARAMS, READ_ONLY, UNKNOWN_METHOD, Request, RpcError
 
 if TYPE_CHECKING:

@@ -1,0 +1,157 @@
+"""The views of results every adapter renders: a hit, a memory line, provenance, staleness.
+
+A view is worked out once from a result and offered in the shapes the adapters need:
+``HitView.compact()`` is what an agent reads (MCP, the socket daemon: clipped title and
+snippet, a short id, provenance, staleness), ``HitView.full()`` what a person or a program
+reads (CLI ``--json``, HTTP: the same fields plus the whole memory). ``provenance`` is the one
+line "who, when, from where" every recalled memory carries.
+
+This module imports only the leaves and knows nothing of any adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+TITLE_CHARS: Final = 160
+SNIPPET_CHARS: Final = 200
+STALE_NOTE: Final = "may be stale: "
+
+
+class HitLike(Protocol):
+    """What a view needs of a ranked hit (``engram.index`` ``Hit``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def record(self) -> Mapping[str, Any]: ...
+
+    @property
+    def matched(self) -> list[str]: ...
+
+
+def clip(text: str, limit: int) -> str:
+    """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = str(text)
+    window = limit * 4 + 16  # flattening a long text whole would cost more than the line
+    flat = " ".join(text[:window].split())
+    if len(flat) <= limit and len(text) <= window:
+        return flat
+    return flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def provenance(record: Mapping[str, Any]) -> str:
+    """Return who saved a memory, when and from where: ``author, date, source``."""
+    parts = [
+        str(record.get("author") or ""),
+        str(record.get("updated_at") or record.get("created_at") or "")[:10],
+        str(record.get("source") or ""),
+    ]
+    return ", ".join(part for part in parts if part) or "unknown origin"
+
+
+def stale_note(notes: Sequence[str]) -> str:
+    """Return the one line that says why a memory may be stale ('' when it is not)."""
+    return f"{STALE_NOTE}{'; '.join(notes)}" if notes else ""
+
+
+@dataclass(frozen=True)
+class HitView:
+    """One recall hit, as every adapter shows it."""
+
+    id: str
+    short_id: str
+    score: float
+    kind: str
+    status: str
+    title: str
+    snippet: str
+    matched: list[str]
+    scope: str
+    provenance: str
+    memory: Mapping[str, Any]
+    stale: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        hit: HitLike,
+        *,
+        short_id: str = "",
+        stale: Iterable[str] = (),
+        title_chars: int = TITLE_CHARS,
+        snippet_chars: int = SNIPPET_CHARS,
+    ) -> HitView:
+        """Return the view of ``hit`` (``short_id``: the prefix to show; stale: its notes)."""
+        record = hit.record
+        return cls(
+            id=hit.id,
+            short_id=short_id or hit.id,
+            score=hit.score,
+            kind=str(record.get("kind") or ""),
+            status=str(record.get("status") or "active"),
+            title=clip(record.get("title", ""), title_chars),
+            snippet=clip(str(record.get("content") or ""), snippet_chars),
+            matched=list(hit.matched),
+            scope=str(record.get("scope") or "project"),
+            provenance=provenance(record),
+            memory=record,
+            stale=list(stale),
+        )
+
+    def compact(self, *, matched: bool = True, scope: bool = True) -> dict[str, Any]:
+        """Return the agent's shape: short id, clipped text, provenance, staleness."""
+        out: dict[str, Any] = {
+            "id": self.short_id,
+            "kind": self.memory.get("kind"),
+            "status": self.status,
+            "title": self.title,
+        }
+        if self.snippet:
+            out["snippet"] = self.snippet
+        out["score"] = round(self.score, 3)
+        if matched and self.matched:
+            out["matched"] = self.matched
+        if scope and self.scope != "project":
+            out["scope"] = self.scope
+        out["from"] = self.provenance
+        if self.stale:
+            out["may_be_stale"] = "; ".join(self.stale)
+        return out
+
+    def full(self) -> dict[str, Any]:
+        """Return the shape for people and programs: the fields and the whole memory."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "score": self.score,
+            "kind": self.memory.get("kind"),
+            "status": self.status,
+            "title": self.memory.get("title"),
+            "snippet": self.snippet,
+            "matched": self.matched,
+            "memory": dict(self.memory),
+        }
+        if self.stale:
+            out["stale"] = self.stale
+        return out
+
+
+def hit_views(
+    hits: Iterable[HitLike],
+    *,
+    short_ids: Mapping[str, str] | None = None,
+    stale: Mapping[str, Sequence[str]] | None = None,
+) -> list[HitView]:
+    """Return the views of ranked hits, in order."""
+    shorts = short_ids or {}
+    notes = stale or {}
+    return [
+        HitView.of(hit, short_id=shorts.get(hit.id, ""), stale=notes.get(hit.id, ()))
+        for hit in hits
+    ]
