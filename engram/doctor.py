@@ -24,6 +24,7 @@ from engram.errors import CorruptStore
 from engram.index.db import Index
 from engram.model import is_tombstone, now, recover_line
 from engram.store import GITIGNORE, MemoryStore
+from engram.store.files import write_gitignore
 from engram.store.quarantine import keep_lines
 
 
@@ -136,7 +137,7 @@ def run_checks(
         if fix:
             fixed_text = text.rstrip("\n") + "\n" + "\n".join(missing) + "\n" if text else ""
             fixed_text = fixed_text or GITIGNORE
-            ignore.write_text(fixed_text, encoding="utf-8")
+            write_gitignore(store.dir, fixed_text)
             finding.fixed = True
         findings.append(finding)
 

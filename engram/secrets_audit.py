@@ -10,33 +10,33 @@ redact, with the user's ``redact.extra_patterns``.
 Repairs (``fix``): memories are written scrubbed through the store, rev+1 and a fresh
 ``updated_at`` so the redacted version wins the merge on every other clone; a chunk is named by
 the hash of its content and never edited in place, so its records are written scrubbed as a new
-chunk by the chunk writer (``sync.chunks.write_chunk``), and the old file and its manifest entry
-are dropped; the session log is written again (it scrubs what it writes); quarantined text is
-redacted in place; an index that holds a secret is rebuilt from the scrubbed file. A Go engram
-chunk, another state file or a memory whose id is itself a secret is reported, not repaired.
+chunk and the old file and its manifest entry are dropped (``engram.sync.audit.chunk_secrets``,
+which ``engram sync --remote`` runs on the chunks it fetched); the session log is written again
+(it scrubs what it writes); quarantined text is redacted in place; an index that holds a secret
+is rebuilt from the scrubbed file. A Go engram chunk, another state file or a memory whose id is
+itself a secret is reported, not repaired.
 
-Must not: print, read outside ``.engram/``, or report a secret's text (findings name the file,
-the memory or the line, and the kind of secret).
+Must not: print, read outside ``.engram/``, write a file itself (the store and the chunk writer
+do), or report a secret's text (findings name the file, the memory or the line, and the kind of
+secret).
 """
 
 from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.errors import EngramError, InvalidInput
-from engram.model import change_time, now
+from engram.errors import InvalidInput
+from engram.model import change_time
 
 if TYPE_CHECKING:
     from engram.doctor import Finding
     from engram.index.db import Index
     from engram.store import MemoryStore
-    from engram.store.redact import Scrubber
 
-__all__ = ["check_secrets", "scrub_chunks"]
+__all__ = ["check_secrets"]
 
 # State files that never hold free text worth a scan (locks, signatures, binary vectors).
 _SKIP_STATE_SUFFIXES: Final = (".lock", ".sig", ".npy")
@@ -53,43 +53,15 @@ def check_secrets(store: MemoryStore, index: Index, *, fix: bool) -> list[Findin
     return found
 
 
-def scrub_chunks(store: MemoryStore, chunks: Iterable[str]) -> list[str]:
-    """Rewrite these chunks scrubbed where they hold a secret; return what was done, per chunk.
-
-    ``engram sync --remote`` calls it on the chunks it fetched, so that a teammate's unscrubbed
-    chunk is neither kept in ``chunks/`` nor committed and pushed again.
-    """
-    return [finding.message for finding in _chunks(store, fix=True, only=set(chunks))]
-
-
 def _finding(check: str, message: str) -> Finding:
     from engram.doctor import Finding
 
     return Finding("error", check, message)
 
 
-def _kinds(scrubber: Scrubber, value: Any) -> list[str]:
-    """Return the kinds of secret in every string of a JSON value, sorted."""
-    from engram.store.redact import find_secrets
-
-    texts: list[str] = []
-    _strings(value, texts)
-    return sorted({f.kind for text in texts for f in find_secrets(text, scrubber.patterns)})
-
-
-def _strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            out.append(str(key))
-            _strings(item, out)
-
-
 def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    from engram.sync.audit import secret_kinds
+
     found: list[Finding] = []
     repaired: list[dict[str, Any]] = []
     for record in store.scan().records:
@@ -106,7 +78,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
             continue
         if not count:
             continue
-        kinds = ", ".join(_kinds(store.scrubber, record))
+        kinds = ", ".join(secret_kinds(store.scrubber, record))
         finding = _finding("secrets", f"memory {record['id']} holds what looks like {kinds}")
         found.append(finding)
         if fix:
@@ -124,89 +96,15 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
     return found
 
 
-def _chunks(store: MemoryStore, *, fix: bool, only: set[str] | None = None) -> list[Finding]:
-    from engram.sync import chunks as chunks_mod
+def _chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    from engram.sync.audit import chunk_secrets
 
     found: list[Finding] = []
-    entries, _ = chunks_mod.list_chunks(store.dir)  # their problems are the chunk checks' own
-    for entry in entries:
-        if only is not None and entry.id not in only:
-            continue
-        name = f"{chunks_mod.CHUNKS}/{entry.id}{chunks_mod.SUFFIX}"
-        try:
-            data = chunks_mod.read_chunk(store.dir, entry.id)
-        except EngramError:
-            continue  # unreadable: reported (and set aside) by the chunk checks
-        if isinstance(data, dict):  # a Go engram chunk: its format is Go engram's to write
-            kinds = _kinds(store.scrubber, data)
-            if kinds:
-                found.append(
-                    _finding(
-                        "secrets",
-                        f"{name} (a Go engram chunk) holds what looks like {', '.join(kinds)}: "
-                        "remove it from the repository's history and rotate the secret",
-                    )
-                )
-            continue
-        cleaned, kinds, dropped = _scrub_all(store.scrubber, data)
-        if not kinds and not dropped:
-            continue
-        what = ", ".join(kinds) or "a secret as a memory id"
-        finding = _finding("secrets", f"{name} holds what looks like {what}")
+    for secret in chunk_secrets(store.dir, store.scrubber, fix=fix):
+        finding = _finding("secrets", secret.message)
+        finding.fixed = secret.fixed
         found.append(finding)
-        if not fix:
-            continue
-        new = chunks_mod.write_chunk(
-            store.dir,
-            cleaned,
-            created_by=entry.created_by,
-            created_at=entry.created_at or now(),
-            scrubber=store.scrubber,
-        )
-        _drop_chunk(store, entry.id)
-        finding.fixed = True
-        finding.message += (
-            f"; chunks are named by their content, so it was written scrubbed as "
-            f"{chunks_mod.CHUNKS}/{new.id}{chunks_mod.SUFFIX} and the old file removed"
-            if new is not None
-            else "; removed (nothing was left once scrubbed)"
-        )
-        if dropped:
-            finding.message += f" ({dropped} record(s) whose id is a secret left out)"
     return found
-
-
-def _scrub_all(
-    scrubber: Scrubber, records: Iterable[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[str], int]:
-    """Scrub a chunk's records: (scrubbed records, kinds found, records dropped for their id)."""
-    cleaned: list[dict[str, Any]] = []
-    kinds: set[str] = set()
-    dropped = 0
-    for record in records:
-        try:
-            clean, count = scrubber.record(record)
-        except InvalidInput:
-            dropped += 1
-            continue
-        if count:
-            kinds.update(_kinds(scrubber, record))
-        cleaned.append(clean)
-    return cleaned, sorted(kinds), dropped
-
-
-def _drop_chunk(store: MemoryStore, chunk: str) -> None:
-    """Remove a chunk file and its manifest entry, under the chunk writers' lock."""
-    from engram.store.atomic import atomic_write
-    from engram.sync import chunks as chunks_mod
-
-    with chunks_mod.manifest_lock(store.dir).hold():
-        manifest, by_id, _ = chunks_mod.load_manifest(store.dir)
-        if chunk in by_id:
-            del by_id[chunk]
-            updated = {**manifest, "chunks": [by_id[key] for key in sorted(by_id)]}
-            atomic_write(store.dir / chunks_mod.MANIFEST, chunks_mod.manifest_bytes(updated))
-        chunks_mod.chunk_path(store.dir, chunk).unlink(missing_ok=True)
 
 
 def _text_of(path: Path) -> str | None:
@@ -226,8 +124,7 @@ def _text_of(path: Path) -> str | None:
 
 
 def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
-    from engram.store.atomic import atomic_write
-    from engram.store.quarantine import quarantine_dir
+    from engram.store.quarantine import quarantine_dir, rewrite_kept
     from engram.store.redact import find_secrets, redact
 
     found: list[Finding] = []
@@ -249,7 +146,7 @@ def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
         found.append(finding)
         if fix and not path.name.endswith(".gz"):
             # Set aside because they do not parse: redacted as text, kept for their owner.
-            atomic_write(path, redact(text, store.scrubber.patterns)[0].encode("utf-8"))
+            rewrite_kept(store.dir, path, redact(text, store.scrubber.patterns)[0].encode("utf-8"))
             finding.fixed = True
     return found
 

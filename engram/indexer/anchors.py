@@ -56,7 +56,6 @@ import posixpath
 import re
 import stat
 import struct
-import tempfile
 import threading
 import time
 import zlib
@@ -689,20 +688,10 @@ class AnchorChecker:
             },
             separators=(",", ":"),
         ).encode("utf-8")
-        tmp = ""
-        try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{self.cache_path.name}.", suffix=".tmp", dir=self.cache_path.parent
-            )
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, self.cache_path)
-        except OSError:
-            # Only a cache: the next check computes again.
-            if tmp:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        from engram.store.files import write_cache
+
+        with contextlib.suppress(OSError):  # only a cache: the next check computes again
+            write_cache(self.cache_path.parent, self.cache_path.name, data)
 
 
 def _bucket(since: float | None) -> int | bool | None:

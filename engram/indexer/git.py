@@ -8,10 +8,11 @@ pitfall *candidates*. It returns values only: the service decides which memories
 What it must not do: run ``git`` in a subprocess; read file contents (blobs are read only to
 tell a renamed-and-edited file from a delete plus an add, in commits that both delete and add
 files, at most ``_MAX_RENAME_PAIRS`` pairs of text files under ``_MAX_RENAME_BLOB``); write
-anything but its cache file in ``state_dir``; or raise for a repository state a user can be in
-(no repository, no commits, a shallow or partial clone, a damaged object): those come back as
-sentences in ``GitScan.problems``. dulwich is imported inside functions so that ``engram
---help`` stays fast; DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
+anything but its cache file in ``state_dir`` (through ``engram.store.files``); or raise for a
+repository state a user can be in (no repository, no commits, a shallow or partial clone, a
+damaged object): those come back as sentences in ``GitScan.problems``. dulwich is imported
+inside functions so that ``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in
+``indexer/`` and ``sync/`` only.
 
 Conventions (the facts a reader of the hotspot memory relies on):
 
@@ -47,11 +48,8 @@ not parse or has the wrong shape is ignored and rewritten.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
-import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -61,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from engram.errors import InvalidInput
 from engram.model import MAX_ITEM_CHARS, MAX_LIST_ITEMS, format_time
+from engram.store.files import write_cache
 
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore
@@ -305,18 +304,10 @@ class _Cache:
                 "commits": commits,
             }
         )
-        tmp = ""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             # No fsync: a torn cache is detected on read and rebuilt, at the cost of one walk.
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, path)
+            write_cache(path.parent, path.name, data)
         except OSError as exc:
-            if tmp:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
             return (
                 f"could not save the history cache {path}: {exc.strerror or exc}; "
                 "the next index walks the whole window again"

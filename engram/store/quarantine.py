@@ -4,7 +4,8 @@
 moves it here. The folder is committed (it is not under ``index/`` or ``state/``), so what was
 set aside stays in the team's store, shows up in ``git status`` and the pull request, and can
 be repaired by hand and moved back. Nothing reads this folder: it is never imported, indexed or
-synced as memories. Writes are atomic (``engram.store.atomic``); this module decides nothing
+synced as memories. Writes are atomic (``engram.store.atomic``), a redacted file replaced in
+place too (``rewrite_kept``); this module decides nothing
 about what is unreadable. The folder is committed, so lines are scrubbed of secrets before they
 are written (their undecodable bytes kept as they were).
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
+from engram.errors import UnsafePath
 from engram.store.atomic import atomic_write, fsync_dir
 
 QUARANTINE: Final = "quarantine"
@@ -66,3 +68,17 @@ def move_aside(engram_dir: Path, path: Path, *, folder: str) -> Path:
     fsync_dir(path.parent)
     fsync_dir(target_dir)
     return target
+
+
+def rewrite_kept(engram_dir: Path, path: Path, data: bytes) -> None:
+    """Replace a file kept in quarantine/ (redacted by a repair) atomically.
+
+    Refuses a path outside the store's quarantine folder or reached through a symbolic link.
+    """
+    folder = quarantine_dir(engram_dir).resolve()
+    if path.is_symlink() or not path.resolve().is_relative_to(folder):
+        raise UnsafePath(
+            f"{path}: not a file in {folder}; refused",
+            hint="only files doctor set aside in .engram/quarantine/ are rewritten",
+        )
+    atomic_write(path, data)

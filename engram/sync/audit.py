@@ -9,7 +9,14 @@ safe, chunks the manifest does not list, entries whose file is missing. It chang
 (DESIGN.md §5), so the manifest is rewritten from it (known entries kept, unlisted chunks
 listed, entries of missing files dropped); a chunk whose content parses but hashes to another
 name is re-addressed under its true name; a chunk that cannot be read at all is moved to the
-committed ``quarantine/chunks/`` (``engram.store.quarantine``), never deleted. A chunk with a
+committed ``quarantine/chunks/`` (``engram.store.quarantine``), never deleted. Every file is
+written by the store (``engram.store.files``).
+
+``chunk_secrets`` finds the chunks that hold what the store's scrubber would redact; with
+``fix`` each is written again scrubbed (a chunk is named by its content: a new chunk, the old
+file and its manifest entry dropped). ``engram doctor`` reports them; ``engram sync --remote``
+scrubs the chunks it fetched (``scrub_chunks``), so a teammate's secret is neither kept nor
+pushed again. A Go engram chunk is Go engram's to write: reported, never rewritten. A chunk with a
 few bad records stays: sync skips those records and applies the rest. This module decides
 nothing about merging; it must not import the service or any adapter.
 """
@@ -18,14 +25,17 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.model import format_time
-from engram.store.atomic import atomic_write
+from engram.errors import EngramError, InvalidInput
+from engram.model import format_time, now
+from engram.store import files as store_files
 from engram.store.quarantine import move_aside
+from engram.store.redact import Scrubber, find_secrets
 from engram.sync.chunks import (
     CHUNKS,
     GO_KEYS,
@@ -35,6 +45,7 @@ from engram.sync.chunks import (
     ChunkError,
     chunk_id,
     chunk_path,
+    drop_chunk,
     inflate_chunk,
     is_chunk_id,
     list_chunks,
@@ -43,6 +54,7 @@ from engram.sync.chunks import (
     manifest_lock,
     parse_chunk_lines,
     read_chunk,
+    write_chunk,
 )
 
 
@@ -138,8 +150,8 @@ def repair_chunks(engram_dir: Path, audit: ChunkAudit) -> list[str]:
             path = chunk_path(engram_dir, ident)
             true_path = chunk_path(engram_dir, actual)
             if not true_path.exists():
-                atomic_write(true_path, path.read_bytes())
-            path.unlink()
+                store_files.write_chunk(engram_dir, true_path.name, path.read_bytes())
+            store_files.remove_chunk(engram_dir, path.name)
             done.append(
                 f"{CHUNKS}/{ident}{SUFFIX} holds chunk {actual}; "
                 f"renamed to {CHUNKS}/{actual}{SUFFIX}"
@@ -167,6 +179,113 @@ def repair_chunks(engram_dir: Path, audit: ChunkAudit) -> list[str]:
                 "version": version if isinstance(version, int) and version > 0 else VERSION,
                 "chunks": [c for c in chunks if is_chunk_id(c.get("id"))],
             }
-            atomic_write(engram_dir / MANIFEST, manifest_bytes(body))
+            store_files.write_manifest(engram_dir, manifest_bytes(body))
             done.append(f"{MANIFEST} rewritten from {CHUNKS}/ ({len(chunks)} chunks listed)")
     return done
+
+
+# ── secrets in chunks ─────────────────────────────────────────────────────────
+
+
+@dataclass
+class ChunkSecret:
+    """A chunk that holds what looks like a secret (named, never quoted) and if it was fixed."""
+
+    message: str
+    fixed: bool = False
+
+
+def secret_kinds(scrubber: Scrubber, value: Any) -> list[str]:
+    """Return the kinds of secret in every string of a JSON value (keys too), sorted."""
+    texts: list[str] = []
+    _strings(value, texts)
+    return sorted({f.kind for text in texts for f in find_secrets(text, scrubber.patterns)})
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append(str(key))
+            _strings(item, out)
+
+
+def chunk_secrets(
+    engram_dir: Path, scrubber: Scrubber, *, fix: bool, only: set[str] | None = None
+) -> list[ChunkSecret]:
+    """Return the chunks (of ``only``, if given) holding a secret; with ``fix``, scrub them."""
+    found: list[ChunkSecret] = []
+    entries, _ = list_chunks(engram_dir)  # their problems are the chunk checks' own
+    for entry in entries:
+        if only is not None and entry.id not in only:
+            continue
+        name = f"{CHUNKS}/{entry.id}{SUFFIX}"
+        try:
+            data = read_chunk(engram_dir, entry.id)
+        except EngramError:
+            continue  # unreadable: reported (and set aside) by the chunk checks
+        if isinstance(data, dict):  # a Go engram chunk: its format is Go engram's to write
+            kinds = secret_kinds(scrubber, data)
+            if kinds:
+                found.append(
+                    ChunkSecret(
+                        f"{name} (a Go engram chunk) holds what looks like {', '.join(kinds)}: "
+                        "remove it from the repository's history and rotate the secret"
+                    )
+                )
+            continue
+        cleaned, kinds, dropped = _scrub_all(scrubber, data)
+        if not kinds and not dropped:
+            continue
+        what = ", ".join(kinds) or "a secret as a memory id"
+        finding = ChunkSecret(f"{name} holds what looks like {what}")
+        found.append(finding)
+        if not fix:
+            continue
+        new = write_chunk(
+            engram_dir,
+            cleaned,
+            created_by=entry.created_by,
+            created_at=entry.created_at or now(),
+            scrubber=scrubber,
+        )
+        drop_chunk(engram_dir, entry.id)
+        finding.fixed = True
+        finding.message += (
+            f"; chunks are named by their content, so it was written scrubbed as "
+            f"{CHUNKS}/{new.id}{SUFFIX} and the old file removed"
+            if new is not None
+            else "; removed (nothing was left once scrubbed)"
+        )
+        if dropped:
+            finding.message += f" ({dropped} record(s) whose id is a secret left out)"
+    return found
+
+
+def scrub_chunks(engram_dir: Path, scrubber: Scrubber, chunks: Iterable[str]) -> list[str]:
+    """Rewrite these chunks scrubbed where they hold a secret; return what was done, per chunk."""
+    fixed = chunk_secrets(engram_dir, scrubber, fix=True, only=set(chunks))
+    return [finding.message for finding in fixed]
+
+
+def _scrub_all(
+    scrubber: Scrubber, records: Iterable[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], int]:
+    """Scrub a chunk's records: (scrubbed records, kinds found, records dropped for their id)."""
+    cleaned: list[dict[str, Any]] = []
+    kinds: set[str] = set()
+    dropped = 0
+    for record in records:
+        try:
+            clean, count = scrubber.record(record)
+        except InvalidInput:
+            dropped += 1
+            continue
+        if count:
+            kinds.update(secret_kinds(scrubber, record))
+        cleaned.append(clean)
+    return cleaned, sorted(kinds), dropped

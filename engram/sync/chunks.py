@@ -19,13 +19,14 @@ Gentleman-Programming's Go engram keeps the same layout (manifest version 1, 8-h
 but a chunk holds ONE JSON object ``{sessions, observations, prompts[, mutations]}``;
 ``read_chunk`` returns such an object as-is for the service to convert.
 
-This module decides nothing about WHICH records to export or how they merge (the service and
-``engram.sync.merge`` do); it must not import the service or any adapter.
+This module renders and checks these files; ``engram.store.files`` writes them (only the store
+writes .engram/). It decides nothing about WHICH records to export or how they merge
+(``engram.sync.exchange`` and ``engram.sync.merge`` do); it must not import the service or any
+adapter.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ from typing import Any, Final
 
 from engram.errors import CorruptStore, InputTooLarge, InvalidInput
 from engram.model import MAX_DOCUMENT_DEPTH, canonical_line, dumps, loads, new_id, parse_line
-from engram.store.atomic import atomic_write
+from engram.store import files as store_files
 from engram.store.lock import ProcessLock
 from engram.store.redact import Scrubber, default_scrubber
 
@@ -361,9 +362,7 @@ def _chunks_dir(engram_dir: Path) -> Path:
     return folder
 
 
-def _chunk_bytes(
-    records: Sequence[Mapping[str, Any]], scrubber: Scrubber
-) -> tuple[bytes, int]:
+def _chunk_bytes(records: Sequence[Mapping[str, Any]], scrubber: Scrubber) -> tuple[bytes, int]:
     """Return the canonical JSONL of records (sorted by id, scrubbed) and how many lines."""
     lines = set()
     for record in records:
@@ -420,7 +419,6 @@ def write_chunk(
     with manifest_lock(engram_dir).hold():
         # Read the manifest first: a malformed one stops the export before any file is written.
         manifest, by_id, _ = _load_manifest(engram_dir)
-        folder.mkdir(parents=True, exist_ok=True)
         try:
             info = path.lstat()
         except FileNotFoundError:
@@ -438,7 +436,7 @@ def write_chunk(
                     f"a chunk of {len(packed)} compressed bytes is over the limit of "
                     f"{MAX_COMPRESSED_BYTES} bytes; export the records in several chunks"
                 )
-            atomic_write(path, packed)
+            store_files.write_chunk(engram_dir, path.name, packed)
         if ident in by_id:
             return _entry_from(by_id[ident])
         entry = ChunkEntry(ident, created_by, created_at, count)
@@ -449,7 +447,7 @@ def write_chunk(
             "version": _version(manifest.get("version"), VERSION),
             "chunks": [by_id[key] for key in sorted(by_id)],
         }
-        atomic_write(engram_dir / MANIFEST, manifest_bytes(updated))
+        store_files.write_manifest(engram_dir, manifest_bytes(updated))
         return entry
 
 
@@ -630,15 +628,14 @@ def store_chunk(engram_dir: Path, chunk: str, raw: bytes, *, name: str) -> bool:
     """
     verify_chunk_file(chunk, raw, name=name)
     path = chunk_path(engram_dir, chunk)
-    folder = _chunks_dir(engram_dir)
+    _chunks_dir(engram_dir)
     with manifest_lock(engram_dir).hold():
         try:
             path.lstat()
             return False  # content-addressed: the file there is the same chunk (or reported)
         except FileNotFoundError:
             pass  # not here yet: written below
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, raw)
+        store_files.write_chunk(engram_dir, path.name, raw)
     return True
 
 
@@ -661,8 +658,20 @@ def merge_manifest_file(engram_dir: Path, theirs: bytes | None, *, name: str) ->
             repaired.append(f"{exc.message}; rebuilt from {CHUNKS}/ and the remote's manifest")
         merged = merge_manifests(ours, other) if other is not None else ours
         if repaired or merged != ours:
-            atomic_write(engram_dir / MANIFEST, manifest_bytes(merged))
+            store_files.write_manifest(engram_dir, manifest_bytes(merged))
     return repaired
+
+
+def drop_chunk(engram_dir: Path, chunk: str) -> None:
+    """Remove a chunk file and its manifest entry, under the chunk writers' lock."""
+    path = chunk_path(engram_dir, chunk)
+    with manifest_lock(engram_dir).hold():
+        manifest, by_id, _ = _load_manifest(engram_dir)
+        if chunk in by_id:
+            del by_id[chunk]
+            updated = {**manifest, "chunks": [by_id[key] for key in sorted(by_id)]}
+            store_files.write_manifest(engram_dir, manifest_bytes(updated))
+        store_files.remove_chunk(engram_dir, path.name)
 
 
 # ── per-clone sync state ──────────────────────────────────────────────────────
@@ -714,12 +723,11 @@ class SyncState:
                 raise ValueError('"values" is not an object')
             return value
         except (ChunkError, ValueError) as exc:
-            aside = self.path.with_name(SYNC_STATE + ".corrupt")
-            with contextlib.suppress(OSError):
-                os.replace(self.path, aside)
+            aside = SYNC_STATE + ".corrupt"
+            store_files.set_aside_state(self.path.parent, SYNC_STATE, aside)
             reason = exc.message if isinstance(exc, ChunkError) else str(exc)
             self.problems.append(
-                f"{name} was unreadable ({reason}); set aside as {aside.name} and started afresh"
+                f"{name} was unreadable ({reason}); set aside as {aside} and started afresh"
             )
             return {}
 
@@ -730,7 +738,6 @@ class SyncState:
         self._values = {**(value.get("values") or {}), **ours}
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {
             "version": 1,
             "clone_id": self._clone_id,
@@ -738,7 +745,7 @@ class SyncState:
             "values": self._values,
         }
         text = json.dumps(body, sort_keys=True, indent=1, ensure_ascii=False)
-        atomic_write(self.path, (text + "\n").encode("utf-8"))
+        store_files.write_state(self.path.parent, SYNC_STATE, (text + "\n").encode("utf-8"))
 
     @property
     def clone_id(self) -> str:

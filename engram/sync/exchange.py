@@ -139,9 +139,10 @@ def _merge_remote(
         if fetched:
             # A teammate's chunk with a secret is kept scrubbed under its new name, so the
             # push that follows does not carry the secret again.
-            from engram.secrets_audit import scrub_chunks
+            from engram.sync.audit import scrub_chunks
 
-            out["problems"] += [f"remote {note}" for note in scrub_chunks(ws.store, fetched)]
+            notes = scrub_chunks(ws.store.dir, ws.store.scrubber, fetched)
+            out["problems"] += [f"remote {note}" for note in notes]
     return out
 
 

@@ -24,8 +24,9 @@ Rules where git leaves a choice:
 
 What it must not do: run ``git`` in a subprocess (dulwich only, imported inside functions), raise
 for a repository state a user can be in where a value says it (no repo: ``[]`` or
-``Setup(repo=False)``), or write ``memories.jsonl`` in a work tree other than through
-``MemoryStore``.
+``Setup(repo=False)``), or write ``memories.jsonl`` or ``manifest.json`` in a work tree other
+than through the store (``MemoryStore``, ``engram.store.files``). It writes itself only git's
+files: the merge driver's ``%A`` (a temp file git names) and ``.gitattributes``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import orjson
 
 from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, has_float, parse_line
+from engram.store import files as store_files
 from engram.store.atomic import atomic_write
 from engram.store.jsonl import MemoryStore, scrub_lines
 from engram.store.redact import Scrubber, default_scrubber
@@ -222,7 +224,7 @@ def _append_lines(path: Path, lines: list[str]) -> None:
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically, keeping the mode of the file git gave us."""
+    """Replace a file of git's (``%A``, ``.gitattributes``) atomically, keeping its mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, data, mode=None)
 
@@ -518,7 +520,7 @@ def _stage(
 
     target = Path(repo.path, *path.split("/"))
     if _is_manifest(path):
-        _write_file(target, data)
+        store_files.write_manifest(target.parent, data)
     else:
         MemoryStore(target.parent, scrubber=scrubber).rewrite(
             _parse_memories(data, path)  # canonical bytes: the parse cannot fail
