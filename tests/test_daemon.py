@@ -507,6 +507,95 @@ def test_serve_needs_a_store(tmp_path: Path) -> None:
         serve(tmp_path)
 
 
+# -- the methods, in process: params checked by their shared declarations -----------------------
+
+
+def _answer(engram: Engram, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    from engram.daemon import dispatch
+
+    answer: dict[str, Any] = json.loads(dispatch(engram, rpc.Request(1, method, params)))
+    return answer
+
+
+def test_memory_search_takes_every_declared_recall_filter(tmp_path: Path) -> None:
+    from engram.daemon import METHODS
+    from engram.operations.memory import RECALL_FILTERS
+
+    names = [param.name for param in METHODS["memory_search"].params]
+    assert names == ["query", "limit", *(param.name for param in RECALL_FILTERS)]
+    _make_store(tmp_path / "repo")
+    with Engram.open(tmp_path / "repo") as engram:
+        pit = engram.remember("Lock before the write", "or lose it", kind="pitfall", tags=["io"])
+        engram.remember("Write with a lock", "always", kind="decision", tags=["io", "disk"])
+        engram.remember("Mine alone", "personal note", kind="pitfall", scope="personal")
+
+        def ids(**params: Any) -> list[str]:
+            answer = _answer(engram, "memory_search", {"query": "", "limit": 50, **params})
+            assert answer["ok"], answer
+            return [hit["id"] for hit in answer["data"]["memories"]]
+
+        assert ids(kind=["pitfall"], scope="project") == [pit.record["id"]]
+        assert len(ids(tags="io,disk")) == 2  # engram-rs sends tags comma-separated
+        assert ids(tags="disk", project="demo") != [] and ids(project="elsewhere") == []
+        assert ids(status="archived") == [] and len(ids(scope=["personal"])) == 1
+        hits = _answer(engram, "memory_search", {"query": "lock", "scope": "personal"})
+        refused = _answer(engram, "memory_search", {"query": "x", "kind": "banana"})
+    assert hits["ok"] and hits["data"]["memories"] == []
+    assert (
+        refused["error"]["code"] == rpc.INVALID_PARAMS and "'kind'" in refused["error"]["message"]
+    )
+
+
+def test_memory_search_hits_keep_their_shape(tmp_path: Path) -> None:
+    """The shared hit view in its compact shape: no matched, no scope, as engram-rs reads it."""
+    from engram.operations.views import provenance
+
+    _make_store(tmp_path / "repo")
+    with Engram.open(tmp_path / "repo") as engram:
+        saved = engram.remember("Kafka lag alarm " + "x" * 300, "Page when lag > 10k", kind="fact")
+        answer = _answer(engram, "memory_search", {"query": "kafka lag"})
+        (hit,) = engram.recall("kafka lag", limit=5)
+    (item,) = answer["data"]["memories"]
+    record = saved.record
+    assert set(item) == {"id", "kind", "status", "title", "snippet", "score", "from", "memory_type"}
+    assert item["id"] == record["id"] and item["score"] == round(hit.score, 3)
+    assert len(item["title"]) == 160 and item["title"].endswith("…")
+    assert item["snippet"] == "Page when lag > 10k" and item["from"] == provenance(record)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        ("memory_search", {"limit": 3}, "memory_search: param 'query': missing required"),
+        ("memory_search", {"query": "x", "limit": 0}, "param 'limit': limit must be at least 1"),
+        ("memory_search", {"query": "x", "limit": 2.5}, "'limit' must be an integer, got number"),
+        ("memory_judge", {"memory_id": "x", "score": 3}, "score must be at most 1, got 3"),
+        ("memory_store", {"memory_type": "fact", "context": "c", "action": ["a"]}, "a string"),
+        ("memory_train_generate", {"timeout": True}, "'timeout' must be a number, got boolean"),
+    ],
+)
+def test_params_are_checked_by_the_shared_param(
+    tmp_path: Path, method: str, params: dict[str, Any], message: str
+) -> None:
+    _make_store(tmp_path / "repo")
+    with Engram.open(tmp_path / "repo") as engram:
+        answer = _answer(engram, method, params)
+    assert answer["error"]["code"] == rpc.INVALID_PARAMS
+    assert message in answer["error"]["message"]
+
+
+def test_unknown_params_are_ignored_and_limits_clamped(tmp_path: Path) -> None:
+    from engram.daemon import METHODS, check_params
+
+    params = METHODS["memory_search"].params
+    checked = check_params("memory_search", params, {"query": "q", "limit": 500, "extra": 1})
+    assert checked["limit"] == 50 and "extra" not in checked
+    assert checked["tags"] is None and checked["kind"] is None  # every param has a value
+    assert (
+        check_params("memory_search", params, {"query": "q", "tags": ["a", "b"]})["tags"] == "a,b"
+    )
+
+
 # -- the hygiene methods (they arrive with the service's judge, consolidate and train) ----------
 
 
