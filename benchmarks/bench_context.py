@@ -62,7 +62,7 @@ from bench_core import (  # a sibling script
     timed,
 )
 
-from engram.index.db import file_matches
+from engram.index.query import file_matches
 from engram.model import canonical_line
 from engram.service import Engram
 

@@ -23,9 +23,9 @@ from engram.index.backend import (
     Doc,
     Filters,
     SearchIndex,
-    open_backend,
     tokenize_query,
 )
+from engram.index.factory import open_backend
 
 BACKENDS = ("tantivy", "fts5")
 
@@ -465,7 +465,8 @@ def test_bulk_load_after_clear(index: SearchIndex) -> None:
 WRITE_ONE = """
     import sys
     from pathlib import Path
-    from engram.index.backend import Doc, open_backend
+    from engram.index.backend import Doc
+    from engram.index.factory import open_backend
     ix = open_backend(sys.argv[1], Path(sys.argv[2]))
     ix.upsert([Doc(sys.argv[3], sys.argv[4], "", (), (), "fact", "active", "project", "demo")])
     ix.close()
@@ -474,7 +475,7 @@ WRITE_ONE = """
 DELETE_ONE = """
     import sys
     from pathlib import Path
-    from engram.index.backend import open_backend
+    from engram.index.factory import open_backend
     ix = open_backend(sys.argv[1], Path(sys.argv[2]))
     ix.delete([sys.argv[3]])
     ix.close()
@@ -505,7 +506,8 @@ def test_another_process_sees_committed_writes(backend: str, tmp_path: Path) -> 
 HANG_IN_WRITE = """
     import sys, time
     from pathlib import Path
-    from engram.index.backend import Doc, open_backend
+    from engram.index.backend import Doc
+    from engram.index.factory import open_backend
     ix = open_backend(sys.argv[1], Path(sys.argv[2]))
 
     def docs():

@@ -21,8 +21,10 @@ import pytest
 from engram.config import DEFAULTS
 from engram.errors import ConfigError, IndexError_
 from engram.index import semantic
-from engram.index.db import SCHEMA_VERSION, Hit, Index, Query
+from engram.index.db import Index
+from engram.index.query import Hit, Query
 from engram.index.ranking import Weights, fuse
+from engram.index.records import SCHEMA_VERSION
 from engram.model import new_id
 from engram.store import MemoryStore
 
@@ -202,7 +204,7 @@ def titles(hits: Sequence[Hit]) -> list[str]:
 
 
 def vector_ids(index: Index) -> set[str]:
-    return {str(row[0]) for row in index.db.execute("SELECT id FROM vectors")}
+    return index.vectors.ids()
 
 
 def run_python(code: str, tmp_path: Path) -> dict[str, Any]:
@@ -295,7 +297,8 @@ def test_keyword_recall_imports_no_numpy_or_model(tmp_path: Path) -> None:
         import json, sys
         from pathlib import Path
         from engram.config import DEFAULTS
-        from engram.index.db import Index, Query
+        from engram.index.db import Index
+        from engram.index.query import Query
         from engram.index.ranking import Weights
         from engram.store import MemoryStore
         folder = Path(".engram"); folder.mkdir()
@@ -484,14 +487,15 @@ def test_changed_text_is_embedded_again(
 ) -> None:
     index = open_index(store, "hybrid")
     index.refresh()
-    before = index.db.execute("SELECT vec FROM vectors WHERE id=?", (corpus[0]["id"],)).fetchone()
+    vectors = index.vectors.db
+    before = vectors.execute("SELECT vec FROM vectors WHERE id=?", (corpus[0]["id"],)).fetchone()
     counter = Counter(monkeypatch)
     changed = [dict(item) for item in corpus]
     changed[0][field] = ["redis"] if field == "tags" else "Login state moved to a Redis cluster"
     store.rewrite(changed)
     index.refresh()
     assert counter.texts == [semantic.record_text(changed[0])]
-    after = index.db.execute("SELECT vec FROM vectors WHERE id=?", (corpus[0]["id"],)).fetchone()
+    after = vectors.execute("SELECT vec FROM vectors WHERE id=?", (corpus[0]["id"],)).fetchone()
     assert after != before
 
 
@@ -537,10 +541,13 @@ def test_schema_bump_rebuilds_with_vectors(
     store: MemoryStore, corpus: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     open_index(store, "hybrid").close()
-    path = store.dir / "index" / "engram.db"
-    conn = sqlite3.connect(path)
+    folder = store.dir / "index"
+    conn = sqlite3.connect(folder / "engram.db")
     with conn:
         conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION - 1),))
+    conn.close()
+    conn = sqlite3.connect(folder / "vectors.db")
+    with conn:
         conn.execute("INSERT INTO vectors VALUES ('stale', 'x', 'y', x'00')")
     conn.close()
     counter = Counter(monkeypatch)
@@ -575,7 +582,7 @@ def test_own_write_without_the_model_loaded_is_embedded_by_the_next_search(
 ) -> None:
     # As in a one-shot `engram remember`: the process never loaded the model.
     monkeypatch.setattr(semantic, "_embedder", None)
-    hybrid._embedder = None
+    hybrid.vectors._embedder = None
     fresh = record("Background jobs use a dead letter queue", "Poison messages are parked.")
     hybrid.apply([fresh], store.put([fresh]))
     assert not semantic.loaded()
@@ -597,7 +604,7 @@ def test_a_new_process_maps_the_vectors_from_disk_instead_of_reading_sqlite(
     again = open_index(store, "hybrid")
     try:
         assert [(hit.id, hit.score) for hit in again.search(Query(text=query))] == first
-        state = again._vector_state()
+        state = again.vectors.state()
         assert state is not None and type(state.matrix).__name__ == "memmap"
         # A change to the store makes a new state: new files, the old ones removed.
         changed = {**corpus[0], "content": "something else entirely", "rev": 2}

@@ -1,10 +1,12 @@
-"""The full-text backend contract of the search index: Doc, Filters, SearchIndex, open_backend.
+"""The full-text backend contract of the search index: Doc, Filters, SearchIndex.
 
 This module owns what every backend shares: the indexed document, the filters, the
 ``SearchIndex`` protocol, the field weights, and ``tokenize_query`` (the one place that turns any
-user text into safe word tokens). Backends live in ``tantivy.py`` and ``fts.py``; both must pass
-``tests/test_index_contract.py``. It must not import a backend library at import time, read
-memories.jsonl, or apply the ranking multipliers of DESIGN.md §6 (that is ``ranking.py``).
+user text into safe word tokens). Backends live in ``tantivy.py`` and ``fts.py`` and import this
+module; ``factory.open_backend`` picks one by name, so this module imports no backend and no
+backend imports the factory. Both backends must pass ``tests/test_index_contract.py``. It must
+not import a backend library, read memories.jsonl, or apply the ranking multipliers of
+DESIGN.md §6 (that is ``ranking.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, NamedTuple, Protocol
 
 from engram.errors import ConfigError
@@ -25,7 +26,6 @@ DEFAULT_FIELD_WEIGHTS: Final[Mapping[str, float]] = {
     "content": 1.0,
     "files": 1.5,
 }
-BACKENDS: Final = ("tantivy", "fts5")
 MAX_QUERY_TOKENS: Final = 64
 MAX_TOKEN_CHARS: Final = 40
 
@@ -140,21 +140,3 @@ def resolve_field_weights(field_weights: Mapping[str, float] | None) -> dict[str
             raise ConfigError(f"search field weight {field!r} must be >= 0, got {value!r}")
         weights[field] = weight
     return weights
-
-
-def open_backend(
-    name: str, folder: Path, field_weights: Mapping[str, float] | None = None
-) -> SearchIndex:
-    """Open (creating if missing) the named full-text backend inside ``folder``."""
-    if name == "tantivy":
-        from engram.index.tantivy import TantivyIndex
-
-        return TantivyIndex(folder / "tantivy", field_weights)
-    if name == "fts5":
-        from engram.index.fts import FtsIndex
-
-        return FtsIndex(folder / "fts.db", field_weights)
-    raise ConfigError(
-        f"unknown search backend {name!r}; choose one of: {', '.join(BACKENDS)}",
-        hint="set search.backend to tantivy or fts5 in .engram/config.yaml",
-    )

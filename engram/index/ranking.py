@@ -1,7 +1,8 @@
 """Ranking: the multipliers of DESIGN.md §6 applied to a full-text score, and the 20% cut.
 
 score = bm25 × kind weight × importance × status × freshness × judgements. Pure functions over
-numbers and settings; no I/O, no backend knowledge.
+numbers and settings; no I/O, no SQL, no backend knowledge: the index fetches candidates and
+their columns, this module scores, fuses, cuts and orders them.
 
 With semantic recall (``search.mode`` hybrid or semantic, see ``fuse``) the BM25 factor is
 replaced by a fused relevance in 0..1; the multipliers and the cut apply to it unchanged.
@@ -13,16 +14,23 @@ where 0.5 is neutral: factor = 1 + span × (mean − 0.5). Unjudged memories get
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import ConfigError
+from engram.model import parse_time
 
 SECONDS_PER_DAY: Final = 86_400.0
 VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
 JUDGEMENTS_COUNTED: Final = 5
 MODES: Final = ("keyword", "semantic", "hybrid")
+CACHE_LIMIT: Final = 200_000
+
+Scored = tuple[float, str, float]  # (score, id, bm25): one ranked candidate
+RankRow = tuple[float, float]  # (static factor, updated epoch): what ranking reads of a record
+# (id, kind, status, importance, updated epoch, judged): the records table's ranking columns
+RankColumns = tuple[str, str, str, int, float, float | None]
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,16 @@ def fuse(
     return (1.0 - weights.semantic_weight) * keyword + weights.semantic_weight * semantic
 
 
+def epoch(value: Any) -> float:
+    """Return seconds since the epoch for an RFC 3339 string (0 when unreadable)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return parse_time(value).timestamp()
+    except Exception:
+        return 0.0
+
+
 def freshness(updated_epoch: float, now_epoch: float, weights: Weights) -> float:
     """Return the freshness factor: 1 when just updated, down to 1 - max_loss after the span."""
     age_days = max(now_epoch - updated_epoch, 0.0) / SECONDS_PER_DAY
@@ -149,3 +167,122 @@ def cut(scored: list[tuple[float, str]], ratio: float) -> list[tuple[float, str]
         return []
     floor = ordered[0][0] * ratio
     return [pair for pair in ordered if pair[0] >= floor]
+
+
+def row_multiplier(row: RankRow, now_epoch: float, weights: Weights) -> float:
+    """Return the multiplier of a record's ranking row: its static factor × freshness."""
+    factor, updated = row
+    return factor * freshness(updated, now_epoch, weights)
+
+
+def _kept(scored: list[Scored], ratio: float) -> list[Scored]:
+    """Return the candidates the 20% cut keeps, in their given order."""
+    kept = {rid for _, rid in cut([(score, rid) for score, rid, _ in scored], ratio)}
+    return [item for item in scored if item[1] in kept]
+
+
+def score_keyword(
+    found: Sequence[tuple[str, float]],
+    rows: Mapping[str, RankRow],
+    now_epoch: float,
+    weights: Weights,
+) -> list[Scored]:
+    """Score (id, bm25) pairs by bm25 × multipliers and cut; ids without a row are left out."""
+    scored: list[Scored] = []
+    for rid, bm25 in found:
+        row = rows.get(rid)
+        if row is None:
+            continue  # deleted since the full-text index saw it
+        scored.append((bm25 * row_multiplier(row, now_epoch, weights), rid, bm25))
+    return _kept(scored, weights.min_score_ratio)
+
+
+def score_fused(
+    candidates: Mapping[str, tuple[float, float]],
+    rows: Mapping[str, RankRow],
+    now_epoch: float,
+    weights: Weights,
+) -> list[Scored]:
+    """Score id -> (bm25, cosine) candidates by fused relevance × multipliers, then cut."""
+    best_bm25 = max((bm25 for bm25, _ in candidates.values()), default=0.0)
+    best_cosine = max((cosine for _, cosine in candidates.values()), default=0.0)
+    scored: list[Scored] = []
+    for rid, (bm25, cosine) in candidates.items():
+        row = rows.get(rid)
+        if row is None:
+            continue  # deleted since the full-text index saw it
+        relevance = fuse(bm25, best_bm25, cosine, best_cosine, weights)
+        if relevance > 0:
+            scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
+    return _kept(scored, weights.min_score_ratio)
+
+
+def score_browse(
+    columns: Iterable[RankColumns],
+    ids: frozenset[str] | None,
+    now_epoch: float,
+    weights: Weights,
+) -> list[Scored]:
+    """Score records by multipliers alone (no words given); ``ids`` None keeps every one."""
+    return [
+        (
+            row_multiplier(
+                (static_factor(kind, status, importance, weights, judged), updated),
+                now_epoch,
+                weights,
+            ),
+            rid,
+            0.0,
+        )
+        for rid, kind, status, importance, updated, judged in columns
+        if ids is None or rid in ids
+    ]
+
+
+def page(scored: list[Scored], offset: int, want: int) -> list[Scored]:
+    """Order candidates as the caller sees them and return ``scored[offset:want]``.
+
+    The order is the scores rounded as in a hit, then the id, so that pages of tied memories
+    neither repeat nor skip one.
+    """
+    scored.sort(key=lambda item: (-round(item[0], 4), item[1]))
+    return scored[max(offset, 0) : want]
+
+
+class RankRows:
+    """Each record's ranking row, cached while the index does not change (``clear``)."""
+
+    def __init__(self, weights: Weights) -> None:
+        self.weights = weights
+        self._cache: dict[str, RankRow | None] = {}
+
+    def clear(self) -> None:
+        """Forget every cached row (the records changed)."""
+        self._cache.clear()
+
+    def get(
+        self, ids: Sequence[str], fetch: Callable[[list[str]], Iterable[RankColumns]]
+    ) -> dict[str, RankRow]:
+        """Return the rows of the live records among ``ids``; ``fetch`` reads the missing ones."""
+        out: dict[str, RankRow] = {}
+        missing = []
+        for rid in ids:
+            if rid in self._cache:
+                row = self._cache[rid]
+                if row is not None:
+                    out[rid] = row
+            else:
+                missing.append(rid)
+        if not missing:
+            return out
+        found = {
+            rid: (static_factor(kind, status, importance, self.weights, judged), updated)
+            for rid, kind, status, importance, updated, judged in fetch(missing)
+        }
+        for rid in missing:
+            fetched = found.get(rid)
+            if len(self._cache) < CACHE_LIMIT:
+                self._cache[rid] = fetched
+            if fetched is not None:
+                out[rid] = fetched
+        return out

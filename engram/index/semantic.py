@@ -9,7 +9,7 @@ reach the network: the files are local or the model is unavailable (fail closed,
 
 numpy, tokenizers and safetensors are imported when a model is loaded, never at import time:
 ``engram --help`` and a keyword recall do not pay for them. This module owns the model and the
-text of a record that is embedded; storing vectors is the index's business (``db.py``).
+text of a record that is embedded; storing vectors is the index's business (``vectors.py``).
 """
 
 from __future__ import annotations
