@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from engram.context import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
-from engram.index.db import file_matches
+from engram.index.query import file_matches
 from engram.model import Record
 from engram.operations.views import clip, provenance
 

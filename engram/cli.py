@@ -28,7 +28,7 @@ from engram.terminal import json_c1, visible
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    from engram.index.db import Hit
+    from engram.index.query import Hit
     from engram.service import Engram
 
 SNIPPET_CHARS = 200

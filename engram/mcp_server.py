@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import asyncio
     import logging
 
-    from engram.index.db import Hit
+    from engram.index.query import Hit
     from engram.service import Engram, SaveResult
 
 

@@ -28,7 +28,8 @@ from engram.errors import (
     NotFound,
     NotInitialized,
 )
-from engram.index.db import Hit, Query, epoch
+from engram.index.query import Hit, Query
+from engram.index.ranking import epoch
 from engram.model import (
     Record,
     change_time,
@@ -1149,8 +1150,8 @@ class Engram:
         ``JUDGEMENTS_KEPT`` are kept).
         """
         from engram.index.backend import tokenize_query
-        from engram.index.db import epoch as epoch_of
         from engram.index.ranking import VERDICT_SCORES, freshness
+        from engram.index.ranking import epoch as epoch_of
 
         if verdict is not None:
             verdict = str(verdict).strip().lower()

@@ -13,9 +13,6 @@ applies the multipliers and the 20% cut.
 The index is disposable: a schema change drops and rebuilds it. It reads memories.jsonl
 through a ``MemorySource`` (the store is one) and never writes it; it writes only its own
 files under ``index/``, under its own locks.
-
-Besides ``Index``, this module hands its callers the values they pass and get back: ``Query``,
-``Hit`` and ``file_matches`` (defined in ``query.py``) and ``epoch`` (``ranking.py``).
 """
 
 from __future__ import annotations
@@ -30,14 +27,12 @@ from engram.fileio import ProcessLock
 from engram.index import ranking, semantic
 from engram.index.backend import SearchIndex, tokenize_query
 from engram.index.fulltext import FullText
-from engram.index.query import Hit, Query, file_matches
-from engram.index.ranking import Scored, Weights, epoch
+from engram.index.query import Hit, Query
+from engram.index.ranking import Scored, Weights
 from engram.index.records import Progress, Records, Row, line_hash
 from engram.index.source import MemorySource
 from engram.index.vectors import Vectors, VectorState
 from engram.model import Record, canonical_line, is_tombstone
-
-__all__ = ["Hit", "Index", "Query", "epoch", "file_matches"]
 
 
 class Index:
