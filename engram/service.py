@@ -730,33 +730,16 @@ class Engram:
         return out
 
     def recall(
-        self,
-        query: str = "",
-        *,
-        kinds: Iterable[str] | str | None = None,
-        tags: Iterable[str] | str | None = None,
-        files: Iterable[str] | str | None = None,
-        statuses: Iterable[str] | str | None = None,
-        scopes: Iterable[str] | str | None = None,
-        projects: Iterable[str] | str | None = None,
-        limit: int = 10,
-        offset: int = 0,
+        self, query: str = "", *, limit: int = 10, offset: int = 0, **filters: Any
     ) -> list[Hit]:
-        """Return ranked memories for any text (best first; filters combine with AND)."""
-        from engram.model import normalize_kind, normalize_path
+        """Return ranked memories for any text (best first; filters combine with AND).
 
+        ``filters`` are the recall filters engram.operations declares, by their Query field
+        (``kinds``, ``tags``, ``files`` …); the index reads them (``Query.build``).
+        """
         if limit < 0 or offset < 0:
             raise InvalidInput("limit and offset must not be negative")
-        q = Query(
-            text=str(query or ""),
-            kinds=_frozen(kinds, normalize_kind),
-            statuses=_frozen(statuses, str.lower),
-            scopes=_frozen(scopes, str.lower),
-            projects=_frozen(projects),
-            tags=_frozen(tags, str.lower),
-            files=tuple(normalize_path(p) for p in _list(files)),
-            limit=limit + offset,
-        )
+        q = Query.build(query, limit=limit + offset, **filters)
         hits: list[Hit] = []
         for ws in self._workspaces(q.scopes):
             ws.index.refresh()

@@ -8,13 +8,14 @@ wanted path (exact, a folder of it, or a glob either way), for the index's file 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from engram.errors import InvalidInput
 from engram.index.backend import Filters
-from engram.model import Record
+from engram.model import Record, normalize_kind, normalize_path
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,24 @@ class Query:
     files: tuple[str, ...] = ()
     limit: int = 10
     offset: int = 0
+
+    @classmethod
+    def build(cls, text: str = "", *, limit: int = 10, offset: int = 0, **filters: Any) -> Query:
+        """Return the query for recall's words and filters, as the operations declare them.
+
+        ``filters`` are keyed by Query field (``kinds``, ``tags`` …): each takes one value or
+        a list, normalised here (kinds through their aliases, paths repo-relative); ``None``
+        and empty lists mean "no filter". An unknown filter is refused by name.
+        """
+        unknown = sorted(set(filters) - set(_FILTERS))
+        if unknown:
+            raise InvalidInput(
+                f"recall has no filter {', '.join(unknown)}; filters: {', '.join(_FILTERS)}"
+            )
+        values = {
+            name: _FILTERS[name](_items(value)) for name, value in filters.items() if value
+        }
+        return cls(text=str(text or ""), limit=limit, offset=offset, **values)
 
     def filters(self, ids: frozenset[str] | None) -> Filters:
         """Return the full-text backend's filters for this query, restricted to ``ids``."""
@@ -58,6 +77,27 @@ class Hit:
     def matched(self) -> list[str]:
         """Name the fields the query's words appear in (worked out only when asked)."""
         return _matched(self.record, self.tokens)
+
+
+def _items(value: Iterable[str] | str) -> list[str]:
+    """Return a filter's values: one string or a list, each split at commas, blanks dropped."""
+    items = [value] if isinstance(value, str) else list(value)
+    return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+
+
+def _set(convert: Callable[[str], str] = str) -> Callable[[list[str]], frozenset[str]]:
+    return lambda items: frozenset(convert(item) for item in items)
+
+
+# How each filter's values are read, by Query field.
+_FILTERS: dict[str, Callable[[list[str]], Any]] = {
+    "kinds": _set(normalize_kind),
+    "statuses": _set(str.lower),
+    "scopes": _set(str.lower),
+    "projects": _set(),
+    "tags": _set(str.lower),
+    "files": lambda items: tuple(normalize_path(item) for item in items),
+}
 
 
 def file_matches(memory_path: str, wanted: str) -> bool:
