@@ -344,6 +344,11 @@ class Index:
             ids = self.records.ids_for_files(query.files)
             if not ids:
                 return []
+        if query.since is not None or query.until is not None or query.authors:
+            changed = self.records.ids_changed(query.since, query.until, query.authors)
+            ids = changed if ids is None else ids & changed
+            if not ids:
+                return []
         tokens = tokenize_query(query.text)
         want = query.limit + max(query.offset, 0)
         scored: list[Scored]

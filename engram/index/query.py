@@ -8,14 +8,16 @@ wanted path (exact, a folder of it, or a glob either way), for the index's file 
 from __future__ import annotations
 
 import functools
+import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.index.backend import Filters
-from engram.model import Record, normalize_kind, normalize_path
+from engram.model import Record, normalize_kind, normalize_path, parse_time
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class Query:
     projects: frozenset[str] = frozenset()
     tags: frozenset[str] = frozenset()
     files: tuple[str, ...] = ()
+    since: float | None = None  # changed at or after (epoch seconds)
+    until: float | None = None  # changed at or before (epoch seconds)
+    authors: frozenset[str] = frozenset()  # case-folded author names
     limit: int = 10
     offset: int = 0
 
@@ -45,9 +50,7 @@ class Query:
             raise InvalidInput(
                 f"recall has no filter {', '.join(unknown)}; filters: {', '.join(_FILTERS)}"
             )
-        values = {
-            name: _FILTERS[name](_items(value)) for name, value in filters.items() if value
-        }
+        values = {name: _FILTERS[name](_items(value)) for name, value in filters.items() if value}
         return cls(text=str(text or ""), limit=limit, offset=offset, **values)
 
     def filters(self, ids: frozenset[str] | None) -> Filters:
@@ -97,7 +100,38 @@ _FILTERS: dict[str, Callable[[list[str]], Any]] = {
     "projects": _set(),
     "tags": _set(str.lower),
     "files": lambda items: tuple(normalize_path(item) for item in items),
+    "since": lambda items: _moment(items, "since", end_of_day=False),
+    "until": lambda items: _moment(items, "until", end_of_day=True),
+    "authors": _set(str.casefold),
 }
+_AGE: Final = re.compile(r"(\d{1,6})\s*([hdwmy])")
+_AGE_SECONDS: Final = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
+_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _moment(items: list[str], name: str, *, end_of_day: bool) -> float:
+    """Read a since/until value: an age (7d, 2w, 3m, 1y, 12h), a date or an RFC 3339 time.
+
+    A date alone covers its whole day (UTC): ``since`` starts at its midnight, ``until`` ends
+    at the next one.
+    """
+    if len(items) != 1:
+        raise InvalidInput(f"{name} takes one date, got {len(items)}: {', '.join(items)}")
+    text = items[0].strip().lower()
+    age = _AGE.fullmatch(text)
+    if age:
+        return time.time() - int(age.group(1)) * _AGE_SECONDS[age.group(2)]
+    try:
+        moment = parse_time(text)
+    except InvalidInput:
+        raise InvalidInput(
+            f"{name} {items[0]!r} is not a date: give 2026-11-01, an RFC 3339 time, "
+            "or an age such as 12h, 7d, 2w, 3m (months) or 1y"
+        ) from None
+    stamp = moment.timestamp()
+    if end_of_day and _DATE.fullmatch(text):
+        stamp += 86400 - 1e-6
+    return stamp
 
 
 def file_matches(memory_path: str, wanted: str) -> bool:

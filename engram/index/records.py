@@ -36,7 +36,7 @@ from engram.index.ranking import RankColumns, epoch, judgement_score
 from engram.model import Record, check_id, dedupe_key, is_tombstone, line_id, loads, parse_line
 
 # 8: the vectors moved to a database of their own (vectors.py).
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 CACHE_LIMIT: Final = 200_000
 BATCH: Final = 2000
 FILES: Final = ("engram.db", "engram.db-wal", "engram.db-shm")
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS records (
     deleted INTEGER NOT NULL DEFAULT 0,
     session_id TEXT,
     judged REAL,  -- mean judgement score 0..1, NULL when unjudged
+    author TEXT NOT NULL DEFAULT '',  -- case-folded, for the author filter
     json TEXT NOT NULL  -- last: ranking reads the columns above without touching it
 );
 CREATE TABLE IF NOT EXISTS tags (id TEXT NOT NULL, tag TEXT NOT NULL);
@@ -90,7 +91,7 @@ CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
 
 _RECORD_COLUMNS: Final = (
     "id, line_hash, kind, status, scope, project, topic_key, dedupe_key, importance, "
-    "created_at, updated_at, updated_epoch, deleted, session_id, judged, json"
+    "created_at, updated_at, updated_epoch, deleted, session_id, judged, author, json"
 )
 _RANK_COLUMNS: Final = "id, kind, status, importance, updated_epoch, judged"
 
@@ -225,8 +226,7 @@ class Records:
             conn.executemany("DELETE FROM files WHERE id=?", ids)
             conn.executemany("DELETE FROM links WHERE src=?", ids)
         conn.executemany(
-            f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) VALUES ({marks(17)})",
             [_row(record, digest, line) for record, digest, line in rows],
         )
         live = [record for record, _, _ in rows if not is_tombstone(record)]
@@ -534,6 +534,23 @@ class Records:
             )
         return frozenset(out)
 
+    def ids_changed(
+        self, since: float | None, until: float | None, authors: frozenset[str]
+    ) -> frozenset[str]:
+        """Return ids of live records changed in [since, until] by one of ``authors``."""
+        clauses, params = ["deleted=0"], list[Any]()
+        if since is not None:
+            clauses.append("updated_epoch >= ?")
+            params.append(since)
+        if until is not None:
+            clauses.append("updated_epoch <= ?")
+            params.append(until)
+        if authors:
+            clauses.append(f"author IN ({marks(len(authors))})")
+            params.extend(sorted(authors))
+        rows = self.db.execute(f"SELECT id FROM records WHERE {' AND '.join(clauses)}", params)
+        return frozenset(row[0] for row in rows)
+
     def ids_for_tags(self, wanted: Sequence[str]) -> frozenset[str]:
         """Return ids of records carrying any of these tags."""
         out: set[str] = set()
@@ -652,6 +669,7 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         1 if tomb else 0,
         record.get("session_id") if isinstance(record.get("session_id"), str) else None,
         judgement_score(record.get("judgements")),
+        str(record.get("author") or "").casefold(),
         line.decode("utf-8"),
     )
 
