@@ -259,6 +259,22 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         chunks_mod.parse_manifest(pushed["manifest.json"])
 
 
+def test_the_temp_files_of_killed_writes_are_never_committed_or_pushed(tmp_path: Path) -> None:
+    a, remote = _clone(tmp_path, "a")
+    with a:
+        a.remember("Good memory", "travels")
+        a.sync()
+        folder = a.root / ".engram"
+        chunk = next((folder / "chunks").iterdir())
+        # What a sync killed inside an atomic write leaves next to its target.
+        (folder / "chunks" / f".{chunk.name}.k1ll3d.tmp").write_bytes(chunk.read_bytes()[:9])
+        (folder / ".manifest.json.k1ll3d.tmp").write_bytes(b'{"version": 2, "chu')
+        assert a.sync(remote="origin")["remote"]["pushed"]
+    pushed = _remote_files(remote)
+    assert f"chunks/{chunk.name}" in pushed
+    assert not [path for path in pushed if path.endswith(".tmp")], sorted(pushed)
+
+
 def test_dulwich_errors_reach_the_user_as_one_sync_error(tmp_path: Path) -> None:
     engram, _ = _clone(tmp_path, "a")
     with engram:

@@ -35,6 +35,7 @@ __all__ = [
     "MANIFEST",
     "STATE",
     "chunk_file",
+    "is_leftover",
     "remove_chunk",
     "remove_state",
     "set_aside_state",
@@ -49,6 +50,15 @@ CHUNKS: Final = "chunks"
 MANIFEST: Final = "manifest.json"
 STATE: Final = "state"
 GITIGNORE_FILE: Final = ".gitignore"
+
+
+def is_leftover(name: str) -> bool:
+    """Tell whether a file name is the temp file of an atomic write (a killed one leaves it).
+
+    ``atomic_write`` and the store name them ``.<target>.<random>.tmp`` next to their target;
+    such a file is never part of the store (readers skip it, a sync never commits it).
+    """
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 def _plain(name: str, folder: Path) -> str:

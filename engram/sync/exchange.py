@@ -24,6 +24,7 @@ from engram import config as config_mod
 from engram.errors import EngramError, SyncError
 from engram.model import now
 from engram.store import MEMORIES, MemoryStore
+from engram.store import files as store_files
 from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
 from engram.sync.chunks import ChunkEntry, SyncState
@@ -149,7 +150,7 @@ def _merge_remote(
 def _committed_files(
     ws: Workspace, pushed: Mapping[str, bytes]
 ) -> tuple[dict[str, bytes], list[str]]:
-    """Return the store's files that belong in git (all but index/ and state/), checked.
+    """Return the store's files that belong in git (all but index/, state/ and temp files), checked.
 
     A chunk not on the remote already (``pushed``) must hash to its name, or it is left
     out (the remote's copy kept where it has one) and named in the returned problems; a
@@ -163,8 +164,8 @@ def _committed_files(
             rel = path.relative_to(folder).as_posix()
             if rel.split("/")[0] in ("index", "state", ".git") or not path.is_file():
                 continue
-            if path.is_symlink():
-                continue
+            if path.is_symlink() or store_files.is_leftover(path.name):
+                continue  # a killed write's temp file is no file of the store
             out[rel] = path.read_bytes()
     for rel, data in list(out.items()):
         top, _, name = rel.partition("/")
