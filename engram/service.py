@@ -213,8 +213,6 @@ class Engram:
         """
         prefix = check_id(ref)
         workspaces = self._workspaces()
-        for ws in workspaces:
-            ws.index.refresh()
         if (
             changing
             and len(prefix) < MIN_WRITE_PREFIX
@@ -324,7 +322,6 @@ class Engram:
         if anchors:
             fields["anchors"] = anchors
         with ws.store.lock():
-            ws.index.refresh()
             fields["links"] = self._resolve_links(ws, fields.get("links", []))
             if not fields["links"]:
                 del fields["links"]
@@ -540,7 +537,6 @@ class Engram:
             cited = fields["files"] if "files" in fields else current.get("files") or []
             fields["anchors"] = self._anchors(ws, cited)
         with ws.store.lock():
-            ws.index.refresh()
             current = ws.index.get(current["id"]) or current
             if is_tombstone(current):
                 raise NotFound(f"memory {current['id']} was forgotten")
@@ -565,7 +561,6 @@ class Engram:
         """Delete a memory: a tombstone that travels to other clones (hard drops the text)."""
         ws, current = self._locate(ref, include_deleted=hard, changing="forget")
         with ws.store.lock():
-            ws.index.refresh()
             current = ws.index.get(current["id"]) or current
             # after the last change this clone has seen, whatever its clock says: the forget
             # then wins over every edit it saw on every replica (engram.sync.merge)
@@ -655,7 +650,6 @@ class Engram:
         records: list[Record] = []
         superseded_by: dict[str, list[str]] = {}
         for ws in self._workspaces():
-            ws.index.refresh()
             if not wanted:
                 continue
             found = ws.index.get_many(sorted(ws.index.ids_for_files(wanted)))
@@ -742,7 +736,6 @@ class Engram:
         q = Query.build(query, limit=limit + offset, **filters)
         hits: list[Hit] = []
         for ws in self._workspaces(q.scopes):
-            ws.index.refresh()
             if ws.scope == "personal" and not q.projects:
                 hits.extend(ws.index.search(replace(q, projects=self._personal_projects)))
             else:
@@ -755,14 +748,12 @@ class Engram:
 
     def problems(self) -> list[tuple[int, str]]:
         """Return unreadable lines the index skipped in memories.jsonl (for warnings)."""
-        self.project_ws.index.refresh()
         return self.project_ws.index.stored_problems()
 
     def stats(self) -> dict[str, Any]:
         """Return counts by kind, status, scope and project, and the sizes of the files."""
         out: dict[str, Any] = {"project": self.project, "root": str(self.root), "stores": []}
         for ws in self._workspaces():
-            ws.index.refresh()
             ws.index.flush()
             counts = ws.index.counts()
             counts["scope"] = ws.scope
@@ -817,8 +808,6 @@ class Engram:
         from engram.indexer.plan import hotspots_id
 
         workspaces = self._workspaces()
-        for ws in workspaces:
-            ws.index.refresh()
         key = (scale, tuple(ws.store.signature() for ws in workspaces))
         cached = self._context_cache
         if cached is not None and cached[0] == key and monotonic() - cached[1] < 3600:
@@ -1185,7 +1174,6 @@ class Engram:
         if fields["reason"]:
             entry["reason"] = fields["reason"]
         with ws.store.lock():
-            ws.index.refresh()
             latest = ws.index.get(current["id"]) or current
             judgements = list(latest.get("judgements") or [])
             judgements.append(entry)
@@ -1206,7 +1194,6 @@ class Engram:
         from engram.consolidate import find_groups
 
         ws = self.project_ws
-        ws.index.refresh()
         records = ws.index.all_records(include_deleted=True)
         root = self.root.resolve()
 
@@ -1270,7 +1257,6 @@ class Engram:
         chosen = read_plan(plan if plan is not None else fresh)
         author = config_mod.git_user_name(self.root)
         with ws.store.lock():
-            ws.index.refresh()
             # The whole store, tombstones included: dangling links are told apart from live
             # ones, and a merged memory an earlier run wrote is recognised.
             records = {str(r["id"]): r for r in ws.index.all_records(include_deleted=True)}
@@ -1317,7 +1303,6 @@ class Engram:
             return report
         stamp = now()
         with ws.store.lock():
-            ws.index.refresh()
             known = ws.index.get_many([_insight_id(i.id) for i in outcome.insights])
             live = set(
                 ws.index.get_many(sorted({s for i in outcome.insights for s in i.source_ids}))
@@ -1393,7 +1378,6 @@ class Engram:
     def _all_live(self) -> list[Record]:
         out: list[Record] = []
         for ws in self._workspaces():
-            ws.index.refresh()
             out += ws.index.all_records()
         return out
 
@@ -1420,7 +1404,6 @@ class Engram:
         stamp = now()
         for ws in self._workspaces():
             with ws.store.lock():
-                ws.index.refresh()
                 changes = rename_changes(ws.index.all_records(), names, target, stamp=stamp)
                 if changes:
                     moved[ws.scope] = len(changes)
@@ -1505,7 +1488,6 @@ class Engram:
 
         # Writes memories.jsonl under the store's lock, scrubbed like every write.
         resolved = resolve(self.root, scrubber=self.project_ws.store.scrubber)
-        self.project_ws.index.refresh()
         return [asdict(item) for item in resolved]
 
     def log(self, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
@@ -1612,7 +1594,6 @@ class Engram:
             return self._revise(ws, current, changes, stamp)
 
         with ws.store.lock():
-            ws.index.refresh()
             if adr:
                 from engram.indexer.adr import scan_adrs
 
