@@ -6,6 +6,7 @@ documented, every response matching its schema.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -609,6 +610,155 @@ def test_is_loopback() -> None:
     assert all(map(is_loopback, loopback))
     others = ["0.0.0.0", "::", "192.168.1.2", "example.com", "", "::ffff:192.168.1.2"]
     assert not any(map(is_loopback, others))
+
+
+# -- derived from the declarations; results as the facade returns them ---------------------------
+
+
+def test_openapi_recall_parameters_are_the_declarations(tmp_path: Path) -> None:
+    """GET /search and GET /memories offer exactly the declared recall filters, with their help."""
+    from engram.http_api import create_app
+    from engram.operations.memory import RECALL, RECALL_FILTERS
+
+    app = create_app(_make_project(tmp_path / "openapi"))
+    try:
+        paths = app.openapi()["paths"]
+    finally:
+        app.state.engram.close()
+    http = {p.name: p for p in RECALL.params_for("http")}
+    filters = [(p.wire, p.help) for p in RECALL_FILTERS]
+    paging = [(name, http[name].help) for name in ("limit", "offset")]
+    for path, leading in (("/search", [("q", http["query"].help)]), ("/memories", [])):
+        offered = [
+            (param["name"], param.get("description"))
+            for param in paths[path]["get"]["parameters"]
+            if param["in"] == "query"
+        ]
+        assert offered == [*leading, *filters, *paging], path
+        for param in paths[path]["get"]["parameters"]:
+            if param["name"] in {wire for wire, _ in filters}:
+                assert param["schema"]["anyOf"][0]["type"] == "array", param  # repeatable
+
+
+def test_a_declared_filter_reaches_both_routes_and_the_facade(tmp_path: Path) -> None:
+    """A filter added to RECALL_FILTERS alone: both routes offer it and pass it on by its target."""
+    script = """
+import json, sys
+from pathlib import Path
+import engram.operations.memory as memory
+from engram.operations.params import Param
+memory.RECALL_FILTERS = (
+    *memory.RECALL_FILTERS,
+    Param("mood", "strings", "Only in these moods.", target="moods", flag="feel", filter=True),
+)
+from fastapi.testclient import TestClient
+from engram.http_api import create_app
+from engram.service import Engram
+seen = []
+Engram.recall = lambda self, query="", **kwargs: seen.append(kwargs) or []
+app = create_app(Path(sys.argv[1]))
+with TestClient(app, base_url="http://127.0.0.1") as client:
+    for path in ("/search", "/memories"):
+        assert client.get(path, params={"feel": ["calm", "odd"]}).status_code == 200
+        assert client.get(path, params={"feel": "x" * 501}).status_code == 422
+    paths = app.openapi()["paths"]
+print(json.dumps({"seen": seen, "offered": [
+    [p["description"] for p in paths[path]["get"]["parameters"] if p["name"] == "feel"]
+    for path in ("/search", "/memories")
+]}))
+"""
+    root = _make_project(tmp_path / "repo")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["offered"] == [["Only in these moods."], ["Only in these moods."]]
+    assert [call["moods"] for call in out["seen"]] == [["calm", "odd"], ["calm", "odd"]]
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def test_routes_return_the_facades_results(tmp_path: Path) -> None:
+    """Each response model describes the facade's result: nothing added, nothing dropped."""
+    from fastapi.testclient import TestClient
+
+    from engram.http_api import create_app
+    from engram.operations.views import HitView
+
+    app = create_app(_make_project(tmp_path / "same"))
+    engram = app.state.engram
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+
+        def post(path: str, body: Any, status: int = 201) -> Any:
+            response = client.post(path, json=body)
+            assert response.status_code == status, response.text
+            return response.json()
+
+        def get(path: str, **params: Any) -> Any:
+            response = client.get(path, params=params)
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        jobs = {"kind": "decision", "files": ["src/jobs.py"], "tags": ["jobs"]}
+        old = post("/memories", {"title": "Use celery for jobs", **jobs, "ticket": {"k": 1}})
+        assert set(old) == {"action", "id", "redactions", "superseded", "memory", "warnings"}
+        rid = old["id"]
+        assert old["memory"] == _plain(engram.get(rid))
+        links = [{"rel": "supersedes", "to": rid}, f"relates:{rid}"]
+        nid = post("/memories", {"title": "Use a worker pool for jobs", **jobs, "links": links})[
+            "id"
+        ]
+        pit = post("/memories", {"title": "Never block the job loop", "scope": "personal"})["id"]
+        assert get(f"/memories/{rid}") == _plain(engram.get(rid))
+        assert get(f"/memories/{nid}/why") == _plain(engram.why(nid))
+        assert get(f"/memories/{rid}/why") == _plain(engram.why(rid))
+        assert get(f"/memories/{rid}/related") == {"related": _plain(engram.related(rid))}
+        assert get(f"/memories/{nid}/timeline", before=3) == _plain(engram.timeline(nid, before=3))
+        checked = post("/check", {"files": ["src/jobs.py"], "text": "jobs"}, 200)
+        assert checked == _plain(engram.check(["src/jobs.py"], text="jobs"))
+        assert get("/context", query="jobs") == _plain(engram.context(query="jobs"))
+        assert get("/stats") == _plain(engram.stats())
+        exported = get("/export")
+        assert exported == {**_plain(engram.export()), "exported_at": exported["exported_at"]}
+        assert get("/sync/status") == _plain(engram.sync_status())
+        assert get("/consolidate/preview") == _plain(engram.consolidate_preview())
+        listed = get("/memories", tag="jobs")["memories"]
+        assert listed == _plain([hit.record for hit in engram.recall("", tags=["jobs"], limit=20)])
+        found = get("/search", q="jobs worker", kind="decision")["hits"]
+        hits = engram.recall("jobs worker", kinds=["decision"], limit=10)
+        assert found == _plain([HitView.of(hit).full() for hit in hits]) and found
+
+        started = post("/sessions", {"directory": "/work"})
+        sid = started["id"]
+        assert started == _plain(engram.sessions.get(sid))
+        prompt = post("/prompts", {"content": "Why do jobs stall?", "session_id": sid})
+        assert prompt["memory"] == _plain(engram.get(prompt["id"]))
+        assert get(f"/memories/{prompt['id']}/timeline") == _plain(engram.timeline(prompt["id"]))
+        learned = "## Key Learnings\n- Jobs stall on a full queue.\n"
+        captured = post("/capture", {"text": learned, "session_id": sid}, 200)
+        assert captured["extracted"] == 1 and captured["session_id"] == sid
+        summary = post(f"/sessions/{sid}/summary", {"goal": "Unstick jobs"})
+        assert summary["memory"] == _plain(engram.get(summary["id"]))
+        ended = post(f"/sessions/{sid}/end", {"summary": "## Goal\nUnstick jobs\n"}, 200)
+        assert {**ended, "summary": None} == {**_plain(engram.sessions.get(sid)), "summary": None}
+        assert ended["summary"]["memory"] == _plain(engram.get(ended["summary_id"]))
+        assert "similar" in ended["summary"] and "warnings" not in ended["summary"]
+
+        assert client.patch(f"/memories/{rid}", json={"importance": 5}).json() == _plain(
+            engram.get(rid)
+        )
+        judged = post(f"/memories/{rid}/judge", {"verdict": "useful", "reason": "helped"}, 200)
+        assert judged == _plain(engram.get(rid))
+        gone = client.delete(f"/memories/{pit}").json()
+        tombstones = {m["id"]: m for m in engram.export(scope="personal")["memories"]}
+        assert gone["deleted_at"] and gone == _plain(tombstones[pit])
 
 
 # -- fuzzing ------------------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""The HTTP API as an app: the facade opened, the guard and error handlers in front, the routers.
+
+One ``Engram`` is opened when the app is made and closed when it stops. The OpenAPI document at
+``/openapi.json`` describes every request and response; with a token it declares the bearer
+scheme too. fastapi is imported when an app is made, not when this module is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engram.http_api.defaults import DEFAULT_HOST, MAX_BODY_BYTES, TOKEN_ENV
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+
+def create_app(
+    root: Path | None = None,
+    *,
+    token: str | None = None,
+    max_body: int = MAX_BODY_BYTES,
+    host: str = DEFAULT_HOST,
+) -> FastAPI:
+    """Return the API over the project at ``root`` (default: found from the working directory).
+
+    ``token`` defaults to ``ENGRAM_HTTP_TOKEN``; when set, requests need it as a bearer token.
+    ``host`` is the address served: Host headers naming it (or loopback) are accepted.
+    """
+    from fastapi import FastAPI
+
+    from engram.http_api import errors
+    from engram.http_api.deps import Facade
+    from engram.http_api.guard import Guard
+    from engram.http_api.models import error_responses
+    from engram.http_api.routers import ROUTERS
+    from engram.service import Engram, version_info
+
+    token = (token if token is not None else os.environ.get(TOKEN_ENV, "")).strip() or None
+    facade = Facade(Engram.open(root), version_info()["engram"])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await facade.call(facade.engram.close)
+
+    app = FastAPI(
+        title="engram",
+        version=facade.version,
+        description="Git-native, file-first memory for AI coding agents: the HTTP API.",
+        lifespan=lifespan,
+        responses=error_responses(token=bool(token)),
+        redirect_slashes=False,
+    )
+    app.state.engram = facade.engram
+    app.state.facade = facade
+    errors.install(app)
+    app.add_middleware(Guard, token=token, max_body=max_body, host=host)
+    for router in ROUTERS:
+        app.include_router(router)
+    if token:
+        _declare_bearer(app)
+    return app
+
+
+def _declare_bearer(app: FastAPI) -> None:
+    """Declare the bearer token in the OpenAPI document (/docs offers to send it)."""
+    plain = app.openapi
+
+    def secured() -> dict[str, Any]:
+        schema = plain()
+        components = schema.setdefault("components", {})
+        components.setdefault("securitySchemes", {})["bearer"] = {
+            "type": "http",
+            "scheme": "bearer",
+            "description": f"the server's {TOKEN_ENV}",
+        }
+        schema["security"] = [{"bearer": []}]
+        schema["paths"]["/health"]["get"]["security"] = []  # liveness stays open
+        return schema
+
+    app.openapi = secured  # type: ignore[method-assign]

@@ -1,0 +1,13 @@
+"""The HTTP server's defaults: the address and port it serves, its token's variable, its body limit.
+
+A leaf of the package: every other module of it may read these, and this one imports nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 7437
+TOKEN_ENV: Final = "ENGRAM_HTTP_TOKEN"
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024

@@ -1,0 +1,27 @@
+"""The search route: rank memories for any text, rendered through the shared hit view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from engram.http_api.deps import Api, next_offset
+from engram.http_api.models import Search, SearchOut
+from engram.operations.views import HitView
+
+router = APIRouter(tags=["memories"])
+
+
+@router.get("/search", response_model=SearchOut, response_model_exclude_unset=True)
+async def search(params: Search, api: Api) -> dict[str, Any]:
+    """Rank memories for any text, best first."""
+    args = params.arguments()
+    hits = await api.call(api.engram.recall, **args)
+    return {
+        "query": args.get("query", ""),
+        "hits": [HitView.of(hit).full() for hit in hits],
+        "limit": args["limit"],
+        "offset": args["offset"],
+        "next_offset": next_offset(hits, args["limit"], args["offset"]),
+    }
