@@ -1,0 +1,189 @@
+"""What ``engram mcp`` serves, without the SDK: ``EngramMCP`` and its one error boundary.
+
+``EngramMCP`` is plain synchronous Python over ``engram.service.Engram``: it opens the project
+on first use, picks the tools of its profile and compatibility sets (``table``), holds the
+response budget and the recall cursors (``engram.paging.Pages``), and dispatches each call to
+the handler registered for the tool's target (``tools``). ``call`` is the error boundary:
+every failure becomes an MCP error result with a message and a hint, and the server keeps
+serving. ``read`` serves the resources, ``prompt`` the prompts.
+
+It must not import the mcp SDK (``server`` does), nor another adapter, nor write to stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engram.errors import ConfigError, EngramError, InvalidInput, NotFound
+from engram.mcp_server.prompts import render_prompt
+from engram.mcp_server.resources import read_resource
+from engram.mcp_server.table import COMPATS, Call, select_tools
+from engram.mcp_server.tools import HANDLERS
+from engram.paging import CHARS_PER_TOKEN, Pages, dumps
+
+if TYPE_CHECKING:
+    import logging
+
+    from engram.service import Engram
+
+DEFAULT_BUDGET: Final = 4000  # tokens per response
+MIN_BUDGET: Final = 500
+
+
+def logger() -> logging.Logger:
+    """Return this adapter's logger (logging is imported only when something goes wrong)."""
+    import logging
+
+    return logging.getLogger("engram.mcp")
+
+
+class _UnknownTool(EngramError):
+    code = "unknown_tool"
+    hint = "tools/list shows the tools this server offers (engram mcp --tools all adds more)"
+
+
+class EngramMCP:
+    """What ``engram mcp`` serves, over the facade: tools, resources and prompts.
+
+    The project is opened on first use, so a server started before ``engram init`` answers
+    with an error and a hint until the project exists. Every call refreshes the index from
+    memories.jsonl first (the facade does), so writes by other server processes are seen.
+    """
+
+    def __init__(
+        self,
+        start: Path | None = None,
+        *,
+        profile: str = "agent",
+        compat: Iterable[str] = (),
+        budget: int | None = None,
+    ) -> None:
+        self.start = start
+        self.profile = profile
+        self.compat = tuple(compat)
+        self.tools = select_tools(profile, self.compat)
+        missing = sorted({tool.handler for tool in self.tools.values()} - set(HANDLERS))
+        if missing:
+            raise RuntimeError(f"tools without a handler: {', '.join(missing)}")
+        if budget is not None and budget < MIN_BUDGET:
+            raise InvalidInput(f"--budget must be at least {MIN_BUDGET} tokens, got {budget}")
+        self._budget_option = budget
+        self._engram: Engram | None = None
+        self.pages = Pages()
+        # Set by the server around a call when the client can sample (consolidation's LLM).
+        self.sampler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def engram(self) -> Engram:
+        """Return the open project, opening it on first use."""
+        if self._engram is None:
+            from engram.service import Engram
+
+            self._engram = Engram.open(self.start)
+        return self._engram
+
+    def close(self) -> None:
+        """Release the project's index files."""
+        if self._engram is not None:
+            self._engram.close()
+            self._engram = None
+
+    def __enter__(self) -> EngramMCP:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def budget(self) -> int:
+        """Return the most tokens one response may take (option, config, default)."""
+        if self._budget_option is not None:
+            return self._budget_option
+        try:
+            value = self.engram.config.get("mcp.token_budget")
+        except ConfigError:
+            return DEFAULT_BUDGET
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_BUDGET:
+            raise ConfigError(
+                f"mcp.token_budget must be a whole number of tokens >= {MIN_BUDGET}, got {value!r}"
+            )
+        return value
+
+    # -- the error boundary ------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[str, bool]:
+        """Run one tool call; return (text, is_error). Never raises."""
+        tool = self.tools.get(name)
+        try:
+            if tool is None:
+                raise _UnknownTool(self._unknown_tool(name))
+            args = tool.arguments(arguments)
+            call = Call(tool, self.budget * CHARS_PER_TOKEN)
+            return HANDLERS[tool.handler](self, args, call), False
+        except EngramError as exc:
+            return dumps(self._error(exc, name)), True
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            error = {
+                "code": "os_error",
+                "message": f"{name}: {exc.strerror or exc}{where}",
+                "hint": "check the path and its permissions; engram doctor checks the store",
+            }
+            return dumps(error), True
+        except Exception as exc:  # the boundary: a bug must not end the session
+            logger().exception("tool %s failed", name)
+            error = {
+                "code": "internal",
+                "message": f"{name} failed: {type(exc).__name__}: {exc}",
+                "hint": "this is a bug in engram; the server's stderr log has the details",
+            }
+            return dumps(error), True
+
+    def _error(self, exc: EngramError, name: str) -> dict[str, str]:
+        out = exc.to_dict()
+        if isinstance(exc, InvalidInput) and exc.hint == InvalidInput.hint:
+            out["hint"] = f"check the arguments against the input schema of {name} (tools/list)"
+        return out
+
+    def _unknown_tool(self, name: str) -> str:
+        elsewhere = [t.name for t in select_tools("all", COMPATS).values() if t.name == name]
+        if elsewhere:
+            return (
+                f"tool {name!r} is not served by this server (profile {self.profile}"
+                f"{', compat ' + ', '.join(self.compat) if self.compat else ''})"
+            )
+        return f"unknown tool {name!r}"
+
+    # -- what the handlers share ---------------------------------------------------------------
+
+    def record(self, ref: str | int, changing: str = "") -> dict[str, Any]:
+        """Return the memory ``ref`` names; an integer id (another tool's) must match exactly.
+
+        ``changing`` names the change about to be made: its prefix needs 4+ characters.
+        """
+        if isinstance(ref, int):
+            record: dict[str, Any] = {}
+            with contextlib.suppress(NotFound):
+                record = self.engram.get(str(ref))
+            if record.get("id") != str(ref):
+                raise NotFound(
+                    f"no memory with id {ref}",
+                    hint="engram ids are strings; recall shows them",
+                )
+            return record
+        return self.engram.target(ref, changing) if changing else self.engram.get(ref)
+
+    # -- resources and prompts -----------------------------------------------------------------
+
+    def read(self, uri: str) -> tuple[str, str]:
+        """Return (text, mime type) of an engram:// resource; raise EngramError if it fails."""
+        return read_resource(self, uri)
+
+    def prompt(self, name: str, arguments: Mapping[str, str] | None) -> tuple[str, str]:
+        """Return (description, text) of a built-in prompt; raise NotFound for another name."""
+        return render_prompt(name, arguments)

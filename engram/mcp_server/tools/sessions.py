@@ -1,0 +1,109 @@
+"""The session tools: session_start, session_summary, session_end, save_prompt, capture.
+
+Each handler calls the facade once and renders a short answer within the call's budget.
+
+It must not import the mcp SDK nor any other adapter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engram.mcp_server.tools.registry import Args, handler
+from engram.operations.views import TITLE_CHARS, clip
+
+if TYPE_CHECKING:
+    from engram.mcp_server.core import EngramMCP
+    from engram.mcp_server.table import Call
+    from engram.service import SaveResult
+
+
+def saved(result: SaveResult, call: Call) -> str:
+    """Return the answer to a session save: id, what happened, its session, redactions."""
+    record = result.record
+    payload: dict[str, Any] = {
+        "id": record["id"],
+        "action": result.action,
+        "rev": record.get("rev"),
+        "title": clip(record.get("title", ""), TITLE_CHARS),
+    }
+    if record.get("session_id"):
+        payload["session_id"] = record["session_id"]
+    if result.redactions:
+        payload["redacted"] = result.redactions
+    return call.render(payload)
+
+
+@handler("session_start")
+def session_start(mcp: EngramMCP, args: Args, call: Call) -> str:
+    session = mcp.engram.session_start(
+        args.get("session_id"),
+        directory=str(args.get("directory") or ""),
+        project=args.get("project"),
+    )
+    return call.render({"session_id": session["id"], **session})
+
+
+@handler("session_summary")
+def session_summary(mcp: EngramMCP, args: Args, call: Call) -> str:
+    from engram.session import FIELD_NAMES
+
+    sections = {name: args.get(name) for name in FIELD_NAMES if args.get(name)}
+    result = mcp.engram.session_summary(
+        str(args.get("content") or ""),
+        session_id=args.get("session_id"),
+        project=args.get("project"),
+        **sections,
+    )
+    return saved(result, call)
+
+
+@handler("session_end")
+def session_end(mcp: EngramMCP, args: Args, call: Call) -> str:
+    session = mcp.engram.session_end(
+        args.get("session_id"),
+        summary=str(args.get("summary") or ""),
+        project=args.get("project"),
+    )
+    payload = {key: value for key, value in session.items() if key != "summary"}
+    return call.render({"session_id": session["id"], **payload})
+
+
+@handler("save_prompt")
+def save_prompt(mcp: EngramMCP, args: Args, call: Call) -> str:
+    result = mcp.engram.save_prompt(
+        str(args["content"]), session_id=args.get("session_id"), project=args.get("project")
+    )
+    return saved(result, call)
+
+
+@handler("capture")
+def capture(mcp: EngramMCP, args: Args, call: Call) -> str:
+    result = mcp.engram.capture(
+        str(args["content"]),
+        session_id=args.get("session_id"),
+        project=args.get("project"),
+        source=str(args.get("source") or "capture"),
+    )
+    rows = {
+        key: [{**item, "title": clip(item["title"], TITLE_CHARS)} for item in result[key]]
+        for key in ("saved", "duplicates")
+    }
+    longest = max(len(rows["saved"]), len(rows["duplicates"]), 1)
+
+    def build(n: int) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "extracted": result["extracted"],
+            "saved": rows["saved"][:n],
+            "already_known": rows["duplicates"][:n],
+        }
+        if not result["extracted"]:
+            payload["hint"] = (
+                'no "Key Learnings" section with items of 20 characters or more was found'
+            )
+        if n < longest:
+            payload["more"] = "Lists were cut to fit the budget; all items were saved."
+        return payload
+
+    text, _ = call.fit(build, longest)
+    return text
