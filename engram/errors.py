@@ -15,9 +15,9 @@
     ├── UnsafePath            .engram/state or index/ (or a file in them) is a symbolic link
     ├── IndexError_           the derived index could not be read or written
     ├── SyncError             a sync with a remote failed (nothing local was lost)
-    ├── ServeError            [http_api] the HTTP server cannot start as asked
+    ├── ServeError            [http_api.errors] the HTTP server cannot start as asked
     ├── DaemonError           [daemon] another daemon serves the store, or the socket is unusable
-    └── _UnknownTool          [mcp_server] an MCP client called a tool this server does not offer
+    └── _UnknownTool          [mcp_server.core] an MCP client called a tool not served here
 
 A class marked ``[module]`` is defined in ``engram.<module>``, next to the only code that raises
 it; the others live here and are all in ``__all__``. tests/test_architecture.py checks that every
