@@ -211,7 +211,7 @@ class Index:
             data, signature = self.source.read_bytes()
             problems: list[tuple[int, str]] = []
             backend = self.backend  # opened outside the bulk transaction: opening may queue
-            with self.records.rebuilding() as conn:
+            with self.records.rebuilding() as conn, self.vectors.bulk():
                 backend.clear()
                 docs = self.records.stream(
                     conn,

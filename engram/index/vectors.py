@@ -23,7 +23,7 @@ import hashlib
 import io
 import json
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -161,6 +161,19 @@ class Vectors:
             return None
         return self.db
 
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Skip fsync for the body, as the records DB does in a rebuild (both are derived)."""
+        conn = self.db if self.embedder() is not None else self._stored()
+        if conn is None:
+            yield
+            return
+        conn.execute("PRAGMA synchronous=OFF")
+        try:
+            yield
+        finally:
+            conn.execute("PRAGMA synchronous=NORMAL")
+
     def close(self) -> None:
         """Release the connection."""
         if self._conn is not None:
@@ -204,21 +217,19 @@ class Vectors:
             if not is_tombstone(record)
         ]
         conn = self.db
-        stored: dict[str, str] = {}
+        stored: dict[str, tuple[str, str]] = {}
         for chunk in chunks([rid for rid, _, _ in live]):
-            stored.update(
-                conn.execute(
-                    f"SELECT id, hash FROM vectors WHERE id IN ({marks(len(chunk))})", chunk
-                )
-            )
-        keep: list[tuple[str, str]] = []
+            query = f"SELECT id, hash, line_hash FROM vectors WHERE id IN ({marks(len(chunk))})"
+            stored.update((rid, (key, seen)) for rid, key, seen in conn.execute(query, chunk))
+        keep: list[tuple[str, str]] = []  # same text: the vector stays, checked at this version
         todo: list[tuple[str, str, str, str]] = []
         for rid, text, digest in live:
             key = semantic.text_hash(text)
-            if stored.get(rid) == key:
-                keep.append((digest, rid))
-            else:
+            known = stored.get(rid)
+            if known is None or known[0] != key:
                 todo.append((rid, key, digest, text))
+            elif known[1] != digest:
+                keep.append((digest, rid))
         # Embedded before the write transaction, which then only stores the results.
         matrix = model.embed([text for _, _, _, text in todo]) if todo else None
         with transaction(conn):
