@@ -6,8 +6,10 @@ recall filters of ``GET /memories`` and ``GET /search`` are ``RECALL_FILTERS``, 
 and where HTTP has always allowed more (pages of 200, any budget). A route takes one through the
 alias next to it (``Search``, ``NewMemory`` …) and passes ``arguments()`` to the facade.
 
-Responses describe the facade's results as they are: a memory is an open record (the fields
-the store keeps and any others it was saved with); nothing is added or dropped on the way out.
+Responses describe the facade's results as the API has always returned them: a memory is an
+open record (the fields the store keeps and any others it was saved with), and a result is
+passed on whole, but for a save (``SaveOut``: its near-duplicates left out, ``warnings`` always
+there). tests/test_http.py compares every route with the facade.
 """
 
 from __future__ import annotations
