@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.mcp_server.tools.registry import (
     GET_NOTE,
@@ -101,13 +101,25 @@ def check(mcp: EngramMCP, args: Args, call: Call) -> str:
     return call.render(fitted_check(run, budget, call.fits))
 
 
+LINEAGE: Final = ("supersedes", "superseded_by", "links_out", "links_in")
+
+
 @handler("why")
 def why(mcp: EngramMCP, args: Args, call: Call) -> str:
     record = mcp.record(args["id"])
     data = mcp.engram.why(record["id"])
-    lists = ("supersedes", "superseded_by", "links_out", "links_in")
-    ids = {data["memory"]["id"]} | {item["id"] for key in lists for item in data[key]}
+    ids = {data["memory"]["id"]} | {item["id"] for key in LINEAGE for item in data[key]}
     short = mcp.engram.short_ids(sorted(ids), ID_CHARS)
+    note = GET_NOTE.format(who=provenance(record))
+    longest = max([len(data[key]) for key in LINEAGE] + [len(data["judgements"]), 1])
+    text, _ = call.fit(lambda n: lineage(data, short, note, n, longest), longest)
+    return text
+
+
+def lineage(
+    data: Mapping[str, Any], short: Mapping[str, str], note: str, n: int, longest: int
+) -> dict[str, Any]:
+    """Return a memory's lineage (``Engram.why``) with each list cut to its first ``n``."""
 
     def brief(item: Mapping[str, Any]) -> dict[str, Any]:
         out = {**item, "id": short.get(item["id"], item["id"])}
@@ -116,35 +128,26 @@ def why(mcp: EngramMCP, args: Args, call: Call) -> str:
         out["title"] = clip(out.get("title", ""), TITLE_CHARS)
         return out
 
-    longest = max([len(data[key]) for key in lists] + [len(data["judgements"]), 1])
-
-    def build(n: int) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "note": GET_NOTE.format(who=provenance(record)),
-            "memory": brief(data["memory"]),
-        }
-        for key in lists:
-            if data[key]:
-                payload[key] = [brief(item) for item in data[key][:n]]
-                if len(data[key]) > n:
-                    payload[key + "_left_out"] = len(data[key]) - n
-        payload["provenance"] = data["provenance"]
-        if data.get("stale"):
-            payload["may_be_stale"] = data["stale"]
-        if data["judgements"]:
-            payload["judgements"] = data["judgements"][:n]
-        if data["history"]:
-            payload["earlier_versions"] = data["history"]
-        if data["dangling"]:
-            payload["dangling"] = data["dangling"][:n]
-        if data["cycles"]:
-            payload["cycles"] = data["cycles"][:n]
-        if n < longest:
-            payload["more"] = "Lists were cut to fit the budget: `engram why ID` has all."
-        return payload
-
-    text, _ = call.fit(build, longest)
-    return text
+    payload: dict[str, Any] = {"note": note, "memory": brief(data["memory"])}
+    for key in LINEAGE:
+        if data[key]:
+            payload[key] = [brief(item) for item in data[key][:n]]
+            if len(data[key]) > n:
+                payload[key + "_left_out"] = len(data[key]) - n
+    payload["provenance"] = data["provenance"]
+    if data.get("stale"):
+        payload["may_be_stale"] = data["stale"]
+    if data["judgements"]:
+        payload["judgements"] = data["judgements"][:n]
+    if data["history"]:
+        payload["earlier_versions"] = data["history"]
+    if data["dangling"]:
+        payload["dangling"] = data["dangling"][:n]
+    if data["cycles"]:
+        payload["cycles"] = data["cycles"][:n]
+    if n < longest:
+        payload["more"] = "Lists were cut to fit the budget: `engram why ID` has all."
+    return payload
 
 
 @handler("related")

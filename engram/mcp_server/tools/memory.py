@@ -105,17 +105,11 @@ def search(engram: Engram, query: Mapping[str, Any], limit: int) -> list[Hit]:
 
 @handler("recall")
 def recall(mcp: EngramMCP, args: Args, call: Call) -> str:
-    query = recall_query(args)
+    query, shown, hits = ranked(mcp, args)
     limit = int(args.get("limit") or RECALL_LIMIT)
-    shown: frozenset[str] = frozenset()
-    engram = mcp.engram
-    if args.get("cursor"):
-        query, shown = mcp.pages.follow(args["cursor"], "recall", query)
-        hits = unseen(lambda q, n: search(engram, q, n), query, shown, limit)
-    else:
-        hits = search(engram, query, limit + 1)
     more, hits = len(hits) > limit, hits[:limit]
     ids = [hit.id for hit in hits]
+    engram = mcp.engram
     views = hit_views(
         hits,
         short_ids=engram.short_ids(ids, ID_CHARS),
@@ -138,6 +132,21 @@ def recall(mcp: EngramMCP, args: Args, call: Call) -> str:
     if n < len(items) or more:
         mcp.pages.put(token, Page(dict(query), shown | frozenset(ids[:n])))
     return text
+
+
+def ranked(mcp: EngramMCP, args: Args) -> tuple[dict[str, Any], frozenset[str], list[Hit]]:
+    """Return a recall page's query, the ids earlier pages showed, and its hits (one extra).
+
+    With a cursor, the query is the first page's and the hits leave out what was shown.
+    """
+    query = recall_query(args)
+    limit = int(args.get("limit") or RECALL_LIMIT)
+    engram = mcp.engram
+    if not args.get("cursor"):
+        return query, frozenset(), search(engram, query, limit + 1)
+    earlier = mcp.pages.follow(args["cursor"], "recall", query)
+    hits = unseen(lambda q, n: search(engram, q, n), earlier.query, earlier.shown, limit)
+    return dict(earlier.query), earlier.shown, hits
 
 
 @handler("get")
