@@ -179,7 +179,6 @@ def _state(store: MemoryStore, *, fix: bool) -> list[Finding]:
 
 
 def _index(store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
-    index.refresh()
     leaked = 0
     for record in index.all_records(include_deleted=True):
         try:

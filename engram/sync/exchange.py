@@ -254,7 +254,6 @@ def _export_changes(ws: Workspace, state: SyncState, *, root: Path) -> ChunkEntr
         offset = state.get("journal_offset")
         ids, end = journal.since(offset if isinstance(offset, int) else 0)
         if ids:
-            ws.index.refresh()
             records = list(ws.index.get_many(ids).values())
             author = config_mod.git_user_name(root) or state.clone_id
             exported = chunks_mod.write_chunk(

@@ -72,7 +72,6 @@ class ImportResult:
 
 def export(ws: Workspace) -> dict[str, Any]:
     """Return every memory and tombstone of a store as engram's export document."""
-    ws.index.refresh()
     records = ws.store.read_all()
     return {
         "format": EXPORT_FORMAT,
@@ -200,13 +199,14 @@ def merge_in(
         rid = record["id"]
         incoming[rid] = merge_record(incoming[rid], record) if rid in incoming else record
     with ws.store.lock():
-        ws.index.refresh()
+        # Read under the lock: the index takes in first what git or another process wrote.
+        known = ws.index.get_many(sorted(incoming))
         changed: list[Record] = []
         ours: list[str] = []
         for number, (rid, record) in enumerate(sorted(incoming.items()), start=1):
             if progress is not None:
                 progress(number, len(incoming))
-            current = ws.index.get(rid)
+            current = known.get(rid)
             if current is None:
                 changed.append(record)
                 result.added += 1
@@ -266,7 +266,6 @@ def merge3_in(ws: Workspace, base: Sequence[Record], theirs: Sequence[Record]) -
     result = ImportResult()
     base_by_id, theirs_by_id = merge_sets(base), merge_sets(theirs)
     with ws.store.lock():
-        ws.index.refresh()
         ours_by_id = ws.index.get_many(sorted(theirs_by_id))
         changed: list[Record] = []
         ours: list[str] = []
