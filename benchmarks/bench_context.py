@@ -323,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Warm the anchor cache for every memory the checks find. The checker rewrites
             # anchors.json after each memory with a miss, so a cold check of thousands of
             # memories is quadratic in them: fill it in memory only (the file is not timed here).
-            checker = engram._anchor_checker
+            checker = engram.here.anchor_checker
             assert checker is not None  # made by the stale calls above
             cache_path, checker.cache_path = checker.cache_path, None
             say("warming the anchor cache for the checks")

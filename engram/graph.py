@@ -1,19 +1,25 @@
-"""The memory graph: lineage (``why``) and neighbours (``related``) of one memory.
+"""The memory graph: lineage (``why``), neighbours (``related``) and ``timeline`` of one memory.
 
 It owns walking the supersede chain in both directions (cycles reported, not followed twice),
 collecting links in and out by any relation, reporting links whose target is missing, the
-provenance, judgements and history count of a memory, and ranking a memory's neighbours by
-links, shared files and shared tags. Everything here is pure: records come in as values or
-through small reader callables the service passes. It must not import typer, rich, mcp or
-dulwich, open files, or raise on a broken graph (a dangling link or a cycle is a finding).
+provenance, judgements and history count of a memory, ranking a memory's neighbours by links,
+shared files and shared tags, and what happened before and after a memory. ``lineage`` and
+``related`` are pure: records come in as values or through small reader callables; ``why``,
+``neighbours`` and ``timeline`` read them from an opened ``Project``'s index. It must not
+import typer, rich, mcp or dulwich, open files, or raise on a broken graph (a dangling link or
+a cycle is a finding).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from engram.errors import InvalidInput
 from engram.model import Record, is_tombstone
+
+if TYPE_CHECKING:
+    from engram.project import Project
 
 Reader = Callable[[str], Record | None]
 Incoming = Callable[[str], list[tuple[str, str]]]
@@ -205,3 +211,87 @@ def related(
             out.append({**summary(other), "reason": "; ".join(reasons), "score": score})
     out.sort(key=lambda item: (-item["score"], item["id"]))
     return out[: max(0, limit)]
+
+
+# -- over an opened project ---------------------------------------------------------------------
+
+
+def why(here: Project, ref: str) -> dict[str, Any]:
+    """Return the lineage of a memory: supersede chains, links, provenance, judgements."""
+    ws, record = here.locate(ref)
+    out = lineage(record, ws.index.get, ws.index.linked_to)
+    out["stale"] = here.stale(record)
+    return out
+
+
+def neighbours(here: Project, ref: str, *, limit: int = 10) -> list[dict[str, Any]]:
+    """Return a memory's neighbours by links, shared files and shared tags, best first."""
+    if limit < 0:
+        raise InvalidInput(f"limit must not be negative, got {limit}")
+    ws, record = here.locate(ref)
+    incoming = ws.index.linked_to(record["id"])
+    ids = {str(link.get("to")) for link in record.get("links", []) or []}
+    ids.update(src for src, _ in incoming)
+    files = [str(path) for path in record.get("files", []) or []]
+    if files:
+        ids.update(ws.index.ids_for_files(files))
+    tags = [str(tag) for tag in record.get("tags", []) or []]
+    if tags:
+        ids.update(ws.index.ids_for_tags(tags))
+    # Similar meaning, from the stored embeddings (empty when semantic search is off).
+    similar = dict(ws.index.similar(like=record["id"], limit=max(limit, 10), min_cosine=0.6))
+    ids.update(similar)
+    ids.discard(record["id"])
+    candidates = ws.index.get_many(sorted(ids)).values()
+    return related(record, candidates, incoming, limit=limit, similar=similar)
+
+
+def timeline(here: Project, ref: str, *, before: int = 5, after: int = 5) -> dict[str, Any]:
+    """Return what happened before and after a memory, oldest first.
+
+    Within its session when it has a ``session_id``, else among its project's memories by
+    creation time. ``before`` and ``after`` count memories on each side.
+    """
+    if before < 0 or after < 0:
+        raise InvalidInput("before and after must not be negative")
+    ws, record = here.locate(ref)
+    sid = record.get("session_id")
+    if isinstance(sid, str) and sid:
+        around = ws.index.session_records(sid)
+        scope = "session"
+    else:
+        count = max(before, after)
+        around = ws.index.neighbours_in_time(
+            str(record.get("created_at", "")), str(record.get("project", "")), count
+        )
+        scope = "project"
+    ids = [str(r["id"]) for r in around]
+    at = ids.index(record["id"]) if record["id"] in ids else len(ids)
+    if at == len(ids):
+        around.append(record)
+    start = max(0, at - before)
+    out: dict[str, Any] = {
+        "memory": _entry(record),
+        "scope": scope,
+        "session_id": sid if scope == "session" else None,
+        "before": [_entry(r) for r in around[start:at]],
+        "after": [_entry(r) for r in around[at + 1 : at + 1 + after]],
+        "earlier": start,
+        "later": max(0, len(around) - (at + 1 + after)),
+    }
+    if scope == "session":
+        logged = here.sessions.get(str(sid))
+        if logged:
+            out["session"] = logged
+    return out
+
+
+def _entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the compact timeline view of a memory."""
+    return {
+        "id": record["id"],
+        "kind": record.get("kind", ""),
+        "title": record.get("title", ""),
+        "created_at": record.get("created_at", ""),
+        "status": record.get("status", "active"),
+    }

@@ -8,8 +8,9 @@ Pure functions for ``engram projects list|consolidate|merge`` (issue 8):
 - ``pick_target`` chooses the name a group merges into; ``rename_changes`` returns the full
   new versions of the memories a merge moves.
 
-This module does no I/O: the service reads records, asks these functions and writes what
-``rename_changes`` returns through the store.
+These are pure. Over an opened ``Project``, ``listing``, ``merge``, ``variants`` and ``prune``
+read the records of both stores, ask them, and write what ``rename_changes`` returns through
+each store's workspace (under its lock).
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from engram.errors import InvalidInput
 from engram.model import change_time, is_tombstone, normalize_project
+from engram.project import as_list
+
+if TYPE_CHECKING:
+    from engram.project import Project
 
 # Characters people use interchangeably between the words of a project name.
 _SEPARATORS_RE: Final = re.compile(r"[\s\-_.]+")
@@ -169,3 +175,50 @@ def rename_changes(
         new["updated_at"] = change_time(record.get("updated_at"), stamp=stamp)
         changes.append(new)
     return sorted(changes, key=lambda r: str(r.get("id", "")))
+
+
+# -- over an opened project ---------------------------------------------------------------------
+
+
+def listing(here: Project) -> list[dict[str, Any]]:
+    """Return every project named in the project and personal stores, with its counts."""
+    return [info.to_dict() for info in summarize(here.live_records())]
+
+
+def merge(
+    here: Project, sources: Iterable[str], into: str, *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Move the memories of ``sources`` to project ``into`` (rev+1 each), in both stores."""
+    target = normalize_project(into)
+    names = [normalize_project(name) for name in as_list(sources)]
+    names = [name for name in names if name and name != target]
+    if not target or not names:
+        raise InvalidInput("give the projects to merge and a different project to merge them into")
+    moved: dict[str, int] = {}
+    stamp = here.now()
+    for ws in here.workspaces():
+        with ws.store.lock():
+            changes = rename_changes(ws.index.all_records(), names, target, stamp=stamp)
+            if changes:
+                moved[ws.scope] = len(changes)
+            if changes and not dry_run:
+                ws.write(changes)
+    return {"from": names, "into": target, "dry_run": dry_run, "moved": moved}
+
+
+def variants(here: Project) -> list[dict[str, Any]]:
+    """Return groups of project names that look like one project spelled differently."""
+    counts = {info["name"]: int(info["memories"]) for info in listing(here)}
+    return [
+        {"names": group, "into": pick_target(group, counts)} for group in variant_groups(counts)
+    ]
+
+
+def prune(here: Project, *, dry_run: bool = False) -> dict[str, Any]:
+    """Forget projects that have no live memory left: their entries in the session log."""
+    live = {info["name"] for info in listing(here)}
+    logged = here.sessions.projects()
+    gone = sorted(name for name in logged if name not in live and name != here.name)
+    if gone and not dry_run:
+        here.sessions.drop_projects(gone)
+    return {"pruned": gone, "dry_run": dry_run}

@@ -6,14 +6,26 @@ Discoveries, Accomplished, Next steps, Relevant files. It can come as markdown (
 a field given separately replaces the section of the same name in the text. Text before the
 first section is kept as a preamble. ``Relevant files`` lines become the memory's ``files``.
 
-Pure functions: no I/O; the service saves the result as a ``session`` memory.
+Parsing is pure. Over an opened ``Project``, ``start`` and ``end`` keep the clone's session log,
+``save_summary`` saves a summary as the session's ``session`` memory (one per session: a later
+one revises it), ``save_prompt`` a user's prompt as a ``prompt`` memory, and ``capture`` the
+"Key Learnings" of an agent's reply (``engram.capture`` finds them) as ``discovery`` memories,
+all through the write path (``engram.memories``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from engram.errors import InvalidInput
+from engram.memories import SaveResult, remember
+from engram.model import Record, new_id, normalize_content
+from engram.project import check_session_id
+
+if TYPE_CHECKING:
+    from engram.project import Project
 
 SECTIONS: Final = (
     "Goal",
@@ -111,3 +123,173 @@ def parse_summary(content: str, fields: Mapping[str, str | None] | None = None) 
             texts[name] = str(value).strip()
     sections = {name: texts[name] for name in SECTIONS if texts.get(name)}
     return Summary(sections, "\n".join(preamble).strip())
+
+
+# -- over an opened project ---------------------------------------------------------------------
+
+
+def start(
+    here: Project, session_id: str | None = None, *, directory: str = "", project: str | None = None
+) -> dict[str, Any]:
+    """Start (or reopen) a session; without an id a new one is made. Returns the session."""
+    sid = check_session_id(session_id) if session_id else new_id()
+    name = here.project_name(project)
+    return here.sessions.start(sid, project=name, directory=str(directory or ""), stamp=here.now())
+
+
+def end(
+    here: Project, session_id: str | None = None, *, summary: str = "", project: str | None = None
+) -> dict[str, Any]:
+    """End a session (default: the open one), saving ``summary`` as its summary if given."""
+    sid = here.session_id(session_id, here.project_name(project))
+    if sid is None:
+        raise InvalidInput(
+            "no session to end: none is open in this project",
+            hint="pass the session id that session_start returned",
+        )
+    entry = here.sessions.end(sid, stamp=here.now())
+    if str(summary or "").strip():
+        saved = save_summary(here, summary, session_id=sid, project=project)
+        entry["summary_id"] = saved.record["id"]
+        entry["summary"] = saved.to_dict()
+    return entry
+
+
+def save_summary(
+    here: Project,
+    content: str = "",
+    *,
+    session_id: str | None = None,
+    project: str | None = None,
+    sections: Mapping[str, str | None] | None = None,
+) -> SaveResult:
+    """Save a session summary (a ``session`` memory, one per session: a later one revises it).
+
+    ``content`` is markdown with any of the sections Goal, Instructions, Discoveries,
+    Accomplished, Next steps, Relevant files; ``sections`` (goal=…, next_steps=…) replace the
+    section of that name. Relevant files become the memory's ``files``.
+    """
+    sections = dict(sections or {})
+    unknown = sorted(set(sections) - set(FIELD_NAMES))
+    if unknown:
+        raise InvalidInput(
+            f"unknown summary section {', '.join(unknown)}; use: {', '.join(FIELD_NAMES)}"
+        )
+    # Scrubbed before the title is cut from it: a clipped key would slip past the rules.
+    content, found = here.redact(str(content or ""))
+    for key, value in list(sections.items()):
+        if value is not None:
+            sections[key], hits = here.redact(str(value))
+            found += hits
+    summary = parse_summary(content, sections)
+    if not summary.sections and not summary.preamble:
+        raise InvalidInput(
+            "a session summary needs some text",
+            hint="give content, or sections such as goal and accomplished",
+        )
+    name = here.project_name(project)
+    sid = here.session_id(session_id, name) or new_id()
+    logged = here.sessions.get(sid) or {}
+    extra = {
+        key: logged[key]
+        for key in ("started_at", "ended_at", "directory")
+        if isinstance(logged.get(key), str) and logged[key]
+    }
+    result = remember(
+        here,
+        summary.title,
+        summary.markdown(),
+        kind="session",
+        files=summary.files,
+        topic_key=f"session/{sid}",
+        source="session",
+        session_id=sid,
+        project=name,
+        extra={"session": extra} if extra else None,
+    )
+    if logged:
+        here.sessions.note_summary(sid, result.record["id"])
+    result.redactions += found
+    return result
+
+
+def save_prompt(
+    here: Project, content: str, *, session_id: str | None = None, project: str | None = None
+) -> SaveResult:
+    """Save a user's prompt (kind ``prompt``; redacted like every memory)."""
+    text, found = here.redact(str(content or ""))  # before its title is clipped
+    text = text.strip()
+    if not text:
+        raise InvalidInput("a prompt needs some text")
+    name = here.project_name(project)
+    first = next(line for line in text.splitlines() if line.strip())
+    result = remember(
+        here,
+        _clip(first, TITLE_CHARS),
+        text,
+        kind="prompt",
+        source="prompt",
+        session_id=here.session_id(session_id, name),
+        project=name,
+    )
+    result.redactions += found
+    return result
+
+
+def capture(
+    here: Project,
+    text: str,
+    *,
+    session_id: str | None = None,
+    project: str | None = None,
+    source: str = "capture",
+) -> dict[str, Any]:
+    """Save the learnings of an agent's output (its last "Key Learnings" section).
+
+    Each item becomes a ``discovery`` memory unless one with the same title or the same
+    text already exists (in any kind). Returns what was extracted, saved and skipped.
+    """
+    from engram.capture import extract_learnings
+
+    name = here.project_name(project)
+    sid = here.session_id(session_id, name)
+    learnings = extract_learnings(here.redact(str(text or ""))[0])  # titles are cut from it
+    saved: list[dict[str, Any]] = []
+    duplicates: list[dict[str, Any]] = []
+    for item in learnings:
+        existing = _same_learning(here, item.title, item.content)
+        if existing is not None:
+            duplicates.append({"id": existing["id"], "title": existing.get("title", "")})
+            continue
+        result = remember(
+            here,
+            item.title,
+            item.content,
+            kind="discovery",
+            tags=["capture"],
+            source=str(source or "capture"),
+            session_id=sid,
+            project=name,
+        )
+        target = duplicates if result.action == "duplicate" else saved
+        target.append({"id": result.record["id"], "title": result.record.get("title", "")})
+    return {
+        "extracted": len(learnings),
+        "saved": saved,
+        "duplicates": duplicates,
+        "session_id": sid,
+    }
+
+
+def _same_learning(here: Project, title: str, content: str) -> Record | None:
+    """Return a live memory with this title or this text (normalised), if one exists."""
+    want = {normalize_content(title), normalize_content(content)}
+    for hit in here.recall(title, limit=5):
+        record = hit.record
+        have = {
+            normalize_content(str(record.get("title", ""))),
+            normalize_content(str(record.get("content", ""))),
+        }
+        if want & have:
+            return record
+    return None

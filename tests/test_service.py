@@ -423,14 +423,12 @@ def test_every_change_is_stamped_after_the_version_it_changes_on_a_clock_behind(
     """A hybrid logical clock: the merge orders changes by time, so a clock that is behind must
     not make a change look older than what it changed (engram.model.change_time)."""
     import engram.model
-    import engram.service
 
     old = project.remember("Cache policy", "LRU, 100 entries.", kind="decision").record
     later = project.update(old["id"], tags=["cache"])  # on a clock that is right, then:
     # this machine's clock falls years behind what the store already holds
     behind = "2001-01-01T00:00:00.000Z"
-    for module in (engram.model, engram.service):
-        monkeypatch.setattr(module, "now", lambda: behind)
+    monkeypatch.setattr(engram.model, "now", lambda: behind)  # every feature's clock
 
     def after(record: dict[str, Any], steps: int) -> str:
         moment = engram.model.parse_time(str(record["updated_at"]))

@@ -356,12 +356,11 @@ class Clock:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import engram.model
-        import engram.service
         import engram.sync.exchange
         import engram.sync.transfer
 
         self.value = "2026-03-01T10:00:00.000Z"
-        modules = (engram.model, engram.service, engram.sync.exchange, engram.sync.transfer)
+        modules = (engram.model, engram.sync.exchange, engram.sync.transfer)
         for module in modules:
             monkeypatch.setattr(module, "now", lambda: self.value)
 

@@ -1,0 +1,167 @@
+"""Keeping what is derived up to date: the search index, and the memories of ADRs and git history.
+
+``index_project`` runs the indexers (``engram.indexer``: ADR folders, git history) and writes
+the memories their plans return through the project's workspace, under the store's lock, never
+journalled (every clone derives them from the same files and history); ``reindex`` brings the
+search index up to date or rebuilds it; ``stats`` reports what the stores and indexes hold. It
+must not import the service or an adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from engram.memories import revise
+from engram.model import Record, normalize_fields
+
+if TYPE_CHECKING:
+    from engram.project import Project
+
+__all__ = ["index_project", "reindex", "stats"]
+
+Progress = Callable[[int, int], None]
+Revise = Callable[[Record, Mapping[str, Any]], Record]
+
+
+def reindex(
+    here: Project, *, rebuild: bool = False, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Bring the project's index up to date (or rebuild it from scratch); return counts."""
+    index = here.ws.index
+    if rebuild:
+        total = index.rebuild(progress)
+        return {"rebuilt": True, "records": total, "changed": total}
+    changed = index.refresh(progress)
+    flushed = index.flush()
+    return {"rebuilt": False, "changed": changed, "flushed": flushed}
+
+
+def stats(here: Project) -> dict[str, Any]:
+    """Return counts by kind, status, scope and project, and the sizes of the files."""
+    out: dict[str, Any] = {"project": here.name, "root": str(here.root), "stores": []}
+    for ws in here.workspaces():
+        ws.index.flush()
+        counts = ws.index.counts()
+        counts["scope"] = ws.scope
+        counts["path"] = str(ws.store.path)
+        counts["file_bytes"] = ws.store.path.stat().st_size if ws.store.exists() else 0
+        counts["backend"] = ws.index.backend_name
+        out["stores"].append(counts)
+    return out
+
+
+def index_project(
+    here: Project,
+    *,
+    adr: bool = True,
+    git: bool = True,
+    dry_run: bool = False,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Create and refresh memories from the project's ADRs and git history; summarise.
+
+    Idempotent: ids are derived from ADR paths and commit shas, unchanged input writes
+    nothing, an edited ADR revises its memory (rev+1) and a deleted one is archived.
+    ``dry_run`` plans without writing (not even the history cache); ``rebuild`` forgets the
+    history cache and walks the whole window again.
+    """
+    ws = here.ws
+    stamp = here.now()
+    summary: dict[str, Any] = {"dry_run": dry_run}
+    writes: list[Record] = []
+
+    def changed(current: Record, changes: Mapping[str, Any]) -> Record:
+        return revise(ws, current, changes, stamp)
+
+    with ws.store.lock():
+        if adr:
+            summary["adr"] = _adrs(here, writes, stamp, changed)
+        if git:
+            summary["git"] = _history(here, writes, stamp, changed, dry_run, rebuild, progress)
+        max_bytes = int(ws.config.number("store.max_content_bytes"))
+        cleaned: list[Record] = []
+        for record in writes:
+            fields = normalize_fields(record, max_content_bytes=max_bytes)
+            ws.scrub(fields)
+            cleaned.append(fields)
+        summary["writes"] = len(cleaned)
+        if cleaned and not dry_run:
+            # Every clone derives these from the same files and history: not exported.
+            ws.write(cleaned, journal=False)
+    return summary
+
+
+def _adrs(here: Project, writes: list[Record], stamp: str, changed: Revise) -> dict[str, Any]:
+    """Plan the memories of the project's ADRs onto ``writes``; return the ADR summary."""
+    from engram.indexer import plan as planner
+    from engram.indexer.adr import scan_adrs
+
+    cfg = here.config
+    dirs = cfg.get("indexer.adr_dirs")
+    configured = [str(d) for d in dirs] if isinstance(dirs, list) else None
+    scan = scan_adrs(here.root, configured)
+    existing = here.ws.index.by_source_prefix("adr:")
+    adr_plan = planner.plan_adrs(
+        scan.adrs, existing, project=cfg.project, stamp=stamp, revise=changed
+    )
+    writes += adr_plan.writes
+    return {
+        "dirs": scan.dirs,
+        "found": len(scan.adrs),
+        "created": len(adr_plan.created),
+        "updated": len(adr_plan.updated),
+        "archived": len(adr_plan.archived),
+        "unchanged": len(adr_plan.unchanged),
+        "skipped": [{"path": s.path, "reason": s.reason} for s in scan.skipped],
+    }
+
+
+def _history(
+    here: Project,
+    writes: list[Record],
+    stamp: str,
+    changed: Revise,
+    dry_run: bool,
+    rebuild: bool,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """Plan the hotspot and pitfall-candidate memories of git history onto ``writes``."""
+    from engram.indexer import plan as planner
+    from engram.indexer.git import CACHE_FILE, scan_history
+    from engram.store.files import remove_state
+
+    ws, cfg = here.ws, here.config
+    if rebuild and not dry_run:
+        remove_state(ws.store.state_dir, CACHE_FILE)
+    depth = int(cfg.number("indexer.git_depth"))
+    threshold = int(cfg.number("indexer.hotspot_threshold"))
+    history = scan_history(
+        here.root,
+        depth=depth,
+        threshold=threshold,
+        state_dir=None if dry_run else ws.store.state_dir,  # a dry run writes nothing
+        progress=progress,
+    )
+    ids = [planner.hotspots_id(cfg.project)]
+    ids += [planner.candidate_id(c.sha) for c in history.candidates]
+    git_plan = planner.plan_git(
+        history,
+        ws.index.get_many(ids),
+        project=cfg.project,
+        depth=depth,
+        threshold=threshold,
+        stamp=stamp,
+        revise=changed,
+    )
+    writes += git_plan.writes
+    return {
+        "head": history.head,
+        "commits": history.commits_walked,
+        "unchanged": history.unchanged,
+        "hotspots": [{"path": p, "changes": n} for p, n in history.hotspots],
+        "candidates_found": len(history.candidates),
+        "candidates_new": len([rid for rid in git_plan.created if rid != ids[0]]),
+        "problems": history.problems,
+    }

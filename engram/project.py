@@ -1,0 +1,345 @@
+"""One opened project: its workspaces, its session log and the lookups across both stores.
+
+``Project`` is what the feature modules work on: the project's ``Workspace`` and, for
+``scope=personal``, the one under ENGRAM_HOME (opened when first asked for), the clone's session
+log, and what the features share over both stores: finding the memory an id names (``locate``),
+ranked recall (``recall``), the shortest unique id prefixes (``short_ids``) and which cited files
+changed since a memory was written (``stale_many``, cached per HEAD). The service facade opens
+one and closes it.
+
+It decides nothing about what to write and writes nothing itself; it must not import the
+service or an adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engram import config as config_mod
+from engram import model
+from engram.errors import AmbiguousId, InvalidInput, NotFound
+from engram.index.query import Hit, Query
+from engram.index.ranking import epoch
+from engram.model import Record, check_id, is_tombstone, normalize_project
+from engram.store import init_layout
+from engram.workspace import Workspace
+
+if TYPE_CHECKING:
+    from engram.indexer.anchors import AnchorChecker
+    from engram.store.sessions import SessionLog
+
+__all__ = ["GLOBAL_PROJECTS", "MIN_WRITE_PREFIX", "Project", "as_list", "records_of"]
+
+GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in every project
+# A command that changes or deletes a memory needs this many characters of its id (or the whole
+# id, if shorter): one typed character must not pick the memory to forget.
+MIN_WRITE_PREFIX: Final = 4
+
+
+def as_list(value: Iterable[str] | str | None) -> list[str]:
+    """Return the items of a list or of comma-separated text, stripped, empty ones dropped."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    out: list[str] = []
+    for item in value:
+        out.extend(part.strip() for part in str(item).split(",") if part.strip())
+    return out
+
+
+def records_of(hits: Iterable[Hit]) -> list[Record]:
+    """Return the memories of recall hits, in order."""
+    return [hit.record for hit in hits]
+
+
+class Project:
+    """One opened project: its workspace, the personal one (``scope=personal``), its session log."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ws = Workspace.open(root, root / config_mod.ENGRAM_DIR, "project")
+        self._personal: Workspace | None = None
+        # Resolved once: recall checks for the personal store on every call.
+        personal = config_mod.personal_dir()
+        same = personal.resolve() == self.ws.store.dir.resolve()
+        self._personal_dir: Path | None = None if same else personal
+        self._sessions: SessionLog | None = None
+        self._anchor_checker: AnchorChecker | None = None
+
+    def close(self) -> None:
+        """Release the index files of every open workspace and the anchor cache."""
+        self.ws.close()
+        if self._anchor_checker is not None:
+            self._anchor_checker.close()
+            self._anchor_checker = None
+        if self._personal is not None:
+            self._personal.close()
+
+    @property
+    def config(self) -> config_mod.Config:
+        """The project's settings."""
+        return self.ws.config
+
+    def now(self) -> str:
+        """Return the time to stamp a change with: ``engram.model.now``, read on every call.
+
+        Every feature stamps through this one clock, so a clock set on ``engram.model``
+        reaches them all.
+        """
+        return model.now()
+
+    @property
+    def name(self) -> str:
+        """This project's name (config.yaml, else the git remote, else the folder; normalised)."""
+        return self.ws.config.project
+
+    # -- workspaces ----------------------------------------------------------------------------
+
+    def personal(self, *, create: bool = False) -> Workspace | None:
+        """Return the personal store's workspace (ENGRAM_HOME), creating it if asked."""
+        if self._personal is None:
+            folder = self._personal_dir
+            if folder is None:
+                return None
+            if not (folder / "memories.jsonl").exists():
+                if not create:
+                    return None
+                init_layout(folder, "personal")
+            self._personal = Workspace.open(folder.parent, folder, "personal")
+        return self._personal
+
+    def workspace(self, scope: str) -> Workspace:
+        """Return the workspace a memory of ``scope`` is written to (personal made if need be)."""
+        if scope == "personal":
+            ws = self.personal(create=True)
+            if ws is not None:
+                return ws
+        return self.ws
+
+    def workspaces(self, scopes: frozenset[str] = frozenset()) -> list[Workspace]:
+        """Return the project's workspace and, when ``scopes`` allow and it exists, the personal."""
+        out = [self.ws]
+        if not scopes or "personal" in scopes:
+            personal = self.personal()
+            if personal is not None:
+                out.append(personal)
+        return out
+
+    @property
+    def personal_projects(self) -> frozenset[str]:
+        """The personal store's memories recall shows here: this project's and global ones.
+
+        A personal memory names the project it was saved in; one whose project is empty, ``*``
+        or ``personal`` (the store's own name) belongs to every project.
+        """
+        return frozenset((self.name, *GLOBAL_PROJECTS))
+
+    def live_records(self) -> list[Record]:
+        """Return every live memory of the project and personal stores."""
+        out: list[Record] = []
+        for ws in self.workspaces():
+            out += ws.index.all_records()
+        return out
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def locate(
+        self, ref: str, *, include_deleted: bool = False, changing: str = ""
+    ) -> tuple[Workspace, Record]:
+        """Find the workspace and record an id or unique id prefix names.
+
+        ``changing`` names a command that changes the memory (forget, update …): its prefix
+        must be at least MIN_WRITE_PREFIX characters long, unless it is a whole id.
+        """
+        prefix = check_id(ref)
+        workspaces = self.workspaces()
+        if (
+            changing
+            and len(prefix) < MIN_WRITE_PREFIX
+            and all(ws.index.get(prefix) is None for ws in workspaces)
+        ):
+            raise InvalidInput(
+                f"id prefix {prefix!r} is too short to {changing} a memory: "
+                f"give at least {MIN_WRITE_PREFIX} characters of its id",
+                hint="engram recall or engram get shows the ids",
+            )
+        ws, rid = _resolve(workspaces, prefix)
+        record = ws.index.get(rid)
+        if record is None:
+            raise NotFound(f"no memory with id {prefix}")
+        if is_tombstone(record) and not include_deleted:
+            # edits made elsewhere that the forget had not seen: kept on it by the merge
+            unseen = [c for c in record.get("conflicts") or [] if "deleted_at" not in c]
+            kept = f"; it keeps {len(unseen)} edit(s) made on another clone" if unseen else ""
+            raise NotFound(
+                f"memory {rid} was forgotten at {record.get('deleted_at')}{kept}",
+                hint="engram export shows tombstones and the text they keep; a forgotten memory "
+                "cannot be edited (save the text again with engram remember)",
+            )
+        return ws, record
+
+    def recall(
+        self, query: str = "", *, limit: int = 10, offset: int = 0, **filters: Any
+    ) -> list[Hit]:
+        """Return ranked memories of both stores for any text (best first; filters: AND)."""
+        if limit < 0 or offset < 0:
+            raise InvalidInput("limit and offset must not be negative")
+        q = Query.build(query, limit=limit + offset, **filters)
+        hits: list[Hit] = []
+        for ws in self.workspaces(q.scopes):
+            if ws.scope == "personal" and not q.projects:
+                hits.extend(ws.index.search(replace(q, projects=self.personal_projects)))
+            else:
+                hits.extend(ws.index.search(q))
+        hits.sort(key=lambda hit: (-hit.score, hit.id))
+        if hits and hits[0].bm25 > 0:
+            floor = hits[0].score * self.ws.index.weights.min_score_ratio
+            hits = [hit for hit in hits if hit.score >= floor]
+        return hits[offset : offset + limit]
+
+    def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
+        """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
+        workspaces = self.workspaces()
+        out: dict[str, str] = {}
+        for rid in ids:
+            out[rid] = rid
+            for size in range(minimum, len(rid)):
+                prefix, unique = rid[:size], True
+                for ws in workspaces:
+                    try:
+                        unique = ws.index.resolve(prefix) == rid
+                    except NotFound:
+                        continue
+                    except AmbiguousId:
+                        unique = False
+                    if not unique:
+                        break
+                if unique:
+                    out[rid] = prefix
+                    break
+        return out
+
+    def hotspots(self) -> Record | None:
+        """Return the project's "Code hotspots" memory, unless it is forgotten or put aside."""
+        from engram.indexer.plan import hotspots_id
+
+        record = self.ws.index.get(hotspots_id(self.name))
+        if record is None or is_tombstone(record):
+            return None
+        if record.get("status", "active") in ("archived", "rejected"):
+            return None
+        return record
+
+    # -- staleness -----------------------------------------------------------------------------
+
+    def stale_many(self, records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+        """Say, by id, which anchored files of memories changed in git since they were written.
+
+        One sentence per file, e.g. ``src/auth.py changed in 3 commits since it was written``;
+        only memories with something to say are named. Answers are cached per HEAD.
+        """
+        wanted = [
+            r
+            for r in records
+            if isinstance(r.get("anchors"), list)
+            and r.get("anchors")
+            # Anchored in another project's repository (a personal memory): not checked here.
+            and str(r.get("project") or "") == self.name
+        ]
+        if not wanted:
+            return {}
+        if self._anchor_checker is None:
+            from engram.indexer.anchors import AnchorChecker
+
+            self._anchor_checker = AnchorChecker(self.root, self.ws.store.state_dir)
+        items = [(r["anchors"], epoch(r.get("created_at")) or None) for r in wanted]
+        out: dict[str, list[str]] = {}
+        for record, found in zip(wanted, self._anchor_checker.check_many(items), strict=True):
+            lines = []
+            for item in found:
+                if item.deleted:
+                    lines.append(f"{item.path} was deleted since it was written")
+                    continue
+                least = "at least " if item.capped else ""
+                plural = "commit" if item.commits == 1 else "commits"
+                count = f"{least}{item.commits} {plural}"
+                lines.append(f"{item.path} changed in {count} since it was written")
+            if lines:
+                out[str(record.get("id", ""))] = lines
+        return out
+
+    def stale(self, record: Mapping[str, Any]) -> list[str]:
+        """Return ``stale_many`` of one memory (``[]`` when its files are unchanged)."""
+        return self.stale_many([record]).get(str(record.get("id", "")), [])
+
+    @property
+    def anchor_checker(self) -> AnchorChecker | None:
+        """The anchor checker, once a staleness question made it (for benchmarks and tests)."""
+        return self._anchor_checker
+
+    # -- sessions and names --------------------------------------------------------------------
+
+    @property
+    def sessions(self) -> SessionLog:
+        """The clone's session log (state/sessions.json)."""
+        if self._sessions is None:
+            from engram.store.sessions import SessionLog
+
+            ws = self.ws
+            timeout = float(ws.config.number("store.lock_timeout_seconds"))
+            self._sessions = SessionLog(
+                ws.store.state_dir, lock_timeout=timeout, scrubber=ws.store.scrubber
+            )
+        return self._sessions
+
+    def session_id(self, session_id: str | None, project: str) -> str | None:
+        """Return the session id given, else the open session of ``project`` (or None)."""
+        if session_id is not None and str(session_id).strip():
+            return check_session_id(str(session_id))
+        current = self.sessions.open_session(project)
+        return str(current["id"]) if current else None
+
+    def project_name(self, project: str | None) -> str:
+        """Return the project a caller named (scrubbed, normalised), else this project's name."""
+        # Scrubbed before lower-casing: a key in a project name must not slip past the rules.
+        name = self.redact(str(project or ""))[0]
+        return normalize_project(name) or self.name
+
+    def redact(self, text: str) -> tuple[str, int]:
+        """Return text with what a write would redact replaced, and how many secrets that was."""
+        return self.ws.store.scrubber.text(text)
+
+
+def check_session_id(value: str) -> str:
+    """Return a session id a caller gave, stripped; refuse an empty, long or unprintable one."""
+    text = str(value).strip()
+    if not text or len(text) > 200 or any(ord(ch) < 32 for ch in text):
+        raise InvalidInput(
+            f"invalid session id {value[:40]!r}: 1–200 printable characters",
+            hint="use the id session_start returned",
+        )
+    return text
+
+
+def _resolve(workspaces: list[Workspace], prefix: str) -> tuple[Workspace, str]:
+    """Return the workspace and full id an id prefix names in exactly one memory."""
+    found: list[tuple[Workspace, str]] = []
+    ambiguous: AmbiguousId | None = None
+    for ws in workspaces:
+        try:
+            found.append((ws, ws.index.resolve(prefix)))
+        except NotFound:
+            continue
+        except AmbiguousId as exc:
+            ambiguous = exc
+    if ambiguous is not None:
+        raise ambiguous
+    if not found:
+        raise NotFound(f"no memory with id {prefix}")
+    if len(found) > 1 and not any(rid == prefix for _, rid in found):
+        raise AmbiguousId(f"id prefix {prefix!r} matches memories in several stores")
+    return next(((w, r) for w, r in found if r == prefix), found[0])

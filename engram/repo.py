@@ -1,0 +1,97 @@
+"""engram's side of the project's git repository: the merge driver, its setup, a memory's log.
+
+It owns how git runs engram's merge driver (``driver_command``: the engram on PATH, quoted),
+reporting and installing .gitattributes and the driver's config, rebuilding conflicted .engram
+files after a merge, and reading one memory's versions from the commits. The git work lives in
+``engram.sync.gitmerge``; this module chooses the scrubber, the paths and the ids. It must not
+import the service or an adapter.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engram import config as config_mod
+from engram.errors import EngramError, NotFound
+from engram.model import check_id
+from engram.workspace import make_scrubber
+
+if TYPE_CHECKING:
+    from engram.project import Project
+
+__all__ = ["driver_command", "log", "merge_driver", "resolve", "setup"]
+
+
+def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
+    """git's merge driver for .engram files: merge %O %A %B into %A; 0 when clean."""
+    from engram.sync.gitmerge import merge_driver as merge
+
+    try:  # git runs the driver at the top of the work tree: its settings name extra patterns
+        root = config_mod.find_root(Path.cwd())
+        scrubber = make_scrubber(config_mod.load(root, root / config_mod.ENGRAM_DIR))
+    except EngramError:
+        scrubber = None  # the built-in rules still apply
+    return merge(base, ours, theirs, pathname, scrubber=scrubber)
+
+
+def setup(root: Path, *, install: bool = False, command: str | None = None) -> dict[str, Any]:
+    """Report (and with ``install`` write) .gitattributes and the merge driver's config.
+
+    The driver runs ``engram merge-driver``: the engram found on PATH now (quoted), else plain
+    ``engram``. The repo's config is local to the clone, never committed.
+    """
+    from engram.sync.gitmerge import check_setup
+    from engram.sync.gitmerge import install as install_driver
+
+    if command is None:
+        command = driver_command()
+    done = install_driver(root, command) if install else []
+    found = check_setup(root)
+    return {
+        "repo": found.repo,
+        "attributes": found.attributes,
+        "driver": found.driver,
+        "installed": done,
+    }
+
+
+def resolve(here: Project) -> list[dict[str, Any]]:
+    """Rebuild conflicted .engram files from git's three stages (or their markers)."""
+    from engram.sync.gitmerge import resolve as rebuild
+
+    # Writes memories.jsonl under the store's lock, scrubbed like every write.
+    return [asdict(item) for item in rebuild(here.root, scrubber=here.ws.store.scrubber)]
+
+
+def log(here: Project, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    """Return the versions of one memory in the commits reachable from HEAD, newest first."""
+    from engram.sync.gitmerge import memory_log
+
+    try:
+        rid = here.locate(ref, include_deleted=True)[1]["id"]
+    except NotFound:
+        rid = check_id(ref)  # gone from the file now: its full id still finds its past
+    store = here.ws.store.path
+    try:
+        path = store.resolve().relative_to(_work_tree(here.root)).as_posix()
+    except ValueError:
+        path = f"{config_mod.ENGRAM_DIR}/memories.jsonl"
+    return [asdict(version) for version in memory_log(here.root, rid, limit=limit, path=path)]
+
+
+def driver_command() -> str:
+    """Return how git should run engram for the merge driver: the one on PATH, quoted."""
+    found = shutil.which("engram")
+    return shlex.quote(found) if found else "engram"
+
+
+def _work_tree(root: Path) -> Path:
+    """Return the git work tree holding ``root`` (``root`` itself when none does)."""
+    for folder in (root.resolve(), *root.resolve().parents):
+        if (folder / ".git").exists():
+            return folder
+    return root.resolve()
