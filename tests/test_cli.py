@@ -6,11 +6,16 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from engram.__main__ import app
+from engram.cli.app import JsonOpt
+from engram.cli.options import Values
+from engram.operations import Param
 from tests.conftest import EXAMPLES, run_cli
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -314,12 +319,173 @@ def _typer_options(command_name: str) -> set[str]:
     return {opt for param in command.params for opt in param.opts if opt.startswith("-")}
 
 
+FAST_OPERATIONS = {"recall": "recall", "search": "recall", "check": "check", "context": "context"}
+
+
+def _declared_options(operation: str) -> set[str]:
+    """Return every CLI option name the declaration of ``operation`` gives its command."""
+    from engram.cli.options import option_names
+    from engram.operations import OPERATIONS
+
+    params = OPERATIONS[operation].params_for("cli")
+    return {name for p in params if not p.argument for name in option_names(p)}
+
+
 @pytest.mark.parametrize("command_name", ["recall", "search", "check", "context"])
 def test_fast_path_accepts_what_typer_accepts(command_name: str) -> None:
     from engram.cli import FAST_COMMANDS, fast_options
 
     assert command_name in FAST_COMMANDS
     assert fast_options(command_name) == _typer_options(command_name) - {"--help", "-h"}
+    # Every option of the declaration, on both paths.
+    declared = _declared_options(FAST_OPERATIONS[command_name])
+    assert declared <= _typer_options(command_name)
+    assert declared <= (fast_options(command_name) or set())
+
+
+def _sample(param: Param) -> str:
+    """Return a value of the declared parameter's type that the example store can answer."""
+    if param.enum:
+        return param.enum[0]
+    if param.type == "integer":
+        low = int(param.minimum or 0)
+        high = int(param.maximum) if param.maximum is not None else low + 100
+        return str(min(max(low, 2) + 1, high))
+    if param.type == "date":
+        return "2020-01-01"
+    return {"files": "api", "project": "ledger-api", "text": "redis"}.get(param.name, "money")
+
+
+def _declared_lines() -> list[list[str]]:
+    """Return one command line per option name of each fast command's declaration."""
+    from engram.cli.options import option_names
+    from engram.operations import OPERATIONS
+
+    lines: list[list[str]] = []
+    for command in ("recall", "check", "context"):
+        params = [p for p in OPERATIONS[command].params_for("cli") if not p.argument]
+        words = ["money"] if command == "recall" else []
+        every: list[str] = []
+        for param in params:
+            value = [] if param.type == "boolean" else [_sample(param)]
+            for n, name in enumerate(option_names(param)):
+                lines.append([command, *words, name, *value, *(["--json"] if n else [])])
+            long = option_names(param)[0]
+            every.append(f"{long}={value[0]}" if value else long)
+        lines.append([command, *every, *words, "--json"])
+    return lines
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import shutil
+
+    root = tmp_path_factory.mktemp("declared") / "ex"
+    shutil.copytree(
+        EXAMPLES / ".engram", root / ".engram", ignore=shutil.ignore_patterns("index", "state")
+    )
+    return root
+
+
+@pytest.mark.parametrize("args", _declared_lines(), ids=" ".join)
+def test_every_declared_option_prints_the_same_on_both_paths(
+    example: Path,
+    args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A parameter added to a fast command's declaration is proven on the fast path and typer's."""
+    from engram.cli import fast_command, main
+
+    argv = ["-C", str(example), *args]
+    assert fast_command(argv) is not None, argv
+    monkeypatch.setattr(sys, "argv", ["engram", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+        raise SystemExit(0)
+    fast = capsys.readouterr()
+    code, out, err = invoke(*argv)
+    assert (exited.value.code or 0, fast.out, fast.err) == (code, out, err)
+    assert code == 0, err
+
+
+def _declared_commands() -> list[tuple[str, Any]]:
+    """Return (command path, callback) of every command whose options come from a declaration."""
+    from engram.cli.options import declared
+
+    def name(info: Any) -> str:
+        return str(info.name or info.callback.__name__.replace("_", "-"))
+
+    found = [(name(info), info.callback) for info in app.registered_commands]
+    for sub in app.registered_groups:
+        found += [
+            (f"{sub.name} {name(info)}", info.callback)
+            for info in sub.typer_instance.registered_commands  # type: ignore[union-attr]
+        ]
+    return [(path, callback) for path, callback in found if declared(callback) is not None]
+
+
+def test_declared_commands_offer_their_declarations() -> None:
+    """Each declared parameter is its command's option or argument: names, help, limits."""
+    import typer.main
+    from typer.core import TyperArgument
+
+    from engram.cli.options import declared, default, option_names
+
+    commands = dict(_declared_commands())
+    expected = {
+        "remember", "save", "recall", "search", "get", "show", "why", "related", "update",
+        "forget", "delete", "timeline", "judge", "context", "check", "session start",
+        "session end", "session summary", "prompt", "capture", "train", "insights delete",
+        "export", "sync", "doctor",
+    }  # fmt: skip
+    assert expected <= set(commands)
+    root = typer.main.get_command(app)
+    for path, callback in commands.items():
+        found = declared(callback)
+        assert found is not None
+        command: Any = root
+        for part in path.split():
+            command = command.commands[part]
+        if path in {"get", "why", "remember", "recall", "prompt", "timeline"}:
+            assert command.help.split("\n")[0] == found.operation.summary, path
+        by_name = {param.name: param for param in command.params}
+        for param in found.params:
+            option = by_name[param.name]
+            if param.argument:
+                assert isinstance(option, TyperArgument), (path, param.name)
+            else:
+                assert set(option.opts) == set(option_names(param)), (path, param.name)
+            assert option.help.startswith(param.help), (path, param.name)  # type: ignore[attr-defined]
+            assert option.required == (param.required and param.type != "boolean"), path
+            assert (option.min, option.max) == (param.minimum, param.maximum), (path, param.name)
+            if not option.required:
+                assert option.default == default(param), (path, param.name)
+
+
+def test_a_filter_added_to_a_declaration_reaches_both_paths() -> None:
+    """A new recall filter needs no edit of the CLI: typer, the fast path and the body get it."""
+    from engram.cli.fast import shape_of
+    from engram.cli.options import options
+    from engram.operations.memory import RECALL
+
+    author = Param("author", "strings", "Only by these authors.", target="authors", filter=True)
+    grown = RECALL._replace(params=(*RECALL.params, author))
+    seen: list[dict[str, Any]] = []
+
+    @options(grown)
+    def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+        seen.append(values.filters())
+
+    sandbox = typer.Typer()
+    sandbox.command()(recall)
+    sandbox.command("other")(lambda: None)
+    result = CliRunner().invoke(sandbox, ["recall", "x", "--author", "ann", "-k", "decision"])
+    assert result.exit_code == 0, result.output
+    assert seen[-1]["authors"] == ["ann"] and seen[-1]["kinds"] == ["decision"]
+    assert set(seen[-1]) == {p.key for p in RECALL.filters} | {"authors"}
+    fast = shape_of(recall)
+    assert fast is not None and fast.options["--author"].kind == "list"
 
 
 @pytest.mark.parametrize(

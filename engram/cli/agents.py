@@ -1,0 +1,195 @@
+"""The commands agents and their hooks run: context, check, session, prompt, capture.
+
+``context`` and ``check`` are what a session runs first and before every edit, often as a fresh
+process; the fast path (``engram.cli.fast``) runs them without typer's parsing, from the same
+declarations. Options come from the declarations (``options``); ``-s`` is the CLI's short name
+for ``--session``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Final
+
+import typer
+
+from engram.cli.app import (
+    JsonOpt,
+    app,
+    echo,
+    emit_json,
+    group,
+    open_engram,
+    read_stdin,
+    stdin_has_data,
+    text_arg,
+)
+from engram.cli.options import OPTIONAL, Values, options
+from engram.errors import InvalidInput
+from engram.operations.memory import CHECK, CONTEXT
+from engram.operations.sessions import (
+    CAPTURE,
+    SAVE_PROMPT,
+    SESSION_END,
+    SESSION_START,
+    SESSION_SUMMARY,
+    SUMMARY_SECTIONS,
+)
+
+SESSION: Final = {"short": "-s"}
+PIPED: Final = "'-' or a pipe reads standard input."
+
+
+@app.command()
+@options(CONTEXT)
+def context(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Print the session-start briefing: overview, decisions, pitfalls, hotspots, sessions."""
+    with open_engram(ctx) as engram:
+        briefing = engram.context(budget=values["budget"], query=values["query"] or "")
+    if as_json:
+        emit_json(briefing)
+    else:
+        echo(briefing["text"])
+
+
+@app.command()
+@options(CHECK, files={**OPTIONAL, "note": "Comma-separated or repeated."})
+def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Check before editing: pitfalls, decisions, hotspots and reverts that bear on these files."""
+    with open_engram(ctx) as engram:
+        result = engram.check(
+            values["files"] or [], text=values["text"] or "", budget=values["budget"]
+        )
+    if as_json:
+        emit_json(result)
+    else:
+        echo(result["text"])
+
+
+session_app = group("session", "Start and end agent sessions and save their summaries.")
+
+
+@session_app.command("start")
+@options(SESSION_START)
+def session_start(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Start a session (or reopen one) and print its id."""
+    with open_engram(ctx) as engram:
+        session = engram.session_start(
+            values["session_id"],
+            directory=values["directory"] or os.getcwd(),
+            project=values["project"],
+        )
+    if as_json:
+        emit_json(session)
+    else:
+        echo(session["id"])
+
+
+@session_app.command("end")
+@options(SESSION_END, summary={"note": "'-' reads standard input."})
+def session_end(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """End a session, saving its summary if given."""
+    summary = values["summary"]
+    if summary == "-":
+        summary = read_stdin()
+    with open_engram(ctx) as engram:
+        session = engram.session_end(
+            values["session_id"], summary=summary or "", project=values["project"]
+        )
+    if as_json:
+        emit_json(session)
+        return
+    echo(f"ended {session['id']}")
+    if session.get("summary_id"):
+        echo(f"summary: {session['summary_id']}")
+
+
+@session_app.command("summary")
+@options(
+    SESSION_SUMMARY,
+    content={"note": PIPED},
+    relevant_files={"note": "One per line or comma-separated works too."},
+    session_id=SESSION,
+)
+def session_summary(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Save a session summary (Goal, Instructions, Discoveries, Accomplished, Next steps, Files)."""
+    sections = {section.name: values[section.name] for section in SUMMARY_SECTIONS}
+    sections["relevant_files"] = _file_list(sections["relevant_files"])
+    content = values["content"]
+    if content == "-" or (content is None and stdin_has_data()):
+        content = read_stdin()
+    with open_engram(ctx) as engram:
+        result = engram.session_summary(
+            content or "", session_id=values["session_id"], project=values["project"], **sections
+        )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    echo(result.record["id"])
+    if result.action == "updated":
+        echo(f"updated the summary of session {result.record.get('session_id')}", err=True)
+
+
+def _file_list(value: str | None) -> str | None:
+    """Return files given one per line or comma-separated as a markdown list."""
+    if value is None:
+        return None
+    items = [part.strip() for line in value.splitlines() for part in line.split(",")]
+    return "\n".join(f"- `{item}`" for item in items if item)
+
+
+@app.command("prompt")
+@options(SAVE_PROMPT, content={**OPTIONAL, "note": PIPED}, session_id=SESSION)
+def prompt(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Save a user's prompt (kind prompt, secrets redacted) and print its id."""
+    content = text_arg(values["content"], "prompt")
+    with open_engram(ctx) as engram:
+        result = engram.save_prompt(
+            content, session_id=values["session_id"], project=values["project"]
+        )
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        echo(result.record["id"])
+
+
+@app.command()
+@options(CAPTURE, omit=("content",), session_id=SESSION)
+def capture(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None, typer.Argument(help="A file with the agent's output (default: stdin).")
+    ] = None,
+    *,
+    values: Values,
+    as_json: JsonOpt = False,
+) -> None:
+    """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+    text = _read_output(file)
+    with open_engram(ctx) as engram:
+        result = engram.capture(text, **values.keywords())
+    if as_json:
+        emit_json(result)
+        return
+    if not result["extracted"]:
+        echo('no "Key Learnings" section found: nothing saved', err=True)
+        return
+    for item in result["saved"]:
+        echo(f"saved {item['id']}  {item['title']}")
+    for item in result["duplicates"]:
+        echo(f"known {item['id']}  {item['title']}")
+
+
+def _read_output(file: Path | None) -> str:
+    """Return an agent's output from a file, or from stdin (no file, or '-')."""
+    if file is None or str(file) == "-":
+        return text_arg("-" if file else None, "agent output")
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{file}: not UTF-8 text (byte {exc.start})") from exc

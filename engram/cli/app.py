@@ -1,0 +1,222 @@
+"""The typer app of the ``engram`` command: its one error boundary, ``-C``, and the I/O helpers.
+
+``EngramGroup.invoke`` (and ``boundary`` for the fast path) turns every ``EngramError`` into a
+message and a hint on stderr and a non-zero exit; no traceback reaches a user. Every command
+module of ``engram.cli`` registers its commands on ``app`` where they are defined and prints
+through ``echo`` / ``emit_json`` (control characters shown, never obeyed). Heavy modules (the
+service and its index, rich) are imported inside the helpers that need them, so ``engram
+--help`` starts fast. This module knows no command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from engram.errors import EngramError, InvalidInput
+from engram.terminal import json_c1, visible
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from engram.service import Engram
+
+
+def safe(text: str) -> str:
+    """Return text with every control character but newline and tab shown as \\xNN."""
+    return visible(text)
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print one message of the CLI, control characters made visible (see ``safe``)."""
+    typer.echo(safe(str(message)), err=err, nl=nl)
+
+
+def rich_text(text: object) -> str:
+    """Return text for a rich console: control characters visible, markup taken literally."""
+    from rich.markup import escape
+
+    return escape(safe(str(text)))
+
+
+@contextlib.contextmanager
+def boundary() -> Iterator[None]:
+    """The CLI's one error boundary: message and hint on stderr, non-zero exit, no traceback."""
+    try:
+        yield
+    except EngramError as exc:
+        fail(exc.message, exc.hint)
+    except BrokenPipeError:
+        # The reader went away (e.g. `engram recall x | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(141) from None
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        fail(f"{exc.strerror or exc}{where}", "check the path and its permissions")
+    except KeyboardInterrupt:
+        echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+class EngramGroup(TyperGroup):
+    """The command group with engram's one error boundary."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        with boundary():
+            return super().invoke(ctx)
+
+
+def fail(message: str, hint: str = "") -> NoReturn:
+    """Print an error and its hint on stderr and exit 1."""
+    echo(f"error: {message}", err=True)
+    if hint:
+        echo(f"hint: {hint}", err=True)
+    raise typer.Exit(1)
+
+
+app = typer.Typer(
+    cls=EngramGroup,
+    name="engram",
+    help="Git-native, file-first memory for AI coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def group(name: str, help: str) -> typer.Typer:
+    """Return a command group added to ``app`` (``engram NAME …``), with the error boundary."""
+    sub = typer.Typer(cls=EngramGroup, help=help, no_args_is_help=True, rich_markup_mode=None)
+    app.add_typer(sub, name=name)
+    return sub
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "-C", help="Run as if engram was started in PATH (like git -C).", metavar="PATH"
+        ),
+    ] = None,
+) -> None:
+    """Git-native, file-first memory for AI coding agents."""
+    ctx.obj = {"dir": directory}
+
+
+def start_of(ctx: typer.Context) -> Path | None:
+    """Return the folder ``-C`` names (None: the current one); refuse one that does not exist."""
+    directory = (ctx.obj or {}).get("dir")
+    if directory is not None and not Path(directory).is_dir():
+        raise InvalidInput(f"-C {directory}: no such folder")
+    return Path(directory) if directory is not None else None
+
+
+def open_engram(ctx: typer.Context) -> Engram:
+    """Open the project the command runs in (``-C`` or the current folder)."""
+    from engram.service import Engram
+
+    return Engram.open(start_of(ctx))
+
+
+def emit_json(value: Any) -> None:
+    """Print a value as indented JSON, every control character escaped."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    typer.echo(json_c1(text))
+
+
+def warn_problems(engram: Engram) -> None:
+    """Warn about the first lines of the store that could not be read."""
+    problems = engram.problems()
+    for _, message in problems[:3]:
+        echo(f"warning: skipped {message}", err=True)
+    if problems:
+        echo(
+            "hint: run `engram doctor` for the full list, `engram doctor --fix` to repair", err=True
+        )
+
+
+def offer_driver(engram: Engram) -> None:
+    """Say so when this clone lacks the merge driver its .gitattributes asks for (a fresh clone)."""
+    setup = engram.git_setup()
+    if setup["repo"] and setup["attributes"] and not setup["driver"]:
+        echo(
+            "hint: git merges of .engram/ need the engram merge driver, which this clone does not "
+            "have yet: run `engram doctor --fix` to install it",
+            err=True,
+        )
+
+
+def table(headers: list[str], rows: list[list[str]]) -> None:
+    """Print rows as a rich table (plain columns when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    drawn = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for header in headers:
+        drawn.add_column(header)
+    for row in rows:
+        drawn.add_row(*(rich_text(cell) for cell in row))
+    Console().print(drawn)
+
+
+def read_stdin() -> str:
+    """Return standard input as text (UTF-8, the last line break dropped)."""
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"standard input is not valid UTF-8 (byte {exc.start})") from exc
+
+
+def stdin_has_data() -> bool:
+    """Tell whether stdin is a pipe or file with something to read now (never blocks)."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return False
+        import select
+
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+        return bool(ready)
+    except (OSError, ValueError):
+        return False
+
+
+def text_arg(value: str | None, what: str) -> str:
+    """Return an argument's text; '-', or nothing while stdin is not a terminal, reads stdin."""
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    if value == "-" or (value is None and piped):
+        return read_stdin()
+    if value is None:
+        raise InvalidInput(f"no {what} given", hint=f"pass the {what}, or pipe it in with '-'")
+    return value
+
+
+def progress(label: str) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """Return a (callback, close) pair drawing a rich progress bar on a terminal."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    bar.start()
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update, bar.stop

@@ -1,0 +1,158 @@
+"""The commands other adapters serve: mcp, daemon, serve and tui, declared here, run there.
+
+typer lives in the CLI only, so the CLI declares these commands' options and runs each through
+the function the composition root names for it ("module:function", see ``add_adapters``),
+imported only when the command runs: ``engram check`` loads no other adapter, and the adapters
+never import each other. tests/test_cli.py checks these declarations against the adapters' own
+names and defaults.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from engram.cli.app import app, echo, start_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+MCP_BUDGET = 4000  # engram.mcp_server.DEFAULT_BUDGET
+HTTP_HOST = "127.0.0.1"  # engram.http_api.DEFAULT_HOST
+HTTP_PORT = 7437  # engram.http_api.DEFAULT_PORT
+HTTP_TOKEN_ENV = "ENGRAM_HTTP_TOKEN"  # engram.http_api.TOKEN_ENV
+_RUNNERS: dict[str, str] = {}
+
+
+def _runner(command: str) -> Callable[..., Any]:
+    """Import and return the function that serves ``command`` (named by add_adapters)."""
+    import importlib
+
+    module, _, function = _RUNNERS[command].partition(":")
+    runner: Callable[..., Any] = getattr(importlib.import_module(module), function)
+    return runner
+
+
+def _root_of(ctx: typer.Context) -> Path:
+    from engram.config import find_root
+
+    directory = (ctx.obj or {}).get("dir")
+    return find_root(Path(directory) if directory is not None else None)
+
+
+class ToolProfile(enum.StrEnum):
+    agent = "agent"
+    admin = "admin"
+    all = "all"
+
+
+class CompatNames(enum.StrEnum):
+    go_engram = "go-engram"
+    engram_rs = "engram-rs"
+
+
+def mcp_command(
+    ctx: typer.Context,
+    tools: Annotated[
+        ToolProfile,
+        typer.Option(
+            "--tools",
+            help="Tool profile: agent (everyday tools), admin (forget and maintenance) or all.",
+        ),
+    ] = ToolProfile.agent,
+    compat: Annotated[
+        list[CompatNames] | None,
+        typer.Option(
+            "--compat",
+            metavar="go-engram|engram-rs",
+            help="Also offer another memory tool's names and parameters (repeatable).",
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            metavar="TOKENS",
+            help="Most tokens in one response (default: mcp.token_budget in config.yaml, "
+            f"else {MCP_BUDGET}).",
+        ),
+    ] = None,
+) -> None:
+    """Serve this project's memory to coding agents over MCP (stdio)."""
+    names = [c.value for c in compat or []]
+    _runner("mcp")(start_of(ctx), profile=tools.value, compat=names, budget=budget)
+
+
+def daemon_command(
+    ctx: typer.Context,
+    socket: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Listen here (default .engram/state/engram.sock, or a short path for deep "
+            "folders).",
+        ),
+    ] = None,
+) -> None:
+    """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
+    from engram.config import ENGRAM_DIR
+    from engram.rpc import socket_path
+
+    root = _root_of(ctx)
+    where = socket or socket_path(root / ENGRAM_DIR)
+
+    def ready() -> None:
+        echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
+
+    _runner("daemon")(root, socket, ready=ready)
+
+
+def serve_command(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option(help="TCP port to listen on.", min=0, max=65535)] = (
+        HTTP_PORT
+    ),
+    host: Annotated[
+        str,
+        typer.Option(help=f"Address to bind; other than loopback needs {HTTP_TOKEN_ENV} set."),
+    ] = HTTP_HOST,
+) -> None:
+    """Serve this project's memory over HTTP (REST + OpenAPI at /docs)."""
+
+    def ready(url: str) -> None:
+        echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
+
+    _runner("serve")(start_of(ctx), host=host, port=port, ready=ready)
+
+
+def tui_command(
+    ctx: typer.Context,
+    ansi: Annotated[
+        bool,
+        typer.Option(
+            "--ansi",
+            help="Draw with the terminal's own 16 colours (for terminals with odd palettes).",
+        ),
+    ] = False,
+) -> None:
+    """Browse, search and tidy the project's memories in a terminal UI (needs engram-git[tui])."""
+    _runner("tui")(_root_of(ctx), ansi=ansi)
+
+
+ADAPTER_COMMANDS: dict[str, Callable[..., None]] = {
+    "mcp": mcp_command,
+    "daemon": daemon_command,
+    "serve": serve_command,
+    "tui": tui_command,
+}
+
+
+def add_adapters(runners: Mapping[str, str]) -> None:
+    """Add the commands of ``runners`` (name -> "module:function" that serves it) to the app."""
+    for name, target in runners.items():
+        if name not in _RUNNERS:
+            app.command(name)(ADAPTER_COMMANDS[name])
+        _RUNNERS[name] = target

@@ -1,0 +1,252 @@
+"""The commands that move memories between stores: sync, export, import, resolve, log …
+
+Also the git merge driver and obsidian-export. They call the facade and render its reports;
+an export goes to the file the user names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from engram.cli.app import (
+    JsonOpt,
+    app,
+    echo,
+    emit_json,
+    offer_driver,
+    open_engram,
+    progress,
+    read_stdin,
+)
+from engram.cli.options import Values, options
+from engram.errors import InvalidInput
+from engram.operations.admin import EXPORT, SYNC
+
+if TYPE_CHECKING:
+    from engram.service import Engram
+
+
+@app.command("obsidian-export")
+def obsidian_export(
+    ctx: typer.Context,
+    vault: Annotated[Path, typer.Option("--vault", help="The Obsidian vault folder.")],
+    project: Annotated[str | None, typer.Option(help="Only this project's memories.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only memories updated since (YYYY-MM-DD or RFC 3339).")
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep exporting when the store changes (Ctrl-C stops).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export memories as Obsidian notes (front matter, wikilinks, hubs per kind and file)."""
+    import time
+
+    with open_engram(ctx) as engram:
+        while True:
+            result = engram.obsidian_export(vault, project=project, since=since)
+            if as_json:
+                emit_json(result)
+            else:
+                echo(
+                    f"{vault}: {len(result['written'])} notes written, "
+                    f"{len(result['removed'])} removed, {result['unchanged']} unchanged"
+                )
+            if not watch:
+                return
+            signature = engram.project_ws.store.signature()
+            while engram.project_ws.store.signature() == signature:
+                time.sleep(1.0)
+
+
+@app.command("export")
+@options(EXPORT)
+def export_(
+    ctx: typer.Context,
+    file: Annotated[Path | None, typer.Argument(help="Write here (default: stdout).")] = None,
+    *,
+    values: Values,
+) -> None:
+    """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
+    with open_engram(ctx) as engram:
+        document = engram.export(scope=values["scope"])
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if file is None or str(file) == "-":
+        echo(text, nl=False)
+    else:
+        file.write_text(text, encoding="utf-8")
+        echo(f"exported {document['count']} records to {file}", err=True)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE|DIR",
+            help="An engram export, a Go engram export or chunk, an MCP memory JSONL file, "
+            "a folder with manifest.json and chunks/, or - for stdin.",
+        ),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge another store's memories into this one (format detected; same merge as git)."""
+    update_bar, close_bar = progress("importing")
+    try:
+        with open_engram(ctx) as engram:
+            if str(source) == "-":
+                from engram.model import MAX_DOCUMENT_DEPTH, loads
+
+                text = read_stdin()
+                try:
+                    document = loads(text, what="stdin", max_depth=MAX_DOCUMENT_DEPTH)
+                except ValueError as exc:
+                    raise InvalidInput(f"stdin: not valid JSON: {exc}") from exc
+                result = engram.import_(document, progress=update_bar)
+            else:
+                result = engram.import_path(source, progress=update_bar)
+    finally:
+        close_bar()
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    echo(
+        f"{result.format}: added {result.added}, updated {result.updated}, "
+        f"unchanged {result.unchanged}, skipped {len(result.errors)}"
+    )
+    for error in result.errors[:20]:
+        echo(f"skipped {error}", err=True)
+    if len(result.errors) > 20:
+        echo(f"… and {len(result.errors) - 20} more skipped", err=True)
+
+
+@app.command()
+@options(SYNC)
+def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Share memories: import others' sync chunks, export this clone's changes as one."""
+    scope = "personal" if values["personal"] else "project"
+    update_bar, close_bar = progress("importing chunks")
+    try:
+        with open_engram(ctx) as engram:
+            report = _sync(engram, values, scope, update_bar)
+    finally:
+        close_bar()
+    if as_json:
+        emit_json(report)
+        return
+    if values["status"]:
+        _pending(report)
+    else:
+        _exchanged(report)
+    for problem in report["problems"]:
+        echo(f"warning: {problem}", err=True)
+
+
+def _sync(engram: Engram, values: Values, scope: str, bar: Any) -> dict[str, Any]:
+    """Run the sync (or only report on it) and say when this clone lacks the merge driver."""
+    if values["status"]:
+        report = engram.sync_status(scope=scope)
+    else:
+        report = engram.sync(
+            scope=scope, remote=values["remote"], branch=values["branch"], progress=bar
+        )
+    if scope == "project":
+        offer_driver(engram)
+    return report
+
+
+def _pending(report: dict[str, Any]) -> None:
+    """Print what ``sync --status`` found: chunks, contributors and what is pending."""
+    echo(
+        f"{report['scope']} store: {report['chunks']} chunks "
+        f"({report['memories_in_chunks']} memory versions), clone {report['clone_id'][:8]}"
+    )
+    for who, count in report["contributors"].items():
+        echo(f"  {who}: {count}")
+    echo(
+        f"pending: {len(report['pending_import'])} chunks to import, "
+        f"{report['pending_export']} changed memories to export"
+    )
+
+
+def _exchanged(report: dict[str, Any]) -> None:
+    """Print what a sync imported, exported and exchanged with the remote."""
+    imported = report["imported"]
+    echo(
+        f"imported {len(report['imported_chunks'])} chunks (added {imported['added']}, "
+        f"updated {imported['updated']}, unchanged {imported['unchanged']})"
+    )
+    if report["exported_chunk"]:
+        echo(f"exported {report['exported']} memories as chunk {report['exported_chunk']}")
+    else:
+        echo("nothing to export")
+    far = report.get("remote")
+    if far:
+        pulled = far["pulled"]["memories"]
+        echo(
+            f"{far['url']} ({far['branch']}): pulled {pulled['added']} new and "
+            f"{pulled['updated']} changed memories, pushed {far['head'][:10]}"
+        )
+        for lock in far.get("cleared_locks") or []:
+            echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
+
+
+@app.command("merge-driver", hidden=True)
+def merge_driver(
+    base: Annotated[Path, typer.Argument(help="%O: the common ancestor's version.")],
+    ours: Annotated[Path, typer.Argument(help="%A: our version; the result is written here.")],
+    theirs: Annotated[Path, typer.Argument(help="%B: their version.")],
+    pathname: Annotated[str, typer.Argument(help="%P: the file's path in the repo.")] = "",
+) -> None:
+    """git merge driver for .engram files (installed by `engram init`): exit 0 when merged."""
+    from engram.service import Engram
+
+    raise typer.Exit(Engram.merge_driver(base, ours, theirs, pathname))
+
+
+@app.command()
+def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Repair .engram/ files a merge left conflicted, from git's three versions, and stage them."""
+    with open_engram(ctx) as engram:
+        resolved = engram.resolve()
+    if as_json:
+        emit_json(resolved)
+        return
+    if not resolved:
+        echo("nothing to resolve")
+    for item in resolved:
+        echo(
+            f"resolved {item['path']}: {item['records']} entries, "
+            f"{item['conflicts']} memories keep a concurrent edit (engram doctor lists them)"
+        )
+
+
+@app.command()
+def log(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Full id or unique prefix.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Most versions.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the history of one memory across commits: each version with commit, author, date."""
+    with open_engram(ctx) as engram:
+        versions = engram.log(ref, limit=limit)
+    if as_json:
+        emit_json(versions)
+        return
+    if not versions:
+        echo("no committed version of this memory (commit .engram/ to start its log)")
+    for version in versions:
+        record = version.get("record") or {}
+        title = record.get("title", "")
+        rev = f" rev {record['rev']}" if record.get("rev") is not None else ""
+        echo(
+            f"{version['commit'][:10]}  {version['date'][:16].replace('T', ' ')}  "
+            f"{version['author']}  {version['change']}{rev}  {title}"
+        )
+        echo(f"            {version['message']}")
