@@ -7,9 +7,9 @@ short name, or a positional argument (``argument=True``); the declared help; the
 ``minimum``/``maximum``, which the CLI enforces (it refuses, it never clamps). Enum values are
 left to the service to check, as they always were: it names the allowed ones. The decorator
 sets the command's ``__signature__`` and ``__annotations__``, which typer reads (a declared
-parameter's typer ``Option``/``Argument`` is its default there), and hands the
-command body the values by parameter name (``values: Values``). A command keeps its own
-options (``--json``, a file argument …) beside them, where the CLI genuinely differs.
+parameter's typer ``Option`` or ``Argument`` is its default there), and hands the command body
+the values by parameter name (``values: Values``). A command keeps its own options
+(``--json``, a file argument …) beside them, where the CLI genuinely differs.
 
 Where the CLI offers a parameter differently from the declaration (an id the CLI always needs,
 ``-s`` for ``--session``, help on reading standard input) the command says so in its decorator
