@@ -6,6 +6,7 @@ tests drive them through the facade, and through every adapter once the declarat
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from engram.errors import InvalidInput
 from engram.index.query import Query
 from engram.model import canonical_line
 from engram.service import Engram
+from tests.conftest import run_cli
 from tests.helpers.records import record
 
 DAY = 86400.0
@@ -92,3 +94,73 @@ def test_an_edit_moves_a_memory_into_the_window(store: Engram) -> None:
 def test_bad_filters_are_refused_by_name(filters: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         Query.build("cache", **filters)
+
+
+# -- every adapter offers the declared filters ----------------------------------------------------
+
+
+def test_the_cli_takes_them_on_the_fast_path_and_through_typer(store: Engram) -> None:
+    from typer.testing import CliRunner
+
+    from engram.__main__ import app
+
+    args = ["recall", "cache", "--since", "2w", "--author", "BEN", "--json"]
+    fast = run_cli(*args, cwd=store.root)  # a process: main() parses recall itself
+    assert fast.returncode == 0, fast.stderr
+    typed = CliRunner().invoke(app, ["-C", str(store.root), *args])
+    assert typed.exit_code == 0, typed.output
+    for out in (fast.stdout.decode(), typed.stdout):
+        assert [hit["id"] for hit in json.loads(out)["hits"]] == ["bbbb2222"]
+    bad = run_cli("recall", "cache", "--until", "someday", cwd=store.root)
+    assert bad.returncode != 0 and "until 'someday' is not a date" in bad.stderr.decode()
+    assert "--since" in CliRunner().invoke(app, ["recall", "--help"]).stdout
+
+
+def test_mcp_recall_takes_them_and_its_schema_says_so(store: Engram) -> None:
+    from tests.test_mcp import connect, run
+
+    async def scenario() -> None:
+        async with connect(store.root) as client:
+            tools = (await client.session.list_tools()).tools
+            schema = next(tool.input_schema for tool in tools if tool.name == "recall")
+            assert {"since", "until", "author"} <= set(schema["properties"])
+            data = await client.ok("recall", {"query": "cache", "until": "30d", "author": "ben"})
+            assert [hit["id"] for hit in data["hits"]] == ["dddd4444"]
+            error = await client.error("recall", {"query": "cache", "since": "soon"})
+            assert "since 'soon' is not a date" in error["message"]
+
+    run(scenario)
+
+
+def test_http_search_and_listing_take_them(store: Engram) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.http_api import create_app
+
+    with TestClient(create_app(store.root), base_url="http://127.0.0.1") as client:
+        found = client.get("/search", params={"q": "cache", "since": "7d"})
+        assert found.status_code == 200, found.text
+        assert [hit["id"] for hit in found.json()["hits"]] == ["aaaa1111"]
+        listed = client.get("/memories", params=[("author", "ben"), ("author", "Ana Lopez")])
+        assert len(listed.json()["memories"]) == 4
+        listed = client.get("/memories", params={"author": "ana lopez", "until": "30d"})
+        assert [m["id"] for m in listed.json()["memories"]] == ["cccc3333"]
+        bad = client.get("/search", params={"q": "cache", "since": "nope"})
+        assert bad.status_code == 422 and "since 'nope' is not a date" in bad.text
+
+
+def test_the_daemon_search_takes_them(store: Engram) -> None:
+    from engram import rpc
+    from engram.daemon import dispatch
+
+    answer = json.loads(
+        dispatch(store, rpc.Request(1, "memory_search", {"query": "cache", "since": "2w"}))
+    )
+    assert answer["ok"], answer
+    assert sorted(hit["id"] for hit in answer["data"]["memories"]) == ["aaaa1111", "bbbb2222"]
+    refused = json.loads(
+        dispatch(store, rpc.Request(2, "memory_search", {"query": "cache", "author": 7}))
+    )
+    assert (
+        refused["error"]["code"] == rpc.INVALID_PARAMS and "'author'" in refused["error"]["message"]
+    )

@@ -94,6 +94,26 @@ RECALL_FILTERS: Final = (
     ),
     Param("scope", "strings", "Only these stores.", enum=SCOPES, target="scopes", filter=True),
     Param("project", "strings", "Only these projects.", target="projects", filter=True),
+    Param(
+        "since",
+        "date",
+        "Only memories changed on or after this: a date (2026-11-01), an RFC 3339 time, or an "
+        "age (12h, 7d, 2w, 3m, 1y).",
+        filter=True,
+    ),
+    Param(
+        "until",
+        "date",
+        "Only memories changed on or before this (a date, a time or an age, as for since).",
+        filter=True,
+    ),
+    Param(
+        "author",
+        "strings",
+        "Only memories by these authors (git user names, any case).",
+        target="authors",
+        filter=True,
+    ),
 )
 
 REMEMBER = declare(
