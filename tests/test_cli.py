@@ -469,8 +469,9 @@ def test_a_filter_added_to_a_declaration_reaches_both_paths() -> None:
     from engram.cli.options import options
     from engram.operations.memory import RECALL
 
-    author = Param("author", "strings", "Only by these authors.", target="authors", filter=True)
-    grown = RECALL._replace(params=(*RECALL.params, author))
+    # A filter no declaration has (yet): the CLI offers it without an edit.
+    reviewer = Param("reviewer", "strings", "Only these.", target="reviewers", filter=True)
+    grown = RECALL._replace(params=(*RECALL.params, reviewer))
     seen: list[dict[str, Any]] = []
 
     @options(grown)
@@ -480,12 +481,12 @@ def test_a_filter_added_to_a_declaration_reaches_both_paths() -> None:
     sandbox = typer.Typer()
     sandbox.command()(recall)
     sandbox.command("other")(lambda: None)
-    result = CliRunner().invoke(sandbox, ["recall", "x", "--author", "ann", "-k", "decision"])
+    result = CliRunner().invoke(sandbox, ["recall", "x", "--reviewer", "ann", "-k", "decision"])
     assert result.exit_code == 0, result.output
-    assert seen[-1]["authors"] == ["ann"] and seen[-1]["kinds"] == ["decision"]
-    assert set(seen[-1]) == {p.key for p in RECALL.filters} | {"authors"}
+    assert seen[-1]["reviewers"] == ["ann"] and seen[-1]["kinds"] == ["decision"]
+    assert set(seen[-1]) == {p.key for p in RECALL.filters} | {"reviewers"}
     fast = shape_of(recall)
-    assert fast is not None and fast.options["--author"].kind == "list"
+    assert fast is not None and fast.options["--reviewer"].kind == "list"
 
 
 @pytest.mark.parametrize(
