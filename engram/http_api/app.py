@@ -34,6 +34,7 @@ def create_app(
     from fastapi import FastAPI
 
     from engram.http_api import errors
+    from engram.http_api.declared import document_routes
     from engram.http_api.deps import Facade
     from engram.http_api.guard import Guard
     from engram.http_api.models import error_responses
@@ -61,6 +62,7 @@ def create_app(
     errors.install(app)
     app.add_middleware(Guard, token=token, max_body=max_body, host=host)
     for router in ROUTERS:
+        document_routes(router.routes)
         app.include_router(router)
     if token:
         _declare_bearer(app)

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 from fastapi import Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engram.http_api.defaults import MAX_BODY_BYTES
+from engram.operations import OPERATIONS
 from engram.operations.params import Param
 from engram.operations.spec import Operation
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+OPERATION_KEY: Final = "x-engram-operation"
 
 ITEM_CHARS: Final = 500  # a tag, a path, a kind, a name
 QUERY_CHARS: Final = 2000  # one value of the query string
@@ -167,3 +171,29 @@ def _given(model: type[Declared], source: Any) -> Callable[..., Declared]:
     given.__signature__ = inspect.Signature([parameter], return_annotation=model)  # type: ignore[attr-defined]
     given.__name__ = f"{model.__name__}_of_request"
     return given
+
+
+def implements(name: str) -> Callable[[Endpoint], Endpoint]:
+    """Mark a route's endpoint as the HTTP face of a declared operation (under ``@router.…``).
+
+    ``document_routes`` then gives the route the operation's summary in OpenAPI, so the API's
+    documentation, ``--help`` and the MCP tool table come from the same declaration.
+    """
+    operation = OPERATIONS[name]  # KeyError: no such operation is declared
+
+    def mark(endpoint: Endpoint) -> Endpoint:
+        endpoint.__dict__[OPERATION_KEY] = operation.name
+        return endpoint
+
+    return mark
+
+
+def document_routes(routes: Iterable[Any]) -> None:
+    """Give every route marked with ``implements`` its operation's summary and name."""
+    for route in routes:
+        endpoint = getattr(route, "endpoint", None)
+        name = getattr(endpoint, "__dict__", {}).get(OPERATION_KEY)
+        if name is None:
+            continue
+        route.summary = OPERATIONS[name].summary
+        route.openapi_extra = {**(route.openapi_extra or {}), OPERATION_KEY: name}

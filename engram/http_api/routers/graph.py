@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.http_api.declared import implements
 from engram.http_api.deps import Api, Id
 from engram.http_api.models import Around, LineageOut, Neighbours, RelatedOut, TimelineOut
 
@@ -13,12 +14,14 @@ router = APIRouter(tags=["graph"])
 
 
 @router.get("/memories/{id}/why", response_model=LineageOut, response_model_exclude_unset=True)
+@implements("why")
 async def why(id: Id, api: Api) -> dict[str, Any]:
     """Return a memory's lineage: supersede chains, links, provenance, judgements."""
     return await api.call(api.engram.why, id)
 
 
 @router.get("/memories/{id}/related", response_model=RelatedOut)
+@implements("related")
 async def related(id: Id, params: Neighbours, api: Api) -> dict[str, Any]:
     """Return a memory's neighbours by links, shared files and tags, best first."""
     return {"related": await api.call(api.engram.related, id, **params.arguments())}
@@ -27,6 +30,7 @@ async def related(id: Id, params: Neighbours, api: Api) -> dict[str, Any]:
 @router.get(
     "/memories/{id}/timeline", response_model=TimelineOut, response_model_exclude_unset=True
 )
+@implements("timeline")
 async def timeline(id: Id, params: Around, api: Api) -> dict[str, Any]:
     """Return what happened before and after a memory, oldest first."""
     return await api.call(api.engram.timeline, id, **params.arguments())

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.http_api.declared import implements
 from engram.http_api.deps import Api
 from engram.http_api.models import ConsolidationGroup
 
@@ -13,6 +14,7 @@ router = APIRouter(tags=["hygiene"])
 
 
 @router.get("/consolidate/preview", response_model=list[ConsolidationGroup])
+@implements("consolidate_preview")
 async def consolidate_preview(api: Api) -> list[dict[str, Any]]:
     """Return candidate groups for consolidation, each with a reason and an action."""
     return await api.call(api.engram.consolidate_preview)

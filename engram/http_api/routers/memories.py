@@ -7,7 +7,7 @@ from typing import Any, Final
 from fastapi import APIRouter, Response
 
 from engram.errors import InvalidInput
-from engram.http_api.declared import OpenDeclared
+from engram.http_api.declared import OpenDeclared, implements
 from engram.http_api.deps import CREATED, Api, Id, next_offset, saved
 from engram.http_api.models import (
     Changes,
@@ -51,6 +51,7 @@ def extras(fields: OpenDeclared) -> dict[str, Any]:
 
 
 @router.post("/memories", response_model=SaveOut, status_code=201, responses=CREATED)
+@implements("remember")
 async def create_memory(fields: NewMemory, response: Response, api: Api) -> dict[str, Any]:
     """Save a memory (201); a known topic key or an identical recent save updates (200)."""
     extra = extras(fields)
@@ -59,6 +60,7 @@ async def create_memory(fields: NewMemory, response: Response, api: Api) -> dict
 
 
 @router.get("/memories", response_model=PageOut)
+@implements("recall")
 async def list_memories(params: Listing, api: Api) -> dict[str, Any]:
     """Browse memories with filters (they combine with AND), best ranked first."""
     args = params.arguments()
@@ -72,12 +74,14 @@ async def list_memories(params: Listing, api: Api) -> dict[str, Any]:
 
 
 @router.get("/memories/{id}", response_model=Memory)
+@implements("get")
 async def get_memory(id: Id, api: Api) -> dict[str, Any]:
     """Return the memory an id or unique prefix names."""
     return await api.call(api.engram.get, id)
 
 
 @router.patch("/memories/{id}", response_model=Memory)
+@implements("update")
 async def update_memory(id: Id, changes: Changes, api: Api) -> dict[str, Any]:
     """Change fields of a memory (rev+1); returns the memory."""
     extra = extras(changes)
@@ -90,12 +94,14 @@ async def update_memory(id: Id, changes: Changes, api: Api) -> dict[str, Any]:
 
 
 @router.delete("/memories/{id}", response_model=Memory)
+@implements("forget")
 async def delete_memory(id: Id, params: Forgetting, api: Api) -> dict[str, Any]:
     """Forget a memory: a tombstone that travels to clones (``hard`` drops its text)."""
     return await api.call(api.engram.forget, id, **params.arguments())
 
 
 @router.post("/memories/{id}/judge", response_model=Memory)
+@implements("judge")
 async def judge(id: Id, judgement: Judging, api: Api) -> dict[str, Any]:
     """Record a judgement of a memory (it moves the ranking); returns the memory."""
     return await api.call(api.engram.judge, id, **judgement.arguments())

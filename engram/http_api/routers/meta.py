@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.http_api.declared import implements
 from engram.http_api.deps import Api
 from engram.http_api.models import HealthOut, StatsOut
 
@@ -19,6 +20,7 @@ async def health(api: Api) -> dict[str, Any]:
 
 
 @router.get("/stats", response_model=StatsOut)
+@implements("stats")
 async def stats(api: Api) -> dict[str, Any]:
     """Return counts by kind, status, scope and project, and the sizes of the files."""
     return await api.call(api.engram.stats)

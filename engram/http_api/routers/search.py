@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.http_api.declared import implements
 from engram.http_api.deps import Api, next_offset
 from engram.http_api.models import Search, SearchOut
 from engram.operations.views import HitView
@@ -14,6 +15,7 @@ router = APIRouter(tags=["memories"])
 
 
 @router.get("/search", response_model=SearchOut, response_model_exclude_unset=True)
+@implements("recall")
 async def search(params: Search, api: Api) -> dict[str, Any]:
     """Rank memories for any text, best first."""
     args = params.arguments()

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.http_api.declared import implements
 from engram.http_api.deps import Api
 from engram.http_api.models import Exporting, ExportOut, ImportIn, ImportOut, Syncing, SyncStatusOut
 
@@ -13,12 +14,14 @@ router = APIRouter(tags=["sync"])
 
 
 @router.get("/export", response_model=ExportOut)
+@implements("export")
 async def export(params: Exporting, api: Api) -> dict[str, Any]:
     """Return every memory and tombstone of a store as engram's export document."""
     return await api.call(api.engram.export, **params.arguments())
 
 
 @router.post("/import", response_model=ImportOut)
+@implements("import")
 async def import_(document: ImportIn, api: Api) -> dict[str, Any]:
     """Merge an export document into the store (the one merge function)."""
     result = await api.call(api.engram.import_, document.model_dump())
