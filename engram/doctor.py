@@ -17,7 +17,7 @@ Feature layer: called by the service, prints nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.config import Config
 from engram.errors import CorruptStore
@@ -26,6 +26,9 @@ from engram.model import is_tombstone, now, recover_line
 from engram.store import GITIGNORE, MemoryStore
 from engram.store.files import write_gitignore
 from engram.store.quarantine import keep_lines
+
+if TYPE_CHECKING:
+    from engram.store.jsonl import Scan
 
 
 @dataclass
@@ -59,11 +62,33 @@ def run_checks(
 
     ``driver_command``: check (and with ``fix`` install) the git merge driver with it.
     """
-    from engram.sync.merge import merge_sets
+    findings = _check_file(store, fix=fix)  # 1. the canonical file
+    findings += _check_chunks(store, fix=fix)  # 1b. sync chunks and the manifest
+    findings += _check_gitignore(store, fix=fix)  # 2. git hygiene
+    # 3. Secrets anywhere engram keeps text (written by hand, by an older tool, by a teammate).
+    from engram.secrets_audit import check_secrets
 
+    findings += check_secrets(store, index, fix=fix)
+    findings += _check_config(config)  # 3b. after the scan above, which ran the patterns
+    findings += _check_conflicts(store)  # 4. the merge function's losing text
+    if driver_command is not None:  # 5. the git merge driver
+        findings += _check_driver(config, driver_command, fix=fix)
+    drift, live = _check_index(store, index, fix=fix)  # 6. index drift
+    findings += drift
+    if not findings:
+        findings.append(
+            Finding(
+                "ok",
+                "all",
+                f"{store.path}: {live} memories, canonical, index in step, no secrets found",
+            )
+        )
+    return findings
+
+
+def _check_file(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    """Check memories.jsonl parses and is canonical; with ``fix``, rewrite it canonically."""
     findings: list[Finding] = []
-
-    # 1. The canonical file.
     with store.lock():
         data, seen = store.read_bytes()
         scan = store.scan(data)
@@ -76,166 +101,174 @@ def run_checks(
                 )
             )
         if fix and (scan.problems or not scan.canonical):
-            records = list(scan.records)
-            unreadable = []
-            for problem in scan.problems:
-                if problem.kind == "conflict":
-                    continue  # the marker line itself; both sides' records are kept
-                if problem.kind == "duplicate" and problem.record is not None:
-                    records.append(problem.record)  # merged below by the merge function
-                    continue
-                raw = problem.raw
-                try:  # a BOM or a bad byte: the record stays in the committed file
-                    record, how = recover_line(raw, path=str(store.path), lineno=problem.line)
-                except CorruptStore:
-                    unreadable.append(raw)
-                    continue
-                records.append(record)
-                findings.append(
-                    Finding(
-                        "warning",
-                        "memories.jsonl",
-                        f"{store.path}:{problem.line}: memory {record['id']} repaired in "
-                        f"place ({how})",
-                        fixed=True,
-                    )
-                )
-            merged = merge_sets(records)
-            if unreadable:
-                # Committed, not state/: the lines stay in the team's store, shown in git.
-                stamp = now().replace(":", "").replace("-", "")
-                target = keep_lines(store.dir, unreadable, stamp=stamp, scrub=store.scrubber.text)
-                findings.append(
-                    Finding(
-                        "warning",
-                        "memories.jsonl",
-                        f"moved {len(unreadable)} unreadable line(s) to {target} (committed "
-                        "with the store: repair each line there and move it back into "
-                        "memories.jsonl, or delete the file)",
-                        fixed=True,
-                    )
-                )
-            # Built from the bytes read above: a file git replaced since raises StoreChanged.
-            store.rewrite(list(merged.values()), expect=seen)
+            findings += _repair_file(store, scan, seen)
             for finding in findings:
                 if finding.check == "memories.jsonl":
                     finding.fixed = True
+    return findings
 
-    # 1b. Sync chunks and the manifest.
-    findings += _check_chunks(store, fix=fix)
 
-    # 2. Git hygiene.
+def _repair_file(store: MemoryStore, scan: Scan, seen: str) -> list[Finding]:
+    """Rewrite memories.jsonl from what it holds: repaired lines kept, unreadable ones set aside.
+
+    Duplicate ids are merged with the one merge function; a line with a BOM or a bad byte is
+    repaired in place; a line that cannot be read moves to the committed quarantine.
+    """
+    from engram.sync.merge import merge_sets
+
+    findings: list[Finding] = []
+    records = list(scan.records)
+    unreadable = []
+    for problem in scan.problems:
+        if problem.kind == "conflict":
+            continue  # the marker line itself; both sides' records are kept
+        if problem.kind == "duplicate" and problem.record is not None:
+            records.append(problem.record)  # merged below by the merge function
+            continue
+        raw = problem.raw
+        try:  # a BOM or a bad byte: the record stays in the committed file
+            record, how = recover_line(raw, path=str(store.path), lineno=problem.line)
+        except CorruptStore:
+            unreadable.append(raw)
+            continue
+        records.append(record)
+        findings.append(
+            Finding(
+                "warning",
+                "memories.jsonl",
+                f"{store.path}:{problem.line}: memory {record['id']} repaired in place ({how})",
+                fixed=True,
+            )
+        )
+    merged = merge_sets(records)
+    if unreadable:
+        # Committed, not state/: the lines stay in the team's store, shown in git.
+        stamp = now().replace(":", "").replace("-", "")
+        target = keep_lines(store.dir, unreadable, stamp=stamp, scrub=store.scrubber.text)
+        findings.append(
+            Finding(
+                "warning",
+                "memories.jsonl",
+                f"moved {len(unreadable)} unreadable line(s) to {target} (committed "
+                "with the store: repair each line there and move it back into "
+                "memories.jsonl, or delete the file)",
+                fixed=True,
+            )
+        )
+    # Built from the bytes read above: a file git replaced since raises StoreChanged.
+    store.rewrite(list(merged.values()), expect=seen)
+    return findings
+
+
+def _check_gitignore(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    """Check .gitignore keeps index/ and state/ out of git; with ``fix``, add them."""
     ignore = store.dir / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     missing = [entry for entry in ("index/", "state/") if entry not in text.split()]
-    if missing:
-        finding = Finding(
-            "warning",
-            "gitignore",
-            f"{ignore} does not ignore {', '.join(missing)}: local files would be committed",
-        )
-        if fix:
-            fixed_text = text.rstrip("\n") + "\n" + "\n".join(missing) + "\n" if text else ""
-            fixed_text = fixed_text or GITIGNORE
-            write_gitignore(store.dir, fixed_text)
-            finding.fixed = True
-        findings.append(finding)
+    if not missing:
+        return []
+    finding = Finding(
+        "warning",
+        "gitignore",
+        f"{ignore} does not ignore {', '.join(missing)}: local files would be committed",
+    )
+    if fix:
+        fixed_text = text.rstrip("\n") + "\n" + "\n".join(missing) + "\n" if text else ""
+        fixed_text = fixed_text or GITIGNORE
+        write_gitignore(store.dir, fixed_text)
+        finding.fixed = True
+    return [finding]
 
-    # 3. Secrets anywhere engram keeps text (written by hand, by an older tool, by a teammate).
-    from engram.secrets_audit import check_secrets
 
-    findings += check_secrets(store, index, fix=fix)
+def _check_config(config: Config) -> list[Finding]:
+    """Name committed settings engram does not use.
 
-    # 3b. Committed settings engram does not use: a command (only the user's own settings may
-    # run one) and redaction patterns that do not compile or ran out of time (after the scan
-    # above, which ran them).
+    A command (only the user's own settings may run one) and redaction patterns that do not
+    compile or ran out of time.
+    """
     from engram.store.patterns import problems
 
-    for message in config.warnings():
-        findings.append(Finding("warning", "config", message))
+    findings = [Finding("warning", "config", message) for message in config.warnings()]
     patterns = [str(p) for p in config.get("redact.extra_patterns") or []]
     for left_out in problems(patterns):
         findings.append(Finding("warning", "config", f"redact.extra_patterns: {left_out}"))
+    return findings
 
-    # 4. Memories that keep a concurrent edit (the merge function's losing text).
+
+def _check_conflicts(store: MemoryStore) -> list[Finding]:
+    """Name the memories that keep a concurrent edit (or a forget) that lost a merge."""
+    findings: list[Finding] = []
     for record in store.scan().records:
         conflicts = record.get("conflicts")
-        if isinstance(conflicts, list) and conflicts and not is_tombstone(record):
-            # A forget that lost to a later edit is noted with its deleted_at (sync.merge).
-            forgets = [c for c in conflicts if isinstance(c, dict) and "deleted_at" in c]
-            if forgets:
-                findings.append(
-                    Finding(
-                        "warning",
-                        "conflicts",
-                        f"memory {record['id']} was forgotten at {forgets[-1]['deleted_at']} "
-                        "on another clone and a later edit brought it back: "
-                        f"`engram forget {record['id'][:8]}` forgets it again; "
-                        "update it to keep it",
-                    )
+        if not isinstance(conflicts, list) or not conflicts or is_tombstone(record):
+            continue
+        # A forget that lost to a later edit is noted with its deleted_at (sync.merge).
+        forgets = [c for c in conflicts if isinstance(c, dict) and "deleted_at" in c]
+        if forgets:
+            findings.append(
+                Finding(
+                    "warning",
+                    "conflicts",
+                    f"memory {record['id']} was forgotten at {forgets[-1]['deleted_at']} "
+                    "on another clone and a later edit brought it back: "
+                    f"`engram forget {record['id'][:8]}` forgets it again; "
+                    "update it to keep it",
                 )
-            if len(conflicts) > len(forgets):
-                findings.append(
-                    Finding(
-                        "warning",
-                        "conflicts",
-                        f"memory {record['id']} keeps {len(conflicts) - len(forgets)} concurrent "
-                        f"edit(s) that lost a merge: `engram get {record['id'][:8]}` shows them; "
-                        "update the memory to settle it",
-                    )
-                )
-
-    # 5. The git merge driver (a fresh clone has .gitattributes but not the driver's config).
-    if driver_command is not None:
-        from engram.sync.gitmerge import check_setup, install
-
-        setup = check_setup(config.root)
-        if setup.repo and not (setup.attributes and setup.driver):
-            missing = [
-                name
-                for name, ok in (
-                    (".gitattributes lines", setup.attributes),
-                    ("driver", setup.driver),
-                )
-                if not ok
-            ]
-            finding = Finding(
-                "warning",
-                "git",
-                f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
-                "missing): git merges of .engram/ fall back to line merges",
             )
-            if fix:
-                install(config.root, driver_command)
-                finding.fixed = True
-            findings.append(finding)
+        if len(conflicts) > len(forgets):
+            findings.append(
+                Finding(
+                    "warning",
+                    "conflicts",
+                    f"memory {record['id']} keeps {len(conflicts) - len(forgets)} concurrent "
+                    f"edit(s) that lost a merge: `engram get {record['id'][:8]}` shows them; "
+                    "update the memory to settle it",
+                )
+            )
+    return findings
 
-    # 6. Index drift.
+
+def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Finding]:
+    """Check the git merge driver is set up (a fresh clone has .gitattributes, not its config)."""
+    from engram.sync.gitmerge import check_setup, install
+
+    setup = check_setup(config.root)
+    if not setup.repo or (setup.attributes and setup.driver):
+        return []
+    missing = [
+        name
+        for name, ok in ((".gitattributes lines", setup.attributes), ("driver", setup.driver))
+        if not ok
+    ]
+    finding = Finding(
+        "warning",
+        "git",
+        f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
+        "missing): git merges of .engram/ fall back to line merges",
+    )
+    if fix:
+        install(config.root, driver_command)
+        finding.fixed = True
+    return [finding]
+
+
+def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[Finding], int]:
+    """Check the index agrees with the file (with ``fix``, rebuild it); count live memories."""
     index.refresh()
     index.flush()
     live = {r["id"] for r in store.scan().records if not is_tombstone(r)}
     indexed = index.backend.ids()
     recorded = {r["id"] for r in index.all_records()}
     drift = (live ^ indexed) | (live ^ recorded)
-    if drift:
-        finding = Finding(
-            "error", "index", f"the index disagrees with memories.jsonl on {len(drift)} memories"
-        )
-        if fix:
-            index.rebuild()
-            finding.fixed = True
-        findings.append(finding)
-
-    if not findings:
-        count = len(live)
-        findings.append(
-            Finding(
-                "ok",
-                "all",
-                f"{store.path}: {count} memories, canonical, index in step, no secrets found",
-            )
-        )
-    return findings
+    if not drift:
+        return [], len(live)
+    finding = Finding(
+        "error", "index", f"the index disagrees with memories.jsonl on {len(drift)} memories"
+    )
+    if fix:
+        index.rebuild()
+        finding.fixed = True
+    return [finding], len(live)
 
 
 def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:

@@ -81,44 +81,10 @@ def plan_adrs(
     """
     plan = Plan()
     by_path = {adr.path: adr for adr in adrs}
-    # "Superseded by X" in A is recorded as a supersedes link on X.
-    extra_links: dict[str, set[tuple[str, str]]] = {}
-    for adr in adrs:
-        for target in getattr(adr, "superseded_by", ()):
-            if target in by_path:
-                extra_links.setdefault(target, set()).add(("supersedes", adr.path))
-    # An ADR that another one supersedes is superseded, whatever its own Status says.
-    superseded = {
-        target
-        for adr in adrs
-        for rel, target in (*adr.links, *extra_links.get(adr.path, set()))
-        if rel == "supersedes" and target in by_path and target != adr.path
-    }
+    extra_links, superseded = _adr_graph(adrs, by_path)
     for adr in adrs:
         rid = adr_id(adr.path)
-        pairs = {(rel, target) for rel, target in adr.links if target in by_path}
-        pairs |= extra_links.get(adr.path, set())
-        links = [
-            {"rel": rel, "to": adr_id(target)}
-            for rel, target in sorted(pairs, key=lambda pair: (pair[0], adr_id(pair[1])))
-            if target != adr.path
-        ]
-        title = f"ADR-{adr.number:04d}: {adr.title}" if adr.number is not None else adr.title
-        fields: Record = {
-            "kind": "decision",
-            "title": title[:500],
-            "content": _without_title(adr.content),
-            "status": "superseded"
-            if adr.path in superseded and adr.status in ("active", "proposed")
-            else adr.status,
-            "tags": sorted({"adr", *adr.tags}),
-            "files": sorted(set(adr.files)),
-            "links": links,
-            "deciders": list(adr.deciders),
-        }
-        for name in ("files", "links", "deciders"):
-            if not fields[name]:
-                del fields[name]
+        fields = _adr_fields(adr, by_path, extra_links.get(adr.path, set()), superseded)
         current = existing.get(rid)
         if current is not None and is_tombstone(current):
             plan.unchanged.append(rid)  # forgotten on purpose: the delete stands
@@ -150,6 +116,67 @@ def plan_adrs(
                 revised.pop(name, None)
         plan.writes.append(revised)
         plan.updated.append(rid)
+    _archive_gone(plan, adrs, existing, revise)
+    return plan
+
+
+def _adr_graph(
+    adrs: Sequence[ParsedAdr], by_path: Mapping[str, ParsedAdr]
+) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
+    """Return the links each ADR gains from the others, and the paths of superseded ADRs."""
+    # "Superseded by X" in A is recorded as a supersedes link on X.
+    extra_links: dict[str, set[tuple[str, str]]] = {}
+    for adr in adrs:
+        for target in getattr(adr, "superseded_by", ()):
+            if target in by_path:
+                extra_links.setdefault(target, set()).add(("supersedes", adr.path))
+    # An ADR that another one supersedes is superseded, whatever its own Status says.
+    superseded = {
+        target
+        for adr in adrs
+        for rel, target in (*adr.links, *extra_links.get(adr.path, set()))
+        if rel == "supersedes" and target in by_path and target != adr.path
+    }
+    return extra_links, superseded
+
+
+def _adr_fields(
+    adr: ParsedAdr,
+    by_path: Mapping[str, ParsedAdr],
+    extra: set[tuple[str, str]],
+    superseded: set[str],
+) -> Record:
+    """Return the fields this indexer owns on an ADR's memory (empty lists left out)."""
+    pairs = {(rel, target) for rel, target in adr.links if target in by_path}
+    pairs |= extra
+    links = [
+        {"rel": rel, "to": adr_id(target)}
+        for rel, target in sorted(pairs, key=lambda pair: (pair[0], adr_id(pair[1])))
+        if target != adr.path
+    ]
+    title = f"ADR-{adr.number:04d}: {adr.title}" if adr.number is not None else adr.title
+    fields: Record = {
+        "kind": "decision",
+        "title": title[:500],
+        "content": _without_title(adr.content),
+        "status": "superseded"
+        if adr.path in superseded and adr.status in ("active", "proposed")
+        else adr.status,
+        "tags": sorted({"adr", *adr.tags}),
+        "files": sorted(set(adr.files)),
+        "links": links,
+        "deciders": list(adr.deciders),
+    }
+    for name in ("files", "links", "deciders"):
+        if not fields[name]:
+            del fields[name]
+    return fields
+
+
+def _archive_gone(
+    plan: Plan, adrs: Sequence[ParsedAdr], existing: Mapping[str, Record], revise: Revise
+) -> None:
+    """Plan the archiving of the memories this indexer wrote for ADRs that are gone."""
     found = {adr_id(adr.path) for adr in adrs}
     for rid, current in sorted(existing.items()):
         if rid in found or is_tombstone(current) or current.get("status") == "archived":
@@ -159,7 +186,6 @@ def plan_adrs(
             continue  # written by a person or another tool, not by this indexer: leave it
         plan.writes.append(revise(current, {"status": "archived"}))
         plan.archived.append(rid)
-    return plan
 
 
 def plan_git(

@@ -315,14 +315,6 @@ def run_trainer(
 ) -> TrainOutcome:
     """Run a trainer, parse its events as they arrive, and report every misbehaviour."""
     outcome = TrainOutcome()
-    line_problems = 0
-
-    def problem(message: str) -> None:
-        nonlocal line_problems
-        line_problems += 1
-        if line_problems <= _MAX_PROBLEMS:
-            outcome.problems.append(message)
-
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -346,47 +338,9 @@ def run_trainer(
     ]
     for reader in readers:
         reader.start()
-    timed_out = False
-    lineno = 0
+    events = _Events(outcome, max_line_bytes, on_event)
     try:
-        while True:
-            remaining = started + timeout - time.monotonic()
-            try:
-                raw = lines.get(timeout=max(remaining, 0.0))
-            except queue.Empty:
-                timed_out = True
-                break
-            if raw is None:
-                break
-            lineno += 1
-            if raw.endswith(b"\x00CUT"):
-                text = raw[:-4].decode("utf-8", "replace")
-                problem(f"line {lineno} is longer than {max_line_bytes:,} bytes: {clip(text)!r}")
-                continue
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                problem(
-                    f"line {lineno} is not UTF-8 (byte {exc.start}): "
-                    f"{clip(raw.decode('utf-8', 'replace').rstrip())!r}"
-                )
-                continue
-            if not text.strip():
-                continue  # a blank line carries nothing; tolerated
-            try:
-                event = parse_event(text, lineno)
-            except ProtocolError as exc:
-                problem(exc.message)
-                continue
-            if outcome.complete is not None:
-                problem(f"line {lineno} comes after the complete event: {clip(text)!r}")
-                continue
-            if isinstance(event, Insight) and any(i.id == event.id for i in outcome.insights):
-                problem(f"line {lineno} repeats insight id {event.id}: {clip(text)!r}")
-                continue
-            outcome._add(event)
-            if on_event is not None:
-                on_event(event)
+        timed_out = not events.drain(lines, deadline=started + timeout)
         if not timed_out:
             try:
                 proc.wait(timeout=max(started + timeout - time.monotonic(), 0.0))
@@ -401,20 +355,102 @@ def run_trainer(
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-    if line_problems > _MAX_PROBLEMS:
-        outcome.problems.append(f"and {line_problems - _MAX_PROBLEMS} more bad line(s) not listed")
+    events.finish()
     if timed_out:
         outcome.returncode = None
         outcome.problems.append(
-            f"the trainer did not finish within {timeout:g} s and was killed after {lineno} line(s)"
+            f"the trainer did not finish within {timeout:g} s and was killed after "
+            f"{events.lineno} line(s)"
         )
         return outcome
-    outcome.returncode = proc.returncode
-    if proc.returncode != 0:
+    _report_exit(outcome, proc.returncode, events.lineno, tail)
+    return outcome
+
+
+class _Events:
+    """The trainer's stdout read line by line into an outcome, each bad line a problem."""
+
+    def __init__(
+        self,
+        outcome: TrainOutcome,
+        max_line_bytes: int,
+        on_event: Callable[[Event], None] | None,
+    ) -> None:
+        self.outcome = outcome
+        self.max_line_bytes = max_line_bytes
+        self.on_event = on_event
+        self.lineno = 0
+        self.problems = 0
+
+    def problem(self, message: str) -> None:
+        """Note a bad line (the first ``_MAX_PROBLEMS`` are listed, the rest counted)."""
+        self.problems += 1
+        if self.problems <= _MAX_PROBLEMS:
+            self.outcome.problems.append(message)
+
+    def drain(self, lines: queue.Queue[bytes | None], *, deadline: float) -> bool:
+        """Take lines until stdout closes (True) or the deadline passes (False)."""
+        while True:
+            try:
+                raw = lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                return False
+            if raw is None:
+                return True
+            self.take(raw)
+
+    def take(self, raw: bytes) -> None:
+        """Parse one line into an event and add it, or note what is wrong with it."""
+        self.lineno += 1
+        lineno = self.lineno
+        if raw.endswith(b"\x00CUT"):
+            text = raw[:-4].decode("utf-8", "replace")
+            self.problem(
+                f"line {lineno} is longer than {self.max_line_bytes:,} bytes: {clip(text)!r}"
+            )
+            return
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            self.problem(
+                f"line {lineno} is not UTF-8 (byte {exc.start}): "
+                f"{clip(raw.decode('utf-8', 'replace').rstrip())!r}"
+            )
+            return
+        if not text.strip():
+            return  # a blank line carries nothing; tolerated
+        try:
+            event = parse_event(text, lineno)
+        except ProtocolError as exc:
+            self.problem(exc.message)
+            return
+        outcome = self.outcome
+        if outcome.complete is not None:
+            self.problem(f"line {lineno} comes after the complete event: {clip(text)!r}")
+            return
+        if isinstance(event, Insight) and any(i.id == event.id for i in outcome.insights):
+            self.problem(f"line {lineno} repeats insight id {event.id}: {clip(text)!r}")
+            return
+        outcome._add(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def finish(self) -> None:
+        """Count the bad lines not listed."""
+        if self.problems > _MAX_PROBLEMS:
+            self.outcome.problems.append(
+                f"and {self.problems - _MAX_PROBLEMS} more bad line(s) not listed"
+            )
+
+
+def _report_exit(outcome: TrainOutcome, returncode: int, lineno: int, tail: bytearray) -> None:
+    """Note how a trainer that ended in time ended: its status, a missing or wrong complete."""
+    outcome.returncode = returncode
+    if returncode != 0:
         how = (
-            f"was killed by signal {-proc.returncode}"
-            if proc.returncode < 0
-            else f"exited with status {proc.returncode}"
+            f"was killed by signal {-returncode}"
+            if returncode < 0
+            else f"exited with status {returncode}"
         )
         stderr = _stderr_tail(tail)
         outcome.problems.append(
@@ -432,4 +468,3 @@ def run_trainer(
             f"the complete event counts {outcome.complete.insights_generated} insight(s) "
             f"but {len(outcome.insights)} arrived"
         )
-    return outcome
