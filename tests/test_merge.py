@@ -72,9 +72,7 @@ def revise(current: Mapping[str, Any], tick: float | str, **fields: Any) -> Reco
     return record
 
 
-def tombstone(
-    current: Mapping[str, Any], tick: float | str, *, hard: bool = False
-) -> Record:
+def tombstone(current: Mapping[str, Any], tick: float | str, *, hard: bool = False) -> Record:
     """Delete a memory as engram.service does (a soft delete keeps the text)."""
     if hard:
         return {
@@ -399,6 +397,60 @@ def test_changed_on_one_side_only_takes_that_side() -> None:
     ours = revise(base, 3, title="ours", x_new="kept")
     assert merge3_record(base, ours, base) == ours
     assert merge3_record(base, base, ours) == ours
+
+
+def test_a_side_that_took_back_a_conflicts_text_is_taken_without_that_conflict() -> None:
+    # Found by test_merge3_from_a_common_ancestor: replica r0 set content "two" while r2 changed
+    # importance; the two-way sync kept r2's version and r0's text in conflicts. Then one side
+    # set content "two" itself (an edit that does not settle, such as a topic-key save).
+    base = {
+        "id": "m001",
+        "kind": "note",
+        "title": "alpha",
+        "content": "one",
+        "importance": 1,
+        "tags": [],
+        "author": "r2",
+        "created_at": stamp(1),
+        "updated_at": stamp(3),
+        "rev": 2,
+        "history": [{"rev": 1, "title": "alpha", "content": "one", "updated_at": stamp(1)}],
+        "conflicts": [
+            {"rev": 2, "updated_at": stamp(2), "author": "r0", "title": "alpha", "content": "two"}
+        ],
+    }
+    theirs = {
+        **base,
+        "content": "two",
+        "updated_at": stamp(4),
+        "rev": 3,
+        "history": [
+            {"rev": 1, "title": "alpha", "content": "one", "updated_at": stamp(1)},
+            {"rev": 2, "title": "alpha", "content": "one", "updated_at": stamp(3)},
+        ],
+    }
+    expected = {key: value for key, value in theirs.items() if key != "conflicts"}
+    for merged in (merge3_record(base, base, theirs), merge3_record(base, theirs, base)):
+        assert merged == expected  # its own text is no divergence: no conflict entry
+        for side in (base, theirs):
+            assert merge_record(merged, side) == merged
+            assert merge_record(side, merged) == merged
+    assert merge3([base], [theirs], [theirs]) == [expected]
+    assert merge3([], [theirs], []) == [expected]
+
+
+def test_a_forget_of_a_memory_noted_as_forgotten_elsewhere_is_taken_without_the_note() -> None:
+    noted = rec(
+        rev=3,
+        tick=5,
+        conflicts=[{"rev": 2, "updated_at": stamp(4), "author": "bob", "deleted_at": stamp(4)}],
+    )
+    gone = tombstone(noted, 6)  # engram forget keeps the rest of the record, conflicts too
+    expected = {key: value for key, value in gone.items() if key != "conflicts"}
+    for merged in (merge3_record(noted, noted, gone), merge3_record(noted, gone, noted)):
+        assert merged == expected  # a tombstone carries no note of a forget: it is one
+        for side in (noted, gone):
+            assert merge_record(merged, side) == merged
 
 
 def test_both_sides_made_the_same_change() -> None:
@@ -843,6 +895,11 @@ def test_settled_conflicts_stay_settled_whatever_comes_back(a: Record, b: Record
 # -- properties: three-way from a common ancestor --------------------------------------------
 
 
+def as_merged(side: Iterable[Record]) -> list[Record]:
+    """Return each record of a side as a merge leaves it: merged with itself."""
+    return [merge_record(record, record) for record in side]
+
+
 @PROPERTY
 @given(
     st.lists(OPS, min_size=1, max_size=10),
@@ -867,9 +924,11 @@ def test_merge3_from_a_common_ancestor(
 
     merged = merge3(base, ours, theirs)
     assert lines(merged) == lines(merge3(base, theirs, ours))
-    assert lines(merge3(base, ours, ours)) == lines(ours)
-    assert lines(merge3(base, ours, base)) == lines(ours)
-    assert lines(merge3(base, base, theirs)) == lines(theirs)
+    # a side changed alone is taken as the two-way merge leaves it (its conflicts as a merge
+    # keeps them: an edit may have taken back a conflict's text)
+    assert lines(merge3(base, ours, ours)) == lines(as_merged(ours))
+    assert lines(merge3(base, ours, base)) == lines(as_merged(ours))
+    assert lines(merge3(base, base, theirs)) == lines(as_merged(theirs))
     # keyed by id, sorted, and every id of either side is there (deletes are tombstones)
     assert [r["id"] for r in merged] == sorted({r["id"] for r in ours + theirs})
     # the sides are earlier versions of the result: a sync chunk or an import that brings

@@ -44,6 +44,10 @@ Three-way (``merge3_record``, ``merge3``) — what the merge driver does with gi
 
 - An id on one side only, or changed on one side only, takes that side. Removed from the file on
   one side (not tombstoned) and unchanged on the other: removed. Both sides equal: that.
+  A side is taken as the two-way merge leaves it (``taken``): a write can carry ``conflicts``
+  no merge keeps (a text it took back without settling, such as a topic-key save or an indexer
+  revision; an earlier forget's note on a forget's tombstone), and those go, so that merging
+  the result with either side changes nothing.
 - Changed on both sides, both live: field by field. A field changed on one side only takes that
   side; ``tags``, ``files`` and ``links`` merge as sets with removals honoured
   (``base∩ours∩theirs ∪ ours−base ∪ theirs−base``); a field both sides changed differently takes
@@ -209,6 +213,16 @@ def merge_record(a: Mapping[str, Any], b: Mapping[str, Any]) -> Record:
     return _finish(merged, (a, b), (a, b), own=_entry(winner), forgets=forgets)
 
 
+def taken(record: Mapping[str, Any]) -> Record:
+    """Return a version as a merge that takes it whole leaves it: merged with itself.
+
+    Of a version engram wrote only ``conflicts`` can differ: those a merge would not keep go
+    (a text the memory holds again, as its own or an earlier version's; a forget note older
+    than the latest, or the tombstone's own). A version without ``conflicts`` is taken as it is.
+    """
+    return merge_record(record, record) if record.get("conflicts") else dict(record)
+
+
 def settle(record: Mapping[str, Any]) -> Record:
     """Return ``record`` with its ``conflicts`` settled: moved into ``history``.
 
@@ -257,13 +271,13 @@ def merge3_record(
         assert present is not None
         if base is not None and dumps(present) == dumps(base):
             return None  # removed on one side, untouched on the other
-        return dict(present)
+        return taken(present)
     if dumps(ours) == dumps(theirs):
-        return dict(ours)
+        return taken(ours)
     if base is not None and dumps(ours) == dumps(base):
-        return dict(theirs)
+        return taken(theirs)
     if base is not None and dumps(theirs) == dumps(base):
-        return dict(ours)
+        return taken(ours)
     if base is None or is_tombstone(ours) or is_tombstone(theirs):
         return merge_record(ours, theirs)
     winner, loser = (ours, theirs) if rank(ours) >= rank(theirs) else (theirs, ours)
