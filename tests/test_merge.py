@@ -311,6 +311,37 @@ def test_a_tombstone_beats_a_live_version_with_the_same_rev_and_time() -> None:
     assert not conflicted(merge_record(live, gone))
 
 
+def test_two_forgets_stamped_alike_leave_a_tombstone_without_a_forget_note() -> None:
+    # Found by test_forget_and_edit_of_one_memory_across_clones_with_skewed_clocks: the memory
+    # was made on a clock half an hour ahead, so both clones forget it 1 ms after it (rev 2).
+    made = {
+        "id": "m001",
+        "kind": "note",
+        "title": "alpha",
+        "content": "one",
+        "tags": [],
+        "importance": 3,
+        "author": "r0",
+        "created_at": "2026-01-01T00:30:01.500Z",
+        "updated_at": "2026-01-01T00:30:01.500Z",
+        "rev": 1,
+    }
+    at = "2026-01-01T00:30:01.501Z"
+    soft = {**made, "rev": 2, "updated_at": at, "deleted_at": at}
+    hard = {"id": "m001", "rev": 2, "updated_at": at, "deleted_at": at}
+    for merged in (merge_record(soft, hard), merge_record(hard, soft)):
+        assert is_tombstone(merged)
+        assert forget_notes(merged) == []  # both forgot: no forget was overridden
+        assert ("alpha", "one") in texts(merged)
+    # an edit made later, without seeing either forget, notes the same one forget whatever
+    # the grouping: the tombstone that won (its forget is the latest note)
+    edit = revise(made, "2026-01-01T00:30:02.000Z", content="two")
+    left = merge_record(merge_record(soft, hard), edit)
+    right = merge_record(soft, merge_record(hard, edit))
+    assert canonical_line(left) == canonical_line(right)
+    assert [note["updated_at"] for note in forget_notes(left)] == [at]
+
+
 def test_a_hard_tombstone_keeps_the_text_of_a_live_copy_merged_into_it() -> None:
     # documented limit: without text or history it cannot tell a copy it deleted from an edit
     base = rec(title="t0")

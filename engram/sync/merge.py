@@ -15,9 +15,12 @@ Two-way (``merge_record``, ``merge_sets``) — commutative, associative, idempot
 
 - The *winner* among versions of one id is the one changed last: the later ``updated_at``
   (compared as times, not strings), then a tombstone over a live version, then the higher
-  ``rev`` (a three-way merge's result over the sides it merged, which share its time), then the
-  larger hash of its fields (``history`` and ``conflicts`` left out). Its fields are the merged
-  record's fields, unknown ones included.
+  ``rev`` (a three-way merge's result over the sides it merged, which share its time), between
+  two tombstones the larger forget note (``{rev, updated_at, author, deleted_at}``: two forgets
+  stamped 1 ms after the same version tie until here, and the winner's forget must be the
+  latest note, or the tombstone would note the other forget), then the larger hash of its
+  fields (``history`` and ``conflicts`` left out). Its fields are the merged record's fields,
+  unknown ones included.
 - Nothing is lost: ``history`` (earlier versions) is the union of both sides'. A version whose
   title or content differs from the winner's, and is not an earlier version of it (its text is
   not in the merged ``history``), was edited concurrently: its text is kept in ``conflicts``
@@ -106,12 +109,14 @@ def change_time(record: Mapping[str, Any]) -> tuple[int, str]:
     return (_moment(text), text)
 
 
-def rank(record: Mapping[str, Any]) -> tuple[int, int, int, str]:
+def rank(record: Mapping[str, Any]) -> tuple[int, int, int, str, str]:
     """Return the sort key that picks the winner among versions of one memory (time first)."""
+    gone = is_tombstone(record)
     return (
         change_time(record)[0],
-        1 if is_tombstone(record) else 0,
+        1 if gone else 0,
         _int(record.get("rev")),
+        dumps(_forget(record)) if gone else "",  # the order of forget notes (``_entry_key``)
         _fields_hash(record),
     )
 
