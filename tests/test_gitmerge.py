@@ -316,6 +316,22 @@ def test_driver_fast_path_equals_the_reference_merge(
     assert out == reference_merge(*sides)
 
 
+def test_driver_takes_a_line_with_a_settled_conflict_as_merge3_does(tmp_path: Path) -> None:
+    """A side changed on one branch only, whose conflicts entry is its own text again."""
+    base = {
+        "id": A, "kind": "note", "title": "alpha", "content": "one", "rev": 2,
+        "created_at": "2024-05-01T00:00:00.000Z", "updated_at": "2024-05-03T00:00:00.000Z",
+        "conflicts": [{"rev": 2, "updated_at": "2024-05-02T00:00:00.000Z", "author": "r0",
+                       "title": "alpha", "content": "two"}],
+    }  # fmt: skip
+    theirs = {**base, "content": "two", "rev": 3, "updated_at": "2024-05-04T00:00:00.000Z"}
+    sides = (canonical_line(base), canonical_line(base), canonical_line(theirs))
+    code, out = drive(tmp_path, *sides)
+    assert code == 0
+    assert out == reference_merge(*sides)
+    assert b"conflicts" not in out  # the text it holds again is no divergence
+
+
 def test_driver_reference_on_a_larger_store(tmp_path: Path) -> None:
     """Most lines equal, some changed on one side, some on both, some added, some deleted."""
     base = [rec(f"m{n:04d}xxxxxxxxxxxxxxxxxxxxx", f"title {n}", tags=["x"]) for n in range(300)]

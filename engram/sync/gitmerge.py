@@ -51,7 +51,7 @@ from engram.store import files as store_files
 from engram.store.atomic import atomic_write
 from engram.store.jsonl import MemoryStore, scrub_lines
 from engram.store.redact import Scrubber, default_scrubber
-from engram.sync.merge import conflicted, merge3, merge3_record
+from engram.sync.merge import conflicted, merge3, merge3_record, taken
 
 if TYPE_CHECKING:
     from dulwich.index import ConflictedIndexEntry, IndexEntry
@@ -385,7 +385,11 @@ def _merge_lines(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[by
             continue
         if pick is not None:
             record = parsed[pick]
-            out.append((rid, _line_of(pick, record)))
+            if record.get("conflicts"):  # taken as merge3 takes a side: conflicts settled
+                record = taken(record)
+                out.append((rid, canonical_line(record)[:-1]))
+            else:
+                out.append((rid, _line_of(pick, record)))
             conflicts += conflicted(record)
     out.sort()
     data = b"\n".join([line for _, line in out]) + b"\n" if out else b""
