@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import Record
-from engram.operations.views import clip as clip
-from engram.operations.views import provenance as provenance
+from engram.operations.views import clip, provenance
 
 if TYPE_CHECKING:
     from engram.project import Project
