@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 from engram import config as config_mod
 from engram.errors import InvalidInput, NotFound
@@ -36,7 +36,15 @@ from engram.project import MIN_WRITE_PREFIX, Project, as_list
 if TYPE_CHECKING:
     from engram.workspace import Workspace
 
-__all__ = ["NEAR_DUPLICATE_COSINE", "SaveResult", "forget", "remember", "revise", "update"]
+__all__ = [
+    "NEAR_DUPLICATE_COSINE",
+    "Draft",
+    "SaveResult",
+    "forget",
+    "remember",
+    "revise",
+    "update",
+]
 
 NEAR_DUPLICATE_COSINE: Final = 0.92
 
@@ -67,45 +75,53 @@ class SaveResult:
         return out
 
 
-def remember(
-    here: Project,
-    title: str,
-    content: str = "",
-    *,
-    kind: str = "note",
-    tags: Iterable[str] | str | None = None,
-    files: Iterable[str] | str | None = None,
-    importance: int = 3,
-    status: str = "active",
-    scope: str = "project",
-    topic_key: str | None = None,
-    links: Iterable[str | Mapping[str, str]] | None = None,
-    source: str = "cli",
-    session_id: str | None = None,
-    author: str | None = None,
-    project: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> SaveResult:
+class Draft(TypedDict, total=False):
+    """The fields of a memory to save besides its title and content (all optional).
+
+    Defaults: kind ``note``, importance 3, status ``active``, scope ``project``, source
+    ``cli``; a missing session id is the open session's, a missing author git's user name,
+    a missing project this repository's. ``extra`` carries further fields as they are.
+    """
+
+    kind: str
+    tags: Iterable[str] | str | None
+    files: Iterable[str] | str | None
+    importance: int
+    status: str
+    scope: str
+    topic_key: str | None
+    links: Iterable[str | Mapping[str, str]] | None
+    source: str
+    session_id: str | None
+    author: str | None
+    project: str | None
+    extra: Mapping[str, Any] | None
+
+
+def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft]) -> SaveResult:
     """Save a memory; an identical recent save or a known topic key updates instead."""
-    fields: Record = dict(extra or {})
+    fields: Record = dict(draft.get("extra") or {})
+    session_id = draft.get("session_id")
     fields.update(
-        kind=kind,
+        kind=draft.get("kind", "note"),
         title=title,
         content=content or "",
-        tags=as_list(tags),
-        files=as_list(files),
-        importance=importance,
-        status=status,
-        scope=scope,
-        topic_key=topic_key,
-        links=list(links or []),
-        source=source,
+        tags=as_list(draft.get("tags")),
+        files=as_list(draft.get("files")),
+        importance=draft.get("importance", 3),
+        status=draft.get("status", "active"),
+        scope=draft.get("scope", "project"),
+        topic_key=draft.get("topic_key"),
+        links=list(draft.get("links") or []),
+        source=draft.get("source", "cli"),
         session_id=session_id,
     )
     ws = here.workspace(str(fields["scope"]).strip().lower())
+    project = draft.get("project")
     fields["project"] = here.name if project is None or not project.strip() else project
     if session_id is None and here.sessions.path.exists():
         fields["session_id"] = here.session_id(None, normalize_project(fields["project"]))
+    author = draft.get("author")
     fields["author"] = author if author is not None else config_mod.git_user_name(here.root)
     fields, redactions = _clean(ws, fields)
     anchors = []

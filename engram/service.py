@@ -17,13 +17,13 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from engram import config as config_mod
 from engram import memories
 from engram.errors import CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
-from engram.memories import SaveResult
+from engram.memories import Draft, SaveResult
 from engram.model import Record, normalize_project
 from engram.project import Project
 from engram.store import init_layout
@@ -116,44 +116,13 @@ class Engram:
         """Return text with what a write would redact replaced: for text a title is cut from."""
         return self.here.redact(text)[0]
 
-    def remember(
-        self,
-        title: str,
-        content: str = "",
-        *,
-        kind: str = "note",
-        tags: Iterable[str] | str | None = None,
-        files: Iterable[str] | str | None = None,
-        importance: int = 3,
-        status: str = "active",
-        scope: str = "project",
-        topic_key: str | None = None,
-        links: Iterable[str | Mapping[str, str]] | None = None,
-        source: str = "cli",
-        session_id: str | None = None,
-        author: str | None = None,
-        project: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> SaveResult:
-        """Save a memory; an identical recent save or a known topic key updates instead."""
-        return memories.remember(
-            self.here,
-            title,
-            content,
-            kind=kind,
-            tags=tags,
-            files=files,
-            importance=importance,
-            status=status,
-            scope=scope,
-            topic_key=topic_key,
-            links=links,
-            source=source,
-            session_id=session_id,
-            author=author,
-            project=project,
-            extra=extra,
-        )
+    def remember(self, title: str, content: str = "", **draft: Unpack[Draft]) -> SaveResult:
+        """Save a memory; an identical recent save or a known topic key updates instead.
+
+        ``draft`` holds the other fields (kind, tags, files, importance, status, scope,
+        topic_key, links, source, session_id, author, project, extra): see ``Draft``.
+        """
+        return memories.remember(self.here, title, content, **draft)
 
     def update(self, ref: str, **changes: Any) -> Record:
         """Change fields of a memory (rev+1; earlier title and content kept in history)."""
