@@ -34,6 +34,7 @@ from engram.workspace import Workspace
 if TYPE_CHECKING:
     from engram.context import StandingCache
     from engram.doctor import Finding
+    from engram.session import Capture, Session
     from engram.store.sessions import SessionLog
 
 Progress = Callable[[int, int], None]
@@ -212,7 +213,7 @@ class Engram:
 
     def session_start(
         self, session_id: str | None = None, *, directory: str = "", project: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Session:
         """Start (or reopen) a session; without an id a new one is made. Returns the session."""
         from engram import session
 
@@ -220,7 +221,7 @@ class Engram:
 
     def session_end(
         self, session_id: str | None = None, *, summary: str = "", project: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Session:
         """End a session (default: the open one), saving ``summary`` as its summary if given."""
         from engram import session
 
@@ -256,7 +257,7 @@ class Engram:
         session_id: str | None = None,
         project: str | None = None,
         source: str = "capture",
-    ) -> dict[str, Any]:
+    ) -> Capture:
         """Save the learnings of an agent's output (its last "Key Learnings" section)."""
         from engram import session
 

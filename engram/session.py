@@ -10,13 +10,15 @@ Parsing is pure. Over an opened ``Project``, ``start`` and ``end`` keep the clon
 ``save_summary`` saves a summary as the session's ``session`` memory (one per session: a later
 one revises it), ``save_prompt`` a user's prompt as a ``prompt`` memory, and ``capture`` the
 "Key Learnings" of an agent's reply (``engram.capture`` finds them) as ``discovery`` memories,
-all through the write path (``engram.memories``).
+all through the write path (``engram.memories``). ``start`` and ``end`` return a ``Session``,
+``capture`` a ``Capture``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from engram.errors import InvalidInput
@@ -127,19 +129,91 @@ def parse_summary(content: str, fields: Mapping[str, str | None] | None = None) 
 
 # -- over an opened project ---------------------------------------------------------------------
 
+# The log entry's fields a Session reads; any other field of an entry is kept as it is.
+_SESSION_FIELDS: Final = ("id", "started_at", "project", "directory", "ended_at", "summary_id")
+
+
+@dataclass
+class Session:
+    """A logged session: when and where it ran, and the summary ``end`` saved, if any."""
+
+    id: str
+    started_at: str | None = None
+    project: str | None = None
+    directory: str | None = None
+    ended_at: str | None = None
+    summary_id: str | None = None
+    summary: SaveResult | None = None  # the summary saved by ``end``
+    extra: dict[str, Any] = field(default_factory=dict)  # the entry's other fields
+    order: tuple[str, ...] = field(default=(), repr=False, compare=False)  # the entry's keys
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> Session:
+        """Read a session log entry (a field of an unexpected type is kept among ``extra``)."""
+        known = {
+            key: entry[key]
+            for key in _SESSION_FIELDS
+            if key in entry and isinstance(entry[key], str)
+        }
+        extra = {key: value for key, value in entry.items() if key not in known}
+        return cls(**known, extra=extra, order=tuple(entry))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the session as JSON-ready data: the entry's fields in the entry's order."""
+        values = dict(self.extra)
+        values.update(
+            (key, getattr(self, key)) for key in _SESSION_FIELDS if getattr(self, key) is not None
+        )
+        if self.summary is not None:
+            values["summary"] = self.summary.to_dict()
+        order = [key for key in self.order if key in values]
+        return {key: values[key] for key in [*order, *(k for k in values if k not in order)]}
+
+
+@dataclass
+class CaptureItem:
+    """A learning of a capture: the id and title of the memory that holds it."""
+
+    id: str
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the item as JSON-ready data."""
+        return {"id": self.id, "title": self.title}
+
+
+@dataclass
+class Capture:
+    """What a capture extracted, saved, and skipped as already known."""
+
+    extracted: int
+    saved: list[CaptureItem] = field(default_factory=list)
+    duplicates: list[CaptureItem] = field(default_factory=list)
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the capture as JSON-ready data."""
+        return {
+            "extracted": self.extracted,
+            "saved": [item.to_dict() for item in self.saved],
+            "duplicates": [item.to_dict() for item in self.duplicates],
+            "session_id": self.session_id,
+        }
+
 
 def start(
     here: Project, session_id: str | None = None, *, directory: str = "", project: str | None = None
-) -> dict[str, Any]:
+) -> Session:
     """Start (or reopen) a session; without an id a new one is made. Returns the session."""
     sid = check_session_id(session_id) if session_id else new_id()
     name = here.project_name(project)
-    return here.sessions.start(sid, project=name, directory=str(directory or ""), stamp=here.now())
+    directory = str(directory or "")
+    return Session.of(here.sessions.start(sid, project=name, directory=directory, stamp=here.now()))
 
 
 def end(
     here: Project, session_id: str | None = None, *, summary: str = "", project: str | None = None
-) -> dict[str, Any]:
+) -> Session:
     """End a session (default: the open one), saving ``summary`` as its summary if given."""
     sid = here.session_id(session_id, here.project_name(project))
     if sid is None:
@@ -147,12 +221,12 @@ def end(
             "no session to end: none is open in this project",
             hint="pass the session id that session_start returned",
         )
-    entry = here.sessions.end(sid, stamp=here.now())
+    session = Session.of(here.sessions.end(sid, stamp=here.now()))
     if str(summary or "").strip():
         saved = save_summary(here, summary, session_id=sid, project=project)
-        entry["summary_id"] = saved.record["id"]
-        entry["summary"] = saved.to_dict()
-    return entry
+        session.summary_id = saved.record["id"]
+        session.summary = saved
+    return session
 
 
 def save_summary(
@@ -243,7 +317,7 @@ def capture(
     session_id: str | None = None,
     project: str | None = None,
     source: str = "capture",
-) -> dict[str, Any]:
+) -> Capture:
     """Save the learnings of an agent's output (its last "Key Learnings" section).
 
     Each item becomes a ``discovery`` memory unless one with the same title or the same
@@ -254,12 +328,11 @@ def capture(
     name = here.project_name(project)
     sid = here.session_id(session_id, name)
     learnings = extract_learnings(here.redact(str(text or ""))[0])  # titles are cut from it
-    saved: list[dict[str, Any]] = []
-    duplicates: list[dict[str, Any]] = []
+    out = Capture(extracted=len(learnings), session_id=sid)
     for item in learnings:
         existing = _same_learning(here, item.title, item.content)
         if existing is not None:
-            duplicates.append({"id": existing["id"], "title": existing.get("title", "")})
+            out.duplicates.append(CaptureItem(existing["id"], existing.get("title", "")))
             continue
         result = remember(
             here,
@@ -271,14 +344,9 @@ def capture(
             session_id=sid,
             project=name,
         )
-        target = duplicates if result.action == "duplicate" else saved
-        target.append({"id": result.record["id"], "title": result.record.get("title", "")})
-    return {
-        "extracted": len(learnings),
-        "saved": saved,
-        "duplicates": duplicates,
-        "session_id": sid,
-    }
+        target = out.duplicates if result.action == "duplicate" else out.saved
+        target.append(CaptureItem(result.record["id"], result.record.get("title", "")))
+    return out
 
 
 def _same_learning(here: Project, title: str, content: str) -> Record | None:

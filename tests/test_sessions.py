@@ -104,17 +104,17 @@ def save_in_order(engram: Engram, numbers: range, session_id: str | None, tag: s
 def test_start_new_given_and_reopened_session(project: Engram) -> None:
     fresh = project.session_start(directory="/work/app")
     other = project.session_start()
-    assert fresh["id"] != other["id"] and len(fresh["id"]) >= 16
-    assert fresh["project"] == "demo" and fresh["directory"] == "/work/app"
+    assert fresh.id != other.id and len(fresh.id) >= 16
+    assert fresh.project == "demo" and fresh.directory == "/work/app"
     given = project.session_start("claude-7f3a", directory="/work/app")
-    assert given["id"] == "claude-7f3a"
+    assert given.id == "claude-7f3a"
     time.sleep(0.003)
     project.session_end("claude-7f3a")
     assert "ended_at" in (project.sessions.get("claude-7f3a") or {})
     again = project.session_start("claude-7f3a", directory="/elsewhere")
-    assert again["started_at"] == given["started_at"]
-    assert again["directory"] == "/elsewhere"
-    assert "ended_at" not in again
+    assert again.started_at == given.started_at
+    assert again.directory == "/elsewhere"
+    assert "ended_at" not in again.to_dict()
     with pytest.raises(InvalidInput):
         project.session_start("bad\nid")
 
@@ -122,7 +122,7 @@ def test_start_new_given_and_reopened_session(project: Engram) -> None:
 def test_memories_and_prompts_join_the_open_session_until_it_ends(project: Engram) -> None:
     before = project.remember("Saved before any session", "no session yet")
     assert before.record.get("session_id") is None
-    sid = project.session_start()["id"]
+    sid = project.session_start().id
     note = project.remember("Retry the upload three times", "S3 returns 503 under load")
     assert note.record["session_id"] == sid
     prompt = project.save_prompt("Please make the uploader resilient to S3 throttling")
@@ -139,7 +139,7 @@ def test_memories_and_prompts_join_the_open_session_until_it_ends(project: Engra
 
 
 def test_summary_from_markdown_and_from_fields(project: Engram) -> None:
-    sid = project.session_start(directory="/work/app")["id"]
+    sid = project.session_start(directory="/work/app").id
     markdown = (
         "Worked through the auth bugs.\n\n"
         "## Goal\nFix the login redirect loop\n\n"
@@ -175,19 +175,19 @@ def test_summary_from_markdown_and_from_fields(project: Engram) -> None:
 
 
 def test_second_summary_revises_and_end_records_ended_at(project: Engram) -> None:
-    sid = project.session_start()["id"]
+    sid = project.session_start().id
     first = project.session_summary("## Goal\nShip the exporter\n## Accomplished\nhalf of it")
     second = project.session_summary(goal="Ship the exporter, for real")
     assert second.action == "updated" and second.record["id"] == first.record["id"]
     assert second.record["rev"] == 2
     assert second.record["title"] == "Session: Ship the exporter, for real"
     ended = project.session_end(summary="## Goal\nShip the exporter\n## Next steps\nrelease notes")
-    assert ended["id"] == sid and ended["summary_id"] == first.record["id"]
+    assert ended.id == sid and ended.summary_id == first.record["id"]
     logged = project.sessions.get(sid)
-    assert logged is not None and logged["ended_at"] == ended["ended_at"]
+    assert logged is not None and logged["ended_at"] == ended.ended_at
     summary = project.get(first.record["id"])
     assert summary["rev"] == 3
-    assert summary["session"]["ended_at"] == ended["ended_at"]
+    assert summary["session"]["ended_at"] == ended.ended_at
     assert "release notes" in summary["content"]
     sessions = project.recall("", kinds="session", limit=50)
     assert [hit.id for hit in sessions] == [first.record["id"]]
@@ -240,24 +240,24 @@ def test_prompt_secrets_are_redacted(project: Engram) -> None:
 
 
 def test_capture_saves_learnings_as_discoveries(project: Engram) -> None:
-    sid = project.session_start()["id"]
+    sid = project.session_start().id
     login = project.capture(REPLY_LOGIN)
-    assert login["extracted"] == 3 and login["duplicates"] == [] and login["session_id"] == sid
-    assert [item["title"] for item in login["saved"]] == LOGIN_TITLES
-    for item in login["saved"]:
-        record = project.get(item["id"])
+    assert login.extracted == 3 and login.duplicates == [] and login.session_id == sid
+    assert [item.title for item in login.saved] == LOGIN_TITLES
+    for item in login.saved:
+        record = project.get(item.id)
         assert record["kind"] == "discovery" and record["source"] == "capture"
         assert record["tags"] == ["capture"] and record["session_id"] == sid
-    wrapped = project.get(login["saved"][2]["id"])
+    wrapped = project.get(login.saved[2].id)
     assert wrapped["content"] == LOGIN_TITLES[2] + "."
 
     migration = project.capture(REPLY_MIGRATION, source="claude-hook", session_id="s-2")
-    assert [item["title"] for item in migration["saved"]] == MIGRATION_TITLES
-    record = project.get(migration["saved"][0]["id"])
+    assert [item.title for item in migration.saved] == MIGRATION_TITLES
+    record = project.get(migration.saved[0].id)
     assert record["source"] == "claude-hook" and record["session_id"] == "s-2"
 
     ci = project.capture(REPLY_CI)
-    assert ci["extracted"] == 1 and [item["title"] for item in ci["saved"]] == [CI_TITLE]
+    assert ci.extracted == 1 and [item.title for item in ci.saved] == [CI_TITLE]
     discoveries = project.recall("", kinds="discovery", limit=50)
     assert len(discoveries) == 6
     assert not any("draft" in str(hit.record["title"]) for hit in discoveries)
@@ -268,18 +268,18 @@ def test_capture_again_saves_nothing_and_skips_hand_saved(project: Engram) -> No
     store = project.root / ".engram" / "memories.jsonl"
     size = store.stat().st_size
     again = project.capture(REPLY_LOGIN)
-    assert again["extracted"] == 3 and again["saved"] == []
-    assert sorted(item["id"] for item in again["duplicates"]) == sorted(
-        item["id"] for item in first["saved"]
-    )
+    assert again.extracted == 3 and again.saved == []
+    assert sorted(item.id for item in again.duplicates) == sorted(item.id for item in first.saved)
     assert store.stat().st_size == size
 
     decision = project.remember(
         MIGRATION_TITLES[1], "We turn them on in db.connect().", kind="decision"
     )
     mixed = project.capture(REPLY_MIGRATION)
-    assert [item["title"] for item in mixed["saved"]] == [MIGRATION_TITLES[0]]
-    assert mixed["duplicates"] == [{"id": decision.record["id"], "title": MIGRATION_TITLES[1]}]
+    assert [item.title for item in mixed.saved] == [MIGRATION_TITLES[0]]
+    assert mixed.to_dict()["duplicates"] == [
+        {"id": decision.record["id"], "title": MIGRATION_TITLES[1]}
+    ]
     assert project.get(decision.record["id"])["kind"] == "decision"
 
 
@@ -288,7 +288,7 @@ def test_capture_without_a_section_writes_nothing(project: Engram) -> None:
     project.remember("Something already known", "so the file is not empty")
     before = store.read_bytes()
     result = project.capture(REPLY_WITHOUT_SECTION)
-    assert result == {"extracted": 0, "saved": [], "duplicates": [], "session_id": None}
+    assert result.to_dict() == {"extracted": 0, "saved": [], "duplicates": [], "session_id": None}
     assert store.read_bytes() == before
 
 

@@ -81,9 +81,9 @@ def session_start(ctx: typer.Context, values: Values, as_json: JsonOpt = False) 
             project=values["project"],
         )
     if as_json:
-        emit_json(session)
+        emit_json(session.to_dict())
     else:
-        echo(session["id"])
+        echo(session.id)
 
 
 @session_app.command("end")
@@ -98,11 +98,11 @@ def session_end(ctx: typer.Context, values: Values, as_json: JsonOpt = False) ->
             values["session_id"], summary=summary or "", project=values["project"]
         )
     if as_json:
-        emit_json(session)
+        emit_json(session.to_dict())
         return
-    echo(f"ended {session['id']}")
-    if session.get("summary_id"):
-        echo(f"summary: {session['summary_id']}")
+    echo(f"ended {session.id}")
+    if session.summary_id:
+        echo(f"summary: {session.summary_id}")
 
 
 @session_app.command("summary")
@@ -170,15 +170,15 @@ def capture(
     with open_engram(ctx) as engram:
         result = engram.capture(text, **values.keywords())
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
-    if not result["extracted"]:
+    if not result.extracted:
         echo('no "Key Learnings" section found: nothing saved', err=True)
         return
-    for item in result["saved"]:
-        echo(f"saved {item['id']}  {item['title']}")
-    for item in result["duplicates"]:
-        echo(f"known {item['id']}  {item['title']}")
+    for item in result.saved:
+        echo(f"saved {item.id}  {item.title}")
+    for item in result.duplicates:
+        echo(f"known {item.id}  {item.title}")
 
 
 def _read_output(file: Path | None) -> str:

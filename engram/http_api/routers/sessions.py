@@ -29,14 +29,14 @@ router = APIRouter(tags=["sessions"])
 @implements("session_start")
 async def start_session(session: NewSession, api: Api) -> dict[str, Any]:
     """Start (or reopen) a session; without an id a new one is made."""
-    return await api.call(api.engram.session_start, **session.arguments())
+    return (await api.call(api.engram.session_start, **session.arguments())).to_dict()
 
 
 @router.post("/sessions/{id}/end", response_model=SessionEnded, response_model_exclude_unset=True)
 @implements("session_end")
 async def end_session(id: SessionPath, ending: Ending, api: Api) -> dict[str, Any]:
     """End a session, saving ``summary`` as its summary when given."""
-    return await api.call(api.engram.session_end, id, **ending.arguments())
+    return (await api.call(api.engram.session_end, id, **ending.arguments())).to_dict()
 
 
 @router.post("/sessions/{id}/summary", response_model=SaveOut, status_code=201, responses=CREATED)
@@ -60,4 +60,4 @@ async def save_prompt(prompt: Prompting, response: Response, api: Api) -> dict[s
 @implements("capture")
 async def capture(output: Capturing, api: Api) -> dict[str, Any]:
     """Save the learnings of an agent's output (its last "Key Learnings" section)."""
-    return await api.call(api.engram.capture, **output.arguments())
+    return (await api.call(api.engram.capture, **output.arguments())).to_dict()

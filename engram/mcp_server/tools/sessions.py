@@ -41,7 +41,7 @@ def session_start(mcp: EngramMCP, args: Args, call: Call) -> str:
         directory=str(args.get("directory") or ""),
         project=args.get("project"),
     )
-    return call.render({"session_id": session["id"], **session})
+    return call.render({"session_id": session.id, **session.to_dict()})
 
 
 @handler("session_summary")
@@ -65,8 +65,8 @@ def session_end(mcp: EngramMCP, args: Args, call: Call) -> str:
         summary=str(args.get("summary") or ""),
         project=args.get("project"),
     )
-    payload = {key: value for key, value in session.items() if key != "summary"}
-    return call.render({"session_id": session["id"], **payload})
+    payload = {key: value for key, value in session.to_dict().items() if key != "summary"}
+    return call.render({"session_id": session.id, **payload})
 
 
 @handler("save_prompt")
@@ -86,18 +86,18 @@ def capture(mcp: EngramMCP, args: Args, call: Call) -> str:
         source=str(args.get("source") or "capture"),
     )
     rows = {
-        key: [{**item, "title": clip(item["title"], TITLE_CHARS)} for item in result[key]]
-        for key in ("saved", "duplicates")
+        key: [{**item.to_dict(), "title": clip(item.title, TITLE_CHARS)} for item in items]
+        for key, items in (("saved", result.saved), ("duplicates", result.duplicates))
     }
     longest = max(len(rows["saved"]), len(rows["duplicates"]), 1)
 
     def build(n: int) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "extracted": result["extracted"],
+            "extracted": result.extracted,
             "saved": rows["saved"][:n],
             "already_known": rows["duplicates"][:n],
         }
-        if not result["extracted"]:
+        if not result.extracted:
             payload["hint"] = (
                 'no "Key Learnings" section with items of 20 characters or more was found'
             )
