@@ -334,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows += process_figures(root, socket, queries, plan, env, size)
             groups = engram.consolidate_preview()  # warm, and the group counts for the note
             rows.append(preview_figure(engram, MemoryStore(jsonl.parent), plan, size))
-        kinds = Counter(str(group.get("kind")) for group in groups)
+        kinds = Counter(group.kind for group in groups)
         note = (
             f"store: {size:,} memories + {plan.planted} planted copies (half edited); "
             f"preview groups: "

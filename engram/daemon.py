@@ -201,7 +201,7 @@ def _memory_config(engram: Engram, args: dict[str, Any]) -> Any:
 
 
 def _memory_export(engram: Engram, args: dict[str, Any]) -> Any:
-    return rs.export_shape(engram.export())
+    return rs.export_shape(engram.export().to_dict())
 
 
 def _memory_import(engram: Engram, args: dict[str, Any]) -> Any:
@@ -215,7 +215,7 @@ def _plain(value: Any) -> Any:
 
 
 def _consolidate_preview(engram: Engram, args: dict[str, Any]) -> Any:
-    return {"groups": _plain(_service(engram, "consolidate_preview")())}
+    return {"groups": [_plain(group) for group in _service(engram, "consolidate_preview")()]}
 
 
 def _consolidate(engram: Engram, args: dict[str, Any]) -> Any:

@@ -3,9 +3,9 @@
 It wires the pure steps of ``engram.consolidate`` to the project's store (preview the groups,
 recommend an action per group, apply a plan under the lock), runs the trainer
 (``engram.trainer``) and stores its insights as ``insight`` memories derived from their
-sources, and lists and forgets them. Writes go through ``Workspace.write``; the logic of
-grouping, recommending and planning stays in ``engram.consolidate``. It must not import the
-service or an adapter.
+sources (a ``Training`` says what a run did), and lists and forgets them. Writes go through
+``Workspace.write``; the logic of grouping, recommending and planning stays in
+``engram.consolidate``. It must not import the service or an adapter.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import base64
 import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engram import config as config_mod
@@ -22,12 +23,13 @@ from engram.memories import forget, revise
 from engram.model import Record, is_tombstone, normalize_fields
 
 if TYPE_CHECKING:
-    from engram.consolidate import Group
+    from engram.consolidate import Applied, Group, Plan
     from engram.project import Project
-    from engram.trainer.protocol import Insight, TrainOutcome
+    from engram.trainer.protocol import Insight, Recommendation, TrainOutcome
     from engram.workspace import Workspace
 
 __all__ = [
+    "Training",
     "apply_plan",
     "delete_insight",
     "groups",
@@ -38,6 +40,31 @@ __all__ = [
 ]
 
 Decide = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class Training:
+    """One trainer run: whether it worked, its problems, metrics and advice, the insights kept."""
+
+    ok: bool
+    problems: list[str]
+    metrics: dict[str, float]
+    recommendations: list[Recommendation]  # for consolidation, not applied
+    insights: list[str] = field(default_factory=list)  # ids of the insight memories kept
+    written: int | None = None  # memories written; None when the run failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the run as JSON-ready data (``written`` only when the run worked)."""
+        out: dict[str, Any] = {
+            "ok": self.ok,
+            "problems": self.problems,
+            "metrics": self.metrics,
+            "recommendations": [dataclasses.asdict(r) for r in self.recommendations],
+            "insights": self.insights,
+        }
+        if self.written is not None:
+            out["written"] = self.written
+        return out
 
 
 def groups(here: Project) -> list[Group]:
@@ -64,20 +91,24 @@ def groups(here: Project) -> list[Group]:
 def plan(
     here: Project,
     *,
-    chosen: Sequence[Mapping[str, Any]] | None = None,
+    chosen: Sequence[Group | Mapping[str, Any]] | None = None,
     llm: Decide | None = None,
-) -> dict[str, Any]:
+) -> Plan:
     """Return a consolidation plan: a recommendation (merge, archive, delete, keep) per group.
 
-    ``chosen`` are the groups to decide (default: ``groups``). ``llm`` decides each group when
-    given (the MCP client's sampling, say); else the user's ``consolidate.llm_command``
-    (ENGRAM_HOME or the environment: never a committed config, whose command is ignored and
-    named under ``warnings``); else the heuristics.
+    ``chosen`` are the groups to decide (default: ``groups``), as groups or as their JSON.
+    ``llm`` decides each group when given (the MCP client's sampling, say); else the user's
+    ``consolidate.llm_command`` (ENGRAM_HOME or the environment: never a committed config,
+    whose command is ignored and named under ``warnings``); else the heuristics.
     """
     from engram.consolidate import Group, llm_command, make_plan, recommend
 
     ws = here.ws
-    found = [Group.from_dict(g) for g in chosen] if chosen is not None else groups(here)
+    found = (
+        [g if isinstance(g, Group) else Group.from_dict(g) for g in chosen]
+        if chosen is not None
+        else groups(here)
+    )
     if llm is None:
         command = str(ws.config.get("consolidate.llm_command") or "").strip()
         if command:
@@ -85,26 +116,24 @@ def plan(
             llm = llm_command(command, timeout=timeout)
     records = ws.index.get_many(sorted({rid for g in found for rid in g.ids}))
     out = make_plan(recommend(found, records, llm=llm), created_at=here.now())
-    warnings = ws.config.warnings("consolidate.")
-    if warnings:
-        out["warnings"] = warnings
+    out.warnings = ws.config.warnings("consolidate.")
     return out
 
 
 def apply_plan(
-    here: Project, chosen: Mapping[str, Any] | None = None, *, dry_run: bool = False
-) -> dict[str, Any]:
+    here: Project, chosen: Plan | Mapping[str, Any] | None = None, *, dry_run: bool = False
+) -> Applied:
     """Apply a consolidation plan (default: a fresh one); nothing is lost, twice is a no-op.
 
     A merge writes one memory that supersedes the group (their text kept, status superseded);
     archive is a status; delete is a tombstone. ``dry_run`` returns the exact changes without
     writing them.
     """
-    from engram.consolidate import plan_changes, read_plan
+    from engram.consolidate import Applied, plan_changes, read_plan
 
     ws = here.ws
     fresh = plan(here) if chosen is None else None
-    recommendations = read_plan(chosen if chosen is not None else fresh)
+    recommendations = fresh.recommendations if fresh is not None else read_plan(chosen)
     author = config_mod.git_user_name(here.root)
     with ws.store.lock():
         # The whole store, tombstones included: dangling links are told apart from live
@@ -113,15 +142,8 @@ def apply_plan(
         changes = plan_changes(recommendations, records, stamp=here.now(), author=author)
         if changes and not dry_run:
             ws.write(changes)
-    result: dict[str, Any] = {
-        "dry_run": dry_run,
-        "recommendations": len(recommendations),
-        "changes": changes,
-        "changed": len(changes),
-    }
-    if fresh is not None and fresh.get("warnings"):
-        result["warnings"] = fresh["warnings"]
-    return result
+    warnings = fresh.warnings if fresh is not None else []
+    return Applied(dry_run, len(recommendations), changes, warnings=warnings)
 
 
 def train(
@@ -130,7 +152,7 @@ def train(
     timeout: float | None = None,
     on_event: Callable[[Any], None] | None = None,
     command: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> Training:
     """Run the trainer; store its insights as ``insight`` memories derived from their sources.
 
     A trainer that crashes, hangs or prints garbage changes nothing: its problems come back.
@@ -143,20 +165,14 @@ def train(
         timeout = float(ws.config.number("trainer.timeout_seconds"))
     argv = list(command) if command is not None else default_command(ws.store.dir)
     outcome = run_trainer(argv, timeout=timeout, on_event=on_event)
-    report: dict[str, Any] = {
-        "ok": outcome.ok,
-        "problems": outcome.problems,
-        "metrics": outcome.metrics,
-        "recommendations": [_plain(r) for r in outcome.recommendations],
-        "insights": [],
-    }
+    report = Training(outcome.ok, outcome.problems, outcome.metrics, outcome.recommendations)
     if not outcome.ok:
         return report
     with ws.store.lock():
-        writes, report["insights"] = _insight_writes(here, ws, outcome, here.now())
+        writes, report.insights = _insight_writes(here, ws, outcome, here.now())
         if writes:
             ws.write(writes, journal=True)
-    report["written"] = len(writes)
+    report.written = len(writes)
     return report
 
 
@@ -237,10 +253,3 @@ def insight_id(trainer_id: str) -> str:
     """Return the memory id of a trainer insight (stable: re-training updates it)."""
     digest = hashlib.sha256(f"insight:{trainer_id}".encode()).digest()[:16]
     return base64.b32encode(digest).decode("ascii").rstrip("=").lower()
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    """Return a dataclass (or NamedTuple) as a plain dict."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return dict(value._asdict())

@@ -32,10 +32,13 @@ from engram.sync.transfer import ImportResult
 from engram.workspace import Workspace
 
 if TYPE_CHECKING:
+    from engram.consolidate import Applied, Group, Plan
     from engram.context import StandingCache
     from engram.doctor import Finding
+    from engram.hygiene import Training
     from engram.session import Capture, Session
     from engram.store.sessions import SessionLog
+    from engram.sync.transfer import ExportDocument
 
 Progress = Callable[[int, int], None]
 
@@ -273,7 +276,7 @@ class Engram:
 
     # -- export / import ---------------------------------------------------------------------
 
-    def export(self, *, scope: str = "project") -> dict[str, Any]:
+    def export(self, *, scope: str = "project") -> ExportDocument:
         """Return every memory and tombstone of a store as engram's export document."""
         ws = self.here.workspace(scope) if scope == "personal" else self.here.ws
         return transfer.export(ws)
@@ -305,26 +308,26 @@ class Engram:
             self.here, ref, score=score, verdict=verdict, reason=reason, query=query, author=author
         )
 
-    def consolidate_preview(self) -> list[dict[str, Any]]:
+    def consolidate_preview(self) -> list[Group]:
         """Return the candidate groups for consolidation, each with a reason and an action."""
         from engram.hygiene import groups
 
-        return [group.to_dict() for group in groups(self.here)]
+        return groups(self.here)
 
     def consolidate(
         self,
         *,
-        groups: Sequence[Mapping[str, Any]] | None = None,
+        groups: Sequence[Group | Mapping[str, Any]] | None = None,
         llm: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Plan:
         """Return a consolidation plan: merge, archive, delete or keep, per group."""
         from engram.hygiene import plan
 
         return plan(self.here, chosen=groups, llm=llm)
 
     def consolidate_apply(
-        self, plan: Mapping[str, Any] | None = None, *, dry_run: bool = False
-    ) -> dict[str, Any]:
+        self, plan: Plan | Mapping[str, Any] | None = None, *, dry_run: bool = False
+    ) -> Applied:
         """Apply a consolidation plan (default: a fresh one); nothing is lost, twice is a no-op."""
         from engram.hygiene import apply_plan
 
@@ -336,7 +339,7 @@ class Engram:
         timeout: float | None = None,
         on_event: Callable[[Any], None] | None = None,
         command: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Training:
         """Run the trainer; store its insights as ``insight`` memories derived from sources."""
         from engram.hygiene import train
 

@@ -519,8 +519,8 @@ def test_plans_round_trip_and_bad_plans_are_refused() -> None:
     records = messy()
     recs = recommend(find_groups(records, exists=exists, stale=stale), by_id(records))
     plan = make_plan(recs, created_at=STAMP)
-    assert plan["version"] == 1 and plan["created_at"] == STAMP
-    text = json.dumps(plan)
+    assert plan.version == 1 and plan.created_at == STAMP
+    text = json.dumps(plan.to_dict())
     assert read_plan(text) == recs
     assert read_plan(json.loads(text)) == recs
     assert {g.kind for g in (r.group for r in recs)} <= set(GROUP_KINDS)

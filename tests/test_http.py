@@ -727,9 +727,14 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
         assert get("/context", query="jobs") == _plain(engram.context(query="jobs"))
         assert get("/stats") == _plain(engram.stats())
         exported = get("/export")
-        assert exported == {**_plain(engram.export()), "exported_at": exported["exported_at"]}
+        assert exported == {
+            **_plain(engram.export().to_dict()),
+            "exported_at": exported["exported_at"],
+        }
         assert get("/sync/status") == _plain(engram.sync_status())
-        assert get("/consolidate/preview") == _plain(engram.consolidate_preview())
+        assert get("/consolidate/preview") == _plain(
+            [group.to_dict() for group in engram.consolidate_preview()]
+        )
         listed = get("/memories", tag="jobs")["memories"]
         assert listed == _plain([hit.record for hit in engram.recall("", tags=["jobs"], limit=20)])
         found = get("/search", q="jobs worker", kind="decision")["hits"]
@@ -758,7 +763,7 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
         judged = post(f"/memories/{rid}/judge", {"verdict": "useful", "reason": "helped"}, 200)
         assert judged == _plain(engram.get(rid))
         gone = client.delete(f"/memories/{pit}").json()
-        tombstones = {m["id"]: m for m in engram.export(scope="personal")["memories"]}
+        tombstones = {m["id"]: m for m in engram.export(scope="personal").memories}
         assert gone["deleted_at"] and gone == _plain(tombstones[pit])
 
 

@@ -143,23 +143,23 @@ def test_consolidation_finds_each_mess_and_applies_without_loss(
     messy: tuple[Engram, dict[str, Any]],
 ) -> None:
     engram, ids = messy
-    groups = {g["kind"]: g for g in engram.consolidate_preview()}
-    assert sorted(groups["duplicate"]["ids"]) == sorted(ids["copies"])
-    assert groups["duplicate"]["action"] == "merge"
-    assert groups["superseded_active"]["ids"] == [ids["old"]]
-    assert groups["superseded_active"]["action"] == "archive"
-    assert groups["orphan"]["ids"] == [ids["orphan"]]
-    assert groups["deleted_file"]["ids"] == [ids["dead"]]
-    assert all(ids["keep"] not in g["ids"] for g in groups.values())
+    groups = {g.kind: g for g in engram.consolidate_preview()}
+    assert sorted(groups["duplicate"].ids) == sorted(ids["copies"])
+    assert groups["duplicate"].action == "merge"
+    assert groups["superseded_active"].ids == [ids["old"]]
+    assert groups["superseded_active"].action == "archive"
+    assert groups["orphan"].ids == [ids["orphan"]]
+    assert groups["deleted_file"].ids == [ids["dead"]]
+    assert all(ids["keep"] not in g.ids for g in groups.values())
 
     dry = engram.consolidate_apply(dry_run=True)
-    assert dry["changed"] > 0
+    assert dry.changed > 0
     before = engram.project_ws.store.path.read_bytes()
     assert engram.project_ws.store.path.read_bytes() == before  # a dry run writes nothing
 
     applied = engram.consolidate_apply()
-    assert applied["changed"] == dry["changed"]
-    merged = [c for c in applied["changes"] if c.get("source") == "consolidate"]
+    assert applied.changed == dry.changed
+    merged = [c for c in applied.changes if c.get("source") == "consolidate"]
     assert len(merged) == 1
     merged_id = merged[0]["id"]
     memory = engram.get(merged_id)
@@ -175,8 +175,8 @@ def test_consolidation_finds_each_mess_and_applies_without_loss(
     assert engram.recall("refund webhooks charge")[0].id == merged_id
     # Applying again changes nothing.
     again = engram.consolidate_apply()
-    assert again["changed"] == 0
-    assert {g["kind"] for g in engram.consolidate_preview()} <= {"stale"}
+    assert again.changed == 0
+    assert {g.kind for g in engram.consolidate_preview()} <= {"stale"}
 
 
 def test_llm_command_decides_and_a_broken_one_falls_back(
@@ -198,15 +198,15 @@ def test_llm_command_decides_and_a_broken_one_falls_back(
     set_value(home, "consolidate.llm_command", f"{sys.executable} {script}")
     with Engram.open(engram.root) as fresh:
         plan = fresh.consolidate()
-    decided = {r["group"]["kind"]: r for r in plan["recommendations"]}
-    assert decided["duplicate"]["decided_by"] == "llm"
-    assert decided["duplicate"]["action"] == "keep"
-    assert "fake model keeps duplicate" in decided["duplicate"]["reasoning"]
+    decided = {r.group.kind: r for r in plan.recommendations}
+    assert decided["duplicate"].decided_by == "llm"
+    assert decided["duplicate"].action == "keep"
+    assert "fake model keeps duplicate" in decided["duplicate"].reasoning
     script.write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
     with Engram.open(engram.root) as fresh:
         plan = fresh.consolidate()
-    assert all(r["decided_by"] == "heuristic" for r in plan["recommendations"])
-    assert {r["action"] for r in plan["recommendations"]} >= {"merge", "archive"}
+    assert all(r.decided_by == "heuristic" for r in plan.recommendations)
+    assert {r.action for r in plan.recommendations} >= {"merge", "archive"}
 
 
 def test_judgements_move_ranking_and_outdated_is_proposed_for_archiving(
@@ -226,9 +226,9 @@ def test_judgements_move_ranking_and_outdated_is_proposed_for_archiving(
         "we stopped doing this",
     )
     project.judge(first["id"], verdict="outdated")
-    kinds = {g["kind"]: g for g in project.consolidate_preview()}
-    outdated = [g for g in project.consolidate_preview() if g["kind"] == "outdated"]
-    assert {rid for g in outdated for rid in g["ids"]} >= {first["id"]}
+    kinds = {g.kind: g for g in project.consolidate_preview()}
+    outdated = [g for g in project.consolidate_preview() if g.kind == "outdated"]
+    assert {rid for g in outdated for rid in g.ids} >= {first["id"]}
     assert "outdated" in kinds
     heuristic = project.judge(second["id"], query="cache ttl expire")["judgements"][-1]
     assert heuristic["heuristic"] is True and 0.0 <= heuristic["score"] <= 1.0
@@ -258,20 +258,20 @@ def test_training_stores_insights_and_a_failing_trainer_changes_nothing(
 ) -> None:
     sources = _seed_for_training(project)
     report = project.train(timeout=60)
-    assert report["ok"], report["problems"]
-    assert report["insights"], report
-    insight = project.get(report["insights"][0])
+    assert report.ok, report.problems
+    assert report.insights, report
+    insight = project.get(report.insights[0])
     assert insight["kind"] == "insight"
     assert {link["rel"] for link in insight["links"]} == {"derived_from"}
     assert {link["to"] for link in insight["links"]} <= set(sources)
     # Training again rewrites nothing new.
-    assert project.train(timeout=60)["written"] == 0
+    assert project.train(timeout=60).written == 0
     listed = project.insights()
-    assert [r["id"] for r in listed] == report["insights"][: len(listed)] or listed
+    assert [r["id"] for r in listed] == report.insights[: len(listed)] or listed
     deleted = project.delete_insight(insight["id"])
     assert deleted.get("deleted_at")
     assert insight["id"] not in {r["id"] for r in project.insights()}
-    assert insight["id"] not in project.train(timeout=60)["insights"]  # stays deleted
+    assert insight["id"] not in project.train(timeout=60).insights  # stays deleted
 
     before = project.project_ws.store.path.read_bytes()
     crash = tmp_path / "crash.py"
@@ -282,11 +282,11 @@ def test_training_stores_insights_and_a_failing_trainer_changes_nothing(
         encoding="utf-8",
     )
     failed = project.train(timeout=30, command=[sys.executable, str(crash)])
-    assert not failed["ok"] and failed["problems"]
+    assert not failed.ok and failed.problems
     garbage = tmp_path / "garbage.py"
     garbage.write_text("print('hello, not json')\n", encoding="utf-8")
     bad = project.train(timeout=30, command=[sys.executable, str(garbage)])
-    assert not bad["ok"] and "line 1" in " ".join(bad["problems"])
+    assert not bad.ok and "line 1" in " ".join(bad.problems)
     assert project.project_ws.store.path.read_bytes() == before
 
 

@@ -286,7 +286,7 @@ def test_fts5_backend_gives_the_same_answers(example: Engram) -> None:
 
 
 def test_export_import_round_trip(example: Engram, tmp_path: Path) -> None:
-    document = example.export()
+    document = example.export().to_dict()
     assert document["format"] == "engram" and document["count"] == len(document["memories"])
     assert any(record.get("deleted_at") for record in document["memories"])
     fresh, _ = Engram.init(tmp_path / "fresh", "ledger-api")
@@ -371,7 +371,7 @@ def test_stats_and_doctor_on_the_example(example: Engram) -> None:
 
 def test_doctor_fixes_drift_and_gitignore(example: Engram) -> None:
     example.recall("anything")
-    example.project_ws.index.backend.delete([example.export()["memories"][0]["id"]])
+    example.project_ws.index.backend.delete([example.export().memories[0]["id"]])
     (example.project_ws.store.dir / ".gitignore").write_text("", encoding="utf-8")
     checks = {f.check for f in example.doctor()}
     assert {"index", "gitignore"} <= checks

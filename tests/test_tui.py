@@ -390,7 +390,7 @@ def test_a_change_that_fails_is_reported_not_raised(store: tuple[Engram, Ids]) -
 def fresh_export(root: Path, rid: str) -> dict[str, Any]:
     """Return a memory (tombstones included) from a fresh export."""
     with Engram.open(root) as engram:
-        return next(m for m in engram.export()["memories"] if m["id"] == rid)
+        return next(m for m in engram.export().memories if m["id"] == rid)
 
 
 def test_q_quits(store: tuple[Engram, Ids]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,6 +25,9 @@ from engram.cli.app import (
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
 from engram.operations.admin import INSIGHTS_DELETE, TRAIN
+
+if TYPE_CHECKING:
+    from engram.consolidate import Applied
 
 
 def _read_json_file(path: Path) -> Any:
@@ -63,48 +66,47 @@ def consolidate(
         if preview:
             groups = engram.consolidate_preview()
             if as_json:
-                emit_json({"groups": groups})
+                emit_json({"groups": [group.to_dict() for group in groups]})
                 return
             if not groups:
                 echo("nothing to consolidate")
-            for item in groups:
-                echo(f"{item['kind']:<18} {item['action']:<8} {', '.join(item['ids'])}")
-                echo(f"    {item['reason']}")
+            for group in groups:
+                echo(f"{group.kind:<18} {group.action:<8} {', '.join(group.ids)}")
+                echo(f"    {group.reason}")
             return
         if apply or plan is not None:
             document = _read_json_file(plan) if plan is not None else None
             _applied(engram.consolidate_apply(document, dry_run=dry_run), dry_run, as_json)
             return
         document = engram.consolidate()
-    for warning in document.get("warnings", []):
+    for warning in document.warnings:
         echo(f"warning: {warning}", err=True)
     if out is not None:
-        out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        text = json.dumps(document.to_dict(), indent=2, ensure_ascii=False)
+        out.write_text(text + "\n", "utf-8")
     if as_json:
-        emit_json(document)
+        emit_json(document.to_dict())
         return
-    recommendations = document["recommendations"]
-    if not recommendations:
+    if not document.recommendations:
         echo("nothing to consolidate")
-    for item in recommendations:
-        ids = item["group"]["ids"]
-        target = f" into {item['target']}" if item.get("target") else ""
-        echo(f"{item['action']}{target}: {', '.join(ids)}  ({item['decided_by']})")
-        echo(f"    {item['reasoning']}")
+    for item in document.recommendations:
+        target = f" into {item.target}" if item.target else ""
+        echo(f"{item.action}{target}: {', '.join(item.group.ids)}  ({item.decided_by})")
+        echo(f"    {item.reasoning}")
     if out is not None:
         echo(f"plan written to {out}: apply it with engram consolidate --plan {out}")
 
 
-def _applied(result: dict[str, Any], dry_run: bool, as_json: bool) -> None:
+def _applied(result: Applied, dry_run: bool, as_json: bool) -> None:
     """Print what applying a consolidation plan changed (or would change)."""
-    for warning in result.get("warnings", []):
+    for warning in result.warnings:
         echo(f"warning: {warning}", err=True)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
     verb = "would change" if dry_run else "changed"
-    echo(f"{verb} {result['changed']} memories ({result['recommendations']} groups)")
-    for change in result["changes"]:
+    echo(f"{verb} {result.changed} memories ({result.recommendations} groups)")
+    for change in result.changes:
         state = "deleted" if change.get("deleted_at") else change.get("status", "active")
         echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
 
@@ -126,15 +128,15 @@ def train(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     finally:
         bar_close()
     if as_json:
-        emit_json(report)
+        emit_json(report.to_dict())
     else:
         echo(
-            f"{len(report['insights'])} insights ({report.get('written', 0)} new or changed), "
-            f"{len(report['recommendations'])} recommendations for consolidation"
+            f"{len(report.insights)} insights ({report.written or 0} new or changed), "
+            f"{len(report.recommendations)} recommendations for consolidation"
         )
-    for problem in report["problems"]:
+    for problem in report.problems:
         echo(f"error: {problem}", err=True)
-    if not report["ok"]:
+    if not report.ok:
         echo("hint: the trainer failed, so nothing was changed", err=True)
         raise typer.Exit(1)
 

@@ -74,12 +74,12 @@ def export_(
     """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
     with open_engram(ctx) as engram:
         document = engram.export(scope=values["scope"])
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(document.to_dict(), indent=2, ensure_ascii=False) + "\n"
     if file is None or str(file) == "-":
         echo(text, nl=False)
     else:
         file.write_text(text, encoding="utf-8")
-        echo(f"exported {document['count']} records to {file}", err=True)
+        echo(f"exported {document.count} records to {file}", err=True)
 
 
 @app.command("import")

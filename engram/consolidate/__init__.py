@@ -13,11 +13,12 @@ Three steps that ``engram.hygiene`` wires as preview → analysis → apply (iss
   status superseded), archive is a status, delete is a soft tombstone that keeps the text.
   Applying the same plan twice changes nothing.
 
-``shapes`` holds ``Group`` and ``Recommendation`` and the record readers the steps share. This
-package does no store I/O and never writes files: ``engram.hygiene`` reads the records, calls
-these functions and writes what ``plan_changes`` returns through the store. It runs the one
-configured LLM command as a subprocess (no shell) and nothing else. This ``__init__`` only
-re-exports.
+``shapes`` holds ``Group`` and ``Recommendation`` and the record readers the steps share;
+``plans`` holds ``Plan`` (the recommendations, as a person reviews them) and ``Applied`` (what
+applying one changed). This package does no store I/O and never writes files:
+``engram.hygiene`` reads the records, calls these functions and writes what ``plan_changes``
+returns through the store. It runs the one configured LLM command as a subprocess (no shell)
+and nothing else. This ``__init__`` only re-exports.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from engram.consolidate.groups import (
     STALE_MIN_COMMITS,
     find_groups,
 )
-from engram.consolidate.plans import PLAN_VERSION, make_plan, merged_id, plan_changes, read_plan
+from engram.consolidate.plans import (
+    PLAN_VERSION,
+    Applied,
+    Plan,
+    make_plan,
+    merged_id,
+    plan_changes,
+    read_plan,
+)
 from engram.consolidate.shapes import (
     ACTIONS,
     CURRENT_STATUSES,
@@ -51,7 +60,9 @@ __all__ = [
     "NO_DEDUPE_KINDS",
     "PLAN_VERSION",
     "STALE_MIN_COMMITS",
+    "Applied",
     "Group",
+    "Plan",
     "Recommendation",
     "best_of",
     "find_groups",

@@ -1,6 +1,7 @@
 """Consolidation plans: made, read back and turned into the exact records to write.
 
-A plan is JSON a person can review and edit (``make_plan``, ``read_plan`` checks it whole).
+A ``Plan`` goes out as JSON a person can review and edit (``make_plan``; ``read_plan`` checks
+it whole when it comes back); ``Applied`` says what applying one changed.
 ``plan_changes`` returns the full new versions of the records a plan changes. Nothing is lost:
 a merge writes one new memory, with an id derived from its group (``merged_id``), that
 ``supersedes`` the others (their text untouched, status superseded); archive is a status;
@@ -15,6 +16,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.consolidate.shapes import (
@@ -28,23 +30,69 @@ from engram.consolidate.shapes import (
 )
 from engram.model import change_time, is_tombstone, loads
 
-__all__ = ["PLAN_VERSION", "make_plan", "merged_id", "plan_changes", "read_plan"]
+__all__ = ["PLAN_VERSION", "Applied", "Plan", "make_plan", "merged_id", "plan_changes", "read_plan"]
 
 PLAN_VERSION: Final = 1
 _ID_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
 
-def make_plan(recommendations: Iterable[Recommendation], *, created_at: str) -> dict[str, Any]:
-    """Return a plan: the recommendations as JSON-ready data, to review and apply later."""
-    return {
-        "version": PLAN_VERSION,
-        "created_at": created_at,
-        "recommendations": [r.to_dict() for r in recommendations],
-    }
+@dataclass
+class Plan:
+    """The recommendations for the groups found, to review (and edit) and apply later."""
+
+    created_at: str
+    recommendations: list[Recommendation]
+    version: int = PLAN_VERSION
+    warnings: list[str] = field(default_factory=list)  # settings ignored while deciding
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the plan as JSON-ready data (``warnings`` only when there are some)."""
+        out: dict[str, Any] = {
+            "version": self.version,
+            "created_at": self.created_at,
+            "recommendations": [r.to_dict() for r in self.recommendations],
+        }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+@dataclass
+class Applied:
+    """What applying a plan changed (or, on a dry run, would change)."""
+
+    dry_run: bool
+    recommendations: int  # how many the plan held
+    changes: list[dict[str, Any]]  # the full new versions of the records changed
+    warnings: list[str] = field(default_factory=list)  # settings ignored making a fresh plan
+
+    @property
+    def changed(self) -> int:
+        """How many records the plan changes."""
+        return len(self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the outcome as JSON-ready data (``warnings`` only when there are some)."""
+        out: dict[str, Any] = {
+            "dry_run": self.dry_run,
+            "recommendations": self.recommendations,
+            "changes": self.changes,
+            "changed": self.changed,
+        }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+def make_plan(recommendations: Iterable[Recommendation], *, created_at: str) -> Plan:
+    """Return a plan of the recommendations, to review and apply later."""
+    return Plan(created_at=created_at, recommendations=list(recommendations))
 
 
 def read_plan(raw: Any) -> list[Recommendation]:
-    """Validate a plan (an object, or its JSON text) and return its recommendations."""
+    """Validate a plan (a ``Plan``, an object, or its JSON text) and return its recommendations."""
+    if isinstance(raw, Plan):
+        raw = raw.to_dict()  # checked like any other: a plan's fields may have been changed
     if isinstance(raw, bytes | str):
         try:
             raw = loads(raw, what="the plan")

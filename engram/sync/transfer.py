@@ -30,6 +30,7 @@ from engram.workspace import Workspace
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
+    "ExportDocument",
     "ImportResult",
     "Progress",
     "chunk_records",
@@ -67,20 +68,40 @@ class ImportResult:
         }
 
 
+@dataclass
+class ExportDocument:
+    """Every memory and tombstone of a store, as ``import`` reads them back."""
+
+    exported_at: str
+    project: str
+    memories: list[Record]
+    format: str = EXPORT_FORMAT
+    version: int = EXPORT_VERSION
+
+    @property
+    def count(self) -> int:
+        """How many records the document holds."""
+        return len(self.memories)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return engram's export document as JSON-ready data."""
+        return {
+            "format": self.format,
+            "version": self.version,
+            "exported_at": self.exported_at,
+            "project": self.project,
+            "count": self.count,
+            "memories": self.memories,
+        }
+
+
 # -- export / import ------------------------------------------------------------------------
 
 
-def export(ws: Workspace) -> dict[str, Any]:
+def export(ws: Workspace) -> ExportDocument:
     """Return every memory and tombstone of a store as engram's export document."""
     records = ws.store.read_all()
-    return {
-        "format": EXPORT_FORMAT,
-        "version": EXPORT_VERSION,
-        "exported_at": now(),
-        "project": ws.config.project,
-        "count": len(records),
-        "memories": records,
-    }
+    return ExportDocument(exported_at=now(), project=ws.config.project, memories=records)
 
 
 def import_document(

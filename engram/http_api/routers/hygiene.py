@@ -17,4 +17,4 @@ router = APIRouter(tags=["hygiene"])
 @implements("consolidate_preview")
 async def consolidate_preview(api: Api) -> list[dict[str, Any]]:
     """Return candidate groups for consolidation, each with a reason and an action."""
-    return await api.call(api.engram.consolidate_preview)
+    return [group.to_dict() for group in await api.call(api.engram.consolidate_preview)]

@@ -17,7 +17,7 @@ router = APIRouter(tags=["sync"])
 @implements("export")
 async def export(params: Exporting, api: Api) -> dict[str, Any]:
     """Return every memory and tombstone of a store as engram's export document."""
-    return await api.call(api.engram.export, **params.arguments())
+    return (await api.call(api.engram.export, **params.arguments())).to_dict()
 
 
 @router.post("/import", response_model=ImportOut)

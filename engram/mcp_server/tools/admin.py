@@ -30,7 +30,7 @@ def export(mcp: EngramMCP, args: Args, call: Call) -> str:
     if args.get("cursor"):
         state = decode_cursor(args["cursor"], "export")
         scope, after = str(state.get("scope", scope)), str(state.get("after", ""))
-    document = mcp.engram.export(scope=scope)
+    document = mcp.engram.export(scope=scope).to_dict()
     head = {key: value for key, value in document.items() if key != "memories"}
     records = [r for r in document["memories"] if not after or str(r["id"]) > after]
     # A record larger than a page on its own is listed, never cut: get pages its content.
@@ -92,12 +92,12 @@ def import_(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("consolidate_preview")
 def consolidate_preview(mcp: EngramMCP, args: Args, call: Call) -> str:
-    return listing("groups", mcp.engram.consolidate_preview(), call)
+    return listing("groups", [group.to_dict() for group in mcp.engram.consolidate_preview()], call)
 
 
 @handler("consolidate")
 def consolidate(mcp: EngramMCP, args: Args, call: Call) -> str:
-    plan = mcp.engram.consolidate(llm=mcp.sampler)
+    plan = mcp.engram.consolidate(llm=mcp.sampler).to_dict()
     items = plan["recommendations"]
 
     def build(n: int) -> dict[str, Any]:
@@ -112,7 +112,8 @@ def consolidate(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("consolidate_apply")
 def consolidate_apply(mcp: EngramMCP, args: Args, call: Call) -> str:
-    result = mcp.engram.consolidate_apply(args.get("plan"), dry_run=bool(args.get("dry_run")))
+    applied = mcp.engram.consolidate_apply(args.get("plan"), dry_run=bool(args.get("dry_run")))
+    result = applied.to_dict()
     changes = [
         {
             "id": change["id"],
@@ -120,7 +121,7 @@ def consolidate_apply(mcp: EngramMCP, args: Args, call: Call) -> str:
             "status": "deleted" if change.get("deleted_at") else change.get("status"),
             "rev": change.get("rev"),
         }
-        for change in result["changes"]
+        for change in applied.changes
     ]
 
     def build(n: int) -> dict[str, Any]:
@@ -137,18 +138,18 @@ def consolidate_apply(mcp: EngramMCP, args: Args, call: Call) -> str:
 def train(mcp: EngramMCP, args: Args, call: Call) -> str:
     timeout = args.get("timeout")
     report = mcp.engram.train(timeout=float(timeout) if timeout is not None else None)
-    if not report["ok"]:
+    if not report.ok:
         raise InvalidInput(
-            "the trainer failed, nothing was changed: " + "; ".join(report["problems"][:3]),
+            "the trainer failed, nothing was changed: " + "; ".join(report.problems[:3]),
             hint="run engram train in a terminal to see its output",
         )
     return call.render(
         {
-            "insights_generated": len(report["insights"]),
-            "written": report.get("written", 0),
-            "insights": report["insights"][:50],
-            "recommendations": report["recommendations"][:20],
-            "metrics": report["metrics"],
+            "insights_generated": len(report.insights),
+            "written": report.written or 0,
+            "insights": report.insights[:50],
+            "recommendations": report.to_dict()["recommendations"][:20],
+            "metrics": report.metrics,
         }
     )
 
