@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from engram.consolidate import Applied, Group, Plan
     from engram.context import StandingCache
     from engram.doctor import Finding
+    from engram.graph import Lineage, Neighbour, Timeline
     from engram.hygiene import Training
     from engram.session import Capture, Session
     from engram.store.sessions import SessionLog
@@ -160,13 +161,13 @@ class Engram:
         """Return the memory a command about to change it names (a prefix of 4+ characters)."""
         return self.here.locate(ref, changing=changing)[1]
 
-    def why(self, ref: str) -> dict[str, Any]:
+    def why(self, ref: str) -> Lineage:
         """Return the lineage of a memory: supersede chains, links, provenance, judgements."""
         from engram.graph import why
 
         return why(self.here, ref)
 
-    def related(self, ref: str, *, limit: int = 10) -> list[dict[str, Any]]:
+    def related(self, ref: str, *, limit: int = 10) -> list[Neighbour]:
         """Return a memory's neighbours by links, shared files and shared tags, best first."""
         from engram.graph import neighbours
 
@@ -268,7 +269,7 @@ class Engram:
             self.here, text, session_id=session_id, project=project, source=source
         )
 
-    def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> dict[str, Any]:
+    def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> Timeline:
         """Return what happened before and after a memory, oldest first."""
         from engram.graph import timeline
 

@@ -48,19 +48,19 @@ def test_why_on_the_middle_of_a_chain_of_five_lists_both_directions_in_order(
 ) -> None:
     ids = chain(project)
     data = project.why(ids[2][:10])
-    assert data["memory"]["id"] == ids[2]
-    assert data["memory"]["status"] == "superseded"
-    assert [item["id"] for item in data["supersedes"]] == [ids[1], ids[0]]
-    assert [item["depth"] for item in data["supersedes"]] == [1, 2]
-    assert [item["id"] for item in data["superseded_by"]] == [ids[3], ids[4]]
-    assert data["superseded_by"][-1]["status"] == "active"
-    assert data["links_out"] == [
+    assert data.memory.id == ids[2]
+    assert data.memory.status == "superseded"
+    assert [item.id for item in data.supersedes] == [ids[1], ids[0]]
+    assert [item.depth for item in data.supersedes] == [1, 2]
+    assert [item.id for item in data.superseded_by] == [ids[3], ids[4]]
+    assert data.superseded_by[-1].status == "active"
+    assert data.to_dict()["links_out"] == [
         {"rel": "supersedes", "id": ids[1], "kind": "decision", "status": "superseded"}
         | {"title": "Use REST v2"}
     ]
-    assert [(item["rel"], item["id"]) for item in data["links_in"]] == [("supersedes", ids[3])]
-    assert data["dangling"] == [] and data["cycles"] == []
-    assert data["provenance"]["created_at"] and data["history"] == 0
+    assert [(item.rel, item.id) for item in data.links_in] == [("supersedes", ids[3])]
+    assert data.dangling == [] and data.cycles == []
+    assert data.provenance["created_at"] and data.history == 0
 
 
 def test_a_supersede_cycle_terminates_and_is_reported(project: Engram) -> None:
@@ -69,9 +69,9 @@ def test_a_supersede_cycle_terminates_and_is_reported(project: Engram) -> None:
     b["links"] = [{"rel": "supersedes", "to": a["id"]}]
     project.project_ws.store.put([a, b])
     data = project.why(a["id"])
-    assert [item["id"] for item in data["supersedes"]] == [b["id"]]
-    assert [item["id"] for item in data["superseded_by"]] == [b["id"]]
-    assert data["cycles"] == [[a["id"], b["id"], a["id"]]]
+    assert [item.id for item in data.supersedes] == [b["id"]]
+    assert [item.id for item in data.superseded_by] == [b["id"]]
+    assert data.cycles == [[a["id"], b["id"], a["id"]]]
     code = runner.invoke(app, ["-C", str(project.root), "why", a["id"]])
     assert code.exit_code == 0
     assert f"cycle: {a['id']} -> {b['id']} -> {a['id']}" in code.stdout
@@ -82,8 +82,8 @@ def test_a_dangling_link_is_reported_not_raised(project: Engram) -> None:
     a = raw("Cache", links=[{"rel": "supersedes", "to": missing}, {"rel": "fixes", "to": missing}])
     project.project_ws.store.put([a])
     data = project.why(a["id"])
-    assert data["supersedes"] == [] and data["links_out"] == []
-    assert data["dangling"] == [
+    assert data.supersedes == [] and data.links_out == []
+    assert data.to_dict()["dangling"] == [
         {"from": a["id"], "rel": "supersedes", "to": missing},
         {"from": a["id"], "rel": "fixes", "to": missing},
     ]
@@ -110,18 +110,18 @@ def test_links_of_every_kind_in_and_out_and_provenance(project: Engram) -> None:
     )
     project.project_ws.store.put([a])
     data = project.why(centre["id"])
-    assert sorted((item["rel"], item["id"]) for item in data["links_out"]) == sorted(
+    assert sorted((item.rel, item.id) for item in data.links_out) == sorted(
         (rel, rid) for rel, rid in others.items()
     )
-    assert sorted((item["rel"], item["id"]) for item in data["links_in"]) == sorted(
+    assert sorted((item.rel, item.id) for item in data.links_in) == sorted(
         (rel, rid) for rel, rid in pointing.items()
     )
-    assert data["supersedes"] == [] and data["superseded_by"] == []
+    assert data.supersedes == [] and data.superseded_by == []
     judged = project.why(a["id"])
-    assert judged["provenance"]["adr"] == "docs/adr/0001-rest.md"
-    assert judged["provenance"]["session_id"] == "s-1"
-    assert judged["provenance"]["author"] == "Ada"
-    assert judged["judgements"] == [{"verdict": "useful"}] and judged["history"] == 1
+    assert judged.provenance["adr"] == "docs/adr/0001-rest.md"
+    assert judged.provenance["session_id"] == "s-1"
+    assert judged.provenance["author"] == "Ada"
+    assert judged.judgements == [{"verdict": "useful"}] and judged.history == 1
 
 
 def test_related_ranks_links_then_files_then_tags_without_itself_or_tombstones(
@@ -137,13 +137,13 @@ def test_related_ranks_links_then_files_then_tags_without_itself_or_tombstones(
     project.forget(gone)
     project.remember("Unrelated", files=["docs/x.md"], tags=["docs"])
     items = project.related(me)
-    assert [item["id"] for item in items] == [linked, same_file, same_tag]
-    assert items[0]["reason"] == "link: relates"
-    assert items[1]["reason"] == "files: src/auth/login.py"
-    assert items[2]["reason"] == "tags: auth"
-    assert items[0]["score"] > items[1]["score"] > items[2]["score"]
-    assert [item["id"] for item in project.related(me, limit=1)] == [linked]
-    incoming = [item["id"] for item in project.related(linked)]
+    assert [item.id for item in items] == [linked, same_file, same_tag]
+    assert items[0].reason == "link: relates"
+    assert items[1].reason == "files: src/auth/login.py"
+    assert items[2].reason == "tags: auth"
+    assert items[0].score > items[1].score > items[2].score
+    assert [item.id for item in project.related(me, limit=1)] == [linked]
+    incoming = [item.id for item in project.related(linked)]
     assert incoming == [me]
 
 
@@ -161,8 +161,8 @@ def test_pure_functions_take_plain_records() -> None:
         ]
 
     data = lineage(a, records.get, incoming)
-    assert [item["id"] for item in data["superseded_by"]] == [b["id"]]
-    assert [item["id"] for item in related(a, [a, b], incoming(a["id"]))] == [b["id"]]
+    assert [item.id for item in data.superseded_by] == [b["id"]]
+    assert [item.id for item in related(a, [a, b], incoming(a["id"]))] == [b["id"]]
 
 
 def test_cli_why_and_related_human_and_json(project: Engram) -> None:
@@ -227,5 +227,5 @@ def test_related_finds_memories_of_similar_meaning(project: Engram) -> None:
     ).record
     project.remember("Release notes are written in Markdown", "One file per version.")
     found = project.related(first["id"], limit=5)
-    assert found and found[0]["id"] == twin["id"]
-    assert "similar text" in found[0]["reason"]
+    assert found and found[0].id == twin["id"]
+    assert "similar text" in found[0].reason

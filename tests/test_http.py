@@ -718,10 +718,14 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
         ]
         pit = post("/memories", {"title": "Never block the job loop", "scope": "personal"})["id"]
         assert get(f"/memories/{rid}") == _plain(engram.get(rid))
-        assert get(f"/memories/{nid}/why") == _plain(engram.why(nid))
-        assert get(f"/memories/{rid}/why") == _plain(engram.why(rid))
-        assert get(f"/memories/{rid}/related") == {"related": _plain(engram.related(rid))}
-        assert get(f"/memories/{nid}/timeline", before=3) == _plain(engram.timeline(nid, before=3))
+        assert get(f"/memories/{nid}/why") == _plain(engram.why(nid).to_dict())
+        assert get(f"/memories/{rid}/why") == _plain(engram.why(rid).to_dict())
+        assert get(f"/memories/{rid}/related") == {
+            "related": _plain([n.to_dict() for n in engram.related(rid)])
+        }
+        assert get(f"/memories/{nid}/timeline", before=3) == _plain(
+            engram.timeline(nid, before=3).to_dict()
+        )
         checked = post("/check", {"files": ["src/jobs.py"], "text": "jobs"}, 200)
         assert checked == _plain(engram.check(["src/jobs.py"], text="jobs"))
         assert get("/context", query="jobs") == _plain(engram.context(query="jobs"))
@@ -746,7 +750,9 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
         assert started == _plain(engram.sessions.get(sid))
         prompt = post("/prompts", {"content": "Why do jobs stall?", "session_id": sid})
         assert prompt["memory"] == _plain(engram.get(prompt["id"]))
-        assert get(f"/memories/{prompt['id']}/timeline") == _plain(engram.timeline(prompt["id"]))
+        assert get(f"/memories/{prompt['id']}/timeline") == _plain(
+            engram.timeline(prompt["id"]).to_dict()
+        )
         learned = "## Key Learnings\n- Jobs stall on a full queue.\n"
         captured = post("/capture", {"text": learned, "session_id": sid}, 200)
         assert captured["extracted"] == 1 and captured["session_id"] == sid

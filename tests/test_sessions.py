@@ -303,35 +303,35 @@ def test_timeline_in_a_session_and_in_the_project(project: Engram) -> None:
     assert len(ids) == 7
 
     data = project.timeline(ids[3], before=2, after=2)
-    assert data["scope"] == "session" and data["session_id"] == "sess-a"
-    assert data["memory"]["id"] == ids[3]
-    assert [item["id"] for item in data["before"]] == ids[1:3]
-    assert [item["id"] for item in data["after"]] == ids[4:6]
-    assert data["earlier"] == 1 and data["later"] == 1
-    assert [item["title"] for item in data["before"]] == [
+    assert data.scope == "session" and data.session_id == "sess-a"
+    assert data.memory.id == ids[3]
+    assert [item.id for item in data.before] == ids[1:3]
+    assert [item.id for item in data.after] == ids[4:6]
+    assert data.earlier == 1 and data.later == 1
+    assert [item.title for item in data.before] == [
         "A step 2 of the refactor",
         "A step 3 of the refactor",
     ]
 
     everything = project.timeline(ids[0], before=10, after=10)
-    assert [item["id"] for item in everything["after"]] == ids[1:]
-    assert everything["before"] == [] and everything["earlier"] == 0
-    assert everything["later"] == 0
+    assert [item.id for item in everything.after] == ids[1:]
+    assert everything.before == [] and everything.earlier == 0
+    assert everything.later == 0
     for rid in ids:
         around = project.timeline(rid, before=10, after=10)
-        seen = {item["id"] for item in around["before"] + around["after"]}
+        seen = {item.id for item in around.before + around.after}
         assert intruder.record["id"] not in seen
     alone = project.timeline(intruder.record["id"])
-    assert alone["scope"] == "session" and alone["before"] == [] and alone["after"] == []
+    assert alone.scope == "session" and alone.before == [] and alone.after == []
 
     time.sleep(0.003)
     loose = project.remember("A note outside any session", "project chronology")
     time.sleep(0.003)
     later = project.remember("Another loose note", "after it")
     flat = project.timeline(loose.record["id"], before=2, after=2)
-    assert flat["scope"] == "project" and flat["session_id"] is None
-    assert [item["id"] for item in flat["before"]] == ids[5:7]
-    assert [item["id"] for item in flat["after"]] == [later.record["id"]]
+    assert flat.scope == "project" and flat.session_id is None
+    assert [item.id for item in flat.before] == ids[5:7]
+    assert [item.id for item in flat.after] == [later.record["id"]]
     with pytest.raises(InvalidInput):
         project.timeline(ids[0], before=-1)
 

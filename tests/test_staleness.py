@@ -168,8 +168,8 @@ def test_service_reports_changed_deleted_and_fresh(moved: Saved) -> None:
         assert engram.stale(auth) == [AUTH_STALE]
         assert engram.stale(db) == []
         assert engram.stale(legacy) == [LEGACY_GONE]
-        assert engram.why(moved.auth)["stale"] == [AUTH_STALE]
-        assert engram.why(moved.db)["stale"] == []
+        assert engram.why(moved.auth).stale == [AUTH_STALE]
+        assert engram.why(moved.db).stale == []
         finding = next(
             f for f in engram.check(["src/auth.py"])["findings"] if f["id"] == moved.auth
         )
@@ -196,7 +196,7 @@ def test_update_re_anchors_and_clears_the_flag(tmp_path: Path) -> None:
         updated = engram.update(rid, content="login() rotates tokens on every refresh now.")
         current = (repo.root / "src/auth.py").read_bytes()
         assert updated["anchors"] == [{"path": "src/auth.py", "blob": blob_id(current)}]
-        assert engram.stale(updated) == [] and engram.why(rid)["stale"] == []
+        assert engram.stale(updated) == [] and engram.why(rid).stale == []
         repo.commit("Auth change 3", {"src/auth.py": current + b"# again\n"})
         assert engram.stale(engram.get(rid)) == [
             "src/auth.py changed in 1 commit since it was written"
@@ -237,7 +237,7 @@ def test_outside_git_no_anchors_and_no_error(tmp_path: Path) -> None:
     with engram:
         record = engram.remember("Plain folder", "no git here", files="src/auth.py").record
         assert "anchors" not in record
-        assert engram.stale(record) == [] and engram.why(record["id"])["stale"] == []
+        assert engram.stale(record) == [] and engram.why(record["id"]).stale == []
         assert not any("stale" in f for f in engram.check(["src/auth.py"])["findings"])
 
 

@@ -9,7 +9,7 @@ commands under a second name.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +39,9 @@ from engram.operations.memory import (
     WHY,
 )
 from engram.operations.views import HitView, stale_note
+
+if TYPE_CHECKING:
+    from engram.graph import Summary, TimelineEntry
 
 STDIN = "'-' or a pipe reads standard input."
 
@@ -182,10 +185,8 @@ def _history(record: dict[str, Any]) -> None:
             echo("\n".join(f"    {line}" for line in str(lost["content"]).splitlines()))
 
 
-def _line(item: dict[str, Any]) -> str:
-    return (
-        f"{item['id']}  {item.get('kind', '')}  [{item.get('status', 'active')}]  {item['title']}"
-    )
+def _line(item: Summary) -> str:
+    return f"{item.id}  {item.kind}  [{item.status}]  {item.title}"
 
 
 @app.command()
@@ -195,34 +196,34 @@ def why(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     with open_engram(ctx) as engram:
         data = engram.why(values["id"])
     if as_json:
-        emit_json(data)
+        emit_json(data.to_dict())
         return
-    echo(_line(data["memory"]))
-    if data.get("stale"):
-        echo(stale_note(data["stale"]))
-    for label, key in (("supersedes", "supersedes"), ("superseded by", "superseded_by")):
-        if data[key]:
+    echo(_line(data.memory))
+    if data.stale:
+        echo(stale_note(data.stale))
+    for label, chain in (("supersedes", data.supersedes), ("superseded by", data.superseded_by)):
+        if chain:
             echo(f"{label}:")
-            for item in data[key]:
-                echo("  " * item["depth"] + _line(item))
-    for label, key in (("links out", "links_out"), ("links in", "links_in")):
-        if data[key]:
+            for entry in chain:
+                echo("  " * entry.depth + _line(entry))
+    for label, links in (("links out", data.links_out), ("links in", data.links_in)):
+        if links:
             echo(f"{label}:")
-            for item in data[key]:
-                echo(f"  {item['rel']}  {_line(item)}")
-    origin = data["provenance"]
+            for link in links:
+                echo(f"  {link.rel}  {_line(link)}")
+    origin = data.provenance
     parts = [
         f"{key} {origin[key]}" for key in ("source", "session_id", "author") if origin.get(key)
     ]
     parts += [f"{key} {origin[key]}" for key in ("created_at", "updated_at") if origin.get(key)]
     echo("from: " + (", ".join(parts) or "unknown origin"))
-    if data["history"]:
-        echo(f"earlier versions: {data['history']}")
-    for judgement in data["judgements"]:
+    if data.history:
+        echo(f"earlier versions: {data.history}")
+    for judgement in data.judgements:
         echo(f"judgement: {json.dumps(judgement, ensure_ascii=False, sort_keys=True)}")
-    for note in data["dangling"]:
-        echo(f"dangling link: {note['from']} {note['rel']} {note['to']} (no such memory)")
-    for cycle in data["cycles"]:
+    for note in data.dangling:
+        echo(f"dangling link: {note.source} {note.rel} {note.to} (no such memory)")
+    for cycle in data.cycles:
         echo("cycle: " + " -> ".join(cycle))
 
 
@@ -233,13 +234,13 @@ def related(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> Non
     with open_engram(ctx) as engram:
         items = engram.related(values["id"], limit=values["limit"])
     if as_json:
-        emit_json(items)
+        emit_json([item.to_dict() for item in items])
         return
     if not items:
         echo("no related memories")
     for item in items:
-        echo(f"{item['score']:5.1f}  {_line(item)}")
-        echo(f"       {item['reason']}")
+        echo(f"{item.score:5.1f}  {_line(item)}")
+        echo(f"       {item.reason}")
 
 
 @app.command()
@@ -316,30 +317,26 @@ def timeline(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> No
     """Show what happened before and after a memory in its session (else its project)."""
     with open_engram(ctx) as engram:
         data = engram.timeline(values["id"], before=values["before"], after=values["after"])
-        shorts = engram.short_ids(
-            [data["memory"]["id"], *(item["id"] for item in data["before"] + data["after"])]
-        )
+        shorts = engram.short_ids([item.id for item in [data.memory, *data.before, *data.after]])
     if as_json:
-        emit_json(data)
+        emit_json(data.to_dict())
         return
-    where = (
-        f"session {data['session_id']}" if data["scope"] == "session" else "project (no session)"
-    )
+    where = f"session {data.session_id}" if data.scope == "session" else "project (no session)"
     echo(f"timeline in {where}")
-    if data["earlier"]:
-        echo(f"   … {data['earlier']} earlier")
-    for item in data["before"]:
+    if data.earlier:
+        echo(f"   … {data.earlier} earlier")
+    for item in data.before:
         echo(f"   {_timeline_line(item, shorts)}")
-    echo(f">> {_timeline_line(data['memory'], shorts)}")
-    for item in data["after"]:
+    echo(f">> {_timeline_line(data.memory, shorts)}")
+    for item in data.after:
         echo(f"   {_timeline_line(item, shorts)}")
-    if data["later"]:
-        echo(f"   … {data['later']} later")
+    if data.later:
+        echo(f"   … {data.later} later")
 
 
-def _timeline_line(item: dict[str, Any], shorts: dict[str, str]) -> str:
-    stamp = str(item.get("created_at", ""))[:16].replace("T", " ")
-    return f"{stamp}  {shorts.get(item['id'], item['id'])}  {item['kind']:<10} {item['title']}"
+def _timeline_line(item: TimelineEntry, shorts: dict[str, str]) -> str:
+    stamp = str(item.created_at)[:16].replace("T", " ")
+    return f"{stamp}  {shorts.get(item.id, item.id)}  {item.kind:<10} {item.title}"
 
 
 @app.command()

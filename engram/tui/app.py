@@ -12,7 +12,7 @@ theme apply everywhere. It must not import the other adapters.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import rich.text
 from textual import events
@@ -26,6 +26,9 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, S
 from engram.errors import EngramError, NotFound
 from engram.service import Engram
 from engram.terminal import visible
+
+if TYPE_CHECKING:
+    from engram.graph import Lineage, Neighbour, Timeline
 
 
 class Text(rich.text.Text):
@@ -99,39 +102,39 @@ def hotspots_text(record: Mapping[str, Any] | None, limit: int = 10) -> str:
     return "\n".join(lines)
 
 
-def why_rows(lineage: Mapping[str, Any]) -> list[Row]:
+def why_rows(lineage: Lineage) -> list[Row]:
     """Return the memories a lineage names: supersede chains first, then other links."""
     rows: list[Row] = []
-    for item in lineage.get("supersedes", []):
-        depth = int(item.get("depth", 1))
-        rows.append(("supersedes" if depth == 1 else f"supersedes (×{depth})", item))
-    for item in lineage.get("superseded_by", []):
-        depth = int(item.get("depth", 1))
-        rows.append(("superseded by" if depth == 1 else f"superseded by (×{depth})", item))
-    for item in lineage.get("links_out", []):
-        if item.get("rel") != "supersedes":  # already in the chain above
-            rows.append((str(item.get("rel", "relates")), item))
-    for item in lineage.get("links_in", []):
-        if item.get("rel") != "supersedes":
-            rows.append((f"{item.get('rel', 'relates')} (in)", item))
+    for entry in lineage.supersedes:
+        depth = entry.depth
+        rows.append(("supersedes" if depth == 1 else f"supersedes (×{depth})", entry.to_dict()))
+    for entry in lineage.superseded_by:
+        depth = entry.depth
+        label = "superseded by" if depth == 1 else f"superseded by (×{depth})"
+        rows.append((label, entry.to_dict()))
+    for link in lineage.links_out:
+        if link.rel != "supersedes":  # already in the chain above
+            rows.append((link.rel, link.to_dict()))
+    for link in lineage.links_in:
+        if link.rel != "supersedes":
+            rows.append((f"{link.rel} (in)", link.to_dict()))
     return rows
 
 
-def related_rows(related: Iterable[Mapping[str, Any]]) -> list[Row]:
+def related_rows(related: Iterable[Neighbour]) -> list[Row]:
     """Return a memory's neighbours with the reasons they are related."""
-    return [(str(item.get("reason") or "related"), item) for item in related]
+    return [(item.reason or "related", item.to_dict()) for item in related]
 
 
-def timeline_rows(timeline: Mapping[str, Any]) -> list[Row]:
+def timeline_rows(timeline: Timeline) -> list[Row]:
     """Return the memories around one, oldest first, the memory itself marked."""
     rows: list[Row] = [
-        (f"before {str(item.get('created_at', ''))[:16]}", item)
-        for item in timeline.get("before", [])
+        (f"before {str(item.created_at)[:16]}", item.to_dict()) for item in timeline.before
     ]
-    memory = timeline.get("memory") or {}
-    rows.append((f"this {str(memory.get('created_at', ''))[:16]}", memory))
-    for item in timeline.get("after", []):
-        rows.append((f"after {str(item.get('created_at', ''))[:16]}", item))
+    memory = timeline.memory
+    rows.append((f"this {str(memory.created_at)[:16]}", memory.to_dict()))
+    for item in timeline.after:
+        rows.append((f"after {str(item.created_at)[:16]}", item.to_dict()))
     return rows
 
 
@@ -464,7 +467,7 @@ class DetailScreen(MemoryScreen):
         elif mode == "timeline":
             timeline = engram.timeline(self.rid, before=10, after=10)
             rows = timeline_rows(timeline)
-            where = f"session {timeline['session_id']}" if timeline.get("session_id") else "project"
+            where = f"session {timeline.session_id}" if timeline.session_id else "project"
             heading = f"Timeline in the {where} (w why · r related; enter opens)"
         else:
             rows = why_rows(engram.why(self.rid))

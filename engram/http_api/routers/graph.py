@@ -17,14 +17,15 @@ router = APIRouter(tags=["graph"])
 @implements("why")
 async def why(id: Id, api: Api) -> dict[str, Any]:
     """Return a memory's lineage: supersede chains, links, provenance, judgements."""
-    return await api.call(api.engram.why, id)
+    return (await api.call(api.engram.why, id)).to_dict()
 
 
 @router.get("/memories/{id}/related", response_model=RelatedOut)
 @implements("related")
 async def related(id: Id, params: Neighbours, api: Api) -> dict[str, Any]:
     """Return a memory's neighbours by links, shared files and tags, best first."""
-    return {"related": await api.call(api.engram.related, id, **params.arguments())}
+    found = await api.call(api.engram.related, id, **params.arguments())
+    return {"related": [item.to_dict() for item in found]}
 
 
 @router.get(
@@ -33,4 +34,4 @@ async def related(id: Id, params: Neighbours, api: Api) -> dict[str, Any]:
 @implements("timeline")
 async def timeline(id: Id, params: Around, api: Api) -> dict[str, Any]:
     """Return what happened before and after a memory, oldest first."""
-    return await api.call(api.engram.timeline, id, **params.arguments())
+    return (await api.call(api.engram.timeline, id, **params.arguments())).to_dict()

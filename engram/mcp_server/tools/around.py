@@ -107,7 +107,7 @@ LINEAGE: Final = ("supersedes", "superseded_by", "links_out", "links_in")
 @handler("why")
 def why(mcp: EngramMCP, args: Args, call: Call) -> str:
     record = mcp.record(args["id"])
-    data = mcp.engram.why(record["id"])
+    data = mcp.engram.why(record["id"]).to_dict()
     ids = {data["memory"]["id"]} | {item["id"] for key in LINEAGE for item in data[key]}
     short = mcp.engram.short_ids(sorted(ids), ID_CHARS)
     note = GET_NOTE.format(who=provenance(record))
@@ -153,7 +153,8 @@ def lineage(
 @handler("related")
 def related(mcp: EngramMCP, args: Args, call: Call) -> str:
     record = mcp.record(args["id"])
-    items = mcp.engram.related(record["id"], limit=int(args.get("limit") or 10))
+    found = mcp.engram.related(record["id"], limit=int(args.get("limit") or 10))
+    items = [item.to_dict() for item in found]
     short = mcp.engram.short_ids([item["id"] for item in items], ID_CHARS)
     rows = [
         {
@@ -182,7 +183,7 @@ def timeline(mcp: EngramMCP, args: Args, call: Call) -> str:
     record = mcp.record(args["id"])
     data = mcp.engram.timeline(
         record["id"], before=int(args.get("before", 5)), after=int(args.get("after", 5))
-    )
+    ).to_dict()
     items = [*data["before"], data["memory"], *data["after"]]
     short = mcp.engram.short_ids([item["id"] for item in items], ID_CHARS)
 
