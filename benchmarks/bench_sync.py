@@ -317,8 +317,9 @@ def sync_figures(
 
         def import_chunks(_: int) -> None:
             report = engram.sync()
-            if report["imported"]["added"] != count:
-                raise SystemExit(f"sync imported {report['imported']}, expected {count} added")
+            if report.imported.added != count:
+                imported = report.imported.to_dict()
+                raise SystemExit(f"sync imported {imported}, expected {count} added")
 
         def import_document(_: int) -> None:
             engram.import_(document)

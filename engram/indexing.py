@@ -10,31 +10,136 @@ must not import the service or an adapter.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engram.memories import revise
 from engram.model import Record, normalize_fields
 
 if TYPE_CHECKING:
+    from engram.indexer.adr import Skipped
     from engram.project import Project
 
-__all__ = ["index_project", "reindex", "stats"]
+__all__ = [
+    "AdrSummary",
+    "HistorySummary",
+    "Hotspot",
+    "IndexReport",
+    "IndexSummary",
+    "index_project",
+    "reindex",
+    "stats",
+]
 
 Progress = Callable[[int, int], None]
 Revise = Callable[[Record, Mapping[str, Any]], Record]
 
 
+@dataclass
+class IndexReport:
+    """What ``reindex`` did to the search index: rebuilt it, or brought it up to date."""
+
+    rebuilt: bool
+    changed: int  # records (re)indexed
+    records: int = 0  # records in the rebuilt index (a rebuild only)
+    flushed: int = 0  # pending writes flushed (an update only)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: a rebuild's records, or an update's flushed."""
+        if self.rebuilt:
+            return {"rebuilt": True, "records": self.records, "changed": self.changed}
+        return {"rebuilt": False, "changed": self.changed, "flushed": self.flushed}
+
+
+@dataclass
+class AdrSummary:
+    """What the ADR indexer found in the ADR folders and planned for their memories."""
+
+    dirs: list[str]
+    found: int
+    created: int
+    updated: int
+    archived: int
+    unchanged: int
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above; each skipped file as path, reason)."""
+        return {
+            "dirs": self.dirs,
+            "found": self.found,
+            "created": self.created,
+            "updated": self.updated,
+            "archived": self.archived,
+            "unchanged": self.unchanged,
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+        }
+
+
+@dataclass
+class Hotspot:
+    """A path changed in many commits of the walked history."""
+
+    path: str
+    changes: int
+
+
+@dataclass
+class HistorySummary:
+    """What the git indexer walked and found: hotspots and pitfall candidates."""
+
+    head: str | None  # the commit walked from (None: no history to mine)
+    commits: int
+    unchanged: bool  # no new commit since the last walk
+    hotspots: list[Hotspot]
+    candidates_found: int
+    candidates_new: int
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return {
+            "head": self.head,
+            "commits": self.commits,
+            "unchanged": self.unchanged,
+            "hotspots": [{"path": h.path, "changes": h.changes} for h in self.hotspots],
+            "candidates_found": self.candidates_found,
+            "candidates_new": self.candidates_new,
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class IndexSummary:
+    """What ``index_project`` did: the ADR and git summaries (those run) and the writes."""
+
+    dry_run: bool
+    adr: AdrSummary | None = None
+    git: HistorySummary | None = None
+    writes: int = 0  # memories written (with ``dry_run``: that would be)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form; ``adr`` and ``git`` only for the indexers that ran."""
+        out: dict[str, Any] = {"dry_run": self.dry_run}
+        if self.adr is not None:
+            out["adr"] = self.adr.to_dict()
+        if self.git is not None:
+            out["git"] = self.git.to_dict()
+        out["writes"] = self.writes
+        return out
+
+
 def reindex(
     here: Project, *, rebuild: bool = False, progress: Progress | None = None
-) -> dict[str, Any]:
+) -> IndexReport:
     """Bring the project's index up to date (or rebuild it from scratch); return counts."""
     index = here.ws.index
     if rebuild:
         total = index.rebuild(progress)
-        return {"rebuilt": True, "records": total, "changed": total}
+        return IndexReport(rebuilt=True, changed=total, records=total)
     changed = index.refresh(progress)
     flushed = index.flush()
-    return {"rebuilt": False, "changed": changed, "flushed": flushed}
+    return IndexReport(rebuilt=False, changed=changed, flushed=flushed)
 
 
 def stats(here: Project) -> dict[str, Any]:
@@ -59,7 +164,7 @@ def index_project(
     dry_run: bool = False,
     rebuild: bool = False,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> IndexSummary:
     """Create and refresh memories from the project's ADRs and git history; summarise.
 
     Idempotent: ids are derived from ADR paths and commit shas, unchanged input writes
@@ -69,7 +174,7 @@ def index_project(
     """
     ws = here.ws
     stamp = here.now()
-    summary: dict[str, Any] = {"dry_run": dry_run}
+    summary = IndexSummary(dry_run)
     writes: list[Record] = []
 
     def changed(current: Record, changes: Mapping[str, Any]) -> Record:
@@ -77,23 +182,23 @@ def index_project(
 
     with ws.store.lock():
         if adr:
-            summary["adr"] = _adrs(here, writes, stamp, changed)
+            summary.adr = _adrs(here, writes, stamp, changed)
         if git:
-            summary["git"] = _history(here, writes, stamp, changed, dry_run, rebuild, progress)
+            summary.git = _history(here, writes, stamp, changed, dry_run, rebuild, progress)
         max_bytes = int(ws.config.number("store.max_content_bytes"))
         cleaned: list[Record] = []
         for record in writes:
             fields = normalize_fields(record, max_content_bytes=max_bytes)
             ws.scrub(fields)
             cleaned.append(fields)
-        summary["writes"] = len(cleaned)
+        summary.writes = len(cleaned)
         if cleaned and not dry_run:
             # Every clone derives these from the same files and history: not exported.
             ws.write(cleaned, journal=False)
     return summary
 
 
-def _adrs(here: Project, writes: list[Record], stamp: str, changed: Revise) -> dict[str, Any]:
+def _adrs(here: Project, writes: list[Record], stamp: str, changed: Revise) -> AdrSummary:
     """Plan the memories of the project's ADRs onto ``writes``; return the ADR summary."""
     from engram.indexer import plan as planner
     from engram.indexer.adr import scan_adrs
@@ -107,15 +212,15 @@ def _adrs(here: Project, writes: list[Record], stamp: str, changed: Revise) -> d
         scan.adrs, existing, project=cfg.project, stamp=stamp, revise=changed
     )
     writes += adr_plan.writes
-    return {
-        "dirs": scan.dirs,
-        "found": len(scan.adrs),
-        "created": len(adr_plan.created),
-        "updated": len(adr_plan.updated),
-        "archived": len(adr_plan.archived),
-        "unchanged": len(adr_plan.unchanged),
-        "skipped": [{"path": s.path, "reason": s.reason} for s in scan.skipped],
-    }
+    return AdrSummary(
+        dirs=scan.dirs,
+        found=len(scan.adrs),
+        created=len(adr_plan.created),
+        updated=len(adr_plan.updated),
+        archived=len(adr_plan.archived),
+        unchanged=len(adr_plan.unchanged),
+        skipped=list(scan.skipped),
+    )
 
 
 def _history(
@@ -126,7 +231,7 @@ def _history(
     dry_run: bool,
     rebuild: bool,
     progress: Progress | None,
-) -> dict[str, Any]:
+) -> HistorySummary:
     """Plan the hotspot and pitfall-candidate memories of git history onto ``writes``."""
     from engram.indexer import plan as planner
     from engram.indexer.git import CACHE_FILE, scan_history
@@ -156,12 +261,12 @@ def _history(
         revise=changed,
     )
     writes += git_plan.writes
-    return {
-        "head": history.head,
-        "commits": history.commits_walked,
-        "unchanged": history.unchanged,
-        "hotspots": [{"path": p, "changes": n} for p, n in history.hotspots],
-        "candidates_found": len(history.candidates),
-        "candidates_new": len([rid for rid in git_plan.created if rid != ids[0]]),
-        "problems": history.problems,
-    }
+    return HistorySummary(
+        head=history.head,
+        commits=history.commits_walked,
+        unchanged=history.unchanged,
+        hotspots=[Hotspot(p, n) for p, n in history.hotspots],
+        candidates_found=len(history.candidates),
+        candidates_new=len([rid for rid in git_plan.created if rid != ids[0]]),
+        problems=history.problems,
+    )

@@ -180,45 +180,86 @@ def rename_changes(
 # -- over an opened project ---------------------------------------------------------------------
 
 
-def listing(here: Project) -> list[dict[str, Any]]:
+@dataclass
+class ProjectMerge:
+    """What ``projects merge`` moved (or with ``dry_run`` would move), per store scope."""
+
+    sources: list[str]  # the normalised names merged ("from" in the JSON form)
+    into: str
+    dry_run: bool
+    moved: dict[str, int] = field(default_factory=dict)  # scope -> memories moved
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: from, into, dry_run, moved."""
+        return {
+            "from": list(self.sources),
+            "into": self.into,
+            "dry_run": self.dry_run,
+            "moved": dict(self.moved),
+        }
+
+
+@dataclass
+class VariantGroup:
+    """Project names that look like one project spelled differently, and the name to keep."""
+
+    names: list[str]
+    into: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return asdict(self)
+
+
+@dataclass
+class ProjectPrune:
+    """The projects ``projects prune`` forgot (or with ``dry_run`` would forget)."""
+
+    pruned: list[str]
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return asdict(self)
+
+
+def listing(here: Project) -> list[ProjectInfo]:
     """Return every project named in the project and personal stores, with its counts."""
-    return [info.to_dict() for info in summarize(here.live_records())]
+    return summarize(here.live_records())
 
 
 def merge(
     here: Project, sources: Iterable[str], into: str, *, dry_run: bool = False
-) -> dict[str, Any]:
+) -> ProjectMerge:
     """Move the memories of ``sources`` to project ``into`` (rev+1 each), in both stores."""
     target = normalize_project(into)
     names = [normalize_project(name) for name in as_list(sources)]
     names = [name for name in names if name and name != target]
     if not target or not names:
         raise InvalidInput("give the projects to merge and a different project to merge them into")
-    moved: dict[str, int] = {}
+    result = ProjectMerge(names, target, dry_run)
     stamp = here.now()
     for ws in here.workspaces():
         with ws.store.lock():
             changes = rename_changes(ws.index.all_records(), names, target, stamp=stamp)
             if changes:
-                moved[ws.scope] = len(changes)
+                result.moved[ws.scope] = len(changes)
             if changes and not dry_run:
                 ws.write(changes)
-    return {"from": names, "into": target, "dry_run": dry_run, "moved": moved}
+    return result
 
 
-def variants(here: Project) -> list[dict[str, Any]]:
+def variants(here: Project) -> list[VariantGroup]:
     """Return groups of project names that look like one project spelled differently."""
-    counts = {info["name"]: int(info["memories"]) for info in listing(here)}
-    return [
-        {"names": group, "into": pick_target(group, counts)} for group in variant_groups(counts)
-    ]
+    counts = {info.name: info.memories for info in listing(here)}
+    return [VariantGroup(group, pick_target(group, counts)) for group in variant_groups(counts)]
 
 
-def prune(here: Project, *, dry_run: bool = False) -> dict[str, Any]:
+def prune(here: Project, *, dry_run: bool = False) -> ProjectPrune:
     """Forget projects that have no live memory left: their entries in the session log."""
-    live = {info["name"] for info in listing(here)}
+    live = {info.name for info in listing(here)}
     logged = here.sessions.projects()
     gone = sorted(name for name in logged if name not in live and name != here.name)
     if gone and not dry_run:
         here.sessions.drop_projects(gone)
-    return {"pruned": gone, "dry_run": dry_run}
+    return ProjectPrune(gone, dry_run)

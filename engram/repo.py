@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,23 @@ from engram.workspace import make_scrubber
 
 if TYPE_CHECKING:
     from engram.project import Project
+    from engram.sync.gitmerge import Resolved, Version
 
-__all__ = ["driver_command", "log", "merge_driver", "resolve", "setup"]
+__all__ = ["GitSetup", "driver_command", "log", "merge_driver", "resolve", "setup"]
+
+
+@dataclass
+class GitSetup:
+    """What of the git integration a repository has, and what ``install`` just wrote."""
+
+    repo: bool  # a git work tree was found at or above the root
+    attributes: bool  # .gitattributes has engram's lines
+    driver: bool  # the repository's config names the merge driver
+    installed: list[str] = field(default_factory=list)  # what this call wrote
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return asdict(self)
 
 
 def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
@@ -38,7 +53,7 @@ def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> in
     return merge(base, ours, theirs, pathname, scrubber=scrubber)
 
 
-def setup(root: Path, *, install: bool = False, command: str | None = None) -> dict[str, Any]:
+def setup(root: Path, *, install: bool = False, command: str | None = None) -> GitSetup:
     """Report (and with ``install`` write) .gitattributes and the merge driver's config.
 
     The driver runs ``engram merge-driver``: the engram found on PATH now (quoted), else plain
@@ -51,23 +66,18 @@ def setup(root: Path, *, install: bool = False, command: str | None = None) -> d
         command = driver_command()
     done = install_driver(root, command) if install else []
     found = check_setup(root)
-    return {
-        "repo": found.repo,
-        "attributes": found.attributes,
-        "driver": found.driver,
-        "installed": done,
-    }
+    return GitSetup(found.repo, found.attributes, found.driver, done)
 
 
-def resolve(here: Project) -> list[dict[str, Any]]:
+def resolve(here: Project) -> list[Resolved]:
     """Rebuild conflicted .engram files from git's three stages (or their markers)."""
     from engram.sync.gitmerge import resolve as rebuild
 
     # Writes memories.jsonl under the store's lock, scrubbed like every write.
-    return [asdict(item) for item in rebuild(here.root, scrubber=here.ws.store.scrubber)]
+    return rebuild(here.root, scrubber=here.ws.store.scrubber)
 
 
-def log(here: Project, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
+def log(here: Project, ref: str, *, limit: int = 50) -> list[Version]:
     """Return the versions of one memory in the commits reachable from HEAD, newest first."""
     from engram.sync.gitmerge import memory_log
 
@@ -80,7 +90,7 @@ def log(here: Project, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
         path = store.resolve().relative_to(_work_tree(here.root)).as_posix()
     except ValueError:
         path = f"{config_mod.ENGRAM_DIR}/memories.jsonl"
-    return [asdict(version) for version in memory_log(here.root, rid, limit=limit, path=path)]
+    return memory_log(here.root, rid, limit=limit, path=path)
 
 
 def driver_command() -> str:

@@ -37,8 +37,14 @@ if TYPE_CHECKING:
     from engram.doctor import Finding
     from engram.graph import Lineage, Neighbour, Timeline
     from engram.hygiene import Training
+    from engram.indexing import IndexReport, IndexSummary
+    from engram.obsidian import ExportResult
+    from engram.projects import ProjectInfo, ProjectMerge, ProjectPrune, VariantGroup
+    from engram.repo import GitSetup
     from engram.session import Capture, Session
     from engram.store.sessions import SessionLog
+    from engram.sync.exchange import SyncReport, SyncStatus
+    from engram.sync.gitmerge import Resolved, Version
     from engram.sync.transfer import ExportDocument
 
 Progress = Callable[[int, int], None]
@@ -360,7 +366,7 @@ class Engram:
 
     # -- projects ----------------------------------------------------------------------------
 
-    def projects(self) -> list[dict[str, Any]]:
+    def projects(self) -> list[ProjectInfo]:
         """Return every project named in the project and personal stores, with its counts."""
         from engram.projects import listing
 
@@ -368,19 +374,19 @@ class Engram:
 
     def projects_merge(
         self, sources: Iterable[str], into: str, *, dry_run: bool = False
-    ) -> dict[str, Any]:
+    ) -> ProjectMerge:
         """Move the memories of ``sources`` to project ``into`` (rev+1 each), in both stores."""
         from engram.projects import merge
 
         return merge(self.here, sources, into, dry_run=dry_run)
 
-    def projects_variants(self) -> list[dict[str, Any]]:
+    def projects_variants(self) -> list[VariantGroup]:
         """Return groups of project names that look like one project spelled differently."""
         from engram.projects import variants
 
         return variants(self.here)
 
-    def projects_prune(self, *, dry_run: bool = False) -> dict[str, Any]:
+    def projects_prune(self, *, dry_run: bool = False) -> ProjectPrune:
         """Forget projects that have no live memory left: their entries in the session log."""
         from engram.projects import prune
 
@@ -393,15 +399,13 @@ class Engram:
         project: str | None = None,
         since: str | None = None,
         folder: str = "engram",
-    ) -> dict[str, Any]:
+    ) -> ExportResult:
         """Write the memories as notes in an Obsidian vault (incremental; the user's notes kept)."""
         from engram.obsidian import export_vault
 
         name = normalize_project(project) if project else None
         records = self.here.live_records()
-        return export_vault(
-            records, Path(vault), folder=folder, project=name, since=since
-        ).to_dict()
+        return export_vault(records, Path(vault), folder=folder, project=name, since=since)
 
     # -- git integration ---------------------------------------------------------------------
 
@@ -412,19 +416,19 @@ class Engram:
 
         return merge_driver(base, ours, theirs, pathname)
 
-    def git_setup(self, *, install: bool = False, command: str | None = None) -> dict[str, Any]:
+    def git_setup(self, *, install: bool = False, command: str | None = None) -> GitSetup:
         """Report (and with ``install`` write) .gitattributes and the merge driver's config."""
         from engram.repo import setup
 
         return setup(self.root, install=install, command=command)
 
-    def resolve(self) -> list[dict[str, Any]]:
+    def resolve(self) -> list[Resolved]:
         """Rebuild conflicted .engram files from git's three stages (or their markers)."""
         from engram.repo import resolve
 
         return resolve(self.here)
 
-    def log(self, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    def log(self, ref: str, *, limit: int = 50) -> list[Version]:
         """Return the versions of one memory in the commits reachable from HEAD, newest first."""
         from engram.repo import log
 
@@ -439,7 +443,7 @@ class Engram:
         remote: str | None = None,
         branch: str | None = None,
         progress: Progress | None = None,
-    ) -> dict[str, Any]:
+    ) -> SyncReport:
         """Import the sync chunks not applied here, export this clone's changes (and ``remote``)."""
         from engram.sync import exchange
 
@@ -453,7 +457,7 @@ class Engram:
             progress=progress,
         )
 
-    def sync_status(self, *, scope: str = "project") -> dict[str, Any]:
+    def sync_status(self, *, scope: str = "project") -> SyncStatus:
         """Return the chunks, their contributors and what is pending either way."""
         from engram.sync import exchange
 
@@ -461,7 +465,7 @@ class Engram:
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> IndexReport:
         """Bring the index up to date (or rebuild it from scratch); return counts."""
         from engram.indexing import reindex
 
@@ -475,7 +479,7 @@ class Engram:
         dry_run: bool = False,
         rebuild: bool = False,
         progress: Progress | None = None,
-    ) -> dict[str, Any]:
+    ) -> IndexSummary:
         """Create and refresh memories from the project's ADRs and git history; summarise."""
         from engram.indexing import index_project
 

@@ -735,7 +735,7 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
             **_plain(engram.export().to_dict()),
             "exported_at": exported["exported_at"],
         }
-        assert get("/sync/status") == _plain(engram.sync_status())
+        assert get("/sync/status") == _plain(engram.sync_status().to_dict())
         assert get("/consolidate/preview") == _plain(
             [group.to_dict() for group in engram.consolidate_preview()]
         )

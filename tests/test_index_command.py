@@ -114,7 +114,8 @@ def test_index_turns_adrs_and_history_into_memories(repo: Path) -> None:
     engram, _ = Engram.init(repo, "svc")
     with engram:
         summary = engram.index_project()
-        assert summary["adr"]["found"] == 2 and summary["adr"]["created"] == 2
+        assert summary.adr is not None and summary.git is not None
+        assert summary.adr.found == 2 and summary.adr.created == 2
         old = engram.get(adr_id("docs/adr/0001-keep-sessions-in-redis.md"))
         new = engram.get(adr_id("docs/adr/0002-keep-sessions-in-postgres.md"))
         assert old["status"] == "superseded" and new["status"] == "active"
@@ -124,7 +125,7 @@ def test_index_turns_adrs_and_history_into_memories(repo: Path) -> None:
         hot = engram.get(hotspots_id("svc"))
         assert hot["hotspots"][0] == {"path": "app/sessions.py", "changes": 9}
         assert hot["topic_key"] == "git/hotspots"
-        assert summary["git"]["commits"] == 12
+        assert summary.git.commits == 12
         candidates = [
             hit.record
             for hit in engram.recall("", kinds=["pitfall"], statuses=["proposed"], limit=20)
@@ -143,7 +144,7 @@ def test_reindex_is_idempotent_and_follows_edits(repo: Path) -> None:
         engram.index_project()
         before = engram.project_ws.store.path.read_bytes()
         again = engram.index_project()
-        assert again["writes"] == 0 and again["git"]["unchanged"]
+        assert again.writes == 0 and again.git is not None and again.git.unchanged
         assert engram.project_ws.store.path.read_bytes() == before
         # A person confirms the candidate: re-indexing must not undo it.
         (candidate,) = engram.recall("", kinds=["pitfall"], limit=5)
@@ -152,7 +153,8 @@ def test_reindex_is_idempotent_and_follows_edits(repo: Path) -> None:
         path2.write_text(ADR_2.replace("Redis lost sessions", "Redis dropped sessions"), "utf-8")
         (repo / "docs/adr/0001-keep-sessions-in-redis.md").unlink()
         summary = engram.index_project()
-        assert (summary["adr"]["updated"], summary["adr"]["archived"]) == (1, 1)
+        assert summary.adr is not None
+        assert (summary.adr.updated, summary.adr.archived) == (1, 1)
         edited = engram.get(adr_id(str(path2.relative_to(repo))))
         assert edited["rev"] == 2 and "dropped" in edited["content"]
         assert "lost" in edited["history"][-1]["content"]
@@ -166,7 +168,7 @@ def test_dry_run_writes_nothing(repo: Path) -> None:
     with engram:
         engram.project_ws.store.path.write_bytes(b"")
         summary = engram.index_project(dry_run=True)
-        assert summary["writes"] > 0
+        assert summary.writes > 0
         assert engram.project_ws.store.path.read_bytes() == b""
 
 

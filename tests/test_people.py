@@ -28,13 +28,13 @@ def test_projects_list_consolidate_merge_and_prune(project: Engram) -> None:
     assert all(merge["dry_run"] for merge in plan["merges"])
     done = run_cli("projects", "consolidate", "--yes", cwd=root)
     assert done.returncode == 0 and "merged" in done.stdout.decode()
-    after = {row["name"]: row["memories"] for row in project.projects()}
+    after = {row.name: row.memories for row in project.projects()}
     assert sum(count for name, count in after.items() if "led" in name) == 3
     assert len([name for name in after if "led" in name]) == 1
 
     moved = run_cli("projects", "merge", "billing", "finance", "--json", cwd=root)
     assert json.loads(moved.stdout)["moved"] == {"project": 2}
-    assert "billing" not in {row["name"] for row in project.projects()}
+    assert "billing" not in {row.name for row in project.projects()}
     bad = run_cli("projects", "merge", "finance", cwd=root)
     assert bad.returncode == 1 and "error:" in bad.stderr.decode()
 

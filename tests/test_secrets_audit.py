@@ -179,8 +179,8 @@ def test_a_redaction_by_doctor_travels_in_the_next_chunk(project: Engram) -> Non
     _raw_line(project, _record("yyyyyyyyyyyyyyyyyyyyyyyyyy", content=f"key {AWS}"))
     assert any(f.check == "secrets" and f.fixed for f in project.doctor(fix=True))
     report = project.sync()
-    assert report["exported"] == 1, report
-    (record,) = read_chunk(project.project_ws.store.dir, report["exported_chunk"])
+    assert report.exported == 1, report
+    (record,) = read_chunk(project.project_ws.store.dir, report.exported_chunk)
     assert record["id"] == "yyyyyyyyyyyyyyyyyyyyyyyyyy" and record["content"] == f"key {REDACTED}"
 
 

@@ -73,7 +73,7 @@ def test_three_clones_converge_through_a_remote_losing_nothing(clones: list[Engr
     }
     for engram in (a, b, c, a, b):
         report = engram.sync(remote="origin")
-        assert report["remote"]["pushed"], report
+        assert report.to_dict()["remote"]["pushed"], report
     assert _bytes(a) == _bytes(b) == _bytes(c)
     assert len(_by_id(a)) == 9
 
@@ -88,7 +88,7 @@ def test_three_clones_converge_through_a_remote_losing_nothing(clones: list[Engr
     extra = [e.remember(f"late {e.root.name}", "after the first sync").record for e in clones]
 
     for engram in (c, b, a, c, b, a):
-        assert engram.sync(remote="origin")["remote"]["pushed"]
+        assert engram.sync(remote="origin").to_dict()["remote"]["pushed"]
     assert _bytes(a) == _bytes(b) == _bytes(c)
     final = _by_id(a)
     # Field-level three-way merge: both sides' field changes are kept.
@@ -103,7 +103,7 @@ def test_three_clones_converge_through_a_remote_losing_nothing(clones: list[Engr
     # A sync with nothing new changes nothing and pushes nothing new.
     before = _bytes(a)
     again = a.sync(remote="origin")
-    assert again["exported"] == 0 and _bytes(a) == before
+    assert again.exported == 0 and _bytes(a) == before
 
 
 def test_chunks_carry_changes_between_clones_that_share_no_branch(tmp_path: Path) -> None:
@@ -114,17 +114,17 @@ def test_chunks_carry_changes_between_clones_that_share_no_branch(tmp_path: Path
         kept = one.remember("Amounts are integer cents", "never floats", kind="decision").record
         doomed = one.remember("Temporary note", "to be forgotten").record
         first = one.sync()
-        assert first["exported"] == 2 and first["exported_chunk"]
+        assert first.exported == 2 and first.exported_chunk
 
         carry(one, two)
         got = two.sync()
-        assert got["imported"]["added"] == 2 and got["exported"] == 0
+        assert got.imported.added == 2 and got.exported == 0
         assert two.get(kept["id"])["title"] == kept["title"]
         # Edits and deletes travel too, not only additions.
         two.update(kept["id"], content="never floats; round half-even")
         one.forget(doomed["id"])
-        assert two.sync()["exported"] == 1
-        assert one.sync()["exported"] == 1
+        assert two.sync().exported == 1
+        assert one.sync().exported == 1
         carry(two, one)
         carry(one, two)
         one.sync()
@@ -138,10 +138,10 @@ def test_chunks_carry_changes_between_clones_that_share_no_branch(tmp_path: Path
         # Importing the same chunks twice changes nothing.
         before = _bytes(two)
         (two.root / ".engram" / "state" / "sync.json").unlink()
-        assert two.sync()["imported"]["updated"] == 0
+        assert two.sync().imported.updated == 0
         assert _bytes(two) == before
         status = two.sync_status()
-        assert status["pending_import"] == [] and status["chunks"] == 3
+        assert status.pending_import == [] and status.chunks == 3
 
 
 def test_a_hostile_chunk_is_refused_and_nothing_is_touched(tmp_path: Path) -> None:
@@ -158,8 +158,8 @@ def test_a_hostile_chunk_is_refused_and_nothing_is_touched(tmp_path: Path) -> No
         )
         before = _bytes(engram)
         report = engram.sync()
-        assert len(report["problems"]) == 2
-        text = " ".join(report["problems"])
+        assert len(report.problems) == 2
+        text = " ".join(report.problems)
         assert "0" * 32 in text and "1" * 32 in text
         assert _bytes(engram) == before
 
@@ -322,9 +322,9 @@ def test_personal_store_follows_a_person_through_its_own_remote(
     laptop, desktop = stores
     with laptop, desktop:
         mine = laptop.remember("I prefer small commits", scope="personal", project="*").record
-        assert laptop.sync(scope="personal", remote="origin")["remote"]["pushed"]
+        assert laptop.sync(scope="personal", remote="origin").to_dict()["remote"]["pushed"]
         got = desktop.sync(scope="personal", remote="origin")
-        assert got["remote"]["pulled"]["memories"]["added"] == 1
+        assert got.to_dict()["remote"]["pulled"]["memories"]["added"] == 1
         assert [hit.id for hit in desktop.recall("small commits")] == [mine["id"]]
         # Nothing of the personal store went into the project's repository.
         assert not list((desktop.root / ".engram").glob("**/*small*"))

@@ -151,7 +151,7 @@ def test_locks_a_killed_sync_left_are_cleared_and_foreign_ones_named(tmp_path: P
         # A ref lock made after a sync started that was then killed (its run file stays).
         (git / remote_mod.SYNC_RUN).write_text(json.dumps({"pid": 999_999}) + "\n")
         stale_ref = _plant(git / (BRANCH.decode() + ".lock"))
-        report = engram.sync(remote="origin")
+        report = engram.sync(remote="origin").to_dict()
         assert report["remote"]["pushed"]
         assert sorted(report["remote"]["cleared_locks"]) == sorted(
             p.relative_to(git).as_posix() for p in (stale_object, stale_ref)
@@ -177,7 +177,7 @@ def test_locks_a_killed_sync_left_are_cleared_and_foreign_ones_named(tmp_path: P
         assert len(lines) == 2 and lines[1].startswith("hint: ") and "remove" in lines[1]
         assert foreign.exists()
         foreign.unlink()
-        assert engram.sync(remote="origin")["remote"]["pushed"]
+        assert engram.sync(remote="origin").to_dict()["remote"]["pushed"]
 
 
 HOLDER = """
@@ -225,7 +225,7 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
     b, _ = _clone(tmp_path, "b")
     with a, b:
         kept = a.remember("Good memory", "travels").record
-        assert a.sync(remote="origin")["remote"]["pushed"]
+        assert a.sync(remote="origin").to_dict()["remote"]["pushed"]
         # Someone pushes a chunk whose content does not hash to its name.
         forged = "f" * 32
         files = _remote_files(remote)
@@ -236,7 +236,7 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         store = remote / ".engram"  # the same folder in the remote's tree as in a clone's
         remote_mod.commit(remote, store, files, parents=[tip], message="forged", author="x <x@y>")
         got = b.sync(remote="origin")
-        assert any(forged in p and "hashes to" in p for p in got["problems"]), got["problems"]
+        assert any(forged in p and "hashes to" in p for p in got.problems), got.problems
         assert not (b.root / ".engram" / "chunks" / f"{forged}{chunks_mod.SUFFIX}").exists()
         assert kept["id"] in {r["id"] for r in b.project_ws.store.read_all()}
 
@@ -248,7 +248,7 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         torn = next(p for p in (folder / "chunks").iterdir() if f"chunks/{p.name}" not in on_remote)
         torn.write_bytes(torn.read_bytes()[:20])
         (folder / "manifest.json").write_bytes(b'{"version": 2, "chunks": [{"id": "')
-        report = b.sync(remote="origin")
+        report = b.sync(remote="origin").to_dict()
         assert report["remote"]["pushed"]
         text = " ".join(report["problems"])
         assert "manifest.json" in text and "rebuilt" in text and torn.name in text
@@ -269,7 +269,7 @@ def test_the_temp_files_of_killed_writes_are_never_committed_or_pushed(tmp_path:
         # What a sync killed inside an atomic write leaves next to its target.
         (folder / "chunks" / f".{chunk.name}.k1ll3d.tmp").write_bytes(chunk.read_bytes()[:9])
         (folder / ".manifest.json.k1ll3d.tmp").write_bytes(b'{"version": 2, "chu')
-        assert a.sync(remote="origin")["remote"]["pushed"]
+        assert a.sync(remote="origin").to_dict()["remote"]["pushed"]
     pushed = _remote_files(remote)
     assert f"chunks/{chunk.name}" in pushed
     assert not [path for path in pushed if path.endswith(".tmp")], sorted(pushed)

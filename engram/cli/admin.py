@@ -5,7 +5,7 @@ They call the facade (or ``engram.agents`` for an agent's settings) and render i
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,9 @@ from engram.cli.app import JsonOpt, app, echo, emit_json, open_engram, progress,
 from engram.cli.options import Values, options
 from engram.errors import EngramError, InvalidInput
 from engram.operations.admin import DOCTOR
+
+if TYPE_CHECKING:
+    from engram.indexing import IndexSummary
 
 
 @app.command()
@@ -31,7 +34,7 @@ def init(
         root = engram.root
         if as_json:
             try:
-                indexed: dict[str, Any] = engram.index_project()
+                indexed: dict[str, Any] = engram.index_project().to_dict()
             except EngramError as exc:
                 indexed = {"error": exc.to_dict()}
             emit_json(
@@ -59,33 +62,33 @@ def init(
                 echo(line)
 
 
-def _index_summary(summary: dict[str, Any]) -> list[str]:
+def _index_summary(summary: IndexSummary) -> list[str]:
     """Render what the ADR and git indexers did as lines for a person."""
     lines: list[str] = []
-    verb = "would write" if summary.get("dry_run") else "wrote"
-    adr = summary.get("adr")
+    verb = "would write" if summary.dry_run else "wrote"
+    adr = summary.adr
     if adr is not None:
-        where = ", ".join(adr["dirs"]) or "no ADR folder found"
+        where = ", ".join(adr.dirs) or "no ADR folder found"
         lines.append(
-            f"ADRs ({where}): {adr['found']} found, {adr['created']} new, {adr['updated']} "
-            f"updated, {adr['archived']} archived, {adr['unchanged']} unchanged, "
-            f"{len(adr['skipped'])} skipped"
+            f"ADRs ({where}): {adr.found} found, {adr.created} new, {adr.updated} "
+            f"updated, {adr.archived} archived, {adr.unchanged} unchanged, "
+            f"{len(adr.skipped)} skipped"
         )
-        lines += [f"  skipped {item['path']}: {item['reason']}" for item in adr["skipped"]]
-    git = summary.get("git")
+        lines += [f"  skipped {item.path}: {item.reason}" for item in adr.skipped]
+    git = summary.git
     if git is not None:
-        if git["head"] is None:
+        if git.head is None:
             lines.append("git: nothing to mine")
-        elif git["unchanged"]:
-            lines.append(f"git: no new commits since {git['head'][:10]}")
+        elif git.unchanged:
+            lines.append(f"git: no new commits since {git.head[:10]}")
         else:
             lines.append(
-                f"git: {git['commits']} commits walked, {len(git['hotspots'])} hotspots, "
-                f"{git['candidates_new']} new pitfall candidates "
-                f"({git['candidates_found']} found)"
+                f"git: {git.commits} commits walked, {len(git.hotspots)} hotspots, "
+                f"{git.candidates_new} new pitfall candidates "
+                f"({git.candidates_found} found)"
             )
-        lines += [f"  note: {problem}" for problem in git["problems"]]
-    lines.append(f"{verb} {summary.get('writes', 0)} memories")
+        lines += [f"  note: {problem}" for problem in git.problems]
+    lines.append(f"{verb} {summary.writes} memories")
     return lines
 
 
@@ -119,12 +122,12 @@ def index(
     finally:
         close_bar()
     if as_json:
-        emit_json({"search_index": search, **summary})
+        emit_json({"search_index": search.to_dict(), **summary.to_dict()})
         return
     if rebuild:
-        echo(f"rebuilt the search index: {search['records']} records")
+        echo(f"rebuilt the search index: {search.records} records")
     else:
-        echo(f"search index up to date ({search['changed']} changed)")
+        echo(f"search index up to date ({search.changed} changed)")
     for line in _index_summary(summary):
         echo(line)
 

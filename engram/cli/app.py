@@ -153,7 +153,7 @@ def warn_problems(engram: Engram) -> None:
 def offer_driver(engram: Engram) -> None:
     """Say so when this clone lacks the merge driver its .gitattributes asks for (a fresh clone)."""
     setup = engram.git_setup()
-    if setup["repo"] and setup["attributes"] and not setup["driver"]:
+    if setup.repo and setup.attributes and not setup.driver:
         echo(
             "hint: git merges of .engram/ need the engram merge driver, which this clone does not "
             "have yet: run `engram doctor --fix` to install it",

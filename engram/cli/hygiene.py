@@ -180,7 +180,7 @@ def projects_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     with open_engram(ctx) as engram:
         rows = engram.projects()
     if as_json:
-        emit_json(rows)
+        emit_json([row.to_dict() for row in rows])
         return
     if not rows:
         echo("no memories yet")
@@ -189,11 +189,11 @@ def projects_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         ["project", "memories", "sessions", "last activity", "stores"],
         [
             [
-                row["name"] or "(none)",
-                str(row["memories"]),
-                str(row["sessions"]),
-                str(row["last_activity"])[:16].replace("T", " "),
-                ", ".join(row["scopes"]),
+                row.name or "(none)",
+                str(row.memories),
+                str(row.sessions),
+                str(row.last_activity)[:16].replace("T", " "),
+                ", ".join(row.scopes),
             ]
             for row in rows
         ],
@@ -214,24 +214,29 @@ def projects_consolidate(
         groups = engram.projects_variants()
         done = []
         for item in groups:
-            sources = [name for name in item["names"] if name != item["into"]]
+            sources = [name for name in item.names if name != item.into]
             ask = not (yes or dry_run or as_json)
             if ask and not sys.stdin.isatty():
                 ask, dry = False, True
             else:
                 dry = dry_run or (as_json and not yes)
             if ask:
-                dry = not typer.confirm(f"merge {', '.join(sources)} into {item['into']}?")
-            done.append(engram.projects_merge(sources, item["into"], dry_run=dry))
+                dry = not typer.confirm(f"merge {', '.join(sources)} into {item.into}?")
+            done.append(engram.projects_merge(sources, item.into, dry_run=dry))
     if as_json:
-        emit_json({"groups": groups, "merges": done})
+        emit_json(
+            {
+                "groups": [item.to_dict() for item in groups],
+                "merges": [merge.to_dict() for merge in done],
+            }
+        )
         return
     if not groups:
         echo("no project names look alike")
     for merge in done:
-        verb = "would merge" if merge["dry_run"] else "merged"
-        count = sum(merge["moved"].values())
-        echo(f"{verb} {', '.join(merge['from'])} into {merge['into']} ({count} memories)")
+        verb = "would merge" if merge.dry_run else "merged"
+        count = sum(merge.moved.values())
+        echo(f"{verb} {', '.join(merge.sources)} into {merge.into} ({count} memories)")
 
 
 @projects_app.command("prune")
@@ -244,12 +249,12 @@ def projects_prune(
     with open_engram(ctx) as engram:
         result = engram.projects_prune(dry_run=dry_run)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
-    if not result["pruned"]:
+    if not result.pruned:
         echo("no project without memories")
     verb = "would prune" if dry_run else "pruned"
-    for name in result["pruned"]:
+    for name in result.pruned:
         echo(f"{verb} {name}")
 
 
@@ -269,8 +274,8 @@ def projects_merge(
     with open_engram(ctx) as engram:
         result = engram.projects_merge(names[:-1], names[-1], dry_run=dry_run)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
     verb = "would move" if dry_run else "moved"
-    count = sum(result["moved"].values())
-    echo(f"{verb} {count} memories from {', '.join(result['from'])} to {result['into']}")
+    count = sum(result.moved.values())
+    echo(f"{verb} {count} memories from {', '.join(result.sources)} to {result.into}")

@@ -28,6 +28,7 @@ from engram.operations.admin import EXPORT, SYNC
 
 if TYPE_CHECKING:
     from engram.service import Engram
+    from engram.sync.exchange import SyncReport, SyncStatus
 
 
 @app.command("obsidian-export")
@@ -50,11 +51,11 @@ def obsidian_export(
         while True:
             result = engram.obsidian_export(vault, project=project, since=since)
             if as_json:
-                emit_json(result)
+                emit_json(result.to_dict())
             else:
                 echo(
-                    f"{vault}: {len(result['written'])} notes written, "
-                    f"{len(result['removed'])} removed, {result['unchanged']} unchanged"
+                    f"{vault}: {len(result.written)} notes written, "
+                    f"{len(result.removed)} removed, {result.unchanged} unchanged"
                 )
             if not watch:
                 return
@@ -129,6 +130,8 @@ def import_(
 @options(SYNC)
 def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Share memories: import others' sync chunks, export this clone's changes as one."""
+    from engram.sync.exchange import SyncStatus  # loaded by the sync itself
+
     scope = "personal" if values["personal"] else "project"
     update_bar, close_bar = progress("importing chunks")
     try:
@@ -137,18 +140,19 @@ def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     finally:
         close_bar()
     if as_json:
-        emit_json(report)
+        emit_json(report.to_dict())
         return
-    if values["status"]:
+    if isinstance(report, SyncStatus):
         _pending(report)
     else:
         _exchanged(report)
-    for problem in report["problems"]:
+    for problem in report.problems:
         echo(f"warning: {problem}", err=True)
 
 
-def _sync(engram: Engram, values: Values, scope: str, bar: Any) -> dict[str, Any]:
+def _sync(engram: Engram, values: Values, scope: str, bar: Any) -> SyncReport | SyncStatus:
     """Run the sync (or only report on it) and say when this clone lacks the merge driver."""
+    report: SyncReport | SyncStatus
     if values["status"]:
         report = engram.sync_status(scope=scope)
     else:
@@ -160,39 +164,39 @@ def _sync(engram: Engram, values: Values, scope: str, bar: Any) -> dict[str, Any
     return report
 
 
-def _pending(report: dict[str, Any]) -> None:
+def _pending(report: SyncStatus) -> None:
     """Print what ``sync --status`` found: chunks, contributors and what is pending."""
     echo(
-        f"{report['scope']} store: {report['chunks']} chunks "
-        f"({report['memories_in_chunks']} memory versions), clone {report['clone_id'][:8]}"
+        f"{report.scope} store: {report.chunks} chunks "
+        f"({report.memories_in_chunks} memory versions), clone {report.clone_id[:8]}"
     )
-    for who, count in report["contributors"].items():
+    for who, count in report.contributors.items():
         echo(f"  {who}: {count}")
     echo(
-        f"pending: {len(report['pending_import'])} chunks to import, "
-        f"{report['pending_export']} changed memories to export"
+        f"pending: {len(report.pending_import)} chunks to import, "
+        f"{report.pending_export} changed memories to export"
     )
 
 
-def _exchanged(report: dict[str, Any]) -> None:
+def _exchanged(report: SyncReport) -> None:
     """Print what a sync imported, exported and exchanged with the remote."""
-    imported = report["imported"]
+    imported = report.imported
     echo(
-        f"imported {len(report['imported_chunks'])} chunks (added {imported['added']}, "
-        f"updated {imported['updated']}, unchanged {imported['unchanged']})"
+        f"imported {len(report.imported_chunks)} chunks (added {imported.added}, "
+        f"updated {imported.updated}, unchanged {imported.unchanged})"
     )
-    if report["exported_chunk"]:
-        echo(f"exported {report['exported']} memories as chunk {report['exported_chunk']}")
+    if report.exported_chunk:
+        echo(f"exported {report.exported} memories as chunk {report.exported_chunk}")
     else:
         echo("nothing to export")
-    far = report.get("remote")
+    far = report.remote
     if far:
-        pulled = far["pulled"]["memories"]
+        pulled = far.pulled.memories
         echo(
-            f"{far['url']} ({far['branch']}): pulled {pulled['added']} new and "
-            f"{pulled['updated']} changed memories, pushed {far['head'][:10]}"
+            f"{far.url} ({far.branch}): pulled {pulled.added} new and "
+            f"{pulled.updated} changed memories, pushed {far.head[:10]}"
         )
-        for lock in far.get("cleared_locks") or []:
+        for lock in far.cleared_locks:
             echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
 
 
@@ -215,14 +219,14 @@ def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     with open_engram(ctx) as engram:
         resolved = engram.resolve()
     if as_json:
-        emit_json(resolved)
+        emit_json([item.to_dict() for item in resolved])
         return
     if not resolved:
         echo("nothing to resolve")
     for item in resolved:
         echo(
-            f"resolved {item['path']}: {item['records']} entries, "
-            f"{item['conflicts']} memories keep a concurrent edit (engram doctor lists them)"
+            f"resolved {item.path}: {item.records} entries, "
+            f"{item.conflicts} memories keep a concurrent edit (engram doctor lists them)"
         )
 
 
@@ -237,16 +241,16 @@ def log(
     with open_engram(ctx) as engram:
         versions = engram.log(ref, limit=limit)
     if as_json:
-        emit_json(versions)
+        emit_json([version.to_dict() for version in versions])
         return
     if not versions:
         echo("no committed version of this memory (commit .engram/ to start its log)")
     for version in versions:
-        record = version.get("record") or {}
+        record = version.record or {}
         title = record.get("title", "")
         rev = f" rev {record['rev']}" if record.get("rev") is not None else ""
         echo(
-            f"{version['commit'][:10]}  {version['date'][:16].replace('T', ' ')}  "
-            f"{version['author']}  {version['change']}{rev}  {title}"
+            f"{version.commit[:10]}  {version.date[:16].replace('T', ' ')}  "
+            f"{version.author}  {version.change}{rev}  {title}"
         )
-        echo(f"            {version['message']}")
+        echo(f"            {version.message}")

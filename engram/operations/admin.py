@@ -160,7 +160,7 @@ SYNC = declare(
         ),
         command="sync",
         profile="admin",
-        result="SyncReport",
+        result="SyncReport | SyncStatus",  # status=true: SyncStatus
     )
 )
 

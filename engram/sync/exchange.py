@@ -17,6 +17,7 @@ import the service or an adapter, and dulwich only through ``engram.sync.remote`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,91 @@ from engram.sync.chunks import ChunkEntry, SyncState
 from engram.sync.transfer import ImportResult, Progress, chunk_records, merge3_in, merge_in
 from engram.workspace import Workspace
 
-__all__ = ["sync", "sync_local", "sync_status"]
+__all__ = ["Pulled", "RemoteSync", "SyncReport", "SyncStatus", "sync", "sync_local", "sync_status"]
 
 ATTEMPTS = 3  # fetch, merge and push rounds before a remote that keeps moving is an error
+
+
+@dataclass
+class Pulled:
+    """What a sync merged in from the remote's branch: its memories and its new chunks."""
+
+    memories: ImportResult = field(default_factory=ImportResult)
+    chunks: int = 0  # chunks fetched that were not here
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: memories (an import's counts), chunks."""
+        return {"memories": self.memories.to_dict(), "chunks": self.chunks}
+
+
+@dataclass
+class RemoteSync:
+    """What a sync exchanged with a git remote: what it pulled, the commit and the push."""
+
+    url: str
+    branch: str
+    pulled: Pulled
+    head: str  # the branch's commit after the sync
+    pushed: bool
+    attempts: int  # fetch, merge and push rounds taken
+    cleared_locks: list[str]  # stale lock files a killed sync left, removed
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return {
+            "url": self.url,
+            "branch": self.branch,
+            "pulled": self.pulled.to_dict(),
+            "head": self.head,
+            "pushed": self.pushed,
+            "attempts": self.attempts,
+            "cleared_locks": self.cleared_locks,
+        }
+
+
+@dataclass
+class SyncReport:
+    """What one sync did: chunks imported, this clone's changes exported, and the remote."""
+
+    scope: str
+    problems: list[str]
+    imported_chunks: list[str]
+    imported: ImportResult
+    exported: int  # memories in the exported chunk
+    exported_chunk: str | None  # its id (None: nothing to export)
+    remote: RemoteSync | None = None  # only a sync with a remote
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form; ``remote`` only for a sync with a remote."""
+        out: dict[str, Any] = {
+            "scope": self.scope,
+            "problems": self.problems,
+            "imported_chunks": self.imported_chunks,
+            "imported": self.imported.to_dict(),
+            "exported": self.exported,
+            "exported_chunk": self.exported_chunk,
+        }
+        if self.remote is not None:
+            out["remote"] = self.remote.to_dict()
+        return out
+
+
+@dataclass
+class SyncStatus:
+    """What ``sync --status`` reports: the chunks, who made them and what is pending."""
+
+    scope: str
+    clone_id: str
+    chunks: int
+    memories_in_chunks: int
+    contributors: dict[str, int]  # memories in the chunks by author, most first
+    pending_import: list[str]  # chunks not merged in yet
+    pending_export: int  # changed memories not in a chunk yet
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return asdict(self)
 
 
 def sync(
@@ -44,7 +127,7 @@ def sync(
     remote: str | None = None,
     branch: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> SyncReport:
     """Import the sync chunks not applied here, export this clone's changes as a chunk.
 
     With ``remote``: also fetch the store's branch from that git remote, merge its memories
@@ -53,10 +136,8 @@ def sync(
     user names the chunk's author; a project store's repository), ``project`` the name a Go
     engram chunk's records are given. Returns what was done.
     """
-    report: dict[str, Any] = {"scope": ws.scope, "problems": []}
     if remote is None:
-        report.update(sync_local(ws, root=root, project=project, progress=progress))
-        return report
+        return sync_local(ws, root=root, project=project, progress=progress)
     from engram.sync import remote as remote_mod
 
     branch = branch or remote_mod.DEFAULT_BRANCH
@@ -65,7 +146,7 @@ def sync(
     with remote_mod.exclusive(repo_root, remote, branch) as session:
         for attempt in range(1, ATTEMPTS + 1):
             fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
-            pulled = _merge_remote(ws, fetched.files, fetched.base)
+            pulled, remote_problems = _merge_remote(ws, fetched.files, fetched.base)
             local = sync_local(ws, root=root, project=project, progress=progress)
             files, unfit = _committed_files(ws, fetched.files)
             parents = [p for p in (fetched.local_tip, fetched.tip) if p]
@@ -75,26 +156,19 @@ def sync(
                 ws.store.dir,
                 files,
                 parents=parents,
-                message=f"engram sync: {local['exported'] or 0} memories from {author}",
+                message=f"engram sync: {local.exported or 0} memories from {author}",
                 author=author,
                 branch=branch,
             )
             pushed = head == fetched.tip or remote_mod.push(
                 repo_root, remote, branch, cleared=session.cleared
             )
-            report.update(local)
-            report["problems"] = pulled.pop("problems") + local["problems"] + unfit
-            report["remote"] = {
-                "url": fetched.url,
-                "branch": branch,
-                "pulled": pulled,
-                "head": head,
-                "pushed": pushed,
-                "attempts": attempt,
-                "cleared_locks": session.cleared,
-            }
+            local.problems = remote_problems + local.problems + unfit
+            local.remote = RemoteSync(
+                fetched.url, branch, pulled, head, pushed, attempt, session.cleared
+            )
             if pushed:
-                return report
+                return local
     raise SyncError(
         f"could not push to {remote} ({branch}): it kept moving while engram merged",
         hint="run engram sync --remote again in a moment; nothing local was lost",
@@ -103,16 +177,19 @@ def sync(
 
 def _merge_remote(
     ws: Workspace, files: Mapping[str, bytes], base: Mapping[str, bytes]
-) -> dict[str, Any]:
-    """Merge the memories, manifest and chunks of a fetched branch into the store."""
-    out: dict[str, Any] = {"memories": ImportResult().to_dict(), "chunks": 0, "problems": []}
+) -> tuple[Pulled, list[str]]:
+    """Merge the memories, manifest and chunks of a fetched branch into the store.
+
+    Returns what was pulled, and the problems met on the way.
+    """
+    pulled = Pulled()
+    problems: list[str] = []
     data = files.get(MEMORIES)
     if data:
         scan = MemoryStore(ws.store.dir).scan(data)
-        out["problems"] += [f"remote {p.message}" for p in scan.problems]
+        problems += [f"remote {p.message}" for p in scan.problems]
         base_scan = MemoryStore(ws.store.dir).scan(base.get(MEMORIES, b""))
-        merged = merge3_in(ws, base_scan.records, scan.records)
-        out["memories"] = merged.to_dict()
+        pulled.memories = merge3_in(ws, base_scan.records, scan.records)
     prefix = f"{chunks_mod.CHUNKS}/"
     # Chunks are verified against their names before they are written, and every file is
     # written atomically under the store lock: a killed sync leaves whole files or none.
@@ -125,26 +202,26 @@ def _merge_remote(
                 continue
             try:
                 if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
-                    out["chunks"] += 1
+                    pulled.chunks += 1
                     fetched.append(chunk)
             except EngramError as exc:
-                out["problems"].append(exc.message)
+                problems.append(exc.message)
         try:
-            out["problems"] += chunks_mod.merge_manifest_file(
+            problems += chunks_mod.merge_manifest_file(
                 ws.store.dir,
                 files.get(chunks_mod.MANIFEST) or None,
                 name=f"remote {chunks_mod.MANIFEST}",
             )
         except EngramError as exc:
-            out["problems"].append(exc.message)
+            problems.append(exc.message)
         if fetched:
             # A teammate's chunk with a secret is kept scrubbed under its new name, so the
             # push that follows does not carry the secret again.
             from engram.sync.audit import scrub_chunks
 
             notes = scrub_chunks(ws.store.dir, ws.store.scrubber, fetched)
-            out["problems"] += [f"remote {note}" for note in notes]
-    return out
+            problems += [f"remote {note}" for note in notes]
+    return pulled, problems
 
 
 def _committed_files(
@@ -196,18 +273,19 @@ def _committed_files(
 
 def sync_local(
     ws: Workspace, *, root: Path, project: str, progress: Progress | None = None
-) -> dict[str, Any]:
+) -> SyncReport:
     """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
     state = chunks_mod.SyncState(ws.store.dir)
     applied, totals, problems = _import_chunks(ws, state, project=project, progress=progress)
     exported = _export_changes(ws, state, root=root)
-    return {
-        "imported_chunks": applied,
-        "imported": totals.to_dict(),
-        "exported": exported.memories if exported else 0,
-        "exported_chunk": exported.id if exported else None,
-        "problems": problems,
-    }
+    return SyncReport(
+        scope=ws.scope,
+        problems=problems,
+        imported_chunks=applied,
+        imported=totals,
+        exported=exported.memories if exported else 0,
+        exported_chunk=exported.id if exported else None,
+    )
 
 
 def _import_chunks(
@@ -271,7 +349,7 @@ def _export_changes(ws: Workspace, state: SyncState, *, root: Path) -> ChunkEntr
     return exported
 
 
-def sync_status(ws: Workspace) -> dict[str, Any]:
+def sync_status(ws: Workspace) -> SyncStatus:
     """Return the chunks, their contributors and what is pending either way."""
     state = chunks_mod.SyncState(ws.store.dir)
     entries, problems = chunks_mod.list_chunks(ws.store.dir)
@@ -281,13 +359,13 @@ def sync_status(ws: Workspace) -> dict[str, Any]:
     for entry in entries:
         who = entry.created_by or "unknown"
         contributors[who] = contributors.get(who, 0) + entry.memories
-    return {
-        "scope": ws.scope,
-        "clone_id": state.clone_id,
-        "chunks": len(entries),
-        "memories_in_chunks": sum(entry.memories for entry in entries),
-        "contributors": dict(sorted(contributors.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "pending_import": [entry.id for entry in entries if entry.id not in state.applied],
-        "pending_export": len(pending),
-        "problems": problems,
-    }
+    return SyncStatus(
+        scope=ws.scope,
+        clone_id=state.clone_id,
+        chunks=len(entries),
+        memories_in_chunks=sum(entry.memories for entry in entries),
+        contributors=dict(sorted(contributors.items(), key=lambda kv: (-kv[1], kv[0]))),
+        pending_import=[entry.id for entry in entries if entry.id not in state.applied],
+        pending_export=len(pending),
+        problems=problems,
+    )

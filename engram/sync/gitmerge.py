@@ -38,7 +38,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -440,6 +440,10 @@ class Resolved:
     records: int  # memories (or manifest chunks) in the result
     conflicts: int  # memories that now carry ``conflicts`` entries
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return asdict(self)
+
 
 def has_markers(data: bytes) -> bool:
     """Tell whether a file holds a line that starts with a git conflict marker."""
@@ -608,6 +612,10 @@ class Version:
     message: str  # first line
     record: dict[str, Any] | None  # the memory's line at that commit (None: line gone)
     change: str  # "added" | "changed" | "deleted" (tombstoned) | "removed" (line gone)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above; the record as its line was)."""
+        return asdict(self)
 
 
 def _find_line(data: bytes, memory_id: str) -> Record | None:

@@ -31,4 +31,5 @@ async def import_(document: ImportIn, api: Api) -> dict[str, Any]:
 @router.get("/sync/status", response_model=SyncStatusOut)
 async def sync_status(params: Syncing, api: Api) -> dict[str, Any]:
     """Return the sync chunks, their contributors and what is pending either way."""
-    return await api.call(api.engram.sync_status, **params.arguments())
+    status = await api.call(api.engram.sync_status, **params.arguments())
+    return status.to_dict()

@@ -180,16 +180,17 @@ def merge_projects(mcp: EngramMCP, args: Args, call: Call) -> str:
     result = mcp.engram.projects_merge(
         args.get("from") or [], str(args["to"]), dry_run=bool(args.get("dry_run"))
     )
-    return call.render(result)
+    return call.render(result.to_dict())
 
 
 @handler("sync")
 def sync(mcp: EngramMCP, args: Args, call: Call) -> str:
     scope = "personal" if args.get("personal") else "project"
     if args.get("status"):
-        report = mcp.engram.sync_status(scope=scope)
+        report = mcp.engram.sync_status(scope=scope).to_dict()
     else:
-        report = mcp.engram.sync(scope=scope, remote=args.get("remote"), branch=args.get("branch"))
+        done = mcp.engram.sync(scope=scope, remote=args.get("remote"), branch=args.get("branch"))
+        report = done.to_dict()
     problems = list(report.get("problems") or [])
 
     def build(n: int) -> dict[str, Any]:
@@ -206,7 +207,7 @@ def sync(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("reindex")
 def reindex(mcp: EngramMCP, args: Args, call: Call) -> str:
-    return call.render(mcp.engram.reindex(rebuild=bool(args.get("rebuild"))))
+    return call.render(mcp.engram.reindex(rebuild=bool(args.get("rebuild"))).to_dict())
 
 
 @handler("doctor")
