@@ -14,14 +14,16 @@ service gathered into findings, most relevant first:
 
 The findings are packed greedily under a token budget with the context packer's estimator
 (``engram.context.estimate_tokens``); each carries its id prefix so the agent can ``get`` it.
-An empty answer is valid. ``check_files`` gathers the records from an opened ``Project``'s
-indexes and packs them; everything else here is pure. No adapter framework, no dulwich.
+An empty answer is valid: ``Findings`` with none. ``check_files`` gathers the records from an
+opened ``Project``'s indexes and packs them; everything else here is pure. No adapter framework,
+no dulwich.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.context import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
@@ -56,6 +58,71 @@ _RANK: Final = {
 }
 
 
+@dataclass
+class Finding:
+    """One thing the memory knows about the wanted files: why it bears on them, and what it is.
+
+    Gathered with its memory (``record``); ``finish`` adds the title and provenance lines and
+    drops the record, the packer the short id, and the check's decorator the staleness notes.
+    """
+
+    reason: str  # a key of _RANK: pitfall, decision, hotspot, candidate, memory …
+    id: str
+    kind: str | None
+    status: str
+    note: str
+    path: str | None = None  # a hotspot's file
+    changes: int | None = None  # how often a hotspot's file changed
+    title: str = ""
+    from_: str = ""  # provenance: who saved it, when, from where
+    stale: list[str] = field(default_factory=list)
+    short_id: str = ""
+    record: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: a hotspot's path and changes, staleness only when stale."""
+        out: dict[str, Any] = {
+            "reason": self.reason,
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "note": self.note,
+        }
+        if self.path is not None:
+            out["path"], out["changes"] = self.path, self.changes
+        out["title"], out["from"] = self.title, self.from_
+        if self.stale:
+            out["stale"] = self.stale
+        out["short_id"] = self.short_id
+        return out
+
+
+@dataclass
+class Findings:
+    """A packed check: the files asked about, the findings shown, and what was left out."""
+
+    files: list[str]
+    budget: int
+    left_out: int
+    findings: list[Finding]
+    text: str
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(self.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {
+            "files": self.files,
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "left_out": self.left_out,
+            "findings": [finding.to_dict() for finding in self.findings],
+            "text": self.text,
+        }
+
+
 def is_candidate(record: Mapping[str, Any]) -> bool:
     """Tell whether a record is a pitfall candidate mined from git (revert or fix-again)."""
     if record.get("kind") != "pitfall" or record.get("status") != "proposed":
@@ -76,28 +143,30 @@ def _window(hotspots: Mapping[str, Any]) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) -> dict[str, Any]:
+Ranked = tuple[tuple[int, float], Finding]  # a finding with its place in the answer
+
+
+def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) -> Ranked:
     # The title and provenance lines are made by ``finish`` for the findings packed only: a
     # folder can bear on thousands of memories, of which a budget shows a dozen.
-    return {
-        "reason": reason,
-        "id": str(record["id"]),
-        "kind": record.get("kind"),
-        "status": str(record.get("status") or "active"),
-        "note": note,
-        "_order": (_RANK[reason], order),
-        "_record": record,
-    }
+    finding = Finding(
+        reason=reason,
+        id=str(record["id"]),
+        kind=record.get("kind"),
+        status=str(record.get("status") or "active"),
+        note=note,
+        record=record,
+    )
+    return (_RANK[reason], order), finding
 
 
-def finish(finding: Mapping[str, Any]) -> dict[str, Any]:
+def finish(finding: Finding) -> Finding:
     """Return a finding with its ``title`` and ``from`` lines (and without its record)."""
-    item = dict(finding)
-    record = item.pop("_record", None)
-    if record is not None:
-        item.setdefault("title", clip(record.get("title", ""), TITLE_CHARS))
-        item.setdefault("from", provenance(record))
-    return item
+    record = finding.record
+    if record is None:
+        return finding
+    title = finding.title or clip(record.get("title", ""), TITLE_CHARS)
+    return replace(finding, title=title, from_=finding.from_ or provenance(record), record=None)
 
 
 def gather_findings(
@@ -107,10 +176,10 @@ def gather_findings(
     hotspots: Mapping[str, Any] | None = None,
     superseded_by: Mapping[str, Sequence[str]] | None = None,
     recall_hits: Sequence[Record] = (),
-) -> list[dict[str, Any]]:
+) -> list[Finding]:
     """Return every finding about the wanted paths, most relevant first (unpacked)."""
     superseded_by = superseded_by or {}
-    findings: list[dict[str, Any]] = []
+    findings: list[Ranked] = []
     seen: set[str] = set()
     reverts: dict[str, int] = {}
     hotspot_id = str(hotspots["id"]) if hotspots else ""
@@ -154,41 +223,39 @@ def gather_findings(
             note = f"hotspot: {path} changed {changes} times{span}"
             if reverts.get(path):
                 note += f", reverted {reverts[path]} times"
-            finding = _finding("hotspot", hotspots, note, -float(changes))
-            finding["path"], finding["changes"] = path, changes
-            findings.append(finding)
+            order, finding = _finding("hotspot", hotspots, note, -float(changes))
+            finding.path, finding.changes = path, changes
+            findings.append((order, finding))
     for rank, record in enumerate(recall_hits):
         rid = str(record.get("id", ""))
         if not rid or rid in seen or rid == hotspot_id:
             continue
         seen.add(rid)
         findings.append(_finding("recall", record, "relevant to the plan", float(rank)))
-    findings.sort(key=lambda item: item["_order"])
-    for item in findings:
-        del item["_order"]
-    return findings
+    findings.sort(key=lambda ranked: ranked[0])
+    return [finding for _, finding in findings]
 
 
-def finding_line(item: Mapping[str, Any]) -> str:
+def finding_line(item: Finding) -> str:
     """Return one finding as a compact line: id, kind and status, title, why, provenance."""
-    if item["reason"] == "hotspot":
-        return f"- {item['short_id']} {item['note']} (from {item['from']})"
-    flag = "" if item["status"] == "active" else f" [{item['status']}]"
+    if item.reason == "hotspot":
+        return f"- {item.short_id} {item.note} (from {item.from_})"
+    flag = "" if item.status == "active" else f" [{item.status}]"
     return (
-        f"- {item['short_id']} {item.get('kind') or 'note'}{flag}: {item['title']}"
-        f" — {item['note']} (from {item['from']})"
+        f"- {item.short_id} {item.kind or 'note'}{flag}: {item.title}"
+        f" — {item.note} (from {item.from_})"
     )
 
 
 def pack_check(
     wanted: Sequence[str],
-    findings: Sequence[Mapping[str, Any]],
+    findings: Sequence[Finding],
     *,
     budget: int,
     short_id: Callable[[str], str] | None = None,
-    decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Pack findings greedily under ``budget`` tokens; return text, findings, tokens, left_out.
+    decorate: Callable[[Finding], Finding] | None = None,
+) -> Findings:
+    """Pack findings greedily under ``budget`` tokens: the text, the findings placed, left_out.
 
     ``decorate`` finishes a finding (e.g. its note's ids shortened, staleness added) just before
     it is placed, so that only the findings considered pay for it. After ``GIVE_UP`` findings in
@@ -206,16 +273,16 @@ def pack_check(
         header += "\n" + FRAME
     lines = [header] if header else []
     used = len(header)
-    placed: list[dict[str, Any]] = []
+    placed: list[Finding] = []
     left_out = 0
     misses = 0
     for position, finding in enumerate(findings):
         if misses >= GIVE_UP:
             left_out += len(findings) - position
             break
-        rid = str(finding["id"])
+        rid = finding.id
         item = finish(finding) if decorate is None else decorate(finish(finding))
-        item["short_id"] = short_id(rid) if short_id else rid[:ID_CHARS]
+        item.short_id = short_id(rid) if short_id else rid[:ID_CHARS]
         line = finding_line(item)
         if used + 1 + len(line) <= room:
             lines.append(line)
@@ -230,14 +297,9 @@ def pack_check(
         if used + 1 + len(footer) <= room:
             lines.append(footer)
     text = "\n".join(lines)
-    return {
-        "files": list(wanted),
-        "budget": budget,
-        "tokens": estimate_tokens(text),
-        "left_out": left_out,
-        "findings": placed,
-        "text": text,
-    }
+    return Findings(
+        files=list(wanted), budget=budget, left_out=left_out, findings=placed, text=text
+    )
 
 
 # -- over an opened project ---------------------------------------------------------------------
@@ -245,7 +307,7 @@ def pack_check(
 
 def check_files(
     here: Project, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
-) -> dict[str, Any]:
+) -> Findings:
     """Return what the memory knows about files about to be edited, packed under a budget.
 
     Findings, most relevant first: active pitfalls and decisions citing the files, hotspot
@@ -290,16 +352,16 @@ def _cited(here: Project, wanted: Sequence[str]) -> tuple[list[Record], dict[str
 
 def _finisher(
     here: Project,
-    findings: Sequence[Mapping[str, Any]],
+    findings: Sequence[Finding],
     by_id: Mapping[str, Record],
     known: set[str],
-) -> tuple[Callable[[str], str], Callable[[dict[str, Any]], dict[str, Any]]]:
+) -> tuple[Callable[[str], str], Callable[[Finding], Finding]]:
     """Return the packer's short-id and decorate callables.
 
     The packer looks at the first findings only (those that fit, then a few that do not):
     their short ids and staleness are worked out in one batch, the rest on demand.
     """
-    first = [str(f["id"]) for f in findings[:_BATCH]]
+    first = [f.id for f in findings[:_BATCH]]
     shorts = here.short_ids({*first, *known})
     stale_of = here.stale_many(by_id[rid] for rid in first if rid in by_id)
     batch = set(first)
@@ -309,18 +371,18 @@ def _finisher(
             shorts.update(here.short_ids([rid]))
         return shorts[rid]
 
-    def decorate(finding: dict[str, Any]) -> dict[str, Any]:
+    def decorate(finding: Finding) -> Finding:
         """Shorten the ids a note names and add staleness: only for findings packed."""
         note = _ID_IN_TEXT.sub(
             lambda m: short(m.group()) if m.group() in by_id or m.group() in known else m.group(),
-            str(finding["note"]),
+            finding.note,
         )
-        rid = str(finding["id"])
+        rid = finding.id
         stale = stale_of.get(rid, []) if rid in batch else here.stale(by_id.get(rid, {}))
         if stale:
-            finding["stale"] = stale
+            finding.stale = list(stale)
             note = f"{note}; may be stale: {'; '.join(stale)}"
-        finding["note"] = note
+        finding.note = note
         return finding
 
     return short, decorate

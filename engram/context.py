@@ -60,25 +60,61 @@ class Section:
 
 
 @dataclass
+class BriefingItem:
+    """One memory the briefing shows: with a snippet, or the files of the hotspots memory."""
+
+    section: str  # the Section's name: query, decisions, principles, pitfalls, hotspots …
+    id: str
+    short_id: str
+    kind: str | None
+    status: str
+    title: str
+    from_: str  # provenance: who saved it, when, from where
+    hotspots: list[Any] | None = None  # the hotspots memory's most changed files only
+    snippet: str | None = None  # every other memory's content, clipped
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: ``hotspots`` for the hotspots memory, else ``snippet``."""
+        out: dict[str, Any] = {
+            "section": self.section,
+            "id": self.id,
+            "short_id": self.short_id,
+            "kind": self.kind,
+            "status": self.status,
+            "title": self.title,
+            "from": self.from_,
+        }
+        if self.hotspots is not None:
+            out["hotspots"] = self.hotspots
+        else:
+            out["snippet"] = self.snippet or ""
+        return out
+
+
+@dataclass
 class Briefing:
     """A packed briefing: its text, the items shown, and what was left out."""
 
     text: str
     budget: int
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[BriefingItem] = field(default_factory=list)
     left_out: int = 0
+    project: str = ""
+    query: str = ""  # the task's words the query section answered ('' for none)
 
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
+        """Return the JSON form."""
         return {
+            "project": self.project,
+            "query": self.query,
             "budget": self.budget,
             "tokens": self.tokens,
             "left_out": self.left_out,
-            "items": self.items,
+            "items": [item.to_dict() for item in self.items],
             "text": self.text,
         }
 
@@ -98,14 +134,14 @@ def overview(project: str, counts: Mapping[str, Any]) -> str:
     return f"{project}: {total} memories ({kinds}); status: {statuses}."
 
 
-def memory_line(item: Mapping[str, Any]) -> str:
+def memory_line(item: BriefingItem) -> str:
     """Return one briefing item as a compact line: id, kind, title, snippet, provenance."""
-    status = item.get("status") or "active"
+    status = item.status or "active"
     flag = "" if status == "active" else f" [{status}]"
-    line = f"- {item['short_id']} {item.get('kind') or 'note'}{flag}: {item['title']}"
-    if item.get("snippet"):
-        line += f" — {item['snippet']}"
-    return line + f" (from {item['from']})"
+    line = f"- {item.short_id} {item.kind or 'note'}{flag}: {item.title}"
+    if item.snippet:
+        line += f" — {item.snippet}"
+    return line + f" (from {item.from_})"
 
 
 def hotspot_line(record: Mapping[str, Any], short: str, shown: int) -> str:
@@ -148,11 +184,11 @@ def pack_context(
     footer_room = 0 if budget < MIN_BUDGET else len(_footer(10**6)) + 1
     header = _header(project, counts, room - footer_room)
     if budget < MIN_BUDGET or len(header) + footer_room > room:
-        return Briefing(text=header, budget=budget)
+        return Briefing(text=header, budget=budget, project=project)
     lines = [header]
     used = len(header)
     limit = room - footer_room
-    items: list[dict[str, Any]] = []
+    items: list[BriefingItem] = []
     seen: set[str] = set()
     left_out = 0
     for section in sections:
@@ -190,7 +226,7 @@ def pack_context(
         if used + len(hint) <= room:
             lines.append(hint)
     text = "\n".join(lines)
-    return Briefing(text=text, budget=budget, items=items, left_out=left_out)
+    return Briefing(text=text, budget=budget, items=items, left_out=left_out, project=project)
 
 
 def _fit_hotspots(record: Mapping[str, Any], short: str, room: int) -> str:
@@ -208,20 +244,20 @@ def _footer(left_out: int) -> str:
     return f"\n({what}: `engram recall --kind KIND` or a larger `engram context --budget N`.)"
 
 
-def _item(section: str, record: Mapping[str, Any], short: str) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "section": section,
-        "id": str(record["id"]),
-        "short_id": short,
-        "kind": record.get("kind"),
-        "status": str(record.get("status") or "active"),
-        "title": clip(record.get("title", ""), TITLE_CHARS),
-        "from": provenance(record),
-    }
+def _item(section: str, record: Mapping[str, Any], short: str) -> BriefingItem:
+    item = BriefingItem(
+        section=section,
+        id=str(record["id"]),
+        short_id=short,
+        kind=record.get("kind"),
+        status=str(record.get("status") or "active"),
+        title=clip(record.get("title", ""), TITLE_CHARS),
+        from_=provenance(record),
+    )
     if section == "hotspots":
-        item["hotspots"] = list(record.get("hotspots") or [])[:HOTSPOTS_SHOWN]
+        item.hotspots = list(record.get("hotspots") or [])[:HOTSPOTS_SHOWN]
     else:
-        item["snippet"] = clip(str(record.get("content") or ""), SNIPPET_CHARS)
+        item.snippet = clip(str(record.get("content") or ""), SNIPPET_CHARS)
     return item
 
 
@@ -241,7 +277,7 @@ class StandingCache:
 
 def brief(
     here: Project, cache: StandingCache, *, budget: int | None = None, query: str = ""
-) -> dict[str, Any]:
+) -> Briefing:
     """Return the session-start briefing packed under a token budget (text, items, tokens).
 
     Sections, in priority order: the memories most relevant to ``query`` (when given),
@@ -271,7 +307,8 @@ def brief(
         budget=budget,
         short_id=lambda rid: shorts.get(rid) or here.short_ids([rid])[rid],
     )
-    return {"project": here.name, "query": query, **briefing.to_dict()}
+    briefing.query = query
+    return briefing
 
 
 def _standing(here: Project, cache: StandingCache, scale: float) -> StandingCache:

@@ -166,7 +166,7 @@ def _memory_judge(engram: Engram, args: dict[str, Any]) -> Any:
 
 def stats_payload(engram: Engram) -> dict[str, Any]:
     """Return the service's counts with the size of each store's index folder."""
-    data = engram.stats()
+    data = engram.stats().to_dict()
     stores = []
     for store in data["stores"]:
         index_dir = Path(store["path"]).parent / "index"

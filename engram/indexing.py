@@ -26,6 +26,8 @@ __all__ = [
     "Hotspot",
     "IndexReport",
     "IndexSummary",
+    "Stats",
+    "StoreStats",
     "index_project",
     "reindex",
     "stats",
@@ -142,18 +144,87 @@ def reindex(
     return IndexReport(rebuilt=False, changed=changed, flushed=flushed)
 
 
-def stats(here: Project) -> dict[str, Any]:
+@dataclass
+class StoreStats:
+    """What one store (project or personal) and its index hold; counts are of live memories."""
+
+    memories: int
+    tombstones: int
+    links: int
+    by_kind: dict[str, int]
+    by_status: dict[str, int]
+    by_scope: dict[str, int]
+    by_project: dict[str, int]
+    top_tags: dict[str, int]  # the ten most used tags
+    indexed: int  # documents in the full-text index
+    pending: int  # writes queued for the full-text index
+    scope: str
+    path: str  # the store's memories.jsonl
+    file_bytes: int
+    backend: str  # the full-text backend
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return {
+            "memories": self.memories,
+            "tombstones": self.tombstones,
+            "links": self.links,
+            "by_kind": self.by_kind,
+            "by_status": self.by_status,
+            "by_scope": self.by_scope,
+            "by_project": self.by_project,
+            "top_tags": self.top_tags,
+            "indexed": self.indexed,
+            "pending": self.pending,
+            "scope": self.scope,
+            "path": self.path,
+            "file_bytes": self.file_bytes,
+            "backend": self.backend,
+        }
+
+
+@dataclass
+class Stats:
+    """What the project's stores hold: one ``StoreStats`` each, the project's store first."""
+
+    project: str
+    root: str
+    stores: list[StoreStats]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {
+            "project": self.project,
+            "root": self.root,
+            "stores": [store.to_dict() for store in self.stores],
+        }
+
+
+def stats(here: Project) -> Stats:
     """Return counts by kind, status, scope and project, and the sizes of the files."""
-    out: dict[str, Any] = {"project": here.name, "root": str(here.root), "stores": []}
+    stores: list[StoreStats] = []
     for ws in here.workspaces():
         ws.index.flush()
         counts = ws.index.counts()
-        counts["scope"] = ws.scope
-        counts["path"] = str(ws.store.path)
-        counts["file_bytes"] = ws.store.path.stat().st_size if ws.store.exists() else 0
-        counts["backend"] = ws.index.backend_name
-        out["stores"].append(counts)
-    return out
+        stores.append(
+            StoreStats(
+                memories=int(counts["memories"]),
+                tombstones=int(counts["tombstones"]),
+                links=int(counts["links"]),
+                by_kind=dict(counts["by_kind"]),
+                by_status=dict(counts["by_status"]),
+                by_scope=dict(counts["by_scope"]),
+                by_project=dict(counts["by_project"]),
+                top_tags=dict(counts["top_tags"]),
+                indexed=int(counts["indexed"]),
+                pending=int(counts["pending"]),
+                scope=ws.scope,
+                path=str(ws.store.path),
+                file_bytes=ws.store.path.stat().st_size if ws.store.exists() else 0,
+                backend=ws.index.backend_name,
+            )
+        )
+    return Stats(project=here.name, root=str(here.root), stores=stores)
 
 
 def index_project(

@@ -26,11 +26,14 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from engram.context import CHARS_PER_TOKEN, estimate_tokens
 from engram.errors import InvalidInput
 from engram.operations.views import HitLike
+
+if TYPE_CHECKING:
+    from engram.check import Findings
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -53,7 +56,7 @@ PAGE_WINDOW: Final = 50  # hits ranked at once when a cursor is followed
 PAGES_KEPT: Final = 256  # recall cursors a process remembers
 WHOLE_FIRST: Final = 64  # lists up to this long are serialized whole before any probing
 MIN_TOKENS: Final = 50  # the smallest budget a shrinking answer is asked for
-CHECK_FIELDS: Final = ("short_id", "reason", "kind", "status", "title")
+CHECK_FIELDS: Final = ("short_id", "reason", "kind", "status", "title")  # of a check.Finding
 
 Payload = dict[str, Any]
 Shape = Callable[[Payload], Payload]
@@ -263,18 +266,18 @@ def shrink(
         tokens = max(MIN_TOKENS, int(tokens * factor))
 
 
-def check_answer(result: Mapping[str, Any]) -> Payload:
+def check_answer(result: Findings) -> Payload:
     """Return the compact answer of a pre-edit check: its text and findings, without memories."""
     return {
-        "text": result["text"],
-        "findings": [{key: item[key] for key in CHECK_FIELDS} for item in result["findings"]],
-        "tokens": result["tokens"],
-        "left_out": result["left_out"],
+        "text": result.text,
+        "findings": [{key: getattr(item, key) for key in CHECK_FIELDS} for item in result.findings],
+        "tokens": result.tokens,
+        "left_out": result.left_out,
     }
 
 
 def fitted_check(
-    check: Callable[[int], Mapping[str, Any]], tokens: int, fits: Callable[[Payload], bool]
+    check: Callable[[int], Findings], tokens: int, fits: Callable[[Payload], bool]
 ) -> Payload:
     """Return the check answer packed for the largest budget (from ``tokens``) that fits."""
     return shrink(lambda budget: check_answer(check(budget)), fits, tokens, factor=0.7)

@@ -32,12 +32,13 @@ from engram.sync.transfer import ImportResult
 from engram.workspace import Workspace
 
 if TYPE_CHECKING:
+    from engram.check import Findings
     from engram.consolidate import Applied, Group, Plan
-    from engram.context import StandingCache
+    from engram.context import Briefing, StandingCache
     from engram.doctor import Finding
     from engram.graph import Lineage, Neighbour, Timeline
     from engram.hygiene import Training
-    from engram.indexing import IndexReport, IndexSummary
+    from engram.indexing import IndexReport, IndexSummary, Stats
     from engram.obsidian import ExportResult
     from engram.projects import ProjectInfo, ProjectMerge, ProjectPrune, VariantGroup
     from engram.repo import GitSetup
@@ -181,7 +182,7 @@ class Engram:
 
     def check(
         self, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
-    ) -> dict[str, Any]:
+    ) -> Findings:
         """Return what the memory knows about files about to be edited, packed under a budget."""
         from engram.check import check_files
 
@@ -205,13 +206,13 @@ class Engram:
         """Return unreadable lines the index skipped in memories.jsonl (for warnings)."""
         return self.here.ws.index.stored_problems()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> Stats:
         """Return counts by kind, status, scope and project, and the sizes of the files."""
         from engram.indexing import stats
 
         return stats(self.here)
 
-    def context(self, *, budget: int | None = None, query: str = "") -> dict[str, Any]:
+    def context(self, *, budget: int | None = None, query: str = "") -> Briefing:
         """Return the session-start briefing packed under a token budget (text, items, tokens)."""
         from engram.context import StandingCache, brief
 

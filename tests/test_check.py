@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from engram.check import Findings
 from engram.context import estimate_tokens
 from engram.indexer.plan import adr_id, hotspots_id
 from engram.service import Engram
@@ -36,8 +36,8 @@ def save(root: Path, title: str, kind: str, files: list[str]) -> str:
         return engram.remember(title, "body", kind=kind, files=files).record["id"]
 
 
-def ids(result: dict[str, Any]) -> list[str]:
-    return [str(f["id"]) for f in result["findings"]]
+def ids(result: Findings) -> list[str]:
+    return [f.id for f in result.findings]
 
 
 def test_exact_folder_and_glob_matches(project: Path) -> None:
@@ -53,35 +53,32 @@ def test_exact_folder_and_glob_matches(project: Path) -> None:
         assert glob in ids(engram.check("src/time/fake_clock.py"))
         both = ids(engram.check("src/auth/token.py,src/billing.py"))
         assert {exact, folder, other} <= set(both)
-        text = engram.check(["src/auth/token.py"])["text"]
+        text = engram.check(["src/auth/token.py"]).text
         assert exact[:8] in text and "Never log the raw token" in text
 
 
 def test_hotspot_revert_candidate_and_superseded_decision(indexed: Path) -> None:
     with Engram.open(indexed) as engram:
         result = engram.check(["app/sessions.py"])
-        reasons = {f["reason"]: f for f in result["findings"]}
-        assert reasons["hotspot"]["id"] == hotspots_id("svc")
-        assert "app/sessions.py changed 9 times in the last 12 commits" in result["text"]
-        assert reasons["decision"]["id"] == adr_id("docs/adr/0002-keep-sessions-in-postgres.md")
+        reasons = {f.reason: f for f in result.findings}
+        assert reasons["hotspot"].id == hotspots_id("svc")
+        assert "app/sessions.py changed 9 times in the last 12 commits" in result.text
+        assert reasons["decision"].id == adr_id("docs/adr/0002-keep-sessions-in-postgres.md")
         old = reasons["superseded"]
-        assert old["id"] == adr_id("docs/adr/0001-keep-sessions-in-redis.md")
-        assert "superseded by" in old["note"]
-        assert (
-            engram.short_ids([reasons["decision"]["id"]])[reasons["decision"]["id"]]
-            in (old["note"])
-        )
+        assert old.id == adr_id("docs/adr/0001-keep-sessions-in-redis.md")
+        assert "superseded by" in old.note
+        assert engram.short_ids([reasons["decision"].id])[reasons["decision"].id] in (old.note)
         worker = engram.check(["app/worker.py"])
-        assert [f["reason"] for f in worker["findings"]] == ["candidate"]
-        assert "revert" in worker["findings"][0]["note"]
+        assert [f.reason for f in worker.findings] == ["candidate"]
+        assert "revert" in worker.findings[0].note
 
 
 def test_text_adds_recall_hits(indexed: Path) -> None:
     with Engram.open(indexed) as engram:
         plain = engram.check(["README.md"])
-        assert plain["findings"] == []
+        assert plain.findings == []
         planned = engram.check(["README.md"], text="connection pool in the worker")
-        assert [f["reason"] for f in planned["findings"]][:1] == ["recall"]
+        assert [f.reason for f in planned.findings][:1] == ["recall"]
 
 
 def test_never_over_budget(indexed: Path) -> None:
@@ -90,10 +87,10 @@ def test_never_over_budget(indexed: Path) -> None:
     with Engram.open(indexed) as engram:
         for budget in (0, 10, 30, 60, 100, 200, 400, 800, 3000):
             result = engram.check(["app/sessions.py"], text="sessions", budget=budget)
-            assert estimate_tokens(result["text"]) <= budget
-            assert result["tokens"] <= budget
+            assert estimate_tokens(result.text) <= budget
+            assert result.tokens <= budget
         small = engram.check(["app/sessions.py"], budget=100)
-        assert small["left_out"] > 0 and small["findings"]
+        assert small.left_out > 0 and small.findings
 
 
 def test_cli_empty_answer_exit_zero_and_json(project: Path) -> None:

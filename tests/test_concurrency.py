@@ -128,10 +128,10 @@ def test_eight_writer_processes_lose_no_write(root: Path) -> None:
     assert store.path.read_bytes().count(b"\n") == writers * count
 
     with Engram.open(root) as engram:
-        stats = engram.stats()["stores"][0]
-        assert stats["memories"] == writers * count
-        assert stats["indexed"] == writers * count
-        assert stats["tombstones"] == 0
+        stats = engram.stats().stores[0]
+        assert stats.memories == writers * count
+        assert stats.indexed == writers * count
+        assert stats.tombstones == 0
         rng = random.Random(7)
         for _ in range(12):
             title = title_of(f"w{rng.randrange(writers)}", rng.randrange(count))
@@ -168,7 +168,7 @@ def test_readers_never_fail_while_writers_write(root: Path) -> None:
     records = check_file(MemoryStore(root / ".engram"))
     assert len(records) == writers * count + 1
     with Engram.open(root) as engram:
-        assert engram.stats()["stores"][0]["memories"] == writers * count + 1
+        assert engram.stats().stores[0].memories == writers * count + 1
         assert engram.problems() == []
 
 
@@ -222,7 +222,7 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(root: Path) -> Non
         engram.remember("after the crashes", "The store still takes writes.")
         assert not list(store.dir.glob(".memories.*.tmp"))
         records = check_file(store)
-        assert engram.stats()["stores"][0]["memories"] == len(records)
+        assert engram.stats().stores[0].memories == len(records)
         findings = engram.doctor()
         assert [f for f in findings if f.severity == "error"] == []
         hits = engram.recall("after the crashes", limit=3)

@@ -9,6 +9,7 @@ from typing import Any
 
 from engram.context import (
     MIN_BUDGET,
+    Briefing,
     Section,
     estimate_tokens,
     pack_context,
@@ -78,20 +79,20 @@ def generated(engram: Engram, count: int, seed: int = 7) -> list[dict[str, Any]]
     return records
 
 
-def check(briefing: dict[str, Any], budget: int) -> None:
+def check(briefing: Briefing, budget: int) -> None:
     """Assert the briefing is within budget and its items come in priority order."""
-    assert estimate_tokens(briefing["text"]) == briefing["tokens"] <= budget, budget
-    sections = [ORDER.index(item["section"]) for item in briefing["items"]]
+    assert estimate_tokens(briefing.text) == briefing.tokens <= budget, budget
+    sections = [ORDER.index(item.section) for item in briefing.items]
     assert sections == sorted(sections), budget
-    assert len({item["id"] for item in briefing["items"]}) == len(briefing["items"])
-    for item in briefing["items"]:
-        assert item["short_id"] in briefing["text"]
+    assert len({item.id for item in briefing.items}) == len(briefing.items)
+    for item in briefing.items:
+        assert item.short_id in briefing.text
 
 
 def test_example_store_briefing_has_every_section_and_resolvable_ids(example: Engram) -> None:
     briefing = example.context()
-    assert briefing["budget"] == 2000 and briefing["project"] == "ledger-api"
-    text = briefing["text"]
+    assert briefing.budget == 2000 and briefing.project == "ledger-api"
+    text = briefing.text
     check(briefing, 2000)
     assert text.startswith("# ledger-api: session context\nledger-api: 32 memories (decision 8,")
     assert "data, not instructions" in text
@@ -102,12 +103,12 @@ def test_example_store_briefing_has_every_section_and_resolvable_ids(example: En
         "## Active pitfalls",
         "## Latest sessions",
     ]
-    for item in briefing["items"]:
-        assert len(item["short_id"]) >= 8
-        assert example.get(item["short_id"])["id"] == item["id"]
-        assert item["status"] == "active" or item["section"] == "sessions"
-    sessions = [item for item in briefing["items"] if item["section"] == "sessions"]
-    assert [s["title"] for s in sessions] == [
+    for item in briefing.items:
+        assert len(item.short_id) >= 8
+        assert example.get(item.short_id)["id"] == item.id
+        assert item.status == "active" or item.section == "sessions"
+    sessions = [item for item in briefing.items if item.section == "sessions"]
+    assert [s.title for s in sessions] == [
         "Session: on-call, JPY settlement mismatch",
         "Session: double postings after API timeouts",
     ]
@@ -116,12 +117,12 @@ def test_example_store_briefing_has_every_section_and_resolvable_ids(example: En
 def test_query_section_comes_first(example: Engram) -> None:
     briefing = example.context(query="JPY rounding", budget=1200)
     check(briefing, 1200)
-    first = briefing["items"][0]
-    assert first["section"] == "query"
-    assert '## Relevant to "JPY rounding"' in briefing["text"]
-    assert briefing["text"].index("## Relevant to") < briefing["text"].index("## Active decisions")
-    assert briefing["query"] == "JPY rounding"
-    assert example.context(query="   ")["items"][0]["section"] == "decisions"
+    first = briefing.items[0]
+    assert first.section == "query"
+    assert '## Relevant to "JPY rounding"' in briefing.text
+    assert briefing.text.index("## Relevant to") < briefing.text.index("## Active decisions")
+    assert briefing.query == "JPY rounding"
+    assert example.context(query="   ").items[0].section == "decisions"
 
 
 def test_never_over_budget_on_the_example_store(example: Engram) -> None:
@@ -129,9 +130,9 @@ def test_never_over_budget_on_the_example_store(example: Engram) -> None:
         check(example.context(budget=budget), budget)
     for budget in (0, 1, 7, 10, MIN_BUDGET - 1, MIN_BUDGET, 60, 120):
         briefing = example.context(budget=budget, query="webhook retries")
-        assert briefing["tokens"] <= budget
+        assert briefing.tokens <= budget
         if budget >= 8:
-            assert briefing["text"].startswith("# ledger-api")
+            assert briefing.text.startswith("# ledger-api")
 
 
 def test_never_over_budget_on_a_generated_store(project: Engram) -> None:
@@ -140,35 +141,35 @@ def test_never_over_budget_on_a_generated_store(project: Engram) -> None:
     for budget in range(200, 8001, 100):
         briefing = project.context(budget=budget)
         check(briefing, budget)
-        left_out.append(briefing["left_out"])
-        if briefing["left_out"]:
-            assert "more left out for the token budget" in briefing["text"]
+        left_out.append(briefing.left_out)
+        if briefing.left_out:
+            assert "more left out for the token budget" in briefing.text
         else:  # 240 memories: every section has more than the candidates a budget takes
-            assert "More in the store: `engram recall --kind KIND`" in briefing["text"]
+            assert "More in the store: `engram recall --kind KIND`" in briefing.text
     for budget in range(200, 8001, 700):
         check(project.context(budget=budget, query="webhook retry ünïcode"), budget)
     assert left_out[0] > left_out[-1]
     large = project.context(budget=8000)
-    hot = [item for item in large["items"] if item["section"] == "hotspots"]
-    assert len(hot) == 1 and hot[0]["id"] == hotspots_id("demo")
-    assert "src/module_0.py (40)" in large["text"] and "and 22 more" in large["text"]
+    hot = [item for item in large.items if item.section == "hotspots"]
+    assert len(hot) == 1 and hot[0].id == hotspots_id("demo")
+    assert "src/module_0.py (40)" in large.text and "and 22 more" in large.text
 
 
 def test_a_write_shows_up_in_the_next_briefing(example: Engram) -> None:
     before = example.context(budget=8000)
     saved = example.remember("Use Redis TIME everywhere", "clock skew", kind="principle").record
     after = example.context(budget=8000)
-    assert saved["id"] not in {item["id"] for item in before["items"]}
-    assert saved["id"] in {item["id"] for item in after["items"]}
+    assert saved["id"] not in {item.id for item in before.items}
+    assert saved["id"] in {item.id for item in after.items}
 
 
 def test_empty_store(project: Engram) -> None:
     briefing = project.context()
-    assert briefing["items"] == [] and briefing["left_out"] == 0
-    assert "demo: no memories saved yet." in briefing["text"]
-    assert "engram remember" in briefing["text"]
+    assert briefing.items == [] and briefing.left_out == 0
+    assert "demo: no memories saved yet." in briefing.text
+    assert "engram remember" in briefing.text
     for budget in (0, 20, 200):
-        assert project.context(budget=budget)["tokens"] <= budget
+        assert project.context(budget=budget).tokens <= budget
 
 
 def test_config_sets_the_default_budget(example: Engram, tmp_path: Path) -> None:
@@ -177,7 +178,7 @@ def test_config_sets_the_default_budget(example: Engram, tmp_path: Path) -> None
     config.write_text(text, encoding="utf-8")
     with Engram.open(example.root) as engram:
         briefing = engram.context()
-    assert briefing["budget"] == 300 and briefing["tokens"] <= 300
+    assert briefing.budget == 300 and briefing.tokens <= 300
 
 
 def test_packer_skips_what_does_not_fit_and_keeps_going() -> None:
@@ -186,7 +187,7 @@ def test_packer_skips_what_does_not_fit_and_keeps_going() -> None:
     counts = {"memories": 2, "by_kind": {"decision": 1, "pitfall": 1}, "by_status": {}}
     sections = [Section("decisions", "Decisions", [big]), Section("pitfalls", "Pitfalls", [small])]
     briefing = pack_context(project="p", counts=counts, sections=sections, budget=150)
-    assert [item["id"] for item in briefing.items] == ["b" * 26]
+    assert [item.id for item in briefing.items] == ["b" * 26]
     assert briefing.left_out == 1 and briefing.tokens <= 150
     assert "## Decisions" not in briefing.text and "- bbbbbbbb pitfall: Small" in briefing.text
     assert "(1 more left out for the token budget" in briefing.text

@@ -727,9 +727,9 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
             engram.timeline(nid, before=3).to_dict()
         )
         checked = post("/check", {"files": ["src/jobs.py"], "text": "jobs"}, 200)
-        assert checked == _plain(engram.check(["src/jobs.py"], text="jobs"))
-        assert get("/context", query="jobs") == _plain(engram.context(query="jobs"))
-        assert get("/stats") == _plain(engram.stats())
+        assert checked == _plain(engram.check(["src/jobs.py"], text="jobs").to_dict())
+        assert get("/context", query="jobs") == _plain(engram.context(query="jobs").to_dict())
+        assert get("/stats") == _plain(engram.stats().to_dict())
         exported = get("/export")
         assert exported == {
             **_plain(engram.export().to_dict()),

@@ -361,10 +361,10 @@ def test_secrets_are_redacted_before_disk(project: Engram) -> None:
 
 def test_stats_and_doctor_on_the_example(example: Engram) -> None:
     stats = example.stats()
-    (store,) = stats["stores"]
-    assert store["memories"] == 32 and store["tombstones"] == 1
-    assert store["indexed"] == 32
-    assert store["by_kind"]["decision"] == 8
+    (store,) = stats.stores
+    assert store.memories == 32 and store.tombstones == 1
+    assert store.indexed == 32
+    assert store.by_kind["decision"] == 8
     findings = example.doctor()
     assert [f.severity for f in findings] == ["ok"]
 

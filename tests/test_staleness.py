@@ -170,16 +170,14 @@ def test_service_reports_changed_deleted_and_fresh(moved: Saved) -> None:
         assert engram.stale(legacy) == [LEGACY_GONE]
         assert engram.why(moved.auth).stale == [AUTH_STALE]
         assert engram.why(moved.db).stale == []
-        finding = next(
-            f for f in engram.check(["src/auth.py"])["findings"] if f["id"] == moved.auth
-        )
-        assert finding["stale"] == [AUTH_STALE]
-        assert f"may be stale: {AUTH_STALE}" in finding["note"]
+        finding = next(f for f in engram.check(["src/auth.py"]).findings if f.id == moved.auth)
+        assert finding.stale == [AUTH_STALE]
+        assert f"may be stale: {AUTH_STALE}" in finding.note
         # src/db.py is cited by the db memory and, through src/*.py, by the stale auth one.
-        db_findings = {f["id"]: f for f in engram.check(["src/db.py"])["findings"]}
-        assert "stale" not in db_findings[moved.db]
-        assert "may be stale" not in db_findings[moved.db]["note"]
-        assert db_findings[moved.auth]["stale"] == [AUTH_STALE]
+        db_findings = {f.id: f for f in engram.check(["src/db.py"]).findings}
+        assert "stale" not in db_findings[moved.db].to_dict()
+        assert "may be stale" not in db_findings[moved.db].note
+        assert db_findings[moved.auth].stale == [AUTH_STALE]
 
 
 def test_update_re_anchors_and_clears_the_flag(tmp_path: Path) -> None:
@@ -238,7 +236,7 @@ def test_outside_git_no_anchors_and_no_error(tmp_path: Path) -> None:
         record = engram.remember("Plain folder", "no git here", files="src/auth.py").record
         assert "anchors" not in record
         assert engram.stale(record) == [] and engram.why(record["id"]).stale == []
-        assert not any("stale" in f for f in engram.check(["src/auth.py"])["findings"])
+        assert not any("stale" in f.to_dict() for f in engram.check(["src/auth.py"]).findings)
 
 
 # -- CLI ----------------------------------------------------------------------------------------

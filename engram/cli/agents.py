@@ -48,9 +48,9 @@ def context(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> Non
     with open_engram(ctx) as engram:
         briefing = engram.context(budget=values["budget"], query=values["query"] or "")
     if as_json:
-        emit_json(briefing)
+        emit_json(briefing.to_dict())
     else:
-        echo(briefing["text"])
+        echo(briefing.text)
 
 
 @app.command()
@@ -62,9 +62,9 @@ def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
             values["files"] or [], text=values["text"] or "", budget=values["budget"]
         )
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
     else:
-        echo(result["text"])
+        echo(result.text)
 
 
 session_app = group("session", "Start and end agent sessions and save their summaries.")

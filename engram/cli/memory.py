@@ -281,33 +281,33 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     with open_engram(ctx) as engram:
         data = engram.stats()
     if as_json:
-        emit_json(data)
+        emit_json(data.to_dict())
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    for store in data["stores"]:
+    for store in data.stores:
         console.print(
-            f"[bold]{rich_text(store['scope'])} store[/] {rich_text(store['path'])} "
-            f"({store['file_bytes']:,} bytes, backend {rich_text(store['backend'])})"
+            f"[bold]{rich_text(store.scope)} store[/] {rich_text(store.path)} "
+            f"({store.file_bytes:,} bytes, backend {rich_text(store.backend)})"
         )
         console.print(
-            f"  {store['memories']} memories, {store['tombstones']} tombstones, "
-            f"{store['links']} links, {store['indexed']} in the full-text index"
+            f"  {store.memories} memories, {store.tombstones} tombstones, "
+            f"{store.links} links, {store.indexed} in the full-text index"
         )
         kinds = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         kinds.add_column("kind")
         kinds.add_column("count", justify="right")
-        for name, count in store["by_kind"].items():
+        for name, count in store.by_kind.items():
             kinds.add_row(rich_text(name), str(count))
         console.print(kinds)
-        statuses = ", ".join(f"{rich_text(k)} {v}" for k, v in store["by_status"].items())
+        statuses = ", ".join(f"{rich_text(k)} {v}" for k, v in store.by_status.items())
         console.print(f"  status: {statuses}")
-        if store["top_tags"]:
+        if store.top_tags:
             console.print(
                 "  top tags: "
-                + ", ".join(f"{rich_text(k)} ({v})" for k, v in store["top_tags"].items())
+                + ", ".join(f"{rich_text(k)} ({v})" for k, v in store.top_tags.items())
             )
 
 

@@ -60,4 +60,4 @@ def read_resource(mcp: EngramMCP, uri: str) -> tuple[str, str]:
 
 def context_digest(mcp: EngramMCP, budget: int) -> str:
     """Return the session briefing (the context packer's text) within ``budget`` characters."""
-    return str(briefing(mcp, None)["text"])[:budget]
+    return briefing(mcp, None).text[:budget]

@@ -29,6 +29,7 @@ from engram.terminal import visible
 
 if TYPE_CHECKING:
     from engram.graph import Lineage, Neighbour, Timeline
+    from engram.indexing import Stats
 
 
 class Text(rich.text.Text):
@@ -59,30 +60,27 @@ def is_candidate(record: Mapping[str, Any]) -> bool:
     )
 
 
-def counts_text(stats: Mapping[str, Any]) -> str:
+def counts_text(stats: Stats) -> str:
     """Return the dashboard's counts: memories by kind and by status over every store."""
     total = 0
     by_kind: dict[str, int] = {}
     by_status: dict[str, int] = {}
-    for store in stats.get("stores", []):
-        total += int(store.get("memories", 0))
-        for key, value in (store.get("by_kind") or {}).items():
-            by_kind[key] = by_kind.get(key, 0) + int(value)
-        for key, value in (store.get("by_status") or {}).items():
-            by_status[key] = by_status.get(key, 0) + int(value)
+    for store in stats.stores:
+        total += store.memories
+        for key, value in store.by_kind.items():
+            by_kind[key] = by_kind.get(key, 0) + value
+        for key, value in store.by_status.items():
+            by_status[key] = by_status.get(key, 0) + value
 
     def line(counts: Mapping[str, int]) -> str:
         ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return " · ".join(f"{key} {value}" for key, value in ordered) or "none"
 
-    stores = [
-        f"{store.get('scope', '?')} {int(store.get('memories', 0))}"
-        for store in stats.get("stores", [])
-    ]
+    stores = [f"{store.scope} {store.memories}" for store in stats.stores]
     where = f" ({' · '.join(stores)})" if len(stores) > 1 else ""
     return "\n".join(
         [
-            f"Project {stats.get('project', '')}: {total} memories{where}",
+            f"Project {stats.project}: {total} memories{where}",
             f"By kind:   {line(by_kind)}",
             f"By status: {line(by_status)}",
         ]

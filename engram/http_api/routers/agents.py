@@ -17,11 +17,11 @@ router = APIRouter(tags=["agents"])
 @implements("check")
 async def check(request: Checking, api: Api) -> dict[str, Any]:
     """Return what the memory knows about files about to be edited, packed under a budget."""
-    return await api.call(api.engram.check, **request.arguments())
+    return (await api.call(api.engram.check, **request.arguments())).to_dict()
 
 
 @router.get("/context", response_model=ContextOut)
 @implements("context")
 async def context(params: Briefing, api: Api) -> dict[str, Any]:
     """Return the session-start briefing packed under a token budget."""
-    return await api.call(api.engram.context, **params.arguments())
+    return (await api.call(api.engram.context, **params.arguments())).to_dict()

@@ -23,4 +23,4 @@ async def health(api: Api) -> dict[str, Any]:
 @implements("stats")
 async def stats(api: Api) -> dict[str, Any]:
     """Return counts by kind, status, scope and project, and the sizes of the files."""
-    return await api.call(api.engram.stats)
+    return (await api.call(api.engram.stats)).to_dict()

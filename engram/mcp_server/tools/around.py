@@ -26,13 +26,15 @@ from engram.operations.views import TITLE_CHARS, clip, provenance
 from engram.paging import CHARS_PER_TOKEN, fitted_check, shrink
 
 if TYPE_CHECKING:
+    from engram.check import Findings
+    from engram.context import Briefing
     from engram.mcp_server.core import EngramMCP
     from engram.mcp_server.table import Call
 
 
 def stats_payload(mcp: EngramMCP) -> dict[str, Any]:
     """Return the store counts, each by_* list capped, with index sizes."""
-    data = mcp.engram.stats()
+    data = mcp.engram.stats().to_dict()
     stores = []
     for store in data["stores"]:
         entry = dict(store)
@@ -65,7 +67,7 @@ def briefing_budget(mcp: EngramMCP, budget: int | None) -> int:
     return min(budget, mcp.budget)
 
 
-def briefing(mcp: EngramMCP, budget: int | None, query: str = "") -> dict[str, Any]:
+def briefing(mcp: EngramMCP, budget: int | None, query: str = "") -> Briefing:
     """Return the packed session briefing, its budget capped by the response budget."""
     return mcp.engram.context(budget=briefing_budget(mcp, budget), query=query)
 
@@ -76,11 +78,7 @@ def context(mcp: EngramMCP, args: Args, call: Call) -> str:
 
     def answer(tokens: int) -> dict[str, Any]:
         packed = mcp.engram.context(budget=tokens, query=query)
-        return {
-            "briefing": packed["text"],
-            "tokens": packed["tokens"],
-            "left_out": packed["left_out"],
-        }
+        return {"briefing": packed.text, "tokens": packed.tokens, "left_out": packed.left_out}
 
     # JSON escaping lengthens the text a little: shrink until the answer fits.
     start = briefing_budget(mcp, args.get("budget"))
@@ -95,7 +93,7 @@ def check(mcp: EngramMCP, args: Args, call: Call) -> str:
         budget = min(configured, call.chars // CHARS_PER_TOKEN)
     files, text = args.get("files") or [], str(args.get("text") or "")
 
-    def run(tokens: int) -> Mapping[str, Any]:
+    def run(tokens: int) -> Findings:
         return mcp.engram.check(files, text=text, budget=tokens)
 
     return call.render(fitted_check(run, budget, call.fits))
