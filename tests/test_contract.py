@@ -110,3 +110,40 @@ def test_readme_names_every_recall_filter_and_every_tool() -> None:
     for op in OPERATIONS.values():
         if not op.only or "mcp" in op.only:
             assert op.name in listed, f"README's MCP tools table lacks {op.name}"
+
+
+# The facade methods of operations whose name is not the method's (sync with status=true is
+# the facade's sync_status, so its result is either one).
+FACADE_METHODS = {
+    "import": ("import_",),
+    "insights_delete": ("delete_insight",),
+    "merge_projects": ("projects_merge",),
+    "sync": ("sync", "sync_status"),
+}
+
+
+def _facade_result(name: str) -> str:
+    results = []
+    for method_name in FACADE_METHODS.get(name, (name,)):
+        method = getattr(Engram, method_name, None)
+        assert method is not None, f"operation {name} has no facade method {method_name}"
+        results.append(str(method.__annotations__["return"]))
+    return " | ".join(results)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_the_facade_returns_the_declared_result(name: str) -> None:
+    op = OPERATIONS[name]
+    assert op.result, f"operation {name} declares no result type"
+    assert _facade_result(name) == op.result
+
+
+def test_no_facade_operation_returns_an_untyped_mapping() -> None:
+    untyped = re.compile(r"\bdict\[str, Any\]")
+    loose = {
+        name: str(member.__annotations__.get("return"))
+        for name, member in vars(Engram).items()
+        if callable(member) and not name.startswith("_")
+        if untyped.search(str(getattr(member, "__annotations__", {}).get("return", "")))
+    }
+    assert not loose, f"facade methods still return dict[str, Any]: {loose}"
