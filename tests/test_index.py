@@ -173,3 +173,23 @@ def test_no_import_circle_in_the_index() -> None:
         return False
 
     assert [name for name in edges if reaches(name, name, {name})] == []
+
+
+# The queries that run over every live record: the context's counts, a browse by kind, the
+# vectors' catch-up, and the index each must use. No statistics are gathered (no ANALYZE), so
+# the planner chooses by the indexes' shape alone, as it does on a store of any size.
+LIVE_QUERIES = {
+    "SELECT kind, status, count(*) FROM records WHERE deleted=0 GROUP BY kind, status": (
+        "COVERING INDEX records_kind_status"
+    ),
+    "SELECT id, kind, status, importance, updated_epoch, judged FROM records "
+    "WHERE deleted=0 AND kind IN ('session')": "INDEX records_kind_status",
+    "SELECT id, line_hash FROM records WHERE deleted=0": "INDEX records_live",
+}
+
+
+@pytest.mark.parametrize("sql", sorted(LIVE_QUERIES))
+def test_queries_over_live_records_keep_their_index(index: Index, sql: str) -> None:
+    assert index.get("01aaa") is not None  # builds the index and its indexes
+    plan = " | ".join(str(row[3]) for row in index.db.execute("EXPLAIN QUERY PLAN " + sql))
+    assert LIVE_QUERIES[sql] in plan, plan
