@@ -7,9 +7,12 @@ it opened. The logic lives in the features: the write path in ``engram.memories`
 neighbours and timeline in ``engram.graph``, ``engram.check``, the briefing in
 ``engram.context``, sessions and capture in ``engram.session``, ``engram.judging``,
 consolidation and insights in ``engram.hygiene``, ``engram.projects``, git in ``engram.repo``,
-the indexers in ``engram.indexing``, sync in ``engram.sync``. Operations return plain values (a
-recall with no hits returns ``[]``); errors are ``EngramError``s with a hint. Nothing here
-imports typer, rich, mcp or an HTTP framework, and nothing here prints.
+the indexers in ``engram.indexing``, sync in ``engram.sync``. Operations return typed results:
+dataclasses of the feature that builds them, each with one ``to_dict()`` that the adapters send
+(a method's return type is its operation's declared ``result``; tests/test_contract.py holds
+them together), or records; a recall with no hits returns ``[]``. Errors are ``EngramError``s
+with a hint. Nothing here imports typer, rich, mcp or an HTTP framework, and nothing here
+prints.
 """
 
 from __future__ import annotations
