@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.context import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
 from engram.errors import InvalidInput
 from engram.index.query import file_matches
-from engram.model import Record, normalize_path
+from engram.model import Record
 from engram.operations.views import clip, provenance
-from engram.project import as_list, records_of
+from engram.project import records_of
 
 if TYPE_CHECKING:
     from engram.project import Project
@@ -319,7 +319,7 @@ def check_files(
         budget = int(here.config.number("check.budget"))
     if budget < 0:
         raise InvalidInput(f"budget must not be negative, got {budget}")
-    wanted = [normalize_path(path) for path in as_list(files)]
+    wanted = here.repo_paths(files)
     records, superseded_by = _cited(here, wanted)
     hotspots = here.hotspots() if wanted else None
     text = str(text or "").strip()

@@ -102,6 +102,7 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
     """Save a memory; an identical recent save or a known topic key updates instead."""
     fields: Record = dict(draft.get("extra") or {})
     session_id = draft.get("session_id")
+    project = draft.get("project")
     fields.update(
         kind=draft.get("kind", "note"),
         title=title,
@@ -117,13 +118,13 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
         session_id=session_id,
     )
     ws = here.workspace(str(fields["scope"]).strip().lower())
-    project = draft.get("project")
     fields["project"] = here.name if project is None or not project.strip() else project
     if session_id is None and here.sessions.path.exists():
         fields["session_id"] = here.session_id(None, normalize_project(fields["project"]))
     author = draft.get("author")
     fields["author"] = author if author is not None else config_mod.git_user_name(here.root)
-    fields, redactions = _clean(ws, fields)
+    ours = fields["project"] == here.name
+    fields, redactions = _clean(ws, fields, here.repo_paths if ours else None)
     anchors = []
     if fields["project"] == here.name:  # files of this repository
         anchors = _anchors(here, ws, fields.get("files") or [])
@@ -140,11 +141,20 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
     return result
 
 
-def _clean(ws: Workspace, fields: Record) -> tuple[Record, int]:
-    """Return caller fields scrubbed and normalised, and how many secrets were redacted."""
+def _clean(
+    ws: Workspace, fields: Record, paths: Callable[[list[str]], list[str]] | None = None
+) -> tuple[Record, int]:
+    """Return caller fields scrubbed and normalised, and how many secrets were redacted.
+
+    ``paths`` makes the cited files repo-relative (``Project.repo_paths``, for memories of
+    this repository) once they are scrubbed: collapsing ``//`` first would hide a URL's
+    credentials from the rules.
+    """
     max_bytes = int(ws.config.number("store.max_content_bytes"))
     # Scrubbed before normalising too: lower-casing a tag must not hide a key from the rules.
     redactions = ws.scrub(fields)
+    if paths is not None and fields.get("files"):
+        fields["files"] = paths(as_list(fields["files"]))
     fields = normalize_fields(fields, max_content_bytes=max_bytes)
     redactions += ws.scrub(fields)
     return fields, redactions
@@ -196,7 +206,9 @@ def update(here: Project, ref: str, changes: Mapping[str, Any]) -> Record:
         fields["links"] = list(fields["links"])
     if not fields:
         raise InvalidInput("nothing to update: give at least one field to change")
-    fields = _clean(ws, fields)[0]  # scrubbed before lower-casing tags, as remember does
+    ours = fields.get("project", current.get("project")) == here.name
+    # Scrubbed before lower-casing tags, as remember does.
+    fields = _clean(ws, fields, here.repo_paths if ours else None)[0]
     project = fields.get("project", current.get("project"))
     if {"title", "content", "files"} & set(fields) and project == here.name:
         # Rewritten against the code as it is now: anchor the cited files afresh.

@@ -591,6 +591,54 @@ def normalize_path(value: str) -> str:
     return "/".join(parts)
 
 
+def repo_path(
+    value: str, root: os.PathLike[str] | str, cwd: os.PathLike[str] | str | None = None
+) -> str:
+    """Return a path or glob as agents send it, relative to the repository ``root``.
+
+    An absolute path must lie inside the root (as written, or once symlinks are resolved); a
+    relative one is taken from ``cwd`` when that is a folder inside the root (``cd ledger``
+    then ``money.py`` is ``ledger/money.py``), else from the root. The result is what
+    ``normalize_path`` stores; a path outside the repository is refused with the root named.
+    """
+    text = value.strip().replace("\\", "/")
+    if not text:
+        return ""
+    top = os.path.abspath(root)
+    if text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
+        inside = _inside(text, top)
+        if inside is None:
+            raise InvalidInput(
+                f"file {value!r} is outside the repository {top}",
+                hint="give a path inside the repository, absolute or relative to it",
+            )
+        text = inside
+    elif cwd is not None:
+        here = _inside(os.path.abspath(cwd), top)
+        if here:
+            joined = os.path.normpath(os.path.join(here, text)).replace(os.sep, "/")
+            if joined == ".." or joined.startswith("../"):
+                raise InvalidInput(
+                    f"file {value!r} (from {os.path.abspath(cwd)}) is outside the repository {top}",
+                    hint="give a path inside the repository, absolute or relative to it",
+                )
+            text = joined
+    return normalize_path(text)
+
+
+def _inside(path: str, top: str) -> str | None:
+    """Return ``path`` relative to ``top`` ('' for top itself), or None when it lies outside."""
+    for candidate, base in (
+        (os.path.normpath(path), top),
+        (os.path.realpath(path), os.path.realpath(top)),
+    ):
+        if candidate == base:
+            return ""
+        if candidate.startswith(base.rstrip(os.sep) + os.sep):
+            return candidate[len(base.rstrip(os.sep)) + 1 :].replace(os.sep, "/")
+    return None
+
+
 def normalize_links(value: Any) -> list[dict[str, str]]:
     """Validate links (``[{rel, to}]`` or ``["rel:id"]``), sorted and without repeats."""
     if value is None:

@@ -13,6 +13,7 @@ service or an adapter.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from engram import model
 from engram.errors import AmbiguousId, InvalidInput, NotFound
 from engram.index.query import Hit, Query
 from engram.index.ranking import epoch
-from engram.model import Record, check_id, is_tombstone, normalize_project
+from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path
 from engram.store import init_layout
 from engram.workspace import Workspace
 
@@ -145,6 +146,18 @@ class Project:
             out += ws.index.all_records()
         return out
 
+    def repo_paths(self, paths: Iterable[str] | str | None) -> list[str]:
+        """Return paths as agents send them (absolute, or from the current folder) repo-relative.
+
+        One rule for every adapter: ``engram.model.repo_path`` against this repository's root
+        and the process's current folder; a path outside the repository is refused.
+        """
+        try:
+            cwd: str | None = os.getcwd()
+        except OSError:  # the current folder was removed
+            cwd = None
+        return [repo_path(path, self.root, cwd) for path in as_list(paths)]
+
     # -- lookups -------------------------------------------------------------------------------
 
     def locate(
@@ -188,6 +201,8 @@ class Project:
         """Return ranked memories of both stores for any text (best first; filters: AND)."""
         if limit < 0 or offset < 0:
             raise InvalidInput("limit and offset must not be negative")
+        if filters.get("files"):
+            filters["files"] = self.repo_paths(filters["files"])
         q = Query.build(query, limit=limit + offset, **filters)
         hits: list[Hit] = []
         for ws in self.workspaces(q.scopes):

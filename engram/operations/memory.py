@@ -25,7 +25,13 @@ CURSOR = Param(
     "cursor", "string", "next_cursor from the previous page, to continue.", only=("mcp",)
 )
 TAGS = Param("tags", "strings", "Topic tags, lower-case.", short="-t")
-FILES = Param("files", "strings", "Repo-relative paths or globs the memory is about.", short="-f")
+FILES = Param(
+    "files",
+    "strings",
+    "Paths or globs the memory is about: absolute inside the repository, or relative to it "
+    "(from the current folder in a subfolder); stored repo-relative.",
+    short="-f",
+)
 IMPORTANCE = Param(
     "importance", "integer", "1–5; 3 is normal, 5 critical.", minimum=1, maximum=5, short="-i"
 )
@@ -291,7 +297,7 @@ CHECK = declare(
             Param(
                 "files",
                 "strings",
-                "Repo-relative paths about to be edited.",
+                "Paths about to be edited: absolute inside the repository, or relative to it.",
                 required=True,
                 short="-f",
             ),
