@@ -229,6 +229,21 @@ def end(
     return session
 
 
+def file_list(value: str) -> str:
+    """Return relevant files as a markdown list: list items stay, plain lines split at commas.
+
+    Agents send ``"a.py, b.py"`` as often as a list; every adapter passes it on as given.
+    """
+    lines: list[str] = []
+    for line in value.splitlines():
+        if _FILE_ITEM.match(line):
+            lines.append(line.strip())
+            continue
+        parts = (part.strip().strip("`").strip() for part in line.split(","))
+        lines += [f"- `{part}`" for part in parts if part]
+    return "\n".join(lines)
+
+
 def save_summary(
     here: Project,
     content: str = "",
@@ -255,6 +270,8 @@ def save_summary(
         if value is not None:
             sections[key], hits = here.redact(str(value))
             found += hits
+    if sections.get("relevant_files"):
+        sections["relevant_files"] = file_list(str(sections["relevant_files"]))
     summary = parse_summary(content, sections)
     if not summary.sections and not summary.preamble:
         raise InvalidInput(

@@ -491,3 +491,24 @@ def test_mcp_session_tools_and_go_engram_names(tmp_path: Path) -> None:
             assert "needs some text" in error["message"]
 
     run(scenario)
+
+
+def test_relevant_files_comma_separated_become_the_memory_files_on_every_adapter(
+    project: Engram,
+) -> None:
+    from tests.test_mcp import connect, run
+
+    saved = project.session_summary(goal="Fix rounding", relevant_files="src/a.py, src/b.py")
+    assert saved.record["files"] == ["src/a.py", "src/b.py"]
+    assert "- `src/a.py`\n- `src/b.py`" in saved.record["content"]
+
+    async def scenario() -> None:
+        async with connect(project.root) as client:
+            await client.ok(
+                "session_summary",
+                {"goal": "Ship it", "relevant_files": "lib/c.py,lib/d.py", "session_id": "s-2"},
+            )
+
+    run(scenario)
+    stored = [r for r in project.recall("", kinds="session") if r.record.get("session_id") == "s-2"]
+    assert [hit.record["files"] for hit in stored] == [["lib/c.py", "lib/d.py"]]

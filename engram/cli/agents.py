@@ -115,7 +115,6 @@ def session_end(ctx: typer.Context, values: Values, as_json: JsonOpt = False) ->
 def session_summary(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Save a session summary (Goal, Instructions, Discoveries, Accomplished, Next steps, Files)."""
     sections = {section.name: values[section.name] for section in SUMMARY_SECTIONS}
-    sections["relevant_files"] = _file_list(sections["relevant_files"])
     content = values["content"]
     if content == "-" or (content is None and stdin_has_data()):
         content = read_stdin()
@@ -129,14 +128,6 @@ def session_summary(ctx: typer.Context, values: Values, as_json: JsonOpt = False
     echo(result.record["id"])
     if result.action == "updated":
         echo(f"updated the summary of session {result.record.get('session_id')}", err=True)
-
-
-def _file_list(value: str | None) -> str | None:
-    """Return files given one per line or comma-separated as a markdown list."""
-    if value is None:
-        return None
-    items = [part.strip() for line in value.splitlines() for part in line.split(",")]
-    return "\n".join(f"- `{item}`" for item in items if item)
 
 
 @app.command("prompt")
