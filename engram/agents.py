@@ -4,8 +4,11 @@
 file that cannot be read stops the run with nothing written. Each edit changes only engram's
 part of a file: the ``engram`` MCP entry (JSON and JSONC through ``engram.jsonc``, TOML through
 tomlkit, both keeping the user's comments and layout), the block between
-``<!-- engram:start -->`` and ``<!-- engram:end -->`` in a markdown file, and the two hooks of
-Claude Code. Running a setup twice changes nothing. Writes are atomic and keep the file's mode.
+``<!-- engram:start -->`` and ``<!-- engram:end -->`` in a markdown file, and engram's hooks
+(``HOOKS``: Claude Code, Codex, Gemini CLI) in the agent's hooks settings, each found by its
+command, so an earlier setup's hook is replaced in place and the user's own hooks stay. Two parts
+of one file (Gemini CLI's settings hold its MCP entry and its hooks) edit it in turn. Running a
+setup twice changes nothing. Writes are atomic and keep the file's mode.
 
 This module owns the knowledge of where each agent reads its configuration. It must not import
 typer or rich (the CLI prints what these functions return), and it never writes below
@@ -62,18 +65,71 @@ code). Reach it through the `engram` MCP tools.
   Relevant files); if your reply has a "Key Learnings" section, pass it to `capture`.
 """
 
-# Claude Code hooks. Both must stay silent and exit 0 while `engram context` and `engram check`
-# do not exist yet (and when engram is not installed at all): a PreToolUse hook that exits 2
-# would block the edit. The file path comes from the hook's JSON on stdin; the pattern only
-# matches the real key, since inside a JSON string value a quote is escaped.
-SESSION_START_MATCHER: Final = "startup|resume|clear|compact"
-PRE_EDIT_MATCHER: Final = "Edit|Write|MultiEdit"
-_CONTEXT_HOOK: Final = "{engram} context 2>/dev/null || true"
-_CHECK_HOOK: Final = (
-    'f=$(grep -o \'"file_path" *: *"[^"]*"\' | head -n 1'
-    ' | sed \'s/^"file_path" *: *"//; s/"$//; s/\\\\\\\\/\\\\/g\');'
-    ' [ -z "$f" ] || {engram} check --files "$f" 2>/dev/null || true'
+# The hooks engram installs, as each agent's hooks reference documents them: the event in the
+# agent's settings, its matcher, how long the agent waits (seconds) and what `engram hook AGENT
+# EVENT` does there (engram.hooks runs it). Each command reads the agent's JSON payload on
+# stdin, prints only what the agent reads, and exits 0; it is skipped silently where engram is
+# not installed (a teammate without engram clones a repository whose settings name it).
+# `legacy` names the commands of earlier setups that a hook replaces in place.
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One hook engram installs for an agent: its event there and what engram does then."""
+
+    agent: str
+    event: str  # engram's name: the second argument of `engram hook AGENT EVENT`
+    native: str  # the agent's event name in its settings file
+    matcher: str | None
+    timeout: int  # seconds the agent waits for the hook
+    action: str  # brief, check, capture or end
+    legacy: tuple[str, ...] = ()
+
+
+_EDITS: Final = "Edit|Write|MultiEdit|NotebookEdit"
+HOOKS: Final = (
+    HookSpec(
+        "claude-code",
+        "session-start",
+        "SessionStart",
+        "startup|resume|clear|compact",
+        30,
+        "brief",
+        ("engram context",),
+    ),
+    HookSpec("claude-code", "pre-edit", "PreToolUse", _EDITS, 10, "check", ("engram check",)),
+    HookSpec("claude-code", "stop", "Stop", None, 30, "capture"),
+    HookSpec("claude-code", "subagent-stop", "SubagentStop", None, 30, "capture"),
+    HookSpec("claude-code", "session-end", "SessionEnd", None, 15, "end"),
+    HookSpec("codex", "session-start", "SessionStart", "startup|resume|clear|compact", 30, "brief"),
+    HookSpec("codex", "pre-edit", "PreToolUse", "apply_patch|Edit|Write", 10, "check"),
+    HookSpec("codex", "stop", "Stop", None, 30, "capture"),
+    HookSpec("codex", "subagent-stop", "SubagentStop", None, 30, "capture"),
+    HookSpec("gemini-cli", "session-start", "SessionStart", "startup|resume|clear", 30, "brief"),
+    HookSpec("gemini-cli", "post-edit", "AfterTool", "write_file|replace", 10, "check"),
+    HookSpec("gemini-cli", "stop", "AfterAgent", None, 30, "capture"),
+    HookSpec("gemini-cli", "session-end", "SessionEnd", None, 15, "end"),
 )
+HOOK_AGENTS: Final = tuple(dict.fromkeys(spec.agent for spec in HOOKS))
+
+
+def hook_spec(agent: str, event: str) -> HookSpec | None:
+    """Return the hook engram installs for ``agent`` at ``event`` (None if there is none)."""
+    for spec in HOOKS:
+        if spec.agent == agent and spec.event == event:
+            return spec
+    return None
+
+
+def hook_command(prefix: Sequence[str], spec: HookSpec) -> str:
+    """Return the shell command of a hook: engram's, skipped where engram is not installed."""
+    program = shlex.quote(prefix[0])
+    return (
+        f"command -v {program} >/dev/null 2>&1 || exit 0; "
+        f"{shlex.join([*prefix, 'hook', spec.agent, spec.event])}"
+    )
+
+
 # Front matter of the instruction files that engram owns whole (Cursor rule, VS Code file).
 _CURSOR_RULE: Final = (
     "---\ndescription: How to use engram, the project's memory\nalwaysApply: true\n---\n"
@@ -207,14 +263,13 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
     base = engram_command(scope)
     argv = [*base, "mcp"]
     stdio = {"command": argv[0], "args": argv[1:]}
-    prefix = shlex.join(base)
     notes: list[str] = []
     project = scope == "project"
     if agent == "claude-code":
         targets = [
             _json_target(root / ".mcp.json" if project else home / ".claude.json", stdio),
             _markdown_target(root / "CLAUDE.md" if project else home / ".claude" / "CLAUDE.md"),
-            _hooks_target((root if project else home) / ".claude" / "settings.json", prefix),
+            _hooks_target((root if project else home) / ".claude" / "settings.json", agent, base),
         ]
         if project:
             notes.append("Claude Code asks once before it starts a server from .mcp.json")
@@ -225,6 +280,9 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
                 root / ".codex" / "config.toml" if project else codex / "config.toml", argv
             ),
             _markdown_target(root / "AGENTS.md" if project else codex / "AGENTS.md"),
+            _hooks_target(
+                root / ".codex" / "hooks.json" if project else codex / "hooks.json", agent, base
+            ),
         ]
         if project:
             notes.append("Codex reads .codex/config.toml only in projects you have trusted")
@@ -233,6 +291,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
         targets = [
             _json_target(folder / "settings.json", stdio),
             _markdown_target(root / "GEMINI.md" if project else folder / "GEMINI.md"),
+            _hooks_target(folder / "settings.json", agent, base),
         ]
     elif agent == "opencode":
         folder = root if project else _xdg_config(home) / "opencode"
@@ -396,37 +455,48 @@ def _markdown_target(path: Path, header: str = "") -> _Target:
     return _Target(path, "instructions", edit, present)
 
 
-def _hooks_target(path: Path, prefix: str) -> _Target:
-    """Return the edit that adds Claude Code's session-start and pre-edit hooks."""
-    hooks = (
-        ("SessionStart", SESSION_START_MATCHER, _CONTEXT_HOOK.format(engram=prefix), 30, "context"),
-        ("PreToolUse", PRE_EDIT_MATCHER, _CHECK_HOOK.format(engram=prefix), 15, "check"),
-    )
+def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
+    """Return the edit that installs engram's hooks for ``agent`` in its settings file."""
+    specs = [spec for spec in HOOKS if spec.agent == agent]
+    millis = agent == "gemini-cli"  # Gemini CLI counts a hook's timeout in milliseconds
+
+    def group(spec: HookSpec) -> dict[str, Any]:
+        hook: dict[str, Any] = {"type": "command", "command": hook_command(prefix, spec)}
+        if millis:
+            hook = {"name": f"engram-{spec.event}", **hook}
+        hook["timeout"] = spec.timeout * 1000 if millis else spec.timeout
+        return {"matcher": spec.matcher, "hooks": [hook]} if spec.matcher else {"hooks": [hook]}
 
     def edit(old: str | None) -> str:
         doc = _parse_json(path, old or "")
         try:
-            for event, matcher, command, timeout, verb in hooks:
-                hook = {"type": "command", "command": command, "timeout": timeout}
-                _ensure_hook(doc, event, {"matcher": matcher, "hooks": [hook]}, f"engram {verb}")
+            for spec in specs:
+                _ensure_hook(doc, spec.native, group(spec), _markers(spec))
         except JsoncError as exc:
             raise _syntax_error(path, exc.line, exc.column, exc.reason) from exc
         return doc.text
 
     def present(text: str) -> bool:
         doc = _parse_json(path, text)
-        return all(
-            _find_hook(doc, event, f"engram {verb}") is not None for event, _, _, _, verb in hooks
-        )
+        # Any of engram's hooks makes the part present (outdated when others are missing).
+        return any(_find_hook(doc, spec.native, _markers(spec)) is not None for spec in specs)
 
     return _Target(path, "hooks", edit, present)
 
 
-def _is_ours(hook: Any, marker: str) -> bool:
-    return isinstance(hook, dict) and marker in str(hook.get("command", ""))
+def _markers(spec: HookSpec) -> tuple[str, ...]:
+    """Return what names engram's hook for an event in a command: today's and earlier ones."""
+    return (f"hook {spec.agent} {spec.event}", *spec.legacy)
 
 
-def _find_hook(doc: Document, event: str, marker: str) -> tuple[int, int] | None:
+def _is_ours(hook: Any, markers: Sequence[str]) -> bool:
+    if not isinstance(hook, dict):
+        return False
+    command = str(hook.get("command", ""))
+    return any(marker in command for marker in markers)
+
+
+def _find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, int] | None:
     """Return (group, hook) indexes of engram's hook for an event, if it is there."""
     groups = doc.get(["hooks", event])
     if not isinstance(groups, list):
@@ -435,19 +505,20 @@ def _find_hook(doc: Document, event: str, marker: str) -> tuple[int, int] | None
         inner = group.get("hooks") if isinstance(group, dict) else None
         if isinstance(inner, list):
             for h, hook in enumerate(inner):
-                if _is_ours(hook, marker):
+                if _is_ours(hook, markers):
                     return g, h
     return None
 
 
-def _ensure_hook(doc: Document, event: str, group: dict[str, Any], marker: str) -> None:
-    found = _find_hook(doc, event, marker)
+def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequence[str]) -> None:
+    """Put engram's hook group for an event in place: replace ours, else append it."""
+    found = _find_hook(doc, event, markers)
     if found is None:
         doc.append(["hooks", event], group)
         return
     g, h = found
     current = doc.get(["hooks", event, g])
-    if all(_is_ours(hook, marker) for hook in current["hooks"]):
+    if all(_is_ours(hook, markers) for hook in current["hooks"]):
         doc.replace(["hooks", event, g], group)  # the group is engram's alone
     else:
         doc.replace(["hooks", event, g, "hooks", h], group["hooks"][0])
@@ -534,19 +605,27 @@ def setup(
     root = root.resolve()
     targets, notes = _targets(agent, scope, root, home)
     planned: list[tuple[_Target, str | None, str]] = []
+    texts: dict[Path, str | None] = {}  # each file as the edits planned so far leave it
+    originals: dict[Path, str | None] = {}
     for target in targets:  # plan every file first: one unreadable file stops all writes
-        old = _read(target.path)
-        planned.append((target, old, target.edit(old)))
+        if target.path not in originals:
+            originals[target.path] = texts[target.path] = _read(target.path)
+        old = texts[target.path]
+        new = target.edit(old)
+        planned.append((target, old, new))
+        texts[target.path] = new  # a second part of the same file edits the first's text
     changes = []
     for target, old, new in planned:
         shown = _shown(target.path, scope, root, home)
         if new == old:
             changes.append(Change(target.path, target.kind, "unchanged", "", shown))
             continue
-        action = "created" if old is None else "updated"
+        action = "created" if originals[target.path] is None else "updated"
         changes.append(Change(target.path, target.kind, action, _diff(old, new, shown), shown))
-        if not dry_run:
-            _write(target.path, new)
+    if not dry_run:
+        for path, text in texts.items():
+            if text is not None and text != originals[path]:
+                _write(path, text)
     if scope == "project" and not (root / ".engram").is_dir():
         notes.append("no .engram/ in this project yet: run `engram init`")
     return SetupResult(agent, scope, root, dry_run, changes, notes)

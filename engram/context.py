@@ -101,6 +101,7 @@ class Briefing:
     left_out: int = 0
     project: str = ""
     query: str = ""  # the task's words the query section answered ('' for none)
+    overview: str = ""  # the one-line project overview (totals by kind and status)
 
     @property
     def tokens(self) -> int:
@@ -226,7 +227,14 @@ def pack_context(
         if used + len(hint) <= room:
             lines.append(hint)
     text = "\n".join(lines)
-    return Briefing(text=text, budget=budget, items=items, left_out=left_out, project=project)
+    return Briefing(
+        text=text,
+        budget=budget,
+        items=items,
+        left_out=left_out,
+        project=project,
+        overview=overview(project, counts),
+    )
 
 
 def _fit_hotspots(record: Mapping[str, Any], short: str, room: int) -> str:

@@ -411,7 +411,13 @@ def test_the_error_tree_draws_every_engram_error() -> None:
 # -- what a plain command imports ---------------------------------------------------------------
 
 HEAVY = ("mcp", "anyio", "asyncio", "pydantic", "fastapi", "starlette", "uvicorn", "textual")
-ADAPTERS = ("engram.mcp_server", "engram.http_api", "engram.daemon", "engram.tui")
+ADAPTERS = (
+    "engram.mcp_server",
+    "engram.http_api",
+    "engram.daemon",
+    "engram.tui",
+    "engram.hooks",
+)
 
 
 def test_check_recall_and_context_import_no_adapter_nor_async_stack(project: Engram) -> None:

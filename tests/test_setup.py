@@ -139,7 +139,7 @@ def test_setup_writes_valid_configs_and_is_idempotent(
         else:
             assert change["kind"] == "hooks"
     kinds = sorted(c["kind"] for c in changes)
-    if agent == "claude-code":
+    if agent in agents.HOOK_AGENTS:
         assert kinds == ["hooks", "instructions", "mcp"]
     elif agent == "cursor" and scope == "user":
         assert kinds == ["mcp"] and any("Cursor keeps user rules" in n for n in first["notes"])
@@ -180,7 +180,7 @@ def test_user_scope_without_engram_on_path_runs_this_python(repo: Path, home: Pa
     assert entry == {"command": sys.executable, "args": ["-m", "engram", "mcp"]}
     settings = json.loads((home / ".claude/settings.json").read_text())
     command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-    assert command.startswith(f"{sys.executable} -m engram context")
+    assert command.endswith(f"{sys.executable} -m engram hook claude-code session-start")
 
 
 # -- existing files: every key and comment kept --------------------------------------------
@@ -254,8 +254,9 @@ def test_existing_entries_and_comments_are_kept_byte_for_byte(
         before = strict_jsonc(original)
         key = {"opencode": "mcp", "vscode": "servers"}.get(agent, "mcpServers")
         assert {k: v for k, v in data[key].items() if k != "engram"} == before[key]
-        assert {k: v for k, v in data.items() if k != key} == {
-            k: v for k, v in before.items() if k != key
+        extra = {key, "hooks"} if agent == "gemini-cli" else {key}  # its hooks share the file
+        assert {k: v for k, v in data.items() if k not in extra} == {
+            k: v for k, v in before.items() if k not in extra
         }
     if "\r\n" in original:
         assert new.count("\n") == new.count("\r\n")
@@ -486,18 +487,83 @@ def test_writes_keep_mode_and_symlinks(repo: Path, home: Path, tmp_path: Path) -
     assert not list(home.rglob("*.tmp"))
 
 
-# -- Claude Code hooks ---------------------------------------------------------------------------
+# -- hooks -------------------------------------------------------------------------------------
+
+# The Claude Code hooks of an earlier engram setup (a grep/sed one-liner into `engram check`).
+OLD_CHECK = (
+    'f=$(grep -o \'"file_path" *: *"[^"]*"\' | head -n 1 | sed \'s/^"file_path" *: *"//; s/"$//;'
+    ' s/\\\\\\\\/\\\\/g\'); [ -z "$f" ] || engram check --files "$f" 2>/dev/null || true'
+)
+OLD_SETTINGS = {
+    "hooks": {
+        "SessionStart": [
+            {
+                "matcher": "startup|resume|clear|compact",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "engram context 2>/dev/null || true",
+                        "timeout": 30,
+                    }
+                ],
+            }
+        ],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "audit.sh"}]},
+            {
+                "matcher": "Edit|Write|MultiEdit",
+                "hooks": [{"type": "command", "command": OLD_CHECK, "timeout": 15}],
+            },
+        ],
+    }
+}
 
 
-def hook_commands(settings: Path) -> tuple[str, str]:
+def engram_hooks(settings: Path) -> dict[str, list[dict[str, Any]]]:
+    """Return engram's hook groups by event in an agent's settings file."""
     data = json.loads(settings.read_text())
-    hooks = data["hooks"]
-    start = [g for g in hooks["SessionStart"] if "engram context" in json.dumps(g)]
-    edit = [g for g in hooks["PreToolUse"] if "engram check" in json.dumps(g)]
-    assert len(start) == 1 and len(edit) == 1
-    assert start[0]["matcher"] == "startup|resume|clear|compact"
-    assert edit[0]["matcher"] == "Edit|Write|MultiEdit"
-    return start[0]["hooks"][0]["command"], edit[0]["hooks"][0]["command"]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event, groups in data["hooks"].items():
+        ours = [g for g in groups if " hook " in json.dumps(g) and "engram" in json.dumps(g)]
+        if ours:
+            found[event] = ours
+    return found
+
+
+@pytest.mark.parametrize(
+    ("agent", "relative", "events"),
+    [
+        (
+            "claude-code",
+            ".claude/settings.json",
+            {"SessionStart", "PreToolUse", "Stop", "SubagentStop", "SessionEnd"},
+        ),
+        ("codex", ".codex/hooks.json", {"SessionStart", "PreToolUse", "Stop", "SubagentStop"}),
+        (
+            "gemini-cli",
+            ".gemini/settings.json",
+            {"SessionStart", "AfterTool", "AfterAgent", "SessionEnd"},
+        ),
+    ],
+)
+def test_setup_installs_each_agents_documented_hooks(
+    repo: Path, agent: str, relative: str, events: set[str]
+) -> None:
+    setup_json(repo, agent)
+    hooks = engram_hooks(repo / relative)
+    assert set(hooks) == events
+    for event, groups in hooks.items():
+        assert len(groups) == 1, event
+        (hook,) = groups[0]["hooks"]
+        spec = next(s for s in agents.HOOKS if s.agent == agent and s.native == event)
+        assert groups[0].get("matcher") == spec.matcher
+        assert hook["command"] == (
+            f"command -v engram >/dev/null 2>&1 || exit 0; engram hook {agent} {spec.event}"
+        )
+        # Gemini CLI counts milliseconds, the others seconds.
+        assert hook["timeout"] == spec.timeout * (1000 if agent == "gemini-cli" else 1)
+    if agent == "gemini-cli":  # one file holds the MCP entry and the hooks
+        assert mcp_entry(agent, repo / relative) == {"command": "engram", "args": ["mcp"]}
 
 
 def test_hooks_join_the_users_own(repo: Path) -> None:
@@ -515,77 +581,53 @@ def test_hooks_join_the_users_own(repo: Path) -> None:
     data = json.loads(new)
     assert data["permissions"] == {"allow": ["Bash(npm test)"]}
     assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "audit.sh"
-    hook_commands(settings)
+    assert len(engram_hooks(settings)["PreToolUse"]) == 1
     # A hand-edited engram hook is put back, the user's hooks stay.
-    settings.write_text(new.replace("engram context 2>/dev/null || true", "engram context"))
+    settings.write_text(
+        new.replace("|| exit 0; engram hook claude-code stop", "; engram hook claude-code stop")
+    )
     result = setup_json(repo, "claude-code")
     assert [c["action"] for c in result["changes"]] == ["unchanged", "unchanged", "updated"]
     assert settings.read_text() == new
 
 
-def hook_input(path: str) -> bytes:
-    return json.dumps(
-        {
-            "session_id": "abc",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Write",
-            "tool_input": {
-                "file_path": path,
-                "content": 'x = {"file_path": "/not/this/one"}\n',
-            },
-        }
-    ).encode()
-
-
-def run_hook(command: str, cwd: Path, path: str, stdin: bytes | None = None) -> Any:
-    return subprocess.run(
-        ["sh", "-c", command],
-        cwd=cwd,
-        input=hook_input("") if stdin is None else stdin,
-        capture_output=True,
-        env={**os.environ, "PATH": path},
-        timeout=60,
-        check=False,
-    )
-
-
-def test_hook_commands_run_silently_before_context_and_check_exist(
-    repo: Path, tmp_path: Path
-) -> None:
-    assert ENGRAM.exists(), "the engram script is installed in the virtualenv"
-    run_cli("init", cwd=repo)
+def test_upgrade_replaces_the_one_liner_hooks_in_place(repo: Path) -> None:
+    settings = repo / ".claude/settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(OLD_SETTINGS, indent=2) + "\n")
+    rows = {
+        r["kind"]: r["state"]
+        for r in setup_json(repo, "--list")["files"]
+        if r["agent"] == "claude-code" and r["scope"] == "project"
+    }
+    assert rows["hooks"] == "outdated"
     setup_json(repo, "claude-code")
-    start, edit = hook_commands(repo / ".claude/settings.json")
-    real = f"{VENV_BIN}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    for command in (start, edit):
-        stdin = hook_input(str(repo / "app.py"))
-        done = run_hook(command, repo, real, stdin)
-        assert done.returncode == 0, done
-        assert done.stderr == b""
-        assert not re.search(rb"Traceback|Usage:|Error|No such command", done.stdout)
-        missing = run_hook(command, repo, f"/usr/bin{os.pathsep}/bin", stdin)  # no engram at all
-        assert (missing.returncode, missing.stdout, missing.stderr) == (0, b"", b"")
-    broken = run_hook(edit, repo, real, b"not json")
-    assert broken.returncode == 0 and broken.stderr == b""
+    data = json.loads(settings.read_text())
+    text = json.dumps(data)
+    assert "engram check" not in text and "engram context" not in text and "grep" not in text
+    pre = data["hooks"]["PreToolUse"]
+    assert [g["matcher"] for g in pre] == ["Bash", "Edit|Write|MultiEdit|NotebookEdit"]
+    assert pre[0]["hooks"] == [{"type": "command", "command": "audit.sh"}]  # the user's stays
+    assert pre[1]["hooks"][0]["command"].endswith("engram hook claude-code pre-edit")
+    (start,) = data["hooks"]["SessionStart"]
+    assert start["hooks"][0]["command"].endswith("engram hook claude-code session-start")
+    assert setup_json(repo, "claude-code")["changes"][2]["action"] == "unchanged"
 
 
-def test_check_hook_passes_the_file_about_to_change(repo: Path, tmp_path: Path) -> None:
+def test_hooks_are_silent_where_engram_is_not_installed(repo: Path) -> None:
     setup_json(repo, "claude-code")
-    _, edit = hook_commands(repo / ".claude/settings.json")
-    fake = tmp_path / "fake-bin"
-    fake.mkdir()
-    (fake / "engram").write_text(
-        '#!/bin/sh\nfor a in "$@"; do printf "[%s]\\n" "$a"; done\nexit 3\n'
-    )
-    (fake / "engram").chmod(0o755)
-    target = str(repo / "src dir" / "app.py")
-    done = run_hook(edit, repo, f"{fake}{os.pathsep}/usr/bin{os.pathsep}/bin", hook_input(target))
-    assert done.returncode == 0  # a failing check never blocks the edit (exit 2 would)
-    assert done.stdout.decode().splitlines() == ["[check]", "[--files]", f"[{target}]"]
-    windows = run_hook(
-        edit, repo, f"{fake}{os.pathsep}/usr/bin{os.pathsep}/bin", hook_input("C:\\src\\a.py")
-    )
-    assert windows.stdout.decode().splitlines()[-1] == "[C:\\src\\a.py]"
+    for groups in engram_hooks(repo / ".claude/settings.json").values():
+        command = groups[0]["hooks"][0]["command"]
+        done = subprocess.run(
+            ["sh", "-c", command],
+            cwd=repo,
+            input=b'{"hook_event_name": "PreToolUse", "tool_input": {"file_path": "/x/a.py"}}',
+            capture_output=True,
+            env={**os.environ, "PATH": f"/usr/bin{os.pathsep}/bin"},
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), command
 
 
 # -- one real process ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The commands other adapters serve: mcp, daemon, serve and tui, declared here, run there.
+"""The commands other adapters serve: mcp, daemon, serve, tui and hook, declared here, run there.
 
 typer lives in the CLI only, so the CLI declares these commands' options and runs each through
 the function the composition root names for it ("module:function", see ``add_adapters``),
@@ -142,11 +142,28 @@ def tui_command(
     _runner("tui")(_root_of(ctx), ansi=ansi)
 
 
+def hook_command(
+    agent: Annotated[
+        str, typer.Argument(help="The agent running the hook: claude-code, codex, gemini-cli.")
+    ],
+    event: Annotated[
+        str,
+        typer.Argument(
+            help="session-start, pre-edit, post-edit, stop, subagent-stop or session-end "
+            "(each agent has the ones `engram setup` installs)."
+        ),
+    ],
+) -> None:
+    """Answer an agent's hook: read its JSON payload on stdin, print what the agent reads."""
+    _runner("hook")(agent, event)
+
+
 ADAPTER_COMMANDS: dict[str, Callable[..., None]] = {
     "mcp": mcp_command,
     "daemon": daemon_command,
     "serve": serve_command,
     "tui": tui_command,
+    "hook": hook_command,
 }
 
 

@@ -1,0 +1,346 @@
+"""Hooks as the agents run them: the payloads their references document, through the exact
+command `engram setup` wrote into the agent's settings, run with ``sh -c`` from the agent's
+folder, and the JSON the agent reads back.
+
+The payloads are in tests/fixtures/hooks/AGENT/*.json, written from each agent's hooks reference
+(Claude Code, Codex, Gemini CLI), with ``$ROOT`` standing for the repository: absolute paths,
+a subfolder as the working folder, a multi-file Codex patch, a notebook edit, a transcript.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram import agents
+from engram.hooks import main as hook_main
+from engram.hooks.payload import files_of, last_assistant_text, patch_files
+from engram.hooks.reply import LIMIT
+from engram.service import Engram
+from tests.conftest import run_cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
+VENV_BIN = Path(sys.executable).parent
+SETTINGS = {
+    "claude-code": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "gemini-cli": ".gemini/settings.json",
+}
+CLAUDE_LIMIT = 10_000  # characters of hook context Claude Code keeps
+CLI_ADVICE = re.compile(r"`engram [a-z]|(?<![\w-])--[a-z]")
+
+
+@pytest.fixture
+def ledger(project: Engram) -> Engram:
+    """A project whose memory knows about ledger/money.py and the report notebook."""
+    root = project.root
+    (root / "ledger").mkdir()
+    (root / "ledger" / "money.py").write_text("def total(x):\n    return x / 100\n")
+    (root / "notebooks").mkdir()
+    project.remember(
+        "Never divide amounts with /",
+        "## What\nAmounts are integer cents.\n## Why\nfloat division lost a cent in refunds.",
+        kind="pitfall",
+        files=["ledger/money.py"],
+    )
+    project.remember(
+        "Money is stored in integer cents",
+        "Every amount is an int of cents; format only at the edges.",
+        kind="decision",
+        files=["ledger/**"],
+    )
+    project.remember(
+        "The report notebook is generated",
+        "Edit report.py; notebooks/report.ipynb is rebuilt nightly.",
+        kind="pitfall",
+        files=["notebooks/report.ipynb"],
+    )
+    project.remember(
+        "Old rates are frozen", "old_rates.py is history.", files=["ledger/old_rates.py"]
+    )
+    return project
+
+
+def install(root: Path, agent: str) -> dict[str, str]:
+    """Run `engram setup AGENT` as a process; return the command it wrote for each event."""
+    done = run_cli("setup", agent, cwd=root)
+    assert done.returncode == 0, done.stderr.decode()
+    settings = json.loads((root / SETTINGS[agent]).read_text())
+    commands: dict[str, str] = {}
+    for spec in agents.HOOKS:
+        if spec.agent != agent:
+            continue
+        groups = [g for g in settings["hooks"][spec.native] if spec.event in json.dumps(g)]
+        (group,) = groups
+        assert group.get("matcher") == spec.matcher
+        commands[spec.event] = group["hooks"][0]["command"]
+    return commands
+
+
+def payload(agent: str, name: str, root: Path) -> bytes:
+    text = (FIXTURES / agent / f"{name}.json").read_text()
+    return text.replace("$ROOT", json.dumps(str(root))[1:-1]).encode()
+
+
+def replay(command: str, data: bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run a hook's command as the agent does: ``sh -c`` in its folder, payload on stdin."""
+    return subprocess.run(
+        ["sh", "-c", command],
+        cwd=cwd,
+        input=data,
+        capture_output=True,
+        env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}/usr/bin{os.pathsep}/bin"},
+        timeout=60,
+        check=False,
+    )
+
+
+def context_of(done: subprocess.CompletedProcess[bytes], native: str) -> str:
+    """Return the additional context a hook's output gives the model (asserting its shape)."""
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b"", done.stderr.decode()
+    out = json.loads(done.stdout)
+    assert set(out) == {"hookSpecificOutput"}
+    assert set(out["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+    assert out["hookSpecificOutput"]["hookEventName"] == native
+    text: str = out["hookSpecificOutput"]["additionalContext"]
+    assert 0 < len(text) <= LIMIT < CLAUDE_LIMIT
+    assert not CLI_ADVICE.search(text), text  # MCP tool names, never CLI commands
+    return text
+
+
+def silent(done: subprocess.CompletedProcess[bytes]) -> None:
+    assert (done.returncode, done.stdout) == (0, b""), done
+
+
+def session_log(root: Path) -> dict[str, Any]:
+    sessions: dict[str, Any] = json.loads((root / ".engram/state/sessions.json").read_text())
+    return sessions["sessions"]
+
+
+# -- Claude Code --------------------------------------------------------------------------------
+
+
+def test_claude_code_pre_edit_reaches_the_model_for_absolute_paths_from_a_subfolder(
+    ledger: Engram,
+) -> None:
+    root = ledger.root
+    hooks = install(root, "claude-code")
+    done = replay(hooks["pre-edit"], payload("claude-code", "pre-edit-edit", root), root / "ledger")
+    text = context_of(done, "PreToolUse")
+    assert text.startswith("# engram: before you edit ledger/money.py")
+    assert "Never divide amounts with /" in text and "Money is stored in integer cents" in text
+    assert text.index("Never divide") < text.index("Money is stored")  # pitfalls first
+    assert "float division lost a cent" in text  # the content, not only the title
+    pitfall = ledger.recall("divide amounts")[0].record["id"]
+    assert pitfall[:8] in text and "`get`" in text  # an id to fetch more, with the MCP tool
+
+    for name in ("pre-edit-write", "pre-edit-multiedit"):
+        text = context_of(
+            replay(hooks["pre-edit"], payload("claude-code", name, root), root), "PreToolUse"
+        )
+        assert "Money is stored in integer cents" in text, name
+    notebook = replay(hooks["pre-edit"], payload("claude-code", "pre-edit-notebook", root), root)
+    assert "The report notebook is generated" in context_of(notebook, "PreToolUse")
+
+
+def test_claude_code_pre_edit_stays_silent_when_nothing_is_known(
+    ledger: Engram, tmp_path: Path
+) -> None:
+    root = ledger.root
+    hooks = install(root, "claude-code")
+    for name in ("pre-edit-unknown-file", "pre-edit-outside"):
+        silent(replay(hooks["pre-edit"], payload("claude-code", name, root), root))
+    bare = tmp_path / "no-store"
+    bare.mkdir()  # a folder without .engram/: nothing to say, no error
+    done = replay(hooks["pre-edit"], payload("claude-code", "pre-edit-edit", bare), bare)
+    silent(done)
+    assert done.stderr == b""
+    broken = replay(hooks["pre-edit"], b"{not json", root)
+    silent(broken)
+    assert b"not JSON" in broken.stderr  # said where the agent logs it, never to the model
+
+
+def test_claude_code_session_start_and_compaction_inject_the_briefing(ledger: Engram) -> None:
+    root = ledger.root
+    hooks = install(root, "claude-code")
+    for name in ("session-start", "session-start-compact"):
+        text = context_of(
+            replay(hooks["session-start"], payload("claude-code", name, root), root), "SessionStart"
+        )
+        assert text.startswith("# engram: project memory")
+        assert "## Active decisions" in text and "Money is stored in integer cents" in text
+        assert "## Active pitfalls" in text and "Never divide amounts with /" in text
+    assert "2f9c0a7e-5b1d-4c8e-9a3f-1e2d3c4b5a69" in session_log(root)
+
+
+def test_claude_code_stop_captures_learnings_and_session_end_closes_the_session(
+    ledger: Engram,
+) -> None:
+    root = ledger.root
+    hooks = install(root, "claude-code")
+    sid = "2f9c0a7e-5b1d-4c8e-9a3f-1e2d3c4b5a69"
+    replay(hooks["session-start"], payload("claude-code", "session-start", root), root)
+
+    done = replay(hooks["stop"], payload("claude-code", "stop", root), root)
+    assert done.returncode == 0, done.stderr.decode()
+    notice = json.loads(done.stdout)
+    assert set(notice) == {"systemMessage"}  # for the person; the model is not interrupted
+    assert notice["systemMessage"].startswith("engram saved 1 learning: Refund totals")
+    (hit,) = ledger.recall("round half-even bank settles", limit=1)
+    assert hit.record["kind"] == "discovery" and hit.record["session_id"] == sid
+    assert hit.record["source"] == "hook:claude-code"
+    silent(replay(hooks["stop"], payload("claude-code", "stop", root), root))  # already known
+
+    # Without last_assistant_message (older versions), the transcript's last answer is read.
+    (root / ".transcript.jsonl").write_bytes(
+        (FIXTURES / "claude-code/transcript.jsonl").read_bytes()
+    )
+    done = replay(hooks["stop"], payload("claude-code", "stop-transcript", root), root)
+    assert "Refund batches are settled per merchant" in json.loads(done.stdout)["systemMessage"]
+    silent(replay(hooks["stop"], payload("claude-code", "stop-active", root), root))
+    titles = [
+        json.loads(line)["title"] for line in ledger.project_ws.store.path.read_text().splitlines()
+    ]
+    assert not [t for t in titles if t.startswith("Never saved")]  # stop_hook_active: skipped
+    done = replay(hooks["subagent-stop"], payload("claude-code", "subagent-stop", root), root)
+    assert "The ledger import job reads money.py" in json.loads(done.stdout)["systemMessage"]
+
+    assert "ended_at" not in session_log(root)[sid]
+    silent(replay(hooks["session-end"], payload("claude-code", "session-end", root), root))
+    assert session_log(root)[sid]["ended_at"]
+
+
+def test_claude_code_injection_stays_under_the_limit_with_ids_to_fetch_more(
+    project: Engram,
+) -> None:
+    root = project.root
+    for n in range(60):
+        project.remember(
+            f"Pitfall {n} of the hot file",
+            f"Detail {n}: " + "the retry loop must back off exponentially; " * 30,
+            kind="pitfall",
+            files=["hot.py"],
+        )
+    hooks = install(root, "claude-code")
+    data = json.dumps(
+        {
+            "cwd": str(root),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": str(root / "hot.py")},
+        }
+    ).encode()
+    text = context_of(replay(hooks["pre-edit"], data, root), "PreToolUse")
+    assert "more left out for the token budget" in text and "`check`" in text
+    start = replay(hooks["session-start"], payload("claude-code", "session-start", root), root)
+    assert len(context_of(start, "SessionStart")) <= LIMIT
+
+
+# -- Codex --------------------------------------------------------------------------------------
+
+
+def test_codex_apply_patch_checks_every_file_of_the_patch(ledger: Engram) -> None:
+    root = ledger.root
+    hooks = install(root, "codex")
+    done = replay(
+        hooks["pre-edit"], payload("codex", "pre-edit-apply-patch", root), root / "ledger"
+    )
+    text = context_of(done, "PreToolUse")
+    assert "ledger/money.py" in text and "ledger/old_rates.py" in text
+    assert "Never divide amounts with /" in text and "Old rates are frozen" in text
+    start = replay(hooks["session-start"], payload("codex", "session-start", root), root)
+    assert "Money is stored in integer cents" in context_of(start, "SessionStart")
+    done = replay(hooks["stop"], payload("codex", "stop", root), root)
+    assert "Rates files are generated" in json.loads(done.stdout)["systemMessage"]
+
+
+# -- Gemini CLI ---------------------------------------------------------------------------------
+
+
+def test_gemini_cli_hooks(ledger: Engram) -> None:
+    root = ledger.root
+    hooks = install(root, "gemini-cli")
+    start = replay(hooks["session-start"], payload("gemini-cli", "session-start", root), root)
+    assert "Never divide amounts with /" in context_of(start, "SessionStart")
+    # Gemini CLI's BeforeTool cannot add context: the check follows the edit, in AfterTool.
+    after = replay(hooks["post-edit"], payload("gemini-cli", "post-edit-replace", root), root)
+    text = context_of(after, "AfterTool")
+    assert text.startswith("# engram: you just edited ledger/money.py")
+    done = replay(hooks["stop"], payload("gemini-cli", "stop", root), root)
+    assert "batched per merchant" in json.loads(done.stdout)["systemMessage"]
+    silent(replay(hooks["session-end"], payload("gemini-cli", "session-end", root), root))
+    assert session_log(root)["gem-5f1"]["ended_at"]
+
+
+# -- the command itself ------------------------------------------------------------------------
+
+
+def test_a_mistyped_hook_is_an_error_never_a_block() -> None:
+    err = io.StringIO()
+    assert hook_main(["claude-code", "nope"], stdin=io.BytesIO(b"{}"), stderr=err) == 1
+    assert "usage: engram hook AGENT EVENT" in err.getvalue()
+    done = run_cli("hook", "claude-code", "nope", stdin=b"{}")
+    assert done.returncode == 1  # Claude Code blocks a tool call on 2 only
+    assert run_cli("hook", "--help").returncode == 0
+
+
+def test_hooks_can_be_turned_off(ledger: Engram) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    done = run_cli(
+        "hook", "claude-code", "pre-edit", cwd=root, stdin=data, env={"ENGRAM_HOOKS": "off"}
+    )
+    silent(done)
+    assert (
+        b"Never divide" in run_cli("hook", "claude-code", "pre-edit", cwd=root, stdin=data).stdout
+    )
+
+
+def test_a_hook_imports_no_cli_framework_nor_other_adapter(ledger: Engram) -> None:
+    code = (
+        "import json, sys\n"
+        "import engram.__main__ as composition\n"
+        "sys.argv = ['engram', 'hook', 'claude-code', 'pre-edit']\n"
+        "try:\n    composition.main()\nexcept SystemExit as exit_:\n    assert not exit_.code\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ledger.root,
+        input=payload("claude-code", "pre-edit-edit", ledger.root),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"Never divide" in done.stdout
+    loaded = json.loads(done.stderr.decode().splitlines()[-1])
+    heavy = {"typer", "click", "rich", "mcp", "anyio", "asyncio", "pydantic", "fastapi"}
+    assert [m for m in loaded if m.split(".")[0] in heavy] == []
+    others = ("engram.cli", "engram.mcp_server", "engram.http_api", "engram.daemon", "engram.tui")
+    assert [m for m in loaded if m.startswith(others)] == []
+
+
+def test_payload_readers() -> None:
+    patch = (
+        "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n"
+        "*** Add File: c/d.md\n*** End Patch\n"
+    )
+    assert list(patch_files(patch)) == ["a.py", "b.py", "c/d.md"]
+    assert files_of({"command": patch}) == ["a.py", "b.py", "c/d.md"]
+    assert files_of({"command": "rm -rf build"}) == []  # a shell command names no edit
+    assert files_of({"file_path": "/r/x.py", "content": '{"file_path": "/not/this"}'}) == [
+        "/r/x.py"
+    ]
+    assert files_of({"notebook_path": "/r/n.ipynb"}) == ["/r/n.ipynb"]
+    assert last_assistant_text(FIXTURES / "claude-code/transcript.jsonl").startswith("Fixed.")
+    assert last_assistant_text(FIXTURES / "missing.jsonl") == ""
