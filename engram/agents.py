@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from engram.errors import ConfigError, InvalidInput
 from engram.jsonc import Document, JsoncError
+from engram.operations.hooks import HOOKS, HookSpec
 
 AGENTS: Final = ("claude-code", "codex", "gemini-cli", "opencode", "cursor", "vscode")
 SCOPES: Final = ("project", "user")
@@ -64,61 +65,6 @@ code). Reach it through the `engram` MCP tools.
   you finish, call `session_summary` (Goal, Instructions, Discoveries, Accomplished, Next steps,
   Relevant files); if your reply has a "Key Learnings" section, pass it to `capture`.
 """
-
-# The hooks engram installs, as each agent's hooks reference documents them: the event in the
-# agent's settings, its matcher, how long the agent waits (seconds) and what `engram hook AGENT
-# EVENT` does there (engram.hooks runs it). Each command reads the agent's JSON payload on
-# stdin, prints only what the agent reads, and exits 0; it is skipped silently where engram is
-# not installed (a teammate without engram clones a repository whose settings name it).
-# `legacy` names the commands of earlier setups that a hook replaces in place.
-
-
-@dataclass(frozen=True)
-class HookSpec:
-    """One hook engram installs for an agent: its event there and what engram does then."""
-
-    agent: str
-    event: str  # engram's name: the second argument of `engram hook AGENT EVENT`
-    native: str  # the agent's event name in its settings file
-    matcher: str | None
-    timeout: int  # seconds the agent waits for the hook
-    action: str  # brief, check, capture or end
-    legacy: tuple[str, ...] = ()
-
-
-_EDITS: Final = "Edit|Write|MultiEdit|NotebookEdit"
-HOOKS: Final = (
-    HookSpec(
-        "claude-code",
-        "session-start",
-        "SessionStart",
-        "startup|resume|clear|compact",
-        30,
-        "brief",
-        ("engram context",),
-    ),
-    HookSpec("claude-code", "pre-edit", "PreToolUse", _EDITS, 10, "check", ("engram check",)),
-    HookSpec("claude-code", "stop", "Stop", None, 30, "capture"),
-    HookSpec("claude-code", "subagent-stop", "SubagentStop", None, 30, "capture"),
-    HookSpec("claude-code", "session-end", "SessionEnd", None, 15, "end"),
-    HookSpec("codex", "session-start", "SessionStart", "startup|resume|clear|compact", 30, "brief"),
-    HookSpec("codex", "pre-edit", "PreToolUse", "apply_patch|Edit|Write", 10, "check"),
-    HookSpec("codex", "stop", "Stop", None, 30, "capture"),
-    HookSpec("codex", "subagent-stop", "SubagentStop", None, 30, "capture"),
-    HookSpec("gemini-cli", "session-start", "SessionStart", "startup|resume|clear", 30, "brief"),
-    HookSpec("gemini-cli", "post-edit", "AfterTool", "write_file|replace", 10, "check"),
-    HookSpec("gemini-cli", "stop", "AfterAgent", None, 30, "capture"),
-    HookSpec("gemini-cli", "session-end", "SessionEnd", None, 15, "end"),
-)
-HOOK_AGENTS: Final = tuple(dict.fromkeys(spec.agent for spec in HOOKS))
-
-
-def hook_spec(agent: str, event: str) -> HookSpec | None:
-    """Return the hook engram installs for ``agent`` at ``event`` (None if there is none)."""
-    for spec in HOOKS:
-        if spec.agent == agent and spec.event == event:
-            return spec
-    return None
 
 
 def hook_command(prefix: Sequence[str], spec: HookSpec) -> str:

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from engram import agents
 from engram.cli import app
 from engram.jsonc import Document, parse
+from engram.operations.hooks import HOOK_AGENTS
 from tests.conftest import run_cli
 
 runner = CliRunner()
@@ -139,7 +140,7 @@ def test_setup_writes_valid_configs_and_is_idempotent(
         else:
             assert change["kind"] == "hooks"
     kinds = sorted(c["kind"] for c in changes)
-    if agent in agents.HOOK_AGENTS:
+    if agent in HOOK_AGENTS:
         assert kinds == ["hooks", "instructions", "mcp"]
     elif agent == "cursor" and scope == "user":
         assert kinds == ["mcp"] and any("Cursor keeps user rules" in n for n in first["notes"])

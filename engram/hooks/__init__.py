@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
-from engram.agents import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
 from engram.errors import EngramError, NotInitialized
 from engram.hooks import reply
 from engram.hooks.payload import MAX_PAYLOAD, Event, PayloadError, absolute, event_of, parse
+from engram.operations.hooks import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
 
 if TYPE_CHECKING:
     from engram.service import Engram
