@@ -80,7 +80,9 @@ class Draft(TypedDict, total=False):
 
     Defaults: kind ``note``, importance 3, status ``active``, scope ``project``, source
     ``cli``; a missing session id is the open session's, a missing author git's user name,
-    a missing project this repository's. ``extra`` carries further fields as they are.
+    a missing project this repository's (a personal memory's: none, so it is global, unless it
+    cites files of this repository: ``Project.project_of``). ``extra`` carries further fields
+    as they are.
     """
 
     kind: str
@@ -117,16 +119,17 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
         source=draft.get("source", "cli"),
         session_id=session_id,
     )
-    ws = here.workspace(str(fields["scope"]).strip().lower())
-    fields["project"] = here.name if project is None or not project.strip() else project
+    scope = str(fields["scope"]).strip().lower()
+    ws = here.workspace(scope)
+    fields["project"] = here.project_of(scope, project, fields["files"])
     if session_id is None and here.sessions.path.exists():
-        fields["session_id"] = here.session_id(None, normalize_project(fields["project"]))
+        fields["session_id"] = here.session_id(None, normalize_project(project or "") or here.name)
     author = draft.get("author")
     fields["author"] = author if author is not None else config_mod.git_user_name(here.root)
     ours = fields["project"] == here.name
     fields, redactions = _clean(ws, fields, here.repo_paths if ours else None)
     anchors = []
-    if fields["project"] == here.name:  # files of this repository
+    if here.has_project and fields["project"] == here.name:  # files of this repository
         anchors = _anchors(here, ws, fields.get("files") or [])
     if anchors:
         fields["anchors"] = anchors
@@ -210,7 +213,7 @@ def update(here: Project, ref: str, changes: Mapping[str, Any]) -> Record:
     # Scrubbed before lower-casing tags, as remember does.
     fields = _clean(ws, fields, here.repo_paths if ours else None)[0]
     project = fields.get("project", current.get("project"))
-    if {"title", "content", "files"} & set(fields) and project == here.name:
+    if {"title", "content", "files"} & set(fields) and here.has_project and project == here.name:
         # Rewritten against the code as it is now: anchor the cited files afresh.
         cited = fields["files"] if "files" in fields else current.get("files") or []
         fields["anchors"] = _anchors(here, ws, cited)

@@ -7,6 +7,13 @@ ranked recall (``recall``), the shortest unique id prefixes (``short_ids``) and 
 changed since a memory was written (``stale_many``, cached per HEAD). The service facade opens
 one and closes it.
 
+Personal memories follow the person: one saved without a project of its own is global (project
+``""``) and recall shows it in every project, with the personal memories tied to this project;
+``all_projects`` shows those of every other project too. Where no project exists (an MCP server
+started outside any repository), ``Project.personal_only`` opens the personal store alone: it is
+then ``ws``, and what needs a project's store answers ``NotInitialized`` in words for the person
+(``no_project``).
+
 It decides nothing about what to write and writes nothing itself; it must not import the
 service or an adapter.
 """
@@ -21,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram import config as config_mod
 from engram import model
-from engram.errors import AmbiguousId, InvalidInput, NotFound
+from engram.errors import AmbiguousId, InvalidInput, NotFound, NotInitialized
 from engram.index.query import Hit, Query
 from engram.index.ranking import epoch
 from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path
@@ -32,9 +39,22 @@ if TYPE_CHECKING:
     from engram.indexer.anchors import AnchorChecker
     from engram.store.sessions import SessionLog
 
-__all__ = ["GLOBAL_PROJECTS", "MIN_WRITE_PREFIX", "Project", "as_list", "records_of"]
+__all__ = [
+    "ALL_PROJECTS",
+    "GLOBAL_PROJECTS",
+    "MIN_WRITE_PREFIX",
+    "Project",
+    "as_list",
+    "no_project",
+    "records_of",
+]
 
 GLOBAL_PROJECTS: Final = ("", "*", "personal")  # personal memories shown in every project
+ALL_PROJECTS: Final = "*"  # as a recall's project filter: every project (all_projects)
+NO_PROJECT_HINT: Final = (
+    "the user can run `engram init` in the repository to create its store; until then only "
+    "personal memories (scope=personal) are kept"
+)
 # A command that changes or deletes a memory needs this many characters of its id (or the whole
 # id, if shorter): one typed character must not pick the memory to forget.
 MIN_WRITE_PREFIX: Final = 4
@@ -57,12 +77,26 @@ def records_of(hits: Iterable[Hit]) -> list[Record]:
     return [hit.record for hit in hits]
 
 
+def no_project(what: str, where: Path) -> NotInitialized:
+    """Return the error of ``what`` asked where no project store exists, for the person to act on.
+
+    The words are the person's (an agent relays them), not an instruction to the agent.
+    """
+    return NotInitialized(
+        f"no engram store in this repository ({where} has no .engram/ in it or above it): "
+        f"{what} needs one (the personal store is open)",
+        hint=NO_PROJECT_HINT,
+    )
+
+
 class Project:
     """One opened project: its workspace, the personal one (``scope=personal``), its session log."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, ws: Workspace | None = None) -> None:
         self.root = root
-        self.ws = Workspace.open(root, root / config_mod.ENGRAM_DIR, "project")
+        # Without a project store of its own (personal_only) the personal store is ``ws``.
+        self.has_project = ws is None
+        self.ws = ws or Workspace.open(root, root / config_mod.ENGRAM_DIR, "project")
         self._personal: Workspace | None = None
         # Resolved once: recall checks for the personal store on every call.
         personal = config_mod.personal_dir()
@@ -70,6 +104,22 @@ class Project:
         self._personal_dir: Path | None = None if same else personal
         self._sessions: SessionLog | None = None
         self._anchor_checker: AnchorChecker | None = None
+
+    @classmethod
+    def personal_only(cls, where: Path) -> Project:
+        """Open the personal store alone (created if need be), for a folder with no project.
+
+        ``where`` is the folder the caller works in; messages name it.
+        """
+        folder = config_mod.personal_dir()
+        if not (folder / "memories.jsonl").exists():
+            init_layout(folder, "personal")
+        return cls(where, Workspace.open(folder.parent, folder, "personal"))
+
+    def require_project(self, what: str) -> None:
+        """Refuse ``what`` (NotInitialized, in the person's words) when no project is open."""
+        if not self.has_project:
+            raise no_project(what, self.root)
 
     def close(self) -> None:
         """Release the index files of every open workspace and the anchor cache."""
@@ -119,6 +169,8 @@ class Project:
             ws = self.personal(create=True)
             if ws is not None:
                 return ws
+        else:
+            self.require_project("a project memory")
         return self.ws
 
     def workspaces(self, scopes: frozenset[str] = frozenset()) -> list[Workspace]:
@@ -134,10 +186,23 @@ class Project:
     def personal_projects(self) -> frozenset[str]:
         """The personal store's memories recall shows here: this project's and global ones.
 
-        A personal memory names the project it was saved in; one whose project is empty, ``*``
-        or ``personal`` (the store's own name) belongs to every project.
+        A personal memory is global unless it was tied to a project (a project given, or files
+        of its repository cited): one whose project is empty, ``*`` or ``personal`` (the store's
+        own name) belongs to every project.
         """
         return frozenset((self.name, *GLOBAL_PROJECTS))
+
+    def project_of(self, scope: str, project: str | None, files: Iterable[str] | str | None) -> str:
+        """Return the project a new memory is saved under: the one given, else the rule's.
+
+        A project memory is this project's. A personal one is global (``""``), unless it cites
+        files: they are paths of this repository, so it is this project's.
+        """
+        if project is not None and project.strip():
+            return project
+        if scope == "personal" and not (self.has_project and as_list(files)):
+            return ""
+        return self.name
 
     def live_records(self) -> list[Record]:
         """Return every live memory of the project and personal stores."""
@@ -150,8 +215,11 @@ class Project:
         """Return paths as agents send them (absolute, or from the current folder) repo-relative.
 
         One rule for every adapter: ``engram.model.repo_path`` against this repository's root
-        and the process's current folder; a path outside the repository is refused.
+        and the process's current folder; a path outside the repository is refused. With no
+        project open there is no repository: paths are kept as written.
         """
+        if not self.has_project:
+            return [model.normalize_path(path) for path in as_list(paths)]
         try:
             cwd: str | None = os.getcwd()
         except OSError:  # the current folder was removed
@@ -196,17 +264,29 @@ class Project:
         return ws, record
 
     def recall(
-        self, query: str = "", *, limit: int = 10, offset: int = 0, **filters: Any
+        self,
+        query: str = "",
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        all_projects: bool | None = False,
+        **filters: Any,
     ) -> list[Hit]:
-        """Return ranked memories of both stores for any text (best first; filters: AND)."""
+        """Return ranked memories of both stores for any text (best first; filters: AND).
+
+        Personal memories are this project's and the global ones, unless ``all_projects`` (or
+        the project filter ``*``) asks for every project's.
+        """
         if limit < 0 or offset < 0:
             raise InvalidInput("limit and offset must not be negative")
         if filters.get("files"):
             filters["files"] = self.repo_paths(filters["files"])
+        if ALL_PROJECTS in as_list(filters.get("projects")):
+            all_projects, filters["projects"] = True, None
         q = Query.build(query, limit=limit + offset, **filters)
         hits: list[Hit] = []
         for ws in self.workspaces(q.scopes):
-            if ws.scope == "personal" and not q.projects:
+            if ws.scope == "personal" and not q.projects and not all_projects:
                 hits.extend(ws.index.search(replace(q, projects=self.personal_projects)))
             else:
                 hits.extend(ws.index.search(q))
@@ -257,6 +337,8 @@ class Project:
         One sentence per file, e.g. ``src/auth.py changed in 3 commits since it was written``;
         only memories with something to say are named. Answers are cached per HEAD.
         """
+        if not self.has_project:
+            return {}
         wanted = [
             r
             for r in records

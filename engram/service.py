@@ -7,7 +7,10 @@ it opened. The logic lives in the features: the write path in ``engram.memories`
 neighbours and timeline in ``engram.graph``, ``engram.check``, the briefing in
 ``engram.context``, sessions and capture in ``engram.session``, ``engram.judging``,
 consolidation and insights in ``engram.hygiene``, ``engram.projects``, git in ``engram.repo``,
-the indexers in ``engram.indexing``, sync in ``engram.sync``. Operations return typed results:
+the indexers in ``engram.indexing``, sync in ``engram.sync``. ``Engram.personal_only`` serves
+the personal store alone where no project exists; the operations marked ``@in_project`` then
+answer ``NotInitialized`` in words for the person (``engram.project.no_project``), and a
+project-scoped one refuses its project scope the same way. Operations return typed results:
 dataclasses of the feature that builds them, each with one ``to_dict()`` that the adapters send
 (a method's return type is its operation's declared ``result``; tests/test_contract.py holds
 them together), or records; a recall with no hits returns ``[]``. Errors are ``EngramError``s
@@ -17,10 +20,11 @@ prints.
 
 from __future__ import annotations
 
+import functools
 import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from engram import config as config_mod
 from engram import memories
@@ -52,13 +56,29 @@ if TYPE_CHECKING:
     from engram.sync.transfer import ExportDocument
 
 Progress = Callable[[int, int], None]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def in_project(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Mark an operation that needs a project's store (refused where only the personal is open)."""
+    what = method.__name__.strip("_").replace("_", " ")
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        facade = args[0]
+        if isinstance(facade, Engram):
+            facade.here.require_project(what)
+        return method(*args, **kwargs)
+
+    return guarded
 
 
 class Engram:
     """The facade over one project (and the personal store for ``scope=personal``)."""
 
-    def __init__(self, root: Path) -> None:
-        self.here = Project(root)
+    def __init__(self, root: Path | Project) -> None:
+        self.here = root if isinstance(root, Project) else Project(root)
         self._context_cache: StandingCache | None = None  # context's query-free sections
 
     # -- opening -----------------------------------------------------------------------------
@@ -67,6 +87,20 @@ class Engram:
     def open(cls, path: Path | None = None) -> Engram:
         """Open the project holding ``path`` (default: the working directory)."""
         return cls(config_mod.find_root(path))
+
+    @classmethod
+    def personal_only(cls, where: Path | None = None) -> Engram:
+        """Open the personal store alone, for ``where`` (default: here), a folder with no project.
+
+        Recall, get, remember with scope=personal, context and the other reads and edits of
+        memories work on it; what needs a project answers NotInitialized for the person.
+        """
+        return cls(Project.personal_only((where or Path.cwd()).resolve()))
+
+    @property
+    def has_project(self) -> bool:
+        """Tell whether a project's store is open (False: the personal store alone)."""
+        return self.here.has_project
 
     @classmethod
     def init(
@@ -123,7 +157,7 @@ class Engram:
         """Return the workspace of a whole-store operation: ``project`` or ``personal``."""
         if scope not in ("project", "personal"):
             raise InvalidInput(f"unknown scope {scope!r}; use project or personal")
-        return self.here.workspace(scope) if scope == "personal" else self.here.ws
+        return self.here.workspace(scope)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -183,6 +217,7 @@ class Engram:
 
         return neighbours(self.here, ref, limit=limit)
 
+    @in_project
     def check(
         self, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
     ) -> Findings:
@@ -225,6 +260,7 @@ class Engram:
 
     # -- sessions, prompts, capture, timeline ------------------------------------------------
 
+    @in_project
     def session_start(
         self, session_id: str | None = None, *, directory: str = "", project: str | None = None
     ) -> Session:
@@ -233,6 +269,7 @@ class Engram:
 
         return session.start(self.here, session_id, directory=directory, project=project)
 
+    @in_project
     def session_end(
         self, session_id: str | None = None, *, summary: str = "", project: str | None = None
     ) -> Session:
@@ -241,6 +278,7 @@ class Engram:
 
         return session.end(self.here, session_id, summary=summary, project=project)
 
+    @in_project
     def session_summary(
         self,
         content: str = "",
@@ -256,6 +294,7 @@ class Engram:
             self.here, content, session_id=session_id, project=project, sections=sections
         )
 
+    @in_project
     def save_prompt(
         self, content: str, *, session_id: str | None = None, project: str | None = None
     ) -> SaveResult:
@@ -264,6 +303,7 @@ class Engram:
 
         return session.save_prompt(self.here, content, session_id=session_id, project=project)
 
+    @in_project
     def capture(
         self,
         text: str,
@@ -289,13 +329,14 @@ class Engram:
 
     def export(self, *, scope: str = "project") -> ExportDocument:
         """Return every memory and tombstone of a store as engram's export document."""
-        ws = self.here.workspace(scope) if scope == "personal" else self.here.ws
-        return transfer.export(ws)
+        return transfer.export(self._scoped(scope))
 
+    @in_project
     def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
         """Merge an export document into the store through the one merge function."""
         return transfer.import_document(self.here.ws, document, progress=progress)
 
+    @in_project
     def import_path(self, path: Path, *, progress: Progress | None = None) -> ImportResult:
         """Import a file or folder of another memory tool (format detected) or of engram."""
         return transfer.import_path(self.here.ws, path, project=self.project, progress=progress)
@@ -319,12 +360,14 @@ class Engram:
             self.here, ref, score=score, verdict=verdict, reason=reason, query=query, author=author
         )
 
+    @in_project
     def consolidate_preview(self) -> list[Group]:
         """Return the candidate groups for consolidation, each with a reason and an action."""
         from engram.hygiene import groups
 
         return groups(self.here)
 
+    @in_project
     def consolidate(
         self,
         *,
@@ -336,6 +379,7 @@ class Engram:
 
         return plan(self.here, chosen=groups, llm=llm)
 
+    @in_project
     def consolidate_apply(
         self, plan: Plan | Mapping[str, Any] | None = None, *, dry_run: bool = False
     ) -> Applied:
@@ -344,6 +388,7 @@ class Engram:
 
         return apply_plan(self.here, plan, dry_run=dry_run)
 
+    @in_project
     def train(
         self,
         *,
@@ -390,6 +435,7 @@ class Engram:
 
         return variants(self.here)
 
+    @in_project
     def projects_prune(self, *, dry_run: bool = False) -> ProjectPrune:
         """Forget projects that have no live memory left: their entries in the session log."""
         from engram.projects import prune
@@ -420,18 +466,21 @@ class Engram:
 
         return merge_driver(base, ours, theirs, pathname)
 
+    @in_project
     def git_setup(self, *, install: bool = False, command: str | None = None) -> GitSetup:
         """Report (and with ``install`` write) .gitattributes and the merge driver's config."""
         from engram.repo import setup
 
         return setup(self.root, install=install, command=command)
 
+    @in_project
     def resolve(self) -> list[Resolved]:
         """Rebuild conflicted .engram files from git's three stages (or their markers)."""
         from engram.repo import resolve
 
         return resolve(self.here)
 
+    @in_project
     def log(self, ref: str, *, limit: int = 50) -> list[Version]:
         """Return the versions of one memory in the commits reachable from HEAD, newest first."""
         from engram.repo import log
@@ -475,6 +524,7 @@ class Engram:
 
         return reindex(self.here, rebuild=rebuild, progress=progress)
 
+    @in_project
     def index_project(
         self,
         *,
@@ -491,6 +541,7 @@ class Engram:
             self.here, adr=adr, git=git, dry_run=dry_run, rebuild=rebuild, progress=progress
         )
 
+    @in_project
     def doctor(self, *, fix: bool = False) -> list[Finding]:
         """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
         from engram.doctor import run_checks

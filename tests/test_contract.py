@@ -103,8 +103,10 @@ def test_readme_names_every_recall_filter_and_every_tool() -> None:
     text = README.read_text(encoding="utf-8")
     commands = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in commands.splitlines() if line.startswith("| `recall`"))
+    from engram.cli.options import option_names
+
     for param in RECALL_FILTERS:
-        assert f"--{param.wire}" in row, param.wire
+        assert option_names(param)[0] in row, param.wire
     tools = text.split("## MCP tools", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `(\w+)`", tools, flags=re.MULTILINE))
     for op in OPERATIONS.values():

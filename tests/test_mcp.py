@@ -774,12 +774,16 @@ def test_server_started_before_init_answers_with_a_hint_then_works(tmp_path: Pat
 
     async def scenario() -> None:
         async with connect(root) as client:
-            error = await client.error("recall", {"query": "x"})
+            # Only the personal store is open: recall answers from it, a project save is refused.
+            assert (await client.ok("recall", {"query": "x"}))["hits"] == []
+            error = await client.error("remember", {"title": "Too early"})
             assert error["code"] == "not_initialized" and "engram init" in error["hint"]
             make_project(root)
             assert (await client.ok("remember", {"title": "Now it works"}))["action"] == "created"
 
     run(scenario)
+    lines = (root / ".engram" / "memories.jsonl").read_text().splitlines()
+    assert [json.loads(line)["title"] for line in lines] == ["Now it works"]
 
 
 # -- the command, the README, the import cost -------------------------------------------------

@@ -104,19 +104,30 @@ def test_personal_memories_of_other_projects_are_filtered_out(tmp_path: Path) ->
     alpha, _ = Engram.init(tmp_path / "alpha", "alpha")
     beta, _ = Engram.init(tmp_path / "beta", "beta")
     with alpha, beta:
+        # Tied to a project on purpose (as every personal memory was saved before the rule).
         mine = alpha.remember(
-            "Prefer small pull requests in alpha", scope="personal", kind="preference"
+            "Prefer small pull requests in alpha",
+            scope="personal",
+            kind="preference",
+            project="alpha",
         ).record
         everywhere = alpha.remember(
             "Prefer small pull requests everywhere", scope="personal", project="*"
         ).record
-        theirs = beta.remember("Prefer small pull requests in beta", scope="personal").record
+        theirs = beta.remember(
+            "Prefer small pull requests in beta", scope="personal", project="beta"
+        ).record
+        # Saved with no project: global, it follows the person.
+        anywhere = beta.remember("Prefer small pull requests anywhere", scope="personal").record
         assert mine["project"] == "alpha" and theirs["project"] == "beta"
+        assert anywhere["project"] == ""
 
         seen_alpha = {hit.id for hit in alpha.recall("small pull requests")}
         seen_beta = {hit.id for hit in beta.recall("small pull requests")}
-        assert seen_alpha == {mine["id"], everywhere["id"]}
-        assert seen_beta == {theirs["id"], everywhere["id"]}
+        assert seen_alpha == {mine["id"], everywhere["id"], anywhere["id"]}
+        assert seen_beta == {theirs["id"], everywhere["id"], anywhere["id"]}
+        every = {mine["id"], theirs["id"], everywhere["id"], anywhere["id"]}
+        assert {hit.id for hit in beta.recall("small pull requests", all_projects=True)} == every
         # Browsing (no words) filters the same way.
         assert {hit.id for hit in beta.recall("", scopes="personal")} == seen_beta
         # Asking for a project by name reaches it on purpose.

@@ -125,6 +125,7 @@ GO_ENGRAM: Final = (
         _GO_TYPE,
         _GO_PROJECT,
         _SCOPE,
+        memory_ops.ALL_PROJECTS,
         _GO_LIMIT,
         _CURSOR,
         rename={"type": "kind"},

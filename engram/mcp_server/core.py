@@ -1,8 +1,10 @@
 """What ``engram mcp`` serves, without the SDK: ``EngramMCP`` and its one error boundary.
 
 ``EngramMCP`` is plain synchronous Python over ``engram.service.Engram``: it opens the project
-on first use, picks the tools of its profile and compatibility sets (``table``), holds the
-response budget and the recall cursors (``engram.paging.Pages``), and dispatches each call to
+on first use (the working folder's, else the first of the client's roots that lies in one,
+else the personal store alone, which answers what needs a project in words for the person),
+picks the tools of its profile and compatibility sets (``table``), holds the response budget
+and the recall cursors (``engram.paging.Pages``), and dispatches each call to
 the handler registered for the tool's target (``tools``). ``call`` is the error boundary:
 every failure becomes an MCP error result with a message and a hint, and the server keeps
 serving. ``read`` serves the resources, ``prompt`` the prompts.
@@ -17,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.errors import ConfigError, EngramError, InvalidInput, NotFound
+from engram.config import find_root
+from engram.errors import ConfigError, EngramError, InvalidInput, NotFound, NotInitialized
 from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
 from engram.mcp_server.table import COMPATS, Call, select_tools
@@ -45,11 +48,34 @@ class _UnknownTool(EngramError):
     hint = "tools/list shows the tools this server offers (engram mcp --tools all adds more)"
 
 
+def root_paths(uris: Iterable[str]) -> list[Path]:
+    """Return the local folders of the client's roots (``file://`` URIs), in order."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    out = []
+    for uri in uris:
+        parts = urlsplit(str(uri))
+        if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path:
+            out.append(Path(url2pathname(parts.path)))
+    return out
+
+
+def project_root(folders: Iterable[Path]) -> Path | None:
+    """Return the project (the folder holding .engram/) of the first folder inside one."""
+    for folder in folders:
+        with contextlib.suppress(NotInitialized, OSError):
+            return find_root(folder)
+    return None
+
+
 class EngramMCP:
     """What ``engram mcp`` serves, over the facade: tools, resources and prompts.
 
-    The project is opened on first use, so a server started before ``engram init`` answers
-    with an error and a hint until the project exists. Every call refreshes the index from
+    The project is opened on first use: the working folder's, else the first of the client's
+    roots (``use_roots``) that lies in one, else the personal store alone. A server started
+    before ``engram init`` serves the personal store, answers what needs a project with words
+    for the person, and opens the project once it exists. Every call refreshes the index from
     memories.jsonl first (the facade does), so writes by other server processes are seen.
     """
 
@@ -72,6 +98,7 @@ class EngramMCP:
             raise InvalidInput(f"--budget must be at least {MIN_BUDGET} tokens, got {budget}")
         self._budget_option = budget
         self._engram: Engram | None = None
+        self._roots: list[Path] | None = None  # the client's roots; None: not asked (yet)
         self.pages = Pages()
         # Set by the server around a call when the client can sample (consolidation's LLM).
         self.sampler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -80,12 +107,40 @@ class EngramMCP:
 
     @property
     def engram(self) -> Engram:
-        """Return the open project, opening it on first use."""
+        """Return the open project (or the personal store alone), opening it on first use.
+
+        While only the personal store is open, a project that has appeared since (``engram
+        init`` in the working folder or a root) is opened instead.
+        """
+        if self._engram is not None and not self._engram.has_project and self.project_root():
+            self.close()
         if self._engram is None:
             from engram.service import Engram
 
-            self._engram = Engram.open(self.start)
+            root = self.project_root()
+            self._engram = Engram(root) if root else Engram.personal_only(self.start)
         return self._engram
+
+    def project_root(self) -> Path | None:
+        """Return the project to serve: the working folder's, else the first root's (or None)."""
+        return project_root([self.start or Path.cwd(), *(self._roots or [])])
+
+    def wants_roots(self) -> bool:
+        """Tell whether the client's roots are needed (and not known): no project here."""
+        return self._roots is None and project_root([self.start or Path.cwd()]) is None
+
+    def use_roots(self, uris: Iterable[str]) -> None:
+        """Take the client's roots (``file://`` URIs); a project they name is opened next."""
+        roots = root_paths(uris)
+        if roots != self._roots and self._engram is not None:
+            current = self._engram.root if self._engram.has_project else None
+            if project_root([self.start or Path.cwd(), *roots]) != current:
+                self.close()
+        self._roots = roots
+
+    def roots_changed(self) -> None:
+        """Forget the client's roots: they are asked again before the next call."""
+        self._roots = None
 
     def close(self) -> None:
         """Release the project's index files."""
@@ -146,6 +201,10 @@ class EngramMCP:
 
     def _error(self, exc: EngramError, name: str) -> dict[str, str]:
         out = exc.to_dict()
+        if isinstance(exc, NotInitialized) and exc.hint == NotInitialized.hint:
+            from engram.project import NO_PROJECT_HINT
+
+            out["hint"] = NO_PROJECT_HINT  # the person's words: an agent relays them
         if isinstance(exc, InvalidInput) and exc.hint == InvalidInput.hint:
             out["hint"] = f"check the arguments against the input schema of {name} (tools/list)"
         return out

@@ -4,6 +4,8 @@
 is data) the request handlers of ``SDKHandlers``: list and call tools, list and read
 resources, list and get prompts. A call of a tool that may sample (consolidation) while the
 client offers sampling runs in a worker thread with a sampler that asks the client's model.
+Where the working folder is in no project, the client's roots (``roots/list``, when it offers
+them; asked again after ``notifications/roots/list_changed``) name the project to open.
 ``run`` is what ``engram mcp`` calls (the composition root names it).
 
 The mcp SDK and anyio are imported only when serving, so importing this module stays cheap.
@@ -68,10 +70,18 @@ def run(
         format="engram mcp: %(levelname)s %(name)s: %(message)s",
     )
     with EngramMCP(start, profile=profile, compat=list(compat), budget=budget) as core:
-        try:
-            core.engram  # noqa: B018 -- open now to warn early; the tools say it again
-        except EngramError as exc:
-            print(f"engram mcp: {exc.message} (hint: {exc.hint})", file=sys.stderr)
+        if core.project_root() is None:
+            print(
+                f"engram mcp: no engram store in {(start or Path.cwd()).resolve()} or above; "
+                "serving the project the client's roots name, else the personal store "
+                "(`engram init` in a repository creates its store)",
+                file=sys.stderr,
+            )
+        else:
+            try:
+                core.engram  # noqa: B018 -- open now to warn early; the tools say it again
+            except EngramError as exc:
+                print(f"engram mcp: {exc.message} (hint: {exc.hint})", file=sys.stderr)
         serve(core)
 
 
@@ -102,6 +112,7 @@ async def _serve(core: EngramMCP) -> None:
 
 def _server(handlers: SDKHandlers) -> Server[Any]:
     """Return the SDK's low-level server over the handlers, without telemetry."""
+    from mcp import types
     from mcp.server.lowlevel import Server
 
     from engram import __version__
@@ -118,6 +129,10 @@ def _server(handlers: SDKHandlers) -> Server[Any]:
         on_list_prompts=handlers.list_prompts,
         on_get_prompt=handlers.get_prompt,
     )
+    # Added after construction: the constructor's keyword warns that roots are deprecated.
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, handlers.roots_changed
+    )
     # No telemetry: drop the SDK's OpenTelemetry middleware (a no-op span per message otherwise).
     server.middleware[:] = [
         m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
@@ -132,9 +147,11 @@ class SDKHandlers:
     """The SDK's request handlers over one ``EngramMCP``: the tool list is built once."""
 
     def __init__(self, core: EngramMCP) -> None:
+        import anyio
         from mcp import types
 
         self.core = core
+        self.asking = anyio.Lock()  # one roots/list at a time
         self.tools = [
             types.Tool(
                 name=tool.name,
@@ -150,6 +167,18 @@ class SDKHandlers:
             for tool in core.tools.values()
         ]
 
+    async def _find_project(self, ctx: Any) -> None:
+        """Ask the client for its roots when the working folder is in no project."""
+        if not self.core.wants_roots():
+            return
+        async with self.asking:
+            if self.core.wants_roots():
+                self.core.use_roots(await _client_roots(ctx))
+
+    async def roots_changed(self, ctx: Any, params: Any) -> None:
+        """The client's roots changed: ask for them again before the next call."""
+        self.core.roots_changed()
+
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         from mcp import types
 
@@ -161,6 +190,7 @@ class SDKHandlers:
         from mcp import types
 
         core = self.core
+        await self._find_project(ctx)
         tool = core.tools.get(params.name)
         if tool is not None and tool.handler in SAMPLING_HANDLERS and _can_sample(ctx):
             import anyio
@@ -207,6 +237,7 @@ class SDKHandlers:
         from mcp.shared.exceptions import MCPError
 
         uri = str(params.uri)
+        await self._find_project(ctx)
         try:
             text, mime = self.core.read(uri)
         except NotFound as exc:
@@ -250,6 +281,32 @@ class SDKHandlers:
             raise MCPError(code=-32602, message=f"{exc.message} (hint: {exc.hint})") from None
         message = types.PromptMessage(role="user", content=types.TextContent(text=text))
         return types.GetPromptResult(description=description, messages=[message])
+
+
+# -- roots: the client's folders, for the project ------------------------------------------------
+
+ROOTS_TIMEOUT: Final = 5.0  # seconds a client has to list its roots
+
+
+async def _client_roots(ctx: Any) -> list[str]:
+    """Return the URIs of the client's roots ([] when it offers none or does not answer)."""
+    import warnings
+
+    import anyio
+    from mcp import types
+
+    try:
+        wanted = types.ClientCapabilities(roots=types.RootsCapability())
+        if not ctx.session.check_client_capability(wanted):
+            return []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # roots are deprecated upstream, still served
+            with anyio.fail_after(ROOTS_TIMEOUT):
+                result = await ctx.session.list_roots()
+    except Exception as exc:  # a client that cannot list its roots: the working folder only
+        logger().warning("the client's roots could not be listed: %s", exc)
+        return []
+    return [str(root.uri) for root in result.roots]
 
 
 # -- sampling: the client's model, for consolidation ----------------------------------------------

@@ -64,8 +64,18 @@ SCOPE = Param(
     enum=SCOPES,
 )
 
+# Personal memories are global unless tied to a project; recall shows this project's and the
+# global ones, and with this flag every project's (go-engram's name for it).
+ALL_PROJECTS = Param(
+    "all_projects",
+    "boolean",
+    "Every project's memories: also your personal ones tied to other projects (default: "
+    "this project's and your global ones).",
+    filter=True,
+)
+
 # The filters of recall (and of every listing that filters memories), each passed to the
-# index's Query under its target name.
+# index's Query under its target name (all_projects to the recall itself).
 RECALL_FILTERS: Final = (
     Param(
         "kind",
@@ -100,6 +110,7 @@ RECALL_FILTERS: Final = (
     ),
     Param("scope", "strings", "Only these stores.", enum=SCOPES, target="scopes", filter=True),
     Param("project", "strings", "Only these projects.", target="projects", filter=True),
+    ALL_PROJECTS,
     Param(
         "since",
         "date",
