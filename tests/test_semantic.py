@@ -25,6 +25,7 @@ from engram.index.db import Index
 from engram.index.query import Hit, Query
 from engram.index.ranking import Weights, fuse
 from engram.index.records import SCHEMA_VERSION
+from engram.index.vectors import Vectors
 from engram.model import new_id
 from engram.store import MemoryStore
 
@@ -593,25 +594,47 @@ def test_own_write_without_the_model_loaded_is_embedded_by_the_next_search(
 
 
 def test_a_new_process_maps_the_vectors_from_disk_instead_of_reading_sqlite(
-    store: MemoryStore, hybrid: Index, corpus: list[dict[str, Any]]
+    store: MemoryStore, hybrid: Index, corpus: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The matrix is saved once per index state and memory-mapped by the next reader."""
+    """The matrix is saved once and memory-mapped by the next reader; a change is appended to
+    its log, and the reader after that maps the base and replays the log."""
     query = "why not keep login state in redis"
     first = [(hit.id, hit.score) for hit in hybrid.search(Query(text=query))]
     folder = store.dir / "index"
     saved = sorted(path.name for path in folder.glob("vectors-*"))
-    assert len(saved) == 3  # ids, the matrix, its leading dimensions
+    # ids, the matrix, its leading dimensions, the change log
+    assert [name.split(".", 1)[1] for name in saved] == [
+        "head.npy",
+        "ids.json",
+        "log",
+        "matrix.npy",
+    ]
+    log = folder / saved[2]
+    assert log.stat().st_size == 0
+    reads: list[int] = []
+    real_read = Vectors._read
+    monkeypatch.setattr(Vectors, "_read", lambda self, *a: reads.append(1) or real_read(self, *a))
     again = open_index(store, "hybrid")
+    third = None
     try:
         assert [(hit.id, hit.score) for hit in again.search(Query(text=query))] == first
         state = again.vectors.state()
         assert state is not None and type(state.matrix).__name__ == "memmap"
-        # A change to the store makes a new state: new files, the old ones removed.
+        # Another process changes the store: this one follows (one entry logged, no rewrite).
         changed = {**corpus[0], "content": "something else entirely", "rev": 2}
         store.put([changed])
         again.refresh()
-        again.search(Query(text=query))
-        now = sorted(path.name for path in folder.glob("vectors-*"))
-        assert len(now) == 3 and now != saved
+        after = [(hit.id, hit.score) for hit in again.search(Query(text=query))]
+        assert after != first
+        assert sorted(path.name for path in folder.glob("vectors-*")) == saved
+        assert log.stat().st_size > 0
+        third = open_index(store, "hybrid")
+        assert [(hit.id, hit.score) for hit in third.search(Query(text=query))] == after
+        target = corpus[0]["id"]
+        mapped, followed = third.vectors_for([target]), again.vectors_for([target])
+        assert float(mapped[target] @ followed[target]) == pytest.approx(1.0, abs=1e-6)
+        assert reads == []  # neither reader read the vectors out of SQLite
     finally:
         again.close()
+        if third is not None:
+            third.close()

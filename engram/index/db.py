@@ -5,10 +5,12 @@
 read first calls ``refresh``: a stat signature tells in microseconds whether the file changed;
 if it did, lines are compared by id and content hash and only changed records are parsed and
 re-indexed, so no caller needs to refresh by hand. A write from this process is applied
-directly (``apply``), so the next read finds nothing to do. Full-text updates are queued and
-flushed in one batch by the next search, which keeps ``remember`` close to the cost of writing
-the file. Search fuses BM25 and cosine scores in the semantic modes (``ranking.fuse``), then
-applies the multipliers and the 20% cut.
+directly (``apply``), so the next read finds nothing to do; the per-process caches (records,
+ranking rows, the loaded matrix of embeddings) follow that write, and a refresh's diff, id by
+id instead of being dropped, so no write costs work in proportion to the store. Full-text
+updates are queued and flushed in one batch by the next search, which keeps ``remember`` close
+to the cost of writing the file. Search fuses BM25 and cosine scores in the semantic modes
+(``ranking.fuse``), then applies the multipliers and the 20% cut.
 
 The index is disposable: a schema change drops and rebuilds it. It reads memories.jsonl
 through a ``MemorySource`` (the store is one) and never writes it; it writes only its own
@@ -27,11 +29,12 @@ from engram.fileio import ProcessLock
 from engram.index import ranking, semantic
 from engram.index.backend import SearchIndex, tokenize_query
 from engram.index.fulltext import FullText
+from engram.index.matrix import VectorState
 from engram.index.query import Hit, Query
 from engram.index.ranking import Scored, Weights
-from engram.index.records import Progress, Records, Row, line_hash
+from engram.index.records import Diff, Progress, Records, Row, line_hash
 from engram.index.source import MemorySource
-from engram.index.vectors import Vectors, VectorState
+from engram.index.vectors import Vectors
 from engram.model import Record, canonical_line, is_tombstone
 
 
@@ -142,10 +145,32 @@ class Index:
             if data and self.records.is_empty():
                 # A new or wiped index: one bulk pass beats record-by-record updates.
                 changed = self.rebuild(progress)
+                self._synced(signature)
+                return changed
+            # This process's caches matched the rows: they follow the diff instead of being
+            # dropped (a long-lived process keeps its matrix through other processes' writes).
+            carry = self._follows()
+            if not carry:
+                self._drop_caches()
+            diff = self._sync(data, signature, progress)
+            if carry:
+                self._advanced(signature, [r["id"] for r, _, _ in diff.changed] + diff.removed)
             else:
-                changed = self._sync(data, signature, progress)
-            self._synced(signature)
-            return changed
+                self._synced(signature)
+            return len(diff.changed) + len(diff.removed)
+
+    def _follows(self) -> bool:
+        """Tell whether this process's caches match the rows as they are (call under the lock)."""
+        return self._synced_sig is not None and self._synced_sig == self.meta("file_sig")
+
+    def _advanced(self, signature: str, ids: Iterable[str]) -> None:
+        """Carry the caches over a write of ``ids`` that left the rows at ``signature``."""
+        ids = [str(rid) for rid in ids]
+        self.records.forget_ids(ids)
+        self._ranks.forget(ids)
+        self.fulltext.forget()
+        self.vectors.settle()
+        self._synced_sig = signature
 
     def _synced(self, signature: str) -> None:
         """Note that the index matches the file at ``signature``; drop per-process caches."""
@@ -160,7 +185,7 @@ class Index:
         self.records.drop_caches()
         self.vectors.forget()
 
-    def _sync(self, data: bytes, signature: str, progress: Progress | None) -> int:
+    def _sync(self, data: bytes, signature: str, progress: Progress | None) -> Diff:
         diff = self.records.diff(data, str(self.source.path), progress)
         self.records.write_diff(diff, data, signature)
         self.vectors.write([(record, digest) for record, digest, _ in diff.changed])
@@ -168,7 +193,7 @@ class Index:
         self.problems = diff.problems
         if progress is not None:
             progress(diff.lines, diff.lines)
-        return len(diff.changed) + len(diff.removed)
+        return diff
 
     def apply(self, records: Sequence[Record], signature: str) -> None:
         """Record this process's own write (the store is already at ``signature``)."""
@@ -183,11 +208,18 @@ class Index:
         if rows and embed:
             self.embedder()  # load before taking the lock
         with self.lock():
+            # Caches that matched the rows before follow this write ("": the file changed
+            # behind the store's back, so the next refresh reads it and they start afresh).
+            carry = bool(signature) and self._follows()
+            if not carry:
+                self._drop_caches()
             self.records.apply(rows, signature)
             if embed:
                 self.vectors.write([(record, digest) for record, digest, _ in rows])
             else:
                 self.vectors.drop([str(r["id"]) for r, _, _ in rows if is_tombstone(r)])
+            if carry:
+                self._advanced(signature, [r["id"] for r, _, _ in rows])
 
     def flush(self) -> int:
         """Push queued changes to the full-text backend; return how many were pushed.

@@ -260,6 +260,11 @@ class RankRows:
         """Forget every cached row (the records changed)."""
         self._cache.clear()
 
+    def forget(self, ids: Iterable[str]) -> None:
+        """Forget the cached rows of these records (they were written)."""
+        for rid in ids:
+            self._cache.pop(rid, None)
+
     def get(
         self, ids: Sequence[str], fetch: Callable[[list[str]], Iterable[RankColumns]]
     ) -> dict[str, RankRow]:

@@ -190,6 +190,12 @@ class Records:
         self._record_cache.clear()
         self._paths_cache = None
 
+    def forget_ids(self, ids: Iterable[str]) -> None:
+        """Forget what this process cached of these rows (they were written)."""
+        for rid in ids:
+            self._record_cache.pop(rid, None)
+        self._paths_cache = None
+
     def meta(self, key: str) -> str | None:
         """Return one value of the meta table."""
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()

@@ -9,9 +9,12 @@ mode or by a process without the model: a vector remembers the line hash of the 
 it was last checked against, and a search first embeds every live record whose hash differs.
 
 ``Vectors`` has a connection of its own to its own file (the records DB is ``records.py``) and
-reads the records only through ``LiveRecords``. The live vectors are loaded as one matrix per
-index state and also kept in ``index/`` as .npy files named by what they were built from, so a
-new process memory-maps them instead of reading every vector out of SQLite. It never reads
+reads the records only through ``LiveRecords``. The live vectors are held as one matrix
+(``matrix.VectorState``), loaded once per process and then changed in place by this process's
+writes; the index's state is named by a key (the records' file signature and a generation that
+every write of vectors.db renews), and the matrix is also kept in ``index/`` as a base and a
+change log (``vectorcache.py``), so a new process memory-maps it instead of reading every vector
+out of SQLite, and a write appends one entry instead of saving the matrix again. It never reads
 memories.jsonl and ranks nothing: it finds candidates and their cosines (``ranking.fuse`` and
 the multipliers are applied by the index).
 """
@@ -20,28 +23,27 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
-import json
+import secrets
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from engram.errors import IndexError_
-from engram.fileio import ProcessLock, atomic_write
+from engram.fileio import ProcessLock
 from engram.index import semantic
 from engram.index.dbfile import chunks, marks, open_derived, remove_files, transaction
+from engram.index.matrix import COLUMNS, VectorState, head_of, nearest
 from engram.index.query import Query
+from engram.index.vectorcache import VectorCache
 from engram.model import Record, is_tombstone
 
 SCHEMA_VERSION: Final = 1
 FILES: Final = ("vectors.db", "vectors.db-wal", "vectors.db-shm")
-# Semantic candidates are found on the leading dimensions of the vectors (see ``nearest``).
-HEAD_DIMS: Final = 128
-HEAD_MARGIN: Final = 0.1
-HEAD_POOL: Final = 8
 CATCH_UP_BATCH: Final = 2000
+# How the saved matrices are named (vectorcache.py): 2 added the change log and the generation.
+CACHE_FORMAT: Final = 2
 
 _TABLES: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,18 +78,6 @@ class LiveRecords(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class VectorState:
-    """The live records' embeddings: one row each, with codes of the filter columns."""
-
-    ids: list[str]
-    rows: dict[str, int]
-    matrix: Any  # numpy float32 (len(ids), dim): one unit row per record
-    head: Any  # numpy float32 (HEAD_DIMS, len(ids)): leading dimensions, re-normalised
-    # Filter columns, made on first use: name -> (value -> code, int32 code per row).
-    columns: dict[str, tuple[dict[str, int], Any]]
-
-
 class Vectors:
     """The embeddings of one index, in a database of their own."""
 
@@ -106,7 +96,10 @@ class Vectors:
         self.lock_timeout = lock_timeout
         self._lock = lock
         self._conn: sqlite3.Connection | None = None
-        self._state: VectorState | None = None  # dropped by any write
+        self._state: VectorState | None = None  # loaded once, then follows the writes
+        self._state_key: str | None = None  # the index state it is, when known
+        self._changes = _Changes()  # what it took since the last ``settle``
+        self._cache = VectorCache(folder)
         self._embedder: semantic.Embedder | None = None
         self._semantic_off: str | None = None  # why semantic recall is unavailable, once known
 
@@ -181,8 +174,11 @@ class Vectors:
             self._conn = None
 
     def forget(self) -> None:
-        """Drop the loaded matrix (the records changed)."""
+        """Drop the loaded matrix (the records changed in ways this process did not follow)."""
         self._state = None
+        self._state_key = None
+        self._changes = _Changes()
+        self._cache.forget()
 
     def wipe(self) -> None:
         """Delete vectors.db and the saved matrices (they are derived)."""
@@ -190,9 +186,9 @@ class Vectors:
         self._remove_files()
 
     def _remove_files(self) -> None:
-        self._state = None
+        self.forget()
         remove_files(self.folder, FILES)
-        remove_files(self.folder, [path.name for path in self.folder.glob("vectors-*")])
+        self._cache.wipe()
 
     def ids(self) -> set[str]:
         """Return the ids that have a stored vector."""
@@ -206,56 +202,88 @@ class Vectors:
     # -- writing -----------------------------------------------------------------------------
 
     def write(self, rows: Sequence[tuple[Record, str]]) -> None:
-        """Embed the live ones of (record, line hash) rows whose text changed; drop tombstones."""
+        """Embed the live ones of (record, line hash) rows whose text changed; drop tombstones.
+
+        A loaded matrix follows (call ``settle`` once the records are written too).
+        """
         model = self.embedder()
         if model is None or not rows:
             return
-        self._state = None
         live = [
-            (str(record["id"]), semantic.record_text(record), digest)
+            (record, semantic.record_text(record), digest)
             for record, digest in rows
             if not is_tombstone(record)
         ]
         conn = self.db
         stored: dict[str, tuple[str, str]] = {}
-        for chunk in chunks([rid for rid, _, _ in live]):
+        for chunk in chunks([str(record["id"]) for record, _, _ in live]):
             query = f"SELECT id, hash, line_hash FROM vectors WHERE id IN ({marks(len(chunk))})"
             stored.update((rid, (key, seen)) for rid, key, seen in conn.execute(query, chunk))
         keep: list[tuple[str, str]] = []  # same text: the vector stays, checked at this version
-        todo: list[tuple[str, str, str, str]] = []
-        for rid, text, digest in live:
+        todo: list[tuple[Record, str, str, str]] = []
+        for record, text, digest in live:
+            rid = str(record["id"])
             key = semantic.text_hash(text)
             known = stored.get(rid)
             if known is None or known[0] != key:
-                todo.append((rid, key, digest, text))
+                todo.append((record, key, digest, text))
             elif known[1] != digest:
                 keep.append((digest, rid))
+        gone = [str(record["id"]) for record, _ in rows if is_tombstone(record)]
         # Embedded before the write transaction, which then only stores the results.
         matrix = model.embed([text for _, _, _, text in todo]) if todo else None
+        if not (gone or keep or todo):
+            return
         with transaction(conn):
-            conn.executemany(
-                "DELETE FROM vectors WHERE id=?",
-                [(str(record["id"]),) for record, _ in rows if is_tombstone(record)],
-            )
+            conn.executemany("DELETE FROM vectors WHERE id=?", [(rid,) for rid in gone])
             conn.executemany("UPDATE vectors SET line_hash=? WHERE id=?", keep)
             if matrix is not None:
                 conn.executemany(
                     "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
                     [
-                        (rid, key, digest, matrix[n].tobytes())
-                        for n, (rid, key, digest, _) in enumerate(todo)
+                        (str(record["id"]), key, digest, matrix[n].tobytes())
+                        for n, (record, key, digest, _) in enumerate(todo)
                     ],
                 )
+            _renew_generation(conn)
+        embedded = [] if matrix is None else [(t[0], matrix[n]) for n, t in enumerate(todo)]
+        self._follow(live, gone, embedded)
+
+    def _follow(
+        self,
+        live: Sequence[tuple[Record, str, str]],
+        gone: Sequence[str],
+        embedded: Sequence[tuple[Record, Any]],
+    ) -> None:
+        """Change the loaded matrix as ``write`` changed vectors.db (or drop it if it cannot)."""
+        state = self._state
+        if state is None:
+            return
+        new = {str(record["id"]) for record, _ in embedded}
+        others = [record for record, _, _ in live if str(record["id"]) not in new]
+        if any(str(record["id"]) not in state.rows for record in others):
+            self.forget()  # a live record this matrix lacks: load it afresh when next needed
+            return
+        state.remove(gone)
+        state.relabel([(str(record["id"]), _labels(record)) for record in others])
+        state.put([(str(record["id"]), vector, _labels(record)) for record, vector in embedded])
+        self._changes.drop.update(gone)
+        for record, vector in embedded:
+            self._changes.drop.discard(str(record["id"]))
+            self._changes.put[str(record["id"])] = vector
+        for rid in gone:
+            self._changes.put.pop(rid, None)
 
     def drop(self, ids: Sequence[str]) -> None:
         """Delete the vectors of these ids (records gone or forgotten)."""
-        self._state = None
         conn = self._stored()
         if conn is None or not ids:
             return
         with transaction(conn):
             for chunk in chunks(ids):
                 conn.execute(f"DELETE FROM vectors WHERE id IN ({marks(len(chunk))})", chunk)
+            _renew_generation(conn)
+        self._follow([], list(ids), [])
 
     def retain(self, live: Collection[str]) -> None:
         """Delete every vector whose id is not among the ``live`` ids."""
@@ -265,6 +293,27 @@ class Vectors:
         self.drop(
             [str(row[0]) for row in conn.execute("SELECT id FROM vectors") if row[0] not in live]
         )
+
+    def settle(self) -> None:
+        """Note that the records and vectors written since the last call are all written: the
+        loaded matrix is now the index's state, and the saved cache's log learns the change.
+
+        Call under the index lock, after ``write`` or ``drop`` and the records' own write.
+        """
+        state, before, changes = self._state, self._state_key, self._changes
+        self._changes = _Changes()
+        if state is None or before is None:
+            return
+        after = self._key(state.dim)
+        self._state_key = after
+        if after is None:
+            self._cache.forget()
+            return
+        if after == before and not (changes.put or changes.drop):
+            return
+        self._cache.append(before, after, list(changes.put.items()), sorted(changes.drop))
+        if self._cache.needs_compaction(len(state.ids)):
+            self._cache.save(after, state)
 
     def _stale(self, live: dict[str, str]) -> list[str]:
         known = dict(self.db.execute("SELECT id, line_hash FROM vectors"))
@@ -291,91 +340,56 @@ class Vectors:
     # -- the matrix --------------------------------------------------------------------------
 
     def state(self) -> VectorState | None:
-        """Return the live vectors as one matrix (loaded once per index state), or None."""
+        """Return the live vectors as one matrix (loaded once per process), or None.
+
+        The saved cache at the index's key is mapped when there is one: it was complete when
+        saved, so the catch-up check (which reads every id) is skipped. Otherwise the vectors
+        are caught up, read from SQLite and saved.
+        """
         if self._state is not None:
             return self._state
         model = self.embedder()
         if model is None:
             return None
+        key = self._key(model.dim)
+        state = None if key is None else self._cache.load(key, model.dim)
+        if state is None:
+            live = self._catch_up()
+            key = self._key(model.dim)
+            state = None if key is None else self._cache.load(key, model.dim)
+            if state is None:
+                state = self._read(live, model.dim)
+                if key is not None and self._key(model.dim) == key:
+                    self._cache.save(key, state)
+                else:
+                    key = None  # changed while it was read: neither saved nor logged
+        self._state, self._state_key, self._changes = state, key, _Changes()
+        return state
+
+    def _read(self, live: Collection[str], dim: int) -> VectorState:
+        """Return the live vectors read out of vectors.db."""
         import numpy as np
 
-        live = self._catch_up()
-        key = self._key(model.dim, len(live))
-        cached = self._load_cache(key)
-        if cached is not None:
-            ids, matrix, head_t = cached
-        else:
-            rows = [
-                (str(rid), vec)
-                for rid, vec in self.db.execute("SELECT id, vec FROM vectors")
-                if rid in live
-            ]
-            ids = [rid for rid, _ in rows]
-            blob = b"".join(vec for _, vec in rows)
-            matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), model.dim).copy()
-            # The model is trained so that leading dimensions carry most of the meaning: a scan
-            # over the first HEAD_DIMS (re-normalised, transposed for the fastest gemv) finds
-            # the candidates, whose exact cosines are then computed on all dimensions.
-            head = matrix[:, :HEAD_DIMS]
-            norms = np.linalg.norm(head, axis=1, keepdims=True)
-            norms[norms == 0] = 1.0
-            head_t = np.ascontiguousarray((head / norms).T)
-            self._save_cache(key, ids, matrix, head_t)
-        self._state = VectorState(
-            ids=ids,
-            rows={rid: n for n, rid in enumerate(ids)},
-            matrix=matrix,
-            head=head_t,
-            columns={},
-        )
-        return self._state
+        rows = [
+            (str(rid), vec)
+            for rid, vec in self.db.execute("SELECT id, vec FROM vectors")
+            if rid in live
+        ]
+        ids = [rid for rid, _ in rows]
+        blob = b"".join(vec for _, vec in rows)
+        matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dim).copy()
+        return VectorState(ids, matrix, head_of(matrix))
 
-    # The saved matrices are named by what they were built from, so they never change once
-    # written: a process that finds the file of the current state maps it.
-
-    def _key(self, dim: int, live: int) -> str:
-        count, top = self.db.execute("SELECT count(*), max(rowid) FROM vectors").fetchone()
-        key = f"{SCHEMA_VERSION}:{dim}:{self.records.meta('file_sig')}:{count}:{top}:{live}"
+    def _key(self, dim: int) -> str | None:
+        """Return the name of the index's current state, or None when it has none (the file
+        the records match is not known)."""
+        file_sig = self.records.meta("file_sig")
+        if not file_sig:
+            return None
+        row = self.db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        generation = "" if row is None else str(row[0])
+        key = f"{CACHE_FORMAT}:{SCHEMA_VERSION}:{dim}:{file_sig}:{generation}"
         return hashlib.blake2b(key.encode("utf-8"), digest_size=10).hexdigest()
-
-    def _cache_paths(self, key: str) -> tuple[Path, Path, Path]:
-        return (
-            self.folder / f"vectors-{key}.ids.json",
-            self.folder / f"vectors-{key}.matrix.npy",
-            self.folder / f"vectors-{key}.head.npy",
-        )
-
-    def _load_cache(self, key: str) -> tuple[list[str], Any, Any] | None:
-        import numpy as np
-
-        ids_path, matrix_path, head_path = self._cache_paths(key)
-        try:
-            raw = json.loads(ids_path.read_text(encoding="utf-8"))
-            ids = [str(rid) for rid in raw]
-            matrix = np.load(matrix_path, mmap_mode="r")
-            head = np.load(head_path, mmap_mode="r")
-        except (OSError, ValueError, TypeError):
-            return None
-        if matrix.shape[0] != len(ids) or head.shape[1] != len(ids):
-            return None
-        return ids, matrix, head
-
-    def _save_cache(self, key: str, ids: list[str], matrix: Any, head: Any) -> None:
-        import numpy as np
-
-        ids_path, matrix_path, head_path = self._cache_paths(key)
-        try:
-            for path, array in ((matrix_path, matrix), (head_path, head)):
-                buffer = io.BytesIO()
-                np.save(buffer, array, allow_pickle=False)
-                atomic_write(path, buffer.getvalue())
-            atomic_write(ids_path, json.dumps(ids).encode("utf-8"))  # last: the others exist
-            for old in self.folder.glob("vectors-*"):
-                if old.name.split(".")[0] != f"vectors-{key}":
-                    with contextlib.suppress(OSError):
-                        old.unlink()
-        except OSError:
-            pass  # a read-only index folder still works, only slower to start
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -457,43 +471,25 @@ class Vectors:
 
     def _column(self, state: VectorState, name: str) -> tuple[dict[str, int], Any]:
         """Return (value -> code, int32 code per vector row) of a filter column, made once."""
-        if name not in state.columns:
-            import numpy as np
-
-            values = self.records.column(name)
-            codes: dict[str, int] = {}
-            column = np.fromiter(
-                (codes.setdefault(str(values.get(rid, "")), len(codes)) for rid in state.ids),
-                dtype=np.int32,
-                count=len(state.ids),
-            )
-            state.columns[name] = (codes, column)
-        return state.columns[name]
+        if name in state.columns:
+            return state.columns[name]
+        return state.column(name, self.records.column(name))
 
 
-def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) -> tuple[Any, Any]:
-    """Return (rows, exact cosines) of up to ``pool`` vectors nearest ``probe``, over ``floor``.
+@dataclass
+class _Changes:
+    """Rows put into and ids dropped from the loaded matrix since the last ``settle``."""
 
-    Candidates come from the cheap scan over the leading dimensions, with ``HEAD_MARGIN`` of
-    slack (on the benchmark set no pair over the floor lost more than 0.07 there); ``mask``
-    (booleans per row, or None) keeps only the rows the filters allow.
-    """
-    import numpy as np
+    put: dict[str, Any] = field(default_factory=dict)
+    drop: set[str] = field(default_factory=set)
 
-    head = probe[:HEAD_DIMS]
-    norm = float(np.linalg.norm(head))
-    if norm == 0 or not state.ids:
-        return np.array([], dtype=np.intp), np.array([], dtype=np.float32)
-    rough = (head / norm) @ state.head
-    if mask is not None:
-        rough = np.where(mask, rough, -np.inf)
-    rows = np.flatnonzero(rough >= floor - HEAD_MARGIN)
-    if len(rows) > pool * HEAD_POOL:
-        rows = rows[np.argpartition(-rough[rows], pool * HEAD_POOL - 1)[: pool * HEAD_POOL]]
-    exact = state.matrix[rows] @ probe
-    keep = exact >= floor
-    rows, exact = rows[keep], exact[keep]
-    if len(rows) > pool:
-        best = np.argpartition(-exact, pool - 1)[:pool]
-        rows, exact = rows[best], exact[best]
-    return rows, exact
+
+def _labels(record: Record) -> dict[str, str]:
+    """Return a record's filter column values as the records DB stores them."""
+    defaults = {"kind": "", "status": "active", "scope": "project", "project": ""}
+    return {name: str(record.get(name, defaults[name])) for name in COLUMNS}
+
+
+def _renew_generation(conn: sqlite3.Connection) -> None:
+    """Give vectors.db a new generation (in the write's transaction): its state has a new name."""
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (secrets.token_hex(8),))

@@ -1,0 +1,254 @@
+"""The saved matrix of the live embeddings under ``index/``: a base snapshot and a change log.
+
+A new process memory-maps the vectors instead of reading every one out of SQLite. The cache
+is a base, ``vectors-<base>.matrix.npy`` / ``.head.npy`` / ``.ids.json`` (the ids written last:
+the others exist when it does), plus ``vectors-<base>.log``, to which every change of the
+state is appended as one entry: the rows put, the ids dropped, and the key of the state after
+it. So a write costs one small append, never a rewrite of the matrix; the log is folded into a
+new base once it holds a quarter as many rows as the base (``needs_compaction``).
+
+Keys name index states (``Vectors`` makes them from the records' file signature and the
+vectors' generation). ``load(key)`` answers only when the base or one of its log entries ends
+at exactly that key, so a cache from another state, an older format, another process's
+interrupted write or a torn entry (each entry carries a hash of itself) is never served: the
+caller builds the state from SQLite and ``save`` replaces every older file.
+
+The files are derived and rebuilt at will, so nothing here is fsynced: a crash leaves an old
+base, a shorter log or a torn tail, all found on read. An append happens only where the log is
+exactly as this process last left it (``append`` checks its length), and callers append under
+the index lock. This module knows no SQLite and no records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
+
+from engram.index.matrix import VectorState
+
+__all__ = ["PREFIX", "VectorCache"]
+
+PREFIX: Final = "vectors-"
+_MAGIC: Final = b"EVL1"
+_FRAME: Final = struct.Struct("<4sII16s")  # magic, header bytes, payload bytes, blake2b-128
+_COMPACT_MIN_ROWS: Final = 1024
+
+
+@dataclass
+class _Entry:
+    key: str
+    put: list[str]
+    drop: list[str]
+    payload: bytes
+    end: int  # offset just past this entry in the log
+
+
+@dataclass
+class _Position:
+    """Where this process left the log: its path, its length then, and the key it ends at."""
+
+    log: Path
+    offset: int
+    key: str
+    rows: int  # rows the log holds, for compaction
+
+
+class VectorCache:
+    """The saved matrix of one index folder (see the module docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._at: _Position | None = None
+
+    def _paths(self, base: str) -> tuple[Path, Path, Path, Path]:
+        stem = self.folder / f"{PREFIX}{base}"
+        return (
+            stem.with_name(stem.name + ".ids.json"),
+            stem.with_name(stem.name + ".matrix.npy"),
+            stem.with_name(stem.name + ".head.npy"),
+            stem.with_name(stem.name + ".log"),
+        )
+
+    def forget(self) -> None:
+        """Stop appending: this process's state no longer follows the log."""
+        self._at = None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, key: str, dim: int) -> VectorState | None:
+        """Return the saved state at ``key`` (mapped, with its log applied), or None."""
+        self._at = None
+        for ids_path in sorted(self.folder.glob(f"{PREFIX}*.ids.json")):
+            base = ids_path.name[len(PREFIX) : -len(".ids.json")]
+            state = self._load_base(base, key, dim)
+            if state is not None:
+                return state
+        return None
+
+    def _load_base(self, base: str, key: str, dim: int) -> VectorState | None:
+        import numpy as np
+
+        ids_path, matrix_path, head_path, log = self._paths(base)
+        try:
+            data = log.read_bytes()
+        except FileNotFoundError:
+            data = b""  # a base saved by an older version has no log: it ends at its own key
+        except OSError:
+            return None
+        entries = _entries(data, dim)
+        if base == key:
+            entries = []
+        else:
+            ends = [n for n, entry in enumerate(entries) if entry.key == key]
+            if not ends:
+                return None
+            entries = entries[: ends[0] + 1]
+        try:
+            ids = [str(rid) for rid in json.loads(ids_path.read_text(encoding="utf-8"))]
+            matrix = np.load(matrix_path, mmap_mode="r")
+            head = np.load(head_path, mmap_mode="r")
+        except (OSError, ValueError, TypeError):
+            return None
+        if (
+            matrix.ndim != 2
+            or head.ndim != 2
+            or matrix.shape != (len(ids), dim)
+            or head.shape[1] != len(ids)
+            or len(set(ids)) != len(ids)
+        ):
+            return None
+        state = VectorState(ids, matrix, head)
+        rows = 0
+        for entry in entries:
+            state.remove(entry.drop)
+            vectors = np.frombuffer(entry.payload, dtype=np.float32).reshape(len(entry.put), dim)
+            state.put([(rid, vectors[n], {}) for n, rid in enumerate(entry.put)])
+            rows += len(entry.put) + len(entry.drop)
+        # Appends go on only where this state ends the log (see ``append``).
+        offset = entries[-1].end if entries else 0
+        self._at = _Position(log, offset, key, rows)
+        return state
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def save(self, key: str, state: VectorState) -> None:
+        """Write ``state`` as the base at ``key`` with an empty log; remove every other file."""
+        import numpy as np
+
+        self._at = None
+        ids_path, matrix_path, head_path, log = self._paths(key)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _replace(matrix_path, lambda out: np.save(out, state.matrix, allow_pickle=False))
+            _replace(head_path, lambda out: np.save(out, state.head, allow_pickle=False))
+            _replace(log, lambda out: out.write(b""))
+            _replace(ids_path, lambda out: out.write(json.dumps(state.ids).encode("utf-8")))
+        except OSError:
+            return  # a read-only index folder still works, only slower to start
+        keep = {path.name for path in (ids_path, matrix_path, head_path, log)}
+        for old in self.folder.glob(f"{PREFIX}*"):
+            if old.name not in keep and not old.name.startswith("."):
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        self._at = _Position(log, 0, key, 0)
+
+    def append(
+        self, before: str, after: str, put: Sequence[tuple[str, Any]], drop: Sequence[str]
+    ) -> bool:
+        """Log the change from the state at ``before`` to the one at ``after``; return whether
+        it was logged (the log must be exactly where this process left it, at ``before``)."""
+        import numpy as np
+
+        at = self._at
+        if at is None or at.key != before:
+            self._at = None
+            return False
+        vectors = np.asarray([vector for _, vector in put], dtype=np.float32)
+        header = json.dumps(
+            {"key": after, "put": [rid for rid, _ in put], "drop": list(drop)}
+        ).encode("utf-8")
+        payload = vectors.tobytes() if put else b""
+        digest = hashlib.blake2b(header + payload, digest_size=16).digest()
+        entry = _FRAME.pack(_MAGIC, len(header), len(payload), digest) + header + payload
+        try:
+            fd = os.open(at.log, os.O_WRONLY | os.O_APPEND)  # never created here: base first
+        except OSError:
+            self._at = None
+            return False
+        try:
+            if os.fstat(fd).st_size != at.offset:  # another process moved it: not ours now
+                self._at = None
+                return False
+            os.write(fd, entry)
+        except OSError:
+            self._at = None
+            return False
+        finally:
+            os.close(fd)
+        self._at = _Position(at.log, at.offset + len(entry), after, at.rows + len(put) + len(drop))
+        return True
+
+    def needs_compaction(self, live: int) -> bool:
+        """Tell whether the log holds enough rows to be folded into a new base."""
+        at = self._at
+        return at is not None and at.rows > max(_COMPACT_MIN_ROWS, live // 4)
+
+    def wipe(self) -> None:
+        """Delete every saved file."""
+        self._at = None
+        for old in self.folder.glob(f"{PREFIX}*"):
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def _entries(data: bytes, dim: int) -> list[_Entry]:
+    """Return the log's entries up to the first torn or unreadable one."""
+    out: list[_Entry] = []
+    offset = 0
+    while offset + _FRAME.size <= len(data):
+        entry = _entry_at(data, offset)
+        if entry is None or len(entry.payload) != len(entry.put) * dim * 4:
+            break
+        out.append(entry)
+        offset = entry.end
+    return out
+
+
+def _entry_at(data: bytes, offset: int) -> _Entry | None:
+    magic, size, length, digest = _FRAME.unpack_from(data, offset)
+    start = offset + _FRAME.size
+    end = start + size + length
+    if magic != _MAGIC or end > len(data):
+        return None
+    body = data[start:end]
+    if hashlib.blake2b(body, digest_size=16).digest() != digest:
+        return None
+    try:
+        header = json.loads(body[:size])
+        key = str(header["key"])
+        put = [str(rid) for rid in header["put"]]
+        drop = [str(rid) for rid in header["drop"]]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return _Entry(key, put, drop, body[size:], end)
+
+
+def _replace(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Replace ``path`` in one rename, without an fsync (the cache is derived)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
