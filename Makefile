@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_daemon.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_sync.py
+	$(BIN)/python benchmarks/bench_hooks.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import ConfigError, InvalidInput
+from engram.hookspec import HOOKS, HookSpec
 from engram.jsonc import Document, JsoncError
-from engram.operations.hooks import HOOKS, HookSpec
 
 AGENTS: Final = ("claude-code", "codex", "gemini-cli", "opencode", "cursor", "vscode")
 SCOPES: Final = ("project", "user")

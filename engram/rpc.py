@@ -39,12 +39,10 @@ the daemon, and nothing here opens a store.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +61,6 @@ from engram.errors import (
     NotInitialized,
     SyncError,
 )
-from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request
 
 INVALID_PARAMS: Final = 1001
 NOT_FOUND: Final = 1002
@@ -144,6 +141,9 @@ def failure(error: RpcError) -> dict[str, Any]:
 
 def decode_request(line: bytes) -> Request | RpcError:
     """Return the request on one line, or the error to answer it with."""
+    # The server's checks: a client (a hook answered by the daemon) must not pay for them.
+    from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request
+
     offset = json_depth_exceeded(line)
     if offset is not None:  # refused before parsing: the json module would recurse
         deep_id, deep_method = peek_request(line)
@@ -222,6 +222,9 @@ def socket_path(engram_dir: Path) -> Path:
     path = engram_dir / "state" / SOCKET_NAME
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
         return path
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(engram_dir.resolve())).hexdigest()[:20]
     return Path(tempfile.gettempdir()) / f"engram-{os.getuid()}" / f"{digest}.sock"
 
@@ -292,6 +295,10 @@ class Client:
                 raise RpcError(INTERNAL_ERROR, f"response out of order: expected id {rid}")
             responses.append(response)
         return responses
+
+    def settimeout(self, timeout: float | None) -> None:
+        """Bound each later wait on the socket by ``timeout`` seconds (None: wait forever)."""
+        self._sock.settimeout(timeout)
 
     def close(self) -> None:
         """Close the connection."""

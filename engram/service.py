@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from engram.context import Briefing, StandingCache
     from engram.doctor import Finding
     from engram.graph import Lineage, Neighbour, Timeline
+    from engram.hooking.payload import Event
+    from engram.hookspec import HookSpec
     from engram.hygiene import Training
     from engram.indexing import IndexReport, IndexSummary, Stats
     from engram.obsidian import ExportResult
@@ -257,6 +259,15 @@ class Engram:
         if self._context_cache is None:
             self._context_cache = StandingCache()
         return brief(self.here, self._context_cache, budget=budget, query=query)
+
+    def hook(self, spec: HookSpec, event: Event) -> str:
+        """Return what an agent reads at one of its hooks (the briefing, a check …), acting."""
+        from engram.context import StandingCache
+        from engram.hooking.answer import answer
+
+        if self._context_cache is None:
+            self._context_cache = StandingCache()
+        return answer(self.here, self._context_cache, spec, event)
 
     # -- sessions, prompts, capture, timeline ------------------------------------------------
 

@@ -27,6 +27,7 @@ def _isolate_home(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("ENGRAM_HOME", str(home / ".engram"))
     monkeypatch.setenv("ENGRAM_AUTHOR", "Test Author")
+    monkeypatch.setenv("ENGRAM_DAEMON", "off")  # hooks start daemons only where a test says so
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
 
 

@@ -9,21 +9,26 @@ a subfolder as the working folder, a multi-file Codex patch, a notebook edit, a 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
+import shutil
+import signal
+import socket as pysocket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engram import agents
+from engram import agents, rpc
+from engram.hooking.payload import files_of, last_assistant_text, patch_files
+from engram.hooking.reply import LIMIT
 from engram.hooks import main as hook_main
-from engram.hooks.payload import files_of, last_assistant_text, patch_files
-from engram.hooks.reply import LIMIT
 from engram.service import Engram
 from tests.conftest import run_cli
 
@@ -344,3 +349,163 @@ def test_payload_readers() -> None:
     assert files_of({"notebook_path": "/r/n.ipynb"}) == ["/r/n.ipynb"]
     assert last_assistant_text(FIXTURES / "claude-code/transcript.jsonl").startswith("Fixed.")
     assert last_assistant_text(FIXTURES / "missing.jsonl") == ""
+
+
+# -- answered by the store's daemon -------------------------------------------------------------
+
+
+def daemons_of(root: Path) -> list[int]:
+    """Return the pids of engram daemons serving ``root`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"engram.daemon" in argv and os.fsencode(root) in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(condition: Any, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return bool(condition())
+
+
+def hook(root: Path, data: bytes, **env: str) -> subprocess.CompletedProcess[bytes]:
+    return run_cli("hook", "claude-code", "pre-edit", cwd=root, stdin=data, env=env)
+
+
+@pytest.fixture
+def daemons(ledger: Engram) -> Any:
+    """Allow hooks to start daemons; stop whatever daemon of the store is left afterwards."""
+    yield {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "60"}
+    for pid in daemons_of(ledger.root):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    assert wait_for(lambda: not daemons_of(ledger.root), 20)
+
+
+def test_a_hook_starts_the_daemon_which_then_answers_it(ledger: Engram, daemons: Any) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    alone = hook(root, data)  # ENGRAM_DAEMON=off (the suite's default): in process
+    first = hook(root, data, **daemons)  # no daemon yet: answered in process, one started
+    assert first.stdout == alone.stdout and first.returncode == 0
+    socket = rpc.socket_path(root / ".engram")
+    assert wait_for(lambda: rpc.connectable(socket))
+    with rpc.Client(socket) as client:
+        before = client.call("daemon_status")["requests"]
+        again = hook(root, data, **daemons)
+        assert client.call("daemon_status")["requests"] == before + 2  # the hook, and this
+    assert again.stdout == alone.stdout
+    # The daemon sees what another process writes, as the in-process path does.
+    done = run_cli(
+        "remember",
+        "Rates round at the edge",
+        "--kind",
+        "pitfall",
+        "--files",
+        "ledger/money.py",
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"Rates round at the edge" in hook(root, data, **daemons).stdout
+    assert len(daemons_of(root)) == 1
+
+
+def test_one_daemon_per_store_however_many_hooks_start_at_once(
+    ledger: Engram, daemons: Any
+) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    command = [sys.executable, "-m", "engram", "hook", "claude-code", "pre-edit"]
+    racers = [
+        subprocess.Popen(
+            command,
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, **daemons},
+        )
+        for _ in range(4)
+    ]
+    outs = [racer.communicate(data, timeout=60)[0] for racer in racers]
+    assert all(b"Never divide amounts with /" in out for out in outs)
+    assert wait_for(lambda: rpc.connectable(rpc.socket_path(root / ".engram")))
+    time.sleep(1.0)  # the losers of the lock race have exited by now
+    assert len(daemons_of(root)) == 1
+
+
+def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
+    ledger: Engram, tmp_path: Path
+) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="2")
+    assert wait_for(lambda: daemons_of(root), 20)
+    assert wait_for(lambda: not daemons_of(root), 30)  # idle for 2 s: gone
+    assert not rpc.socket_path(root / ".engram").exists()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    assert run_cli("init", cwd=other).returncode == 0
+    other_data = payload("claude-code", "pre-edit-edit", other)
+    hook(other, other_data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="600")
+    assert wait_for(lambda: daemons_of(other), 20)
+    shutil.rmtree(other)  # the project is deleted under its daemon
+    assert wait_for(lambda: not daemons_of(other), 30)
+
+
+def test_no_process_is_left_when_the_agent_dies(ledger: Engram) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    agent = subprocess.Popen(  # an agent: runs a hook, then is killed mid-session
+        ["sh", "-c", f"{sys.executable} -m engram hook claude-code pre-edit; sleep 60"],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "3"},
+        start_new_session=True,
+    )
+    assert agent.stdin is not None
+    agent.stdin.write(data)
+    agent.stdin.close()
+    assert wait_for(lambda: daemons_of(root), 20)
+    os.killpg(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=10)
+    assert len(daemons_of(root)) == 1  # the one daemon of the store, in its own session
+    assert wait_for(lambda: not daemons_of(root), 30)  # and it leaves once idle
+
+
+def test_a_dead_daemons_socket_costs_nothing(ledger: Engram) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    socket = rpc.socket_path(root / ".engram")
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    stale = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
+    stale.bind(os.fspath(socket))  # bound, never listening: a daemon that crashed
+    stale.close()
+    done = hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="3")
+    assert b"Never divide amounts with /" in done.stdout and done.returncode == 0
+    assert wait_for(lambda: daemons_of(root), 20)  # a new daemon replaced the stale socket
+    assert wait_for(lambda: not daemons_of(root), 30)
+
+
+def test_the_hook_finds_the_daemon_socket_where_the_daemon_listens(tmp_path: Path) -> None:
+    from engram.hooks import find_store, socket_of
+
+    short = tmp_path / "p"
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    for root in (short, deep):
+        (root / ".engram").mkdir(parents=True)
+        (root / "src").mkdir()
+        assert socket_of(str(root)) == str(rpc.socket_path(root / ".engram"))
+        assert find_store(str(root / "src")) == str(root.resolve())
+    assert find_store(str(tmp_path)) is None

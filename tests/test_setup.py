@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from engram import agents
 from engram.cli import app
+from engram.hookspec import HOOK_AGENTS
 from engram.jsonc import Document, parse
-from engram.operations.hooks import HOOK_AGENTS
 from tests.conftest import run_cli
 
 runner = CliRunner()

@@ -1,48 +1,51 @@
-"""hooks/ is the ``engram hook AGENT EVENT`` adapter: what an agent's hook runs, and answers.
+"""hooks/ is the ``engram hook AGENT EVENT`` adapter: an agent's hook payload in, its answer out.
 
 An agent runs its hooks as shell commands with a JSON payload on standard input and reads their
-standard output. ``engram setup`` installs one per event (``engram.agents.HOOKS``); this package
-runs one: it reads the payload (``payload``), opens the project of the agent's folder, acts,
-and prints exactly what the agent reads (``reply``):
+standard output. ``engram setup`` installs one per event (``engram.hookspec.HOOKS``);
+this package runs one: it reads the payload, finds the store of the agent's folder, and prints
+what ``engram.hooking.answer`` returns (the briefing, the check of the files a tool call
+touches, the learnings captured, the session ended).
 
-    brief    session start, resume, clear and after compaction: the briefing (``context``)
-             as additional context, and the agent's session opened in engram's session log
-    check    before an edit (Claude Code, Codex) or right after one (Gemini CLI, whose
-             BeforeTool cannot add context): what the memory says about every file the tool
-             call touches, multi-file patches and notebooks included
-    capture  end of a turn or of a subagent: the learnings of the agent's last message saved
-             as memories (passive capture), with a line for the person naming them
-    end      end of the session: the session closed in engram's session log
+Answers in milliseconds: the store's daemon answers when it runs (``engram_hook`` over its
+socket, a few milliseconds once warm), and the hook process then imports only the standard
+library and the payload reader. When no daemon answers within ``CONNECT`` seconds, the hook
+starts one in the background for the next call (its own session, detached, leaving when idle
+for ``ENGRAM_DAEMON_IDLE`` seconds, default 900, or when its store is gone; the daemon lock
+keeps it one per store) and answers from the files itself this time. ``ENGRAM_DAEMON=off``
+keeps every hook in process.
 
 A hook never blocks the agent and never hangs it: every outcome exits 0 (2 would block a
 Claude Code tool call), nothing is printed when nothing is known or the folder has no engram
 store, errors go to standard error (the agents keep it out of the model's context), and a
 watchdog ends the process silently well inside the agent's timeout. ``ENGRAM_HOOKS=off`` turns
-every hook into a no-op. The hook answers from the files in process; it imports only the core
-a hook needs (no typer, no MCP SDK, no event loop).
+every hook into a no-op.
 
 This package must not import another adapter.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, Any, Final
 
 from engram.errors import EngramError, NotInitialized
-from engram.hooks import reply
-from engram.hooks.payload import MAX_PAYLOAD, Event, PayloadError, absolute, event_of, parse
-from engram.operations.hooks import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
+from engram.hooking.payload import MAX_PAYLOAD, PayloadError, event_of, parse
+from engram.hookspec import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
 
-if TYPE_CHECKING:
-    from engram.service import Engram
-
+# Imported here: only what a hook the daemon answers needs (no pathlib, dataclasses, engram
+# core). The store and its index are opened only when no daemon answers.
 OFF_VALUES: Final = frozenset({"0", "off", "false", "no"})
 MARGIN: Final = 0.7  # the share of the agent's timeout a hook may use before it gives up
+CONNECT: Final = 0.3  # seconds a hook waits for the daemon to accept before answering itself
+IDLE: Final = 900  # seconds a daemon a hook started stays without a request
+ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
+SOCKET: Final = ("state", "engram.sock")  # engram.rpc.socket_path for a short enough path
+SUN_PATH_MAX: Final = 107  # engram.rpc.SUN_PATH_MAX
 
 
 def run(agent: str, event: str) -> None:
@@ -68,12 +71,12 @@ def main(
         )
         print(f"usage: engram hook AGENT EVENT ({events})", file=err)
         return 1  # a mistyped hook is an error the agent shows, never a block (2)
-    if os.environ.get("ENGRAM_HOOKS", "").strip().lower() in OFF_VALUES:
+    if _off("ENGRAM_HOOKS"):
         return 0
     _watchdog(spec.timeout * MARGIN)
     try:
         data = (stdin or sys.stdin.buffer).read(MAX_PAYLOAD + 1)
-        text = answer(spec, event_of(parse(data), fallback_cwd=_cwd()))
+        text = respond(spec, parse(data), fallback_cwd=_cwd())
     except NotInitialized:
         return 0  # no engram store for this folder: nothing to say
     except (PayloadError, EngramError, OSError) as exc:
@@ -88,64 +91,93 @@ def main(
     return 0
 
 
-def answer(spec: HookSpec, event: Event) -> str:
-    """Return what the agent reads for ``event`` ('' for nothing), acting on the store."""
+def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> str:
+    """Return the answer to a hook: from the store's daemon if it answers, else in process."""
+    event = event_of(payload, fallback_cwd=fallback_cwd)
+    root = find_store(event.cwd)
+    if root is None:
+        return ""
+    if not _off("ENGRAM_DAEMON"):
+        forwarded = forward(root, spec, payload, fallback_cwd)
+        if forwarded is not None:
+            return forwarded
+        start_daemon(root)
+    from pathlib import Path
+
     from engram.service import Engram
 
-    with Engram.open(Path(event.cwd)) as engram:
-        if spec.action == "brief":
-            return _brief(engram, spec, event)
-        if spec.action == "check":
-            return _check(engram, spec, event)
-        if spec.action == "capture":
-            return _capture(engram, spec, event)
-        if spec.action == "end" and event.session_id:
-            engram.session_end(event.session_id)
-    return ""
+    with Engram(Path(root)) as engram:
+        return engram.hook(spec, event)
 
 
-def _brief(engram: Engram, spec: HookSpec, event: Event) -> str:
-    if event.session_id:
-        try:
-            engram.session_start(event.session_id, directory=event.cwd)
-        except EngramError as exc:  # the briefing matters more than the session log
-            print(f"engram hook {spec.agent} {spec.event}: {exc}", file=sys.stderr)
-    briefing = engram.context()
-    return reply.context_output(spec.native, reply.briefing_text(briefing, briefing.overview))
+def find_store(folder: str) -> str | None:
+    """Return the nearest folder at or above ``folder`` holding ``.engram/`` (None: none)."""
+    here = os.path.realpath(folder)
+    while True:
+        if os.path.isdir(os.path.join(here, ENGRAM_DIR)):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
 
 
-def _check(engram: Engram, spec: HookSpec, event: Event) -> str:
-    from engram.model import repo_path
+def socket_of(root: str) -> str:
+    """Return the daemon socket of the store in ``root`` (as ``engram.rpc.socket_path``)."""
+    path = os.path.join(root, ENGRAM_DIR, *SOCKET)
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        return path
+    from pathlib import Path
 
-    wanted: list[str] = []
-    for path in event.files:
-        full = absolute(path, event.cwd)
-        try:
-            repo_path(full, engram.root)
-        except EngramError:
-            continue  # outside this repository: the memory knows nothing of it
-        wanted.append(full)
-    if not wanted:
-        return ""
-    findings = engram.check(wanted)
-    contents: dict[str, str] = {}
-    for item in findings.findings:
-        if item.reason != "hotspot" and item.id not in contents:
-            try:
-                contents[item.id] = str(engram.get(item.id).get("content") or "")
-            except EngramError:
-                continue
-    verb = "you just edited" if spec.native == "AfterTool" else "before you edit"
-    return reply.context_output(spec.native, reply.findings_text(findings, contents, verb))
+    from engram import rpc
+
+    return str(rpc.socket_path(Path(root) / ENGRAM_DIR))
 
 
-def _capture(engram: Engram, spec: HookSpec, event: Event) -> str:
-    if event.nested or not event.message:
-        return ""
-    capture = engram.capture(
-        event.message, session_id=event.session_id or None, source=f"hook:{spec.agent}"
+def forward(root: str, spec: HookSpec, payload: dict[str, Any], fallback_cwd: str) -> str | None:
+    """Return the daemon's answer to a hook, or None when no daemon answers in time.
+
+    One request line of the daemon's protocol (``engram.rpc``), one response line.
+    """
+    path = socket_of(root)
+    if not os.path.exists(path):
+        return None
+    params = {"agent": spec.agent, "event": spec.event, "payload": payload, "cwd": fallback_cwd}
+    request = {"id": 1, "method": "engram_hook", "params": params}
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONNECT)
+            sock.connect(path)
+            sock.settimeout(spec.timeout * MARGIN / 2)  # leave time to answer in process
+            sock.sendall(json.dumps(request, ensure_ascii=False).encode("utf-8") + b"\n")
+            with sock.makefile("rb") as reader:
+                response = json.loads(reader.readline() or b"null")
+    except (OSError, ValueError):
+        return None  # absent, restarting, busy past the wait: answer in process
+    if not isinstance(response, dict) or not response.get("ok"):
+        return None  # refused (an older daemon without engram_hook, a bad payload …)
+    data = response.get("data")
+    output = data.get("output") if isinstance(data, dict) else None
+    return output if isinstance(output, str) else None
+
+
+def start_daemon(root: str) -> None:
+    """Start the store's daemon in the background for the next hook (never waited for)."""
+    import subprocess
+
+    idle = os.environ.get("ENGRAM_DAEMON_IDLE", "").strip() or str(IDLE)
+    subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
+        [sys.executable, "-m", "engram.daemon", root, "--idle", idle],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
     )
-    return reply.notice_output(reply.capture_notice(capture))
+
+
+def _off(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in OFF_VALUES
 
 
 def _watchdog(seconds: float) -> None:
@@ -165,4 +197,4 @@ def _cwd() -> str:
     try:
         return os.getcwd()
     except OSError:  # the folder was removed under the agent
-        return str(Path.home())
+        return os.path.expanduser("~")

@@ -5,17 +5,16 @@ agent's settings, its matcher, how long the agent waits (seconds) and what ``eng
 EVENT`` does there (``brief``, ``check``, ``capture`` or ``end``). ``engram.agents`` writes them
 into the agents' settings files and ``engram.hooks`` answers them; every command reads the
 agent's JSON payload on stdin, prints only what the agent reads, and exits 0. ``legacy`` names
-the commands of earlier setups that a hook replaces in place. Pure data.
+the commands of earlier setups that a hook replaces in place. Pure data, and cheap to import
+(no dataclasses): every hook process reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 
-@dataclass(frozen=True)
-class HookSpec:
+class HookSpec(NamedTuple):
     """One hook engram installs for an agent: its event there and what engram does then."""
 
     agent: str

@@ -3,7 +3,9 @@
 Each agent documents its own payload; this module turns one into an ``Event``: the folder the
 agent works in, its session id, the files a tool call is about to touch (or just touched), the
 text of its last answer, and how the session started. Pure: it reads the payload and, for the
-last answer when the payload lacks it, the tail of the transcript file the payload names.
+last answer when the payload lacks it, the tail of the transcript file the payload names. It
+imports only the standard library's cheapest modules: a hook process the daemon answers loads
+this, ``engram.hookspec`` and little else.
 
 Payloads, from the agents' hook references:
 
@@ -25,9 +27,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 MAX_PAYLOAD: Final = 32 * 1024 * 1024  # a Write of a large file carries its whole content
 TRANSCRIPT_TAIL: Final = 256 * 1024  # bytes read from the end of a transcript, at most
@@ -40,15 +40,14 @@ class PayloadError(ValueError):
     """The standard input is not a hook payload (not JSON, not an object, too large)."""
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """One hook call: where, which session, and what it is about."""
 
     cwd: str
     session_id: str = ""
     source: str = ""  # how a session started: startup, resume, clear, compact
     tool: str = ""
-    files: list[str] = field(default_factory=list)  # as the agent sent them
+    files: tuple[str, ...] = ()  # as the agent sent them
     message: str = ""  # the agent's last answer (stop events)
     nested: bool = False  # a stop hook already running for this stop (do nothing twice)
 
@@ -77,13 +76,13 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
         transcript = _text(payload.get("agent_transcript_path")) or _text(
             payload.get("transcript_path")
         )
-        message = last_assistant_text(Path(transcript)) if transcript else ""
+        message = last_assistant_text(transcript) if transcript else ""
     return Event(
         cwd=cwd,
         session_id=_text(payload.get("session_id")),
         source=_text(payload.get("source")),
         tool=tool,
-        files=files,
+        files=tuple(files),
         message=message,
         nested=payload.get("stop_hook_active") is True,
     )
@@ -125,10 +124,10 @@ def absolute(path: str, cwd: str) -> str:
     return os.path.join(cwd, text)
 
 
-def last_assistant_text(transcript: Path) -> str:
+def last_assistant_text(transcript: str | os.PathLike[str]) -> str:
     """Return the text of the last assistant message in a JSON-lines transcript ('' if none)."""
     try:
-        with transcript.open("rb") as handle:
+        with open(transcript, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - TRANSCRIPT_TAIL))
