@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import Record
-from engram.operations.views import clip, provenance
+from engram.operations.views import clip, provenance, snippet
 
 if TYPE_CHECKING:
     from engram.project import Project
@@ -268,7 +268,7 @@ def _item(section: str, record: Mapping[str, Any], short: str) -> BriefingItem:
     if section == "hotspots":
         item.hotspots = list(record.get("hotspots") or [])[:HOTSPOTS_SHOWN]
     else:
-        item.snippet = clip(str(record.get("content") or ""), SNIPPET_CHARS)
+        item.snippet = snippet(str(record.get("content") or ""), SNIPPET_CHARS)
     return item
 
 

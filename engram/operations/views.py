@@ -4,13 +4,16 @@ A view is worked out once from a result and offered in the shapes the adapters n
 ``HitView.compact()`` is what an agent reads (MCP, the socket daemon: clipped title and
 snippet, a short id, provenance, staleness), ``HitView.full()`` what a person or a program
 reads (CLI ``--json``, HTTP: the same fields plus the whole memory). ``provenance`` is the one
-line "who, when, from where" every recalled memory carries.
+line "who, when, from where" every recalled memory carries. A snippet is plain text
+(``snippet``): the markdown of the content (headings, emphasis, list bullets, code fences, link
+syntax, table pipes) is left out of it, never out of the stored content or ``get``'s.
 
 This module imports only the leaves and knows nothing of any adapter.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -18,6 +21,25 @@ from typing import Any, Final, Protocol
 TITLE_CHARS: Final = 160
 SNIPPET_CHARS: Final = 200
 STALE_NOTE: Final = "may be stale: "
+
+# The markdown a snippet leaves out, line by line, then within a line.
+_FENCE = re.compile(r"^\s{0,3}(?:`{3,}|~{3,})[^`]*$")
+_RULE = re.compile(r"^\s{0,3}(?:[-*_]\s*){3,}$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_SETEXT = re.compile(r"^\s{0,3}(?:=+|-+)\s*$")
+_QUOTE = re.compile(r"^\s{0,3}(?:>\s?)+")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
+_AUTOLINK = re.compile(r"<((?:https?|mailto|ftp):[^>\s]+)>")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_CODE = re.compile(r"(`+)(.+?)\1")
+_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
+_HIDDEN: Final = 0xE000  # escaped ASCII marks hide as U+E000 + code point while lines are read
+_UNHIDE = re.compile("[\ue000-\ue07f]")
 
 
 class HitLike(Protocol):
@@ -41,6 +63,60 @@ def clip(text: str, limit: int) -> str:
     text = str(text)
     window = limit * 4 + 16  # flattening a long text whole would cost more than the line
     flat = " ".join(text[:window].split())
+    if len(flat) <= limit and len(text) <= window:
+        return flat
+    return flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def plain(text: str) -> str:
+    """Return markdown as plain text: the words kept, the syntax left out (for snippets).
+
+    Headings end with a colon (``## Goal`` then ``Fix it`` reads ``Goal: Fix it``); list
+    bullets, quote marks, fences, rules and table pipes go; emphasis, code spans and links keep
+    their text (a link its text, an image its alt text).
+    """
+    lines: list[str] = []
+    for line in str(text).splitlines():
+        if _FENCE.match(line) or _RULE.match(line) or _TABLE_RULE.match(line):
+            continue
+        if _SETEXT.match(line) and lines:
+            lines[-1] = _heading(lines[-1])
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            lines.append(_heading(_inline(heading.group(1))))
+            continue
+        line = _BULLET.sub("", _QUOTE.sub("", line))
+        if "|" in line and line.strip().startswith("|"):
+            line = ", ".join(cell.strip() for cell in line.strip().strip("|").split("|"))
+        lines.append(_inline(line))
+    return "\n".join(lines)
+
+
+def _heading(text: str) -> str:
+    text = text.strip()
+    return text if not text or text[-1] in ".:!?" else text + ":"
+
+
+def _inline(line: str) -> str:
+    """Return one line without its inline markdown: code spans, links, emphasis, escapes."""
+    # An escaped mark is text: hidden from the rules below (as a private-use character).
+    line = _ESCAPE.sub(lambda m: chr(_HIDDEN + ord(m.group(1))), line)
+    line = _CODE.sub(lambda m: m.group(2).strip(), line)
+    line = _IMAGE.sub(r"\1", line)
+    line = _LINK.sub(r"\1", line)
+    line = _AUTOLINK.sub(r"\1", line)
+    line = _STRONG.sub(r"\2", line)
+    line = _STRIKE.sub(r"\1", line)
+    line = _EMPHASIS.sub(r"\2", line)
+    return _UNHIDE.sub(lambda m: chr(ord(m.group(0)) - _HIDDEN), line)
+
+
+def snippet(text: str, limit: int) -> str:
+    """Return the start of a memory's content as plain text on one line (``plain``, ``clip``)."""
+    text = str(text)
+    window = limit * 8 + 64  # markdown shrinks; a long text is read only as far as it shows
+    flat = " ".join(plain(text[:window]).split())
     if len(flat) <= limit and len(text) <= window:
         return flat
     return flat[: max(limit - 1, 0)].rstrip() + "…"
@@ -97,7 +173,7 @@ class HitView:
             kind=str(record.get("kind") or ""),
             status=str(record.get("status") or "active"),
             title=clip(record.get("title", ""), title_chars),
-            snippet=clip(str(record.get("content") or ""), snippet_chars),
+            snippet=snippet(str(record.get("content") or ""), snippet_chars),
             matched=list(hit.matched),
             scope=str(record.get("scope") or "project"),
             provenance=provenance(record),
