@@ -23,6 +23,7 @@ from engram.config import Config
 from engram.errors import CorruptStore
 from engram.index.db import Index
 from engram.model import is_tombstone, now, recover_line
+from engram.operations import advice
 from engram.store import GITIGNORE, MemoryStore
 from engram.store.files import write_gitignore
 from engram.store.quarantine import keep_lines
@@ -211,7 +212,7 @@ def _check_conflicts(store: MemoryStore) -> list[Finding]:
                     "conflicts",
                     f"memory {record['id']} was forgotten at {forgets[-1]['deleted_at']} "
                     "on another clone and a later edit brought it back: "
-                    f"`engram forget {record['id'][:8]}` forgets it again; "
+                    f"{advice.cmd('forget', id=record['id'][:8])} forgets it again; "
                     "update it to keep it",
                 )
             )
@@ -221,8 +222,8 @@ def _check_conflicts(store: MemoryStore) -> list[Finding]:
                     "warning",
                     "conflicts",
                     f"memory {record['id']} keeps {len(conflicts) - len(forgets)} concurrent "
-                    f"edit(s) that lost a merge: `engram get {record['id'][:8]}` shows them; "
-                    "update the memory to settle it",
+                    f"edit(s) that lost a merge: {advice.cmd('get', id=record['id'][:8])} shows "
+                    "them; update the memory to settle it",
                 )
             )
     return findings
@@ -283,7 +284,7 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
             Finding(
                 "error",
                 "manifest",
-                f"{audit.manifest_error} (`engram doctor --fix` rebuilds it from the "
+                f"{audit.manifest_error} ({advice.cmd('doctor', fix=True)} rebuilds it from the "
                 f"{len(audit.unlisted)} chunk(s) in {CHUNKS}/)",
             )
         )

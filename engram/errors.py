@@ -23,6 +23,8 @@ A class marked ``[module]`` is defined in ``engram.<module>``, next to the only 
 it; the others live here and are all in ``__all__``. tests/test_architecture.py checks that every
 subclass of ``EngramError`` in engram/ is drawn above. Adapters catch ``EngramError`` at their
 one boundary and show ``message`` and ``hint``; this module must not import anything from engram.
+A hint names a command as the CLI types it (run `engram doctor --fix`); each adapter's boundary
+renders it in its own words (``engram.operations.advice.render``: MCP names its tools).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class EngramError(Exception):
 
 class ConfigError(EngramError):
     code = "config"
-    hint = "fix .engram/config.yaml (engram doctor shows what is read)"
+    hint = "fix .engram/config.yaml (`engram doctor` shows what is read)"
 
 
 class NotInitialized(EngramError):

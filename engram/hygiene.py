@@ -21,6 +21,7 @@ from engram import config as config_mod
 from engram.errors import InvalidInput
 from engram.memories import forget, revise
 from engram.model import Record, is_tombstone, normalize_fields
+from engram.operations import advice
 
 if TYPE_CHECKING:
     from engram.consolidate import Applied, Group, Plan
@@ -244,7 +245,7 @@ def delete_insight(here: Project, ref: str) -> Record:
     if record.get("kind") != "insight":
         raise InvalidInput(
             f"memory {record['id']} is a {record.get('kind')}, not an insight",
-            hint="engram insights list shows the insights",
+            hint=f"{advice.cmd('insights')} shows the insights",
         )
     return forget(here, record["id"])
 

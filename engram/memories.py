@@ -31,6 +31,7 @@ from engram.model import (
     normalize_fields,
     normalize_project,
 )
+from engram.operations import advice
 from engram.project import MIN_WRITE_PREFIX, Project, as_list
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def _resolve_links(ws: Workspace, links: Sequence[Mapping[str, Any]]) -> list[Re
             raise InvalidInput(
                 f"id prefix {ref!r} is too short to supersede a memory: "
                 f"give at least {MIN_WRITE_PREFIX} characters of its id",
-                hint="engram recall or engram get shows the ids",
+                hint=f"{advice.cmd('recall', query='WORDS')} shows the ids",
             )
         target = ws.index.resolve(ref)
         out.append({**link, "to": target})

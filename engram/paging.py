@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from engram.context import CHARS_PER_TOKEN, estimate_tokens
 from engram.errors import InvalidInput
+from engram.operations.advice import PERSON
 from engram.operations.views import HitLike
 
 if TYPE_CHECKING:
@@ -293,7 +294,10 @@ def memory_view(record: Mapping[str, Any], *, brief_history: bool) -> Payload:
         view["history"] = [
             {key: old.get(key) for key in ("rev", "updated_at", "title")} for old in view["history"]
         ]
-        view["history_note"] = "earlier versions by title only; `engram get ID` has the text"
+        view["history_note"] = (
+            f"earlier versions by title only, to fit the response budget ({PERSON}"
+            "`engram get ID` for their text)"
+        )
     return view
 
 

@@ -32,6 +32,7 @@ from engram.errors import AmbiguousId, InvalidInput, NotFound, NotInitialized
 from engram.index.query import Hit, Query
 from engram.index.ranking import epoch
 from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path
+from engram.operations import advice
 from engram.store import init_layout
 from engram.workspace import Workspace
 
@@ -246,7 +247,7 @@ class Project:
             raise InvalidInput(
                 f"id prefix {prefix!r} is too short to {changing} a memory: "
                 f"give at least {MIN_WRITE_PREFIX} characters of its id",
-                hint="engram recall or engram get shows the ids",
+                hint=f"{advice.cmd('recall', query='WORDS')} shows the ids",
             )
         ws, rid = _resolve(workspaces, prefix)
         record = ws.index.get(rid)
@@ -258,8 +259,9 @@ class Project:
             kept = f"; it keeps {len(unseen)} edit(s) made on another clone" if unseen else ""
             raise NotFound(
                 f"memory {rid} was forgotten at {record.get('deleted_at')}{kept}",
-                hint="engram export shows tombstones and the text they keep; a forgotten memory "
-                "cannot be edited (save the text again with engram remember)",
+                hint=f"{advice.cmd('export')} shows tombstones and the text they keep; a "
+                f"forgotten memory cannot be edited (save the text again with "
+                f"{advice.cmd('remember')})",
             )
         return ws, record
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import change_time
+from engram.operations import advice
 
 if TYPE_CHECKING:
     from engram.doctor import Finding
@@ -72,7 +73,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
                 _finding(
                     "secrets",
                     f"memory id {str(record['id'])[:4]}… in {store.path} looks like a secret: "
-                    "forget it (`engram forget --hard`) and save its text again",
+                    f"forget it ({advice.cmd('forget', hard=True)}) and save its text again",
                 )
             )
             continue

@@ -28,6 +28,7 @@ from engram.http_api import (
     host_allowed,
     is_loopback,
 )
+from engram.operations import advice
 from engram.service import Engram
 
 START_SECONDS = 60.0  # generous: a cold interpreter on a busy 2-core machine
@@ -727,8 +728,12 @@ def test_routes_return_the_facades_results(tmp_path: Path) -> None:
             engram.timeline(nid, before=3).to_dict()
         )
         checked = post("/check", {"files": ["src/jobs.py"], "text": "jobs"}, 200)
-        assert checked == _plain(engram.check(["src/jobs.py"], text="jobs").to_dict())
-        assert get("/context", query="jobs") == _plain(engram.context(query="jobs").to_dict())
+        with advice.using(advice.OPERATION_NAMES):  # the advice in them: in HTTP's words
+            expected_check = engram.check(["src/jobs.py"], text="jobs").to_dict()
+            expected_context = engram.context(query="jobs").to_dict()
+        assert "`get` with id=ID" in checked["text"]
+        assert checked == _plain(expected_check)
+        assert get("/context", query="jobs") == _plain(expected_context)
         assert get("/stats") == _plain(engram.stats().to_dict())
         exported = get("/export")
         assert exported == {

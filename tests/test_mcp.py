@@ -299,7 +299,7 @@ def test_bad_arguments_and_unknown_tools_are_error_results_and_the_session_goes_
             assert error == {
                 "code": "not_found",
                 "message": "no memory with id nosuchid",
-                "hint": "run `engram recall WORDS` to find the id",
+                "hint": "call `recall` with query=WORDS to find the id",
             }
             error = await client.error("get", {"id": "!!"})
             assert error["code"] == "invalid_input"
@@ -537,7 +537,8 @@ def test_a_memory_too_large_even_without_content_comes_in_parts(repo: Path) -> N
         assert view["memory"]["content"] == rewritten["content"]
         assert [old["rev"] for old in view["memory"]["history"]] == list(range(1, 7))
         assert "content" not in view["memory"]["history"][0]
-        assert "engram get" in view["memory"]["history_note"]
+        # The text of earlier versions is the person's to read (no tool gives it whole).
+        assert "the user can run `engram get ID`" in view["memory"]["history_note"]
 
 
 def test_budget_comes_from_config_and_option(repo: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import check_id, normalize_content
+from engram.operations import advice
 
 __all__ = [
     "ACTIONS",
@@ -52,7 +53,7 @@ CURRENT_STATUSES: Final = frozenset({"active", "proposed"})
 
 def fail(message: str) -> InvalidInput:
     """Return the error of a plan or group that does not hold together."""
-    return InvalidInput(message, hint="make a fresh plan with `engram consolidate`")
+    return InvalidInput(message, hint=f"make a fresh plan with {advice.cmd('consolidate')}")
 
 
 @dataclass

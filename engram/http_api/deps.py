@@ -1,7 +1,8 @@
 """What every router takes: the facade (one call at a time, in a worker thread), path parameters.
 
 The facade is synchronous: every call runs in a worker thread under one lock, so the store and
-its index see one call at a time however many requests are in flight. ``saved`` and
+its index see one call at a time however many requests are in flight, and the advice in answers
+names operations and their fields (``engram.operations.advice``). ``saved`` and
 ``next_offset`` shape the two results several routers return alike.
 """
 
@@ -15,6 +16,7 @@ from fastapi import Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from engram.http_api.models import SaveOut
+from engram.operations import advice
 
 if TYPE_CHECKING:
     from engram.service import Engram, SaveResult
@@ -39,7 +41,8 @@ class Facade:
         """Run a facade call in a worker thread, one at a time."""
 
         def run() -> T:
-            with self._lock:
+            # Advice in answers names operations and their fields, not CLI command lines.
+            with self._lock, advice.using(advice.OPERATION_NAMES):
                 return fn(*args, **kwargs)
 
         return await run_in_threadpool(run)

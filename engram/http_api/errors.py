@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, InvalidInput, NotFound
 from engram.http_api.defaults import DEFAULT_HOST, TOKEN_ENV
+from engram.operations import advice
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
@@ -73,7 +74,10 @@ def _json(
 
 
 async def _engram_error(_: Request, exc: EngramError) -> JSONResponse:
-    return _json({"error": exc.to_dict()}, status_for(exc))
+    body = {
+        key: advice.render(value, advice.OPERATION_NAMES) for key, value in exc.to_dict().items()
+    }
+    return _json({"error": body}, status_for(exc))
 
 
 async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -7,7 +7,9 @@ picks the tools of its profile and compatibility sets (``table``), holds the res
 and the recall cursors (``engram.paging.Pages``), and dispatches each call to
 the handler registered for the tool's target (``tools``). ``call`` is the error boundary:
 every failure becomes an MCP error result with a message and a hint, and the server keeps
-serving. ``read`` serves the resources, ``prompt`` the prompts.
+serving. Inside it, advice renders in this server's words (``engram.operations.advice``):
+"call `get` with id=ID", never a CLI command line but for what only the person can run.
+``read`` serves the resources, ``prompt`` the prompts.
 
 It must not import the mcp SDK (``server`` does), nor another adapter, nor write to stdout.
 """
@@ -25,6 +27,7 @@ from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
 from engram.mcp_server.table import COMPATS, Call, select_tools
 from engram.mcp_server.tools import HANDLERS
+from engram.operations import advice
 from engram.paging import CHARS_PER_TOKEN, Pages, dumps
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ def logger() -> logging.Logger:
 
 class _UnknownTool(EngramError):
     code = "unknown_tool"
-    hint = "tools/list shows the tools this server offers (engram mcp --tools all adds more)"
+    hint = "tools/list shows the tools this server offers (the user's MCP settings choose more)"
 
 
 def root_paths(uris: Iterable[str]) -> list[Path]:
@@ -97,6 +100,8 @@ class EngramMCP:
         if budget is not None and budget < MIN_BUDGET:
             raise InvalidInput(f"--budget must be at least {MIN_BUDGET} tokens, got {budget}")
         self._budget_option = budget
+        # Advice in answers names this server's tools (and the person's commands for the rest).
+        self.surface = advice.Tools(name for name, tool in self.tools.items() if not tool.compat)
         self._engram: Engram | None = None
         self._roots: list[Path] | None = None  # the client's roots; None: not asked (yet)
         self.pages = Pages()
@@ -172,7 +177,14 @@ class EngramMCP:
     # -- the error boundary ------------------------------------------------------------------
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[str, bool]:
-        """Run one tool call; return (text, is_error). Never raises."""
+        """Run one tool call; return (text, is_error). Never raises.
+
+        Advice in the answer (hints, notes, footers) names tools and their parameters.
+        """
+        with advice.using(self.surface):
+            return self._call(name, arguments)
+
+    def _call(self, name: str, arguments: Mapping[str, Any] | None) -> tuple[str, bool]:
         tool = self.tools.get(name)
         try:
             if tool is None:
@@ -187,7 +199,8 @@ class EngramMCP:
             error = {
                 "code": "os_error",
                 "message": f"{name}: {exc.strerror or exc}{where}",
-                "hint": "check the path and its permissions; engram doctor checks the store",
+                "hint": "check the path and its permissions; "
+                + advice.render("`engram doctor` checks the store"),
             }
             return dumps(error), True
         except Exception as exc:  # the boundary: a bug must not end the session
@@ -207,7 +220,7 @@ class EngramMCP:
             out["hint"] = NO_PROJECT_HINT  # the person's words: an agent relays them
         if isinstance(exc, InvalidInput) and exc.hint == InvalidInput.hint:
             out["hint"] = f"check the arguments against the input schema of {name} (tools/list)"
-        return out
+        return {key: advice.render(value) for key, value in out.items()}
 
     def _unknown_tool(self, name: str) -> str:
         elsewhere = [t.name for t in select_tools("all", COMPATS).values() if t.name == name]
@@ -241,8 +254,17 @@ class EngramMCP:
 
     def read(self, uri: str) -> tuple[str, str]:
         """Return (text, mime type) of an engram:// resource; raise EngramError if it fails."""
-        return read_resource(self, uri)
+        with advice.using(self.surface):
+            try:
+                return read_resource(self, uri)
+            except EngramError as exc:
+                exc.hint = self.hint(exc)  # the SDK's wiring sends it as it is
+                raise
 
     def prompt(self, name: str, arguments: Mapping[str, str] | None) -> tuple[str, str]:
         """Return (description, text) of a built-in prompt; raise NotFound for another name."""
         return render_prompt(name, arguments)
+
+    def hint(self, exc: EngramError) -> str:
+        """Return an error's hint in this server's words (tools, not commands)."""
+        return advice.render(exc.hint, self.surface)

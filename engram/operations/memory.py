@@ -164,7 +164,7 @@ RECALL = declare(
         "Search memories, best first (ranked by relevance, kind, importance, status, age).",
         "Search project and personal memory before you start a task, decide something or "
         "edit a file. Returns compact ranked hits (id, kind, title, snippet, why it matched, "
-        "provenance); get ID reads one in full, next_cursor pages on.",
+        "provenance); get with a hit's id reads one in full, next_cursor pages on.",
         (
             Param(
                 "query",

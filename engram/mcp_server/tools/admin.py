@@ -1,7 +1,8 @@
 """The admin tools: export, import, consolidation, the trainer, projects, sync, reindex, doctor.
 
 Each handler calls the facade and renders its report within the call's budget: long lists are
-cut to fit and say where the whole report is (``engram … --json``); export pages with a cursor.
+cut to fit and say where the whole report is (a command the user can run: no tool answers
+with more); export pages with a cursor.
 engram-rs's ``config`` (read-only here) is this adapter's own target.
 
 It must not import the mcp SDK nor any other adapter.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engram.errors import InvalidInput
 from engram.mcp_server.tools.registry import MORE_NOTE, Args, handler, listing
 from engram.model import MAX_DOCUMENT_DEPTH, loads
+from engram.operations.advice import PERSON
 from engram.operations.views import TITLE_CHARS, clip
 from engram.paging import decode_cursor, dumps, encode_cursor
 
@@ -103,7 +105,9 @@ def consolidate(mcp: EngramMCP, args: Args, call: Call) -> str:
     def build(n: int) -> dict[str, Any]:
         payload: dict[str, Any] = {**plan, "recommendations": items[:n]}
         if n < len(items):
-            payload["more"] = "Cut to fit the budget: `engram consolidate --out FILE` has all."
+            payload["more"] = (
+                f"Cut to fit the budget: {PERSON}`engram consolidate --out FILE` for all of it."
+            )
         return payload
 
     text, _ = call.fit(build, len(items))
@@ -141,7 +145,7 @@ def train(mcp: EngramMCP, args: Args, call: Call) -> str:
     if not report.ok:
         raise InvalidInput(
             "the trainer failed, nothing was changed: " + "; ".join(report.problems[:3]),
-            hint="run engram train in a terminal to see its output",
+            hint=f"{PERSON}`engram train` in a terminal to see its output",
         )
     return call.render(
         {
@@ -198,7 +202,7 @@ def sync(mcp: EngramMCP, args: Args, call: Call) -> str:
         if "pending_import" in payload:
             payload["pending_import"] = payload["pending_import"][:n]
         if n < len(problems):
-            payload["more"] = "Lists were cut to fit the budget: `engram sync --json` has all."
+            payload["more"] = f"Lists were cut to fit the budget: {PERSON}`engram sync --json`."
         return payload
 
     text, _ = call.fit(build, max(len(problems), len(report.get("pending_import") or []), 1))
@@ -221,7 +225,7 @@ def doctor(mcp: EngramMCP, args: Args, call: Call) -> str:
     def build(n: int) -> dict[str, Any]:
         payload: dict[str, Any] = {**counts, "findings": findings[:n]}
         if n < len(findings):
-            payload["more"] = f"{len(findings) - n} more findings: run `engram doctor` in a shell"
+            payload["more"] = f"{len(findings) - n} more findings: {PERSON}`engram doctor`"
         return payload
 
     return call.fit(build, len(findings))[0]

@@ -22,6 +22,7 @@ from engram.mcp_server.tools.registry import (
     Args,
     handler,
 )
+from engram.operations.advice import PERSON
 from engram.operations.views import TITLE_CHARS, clip, provenance
 from engram.paging import CHARS_PER_TOKEN, fitted_check, shrink
 
@@ -144,7 +145,7 @@ def lineage(
     if data["cycles"]:
         payload["cycles"] = data["cycles"][:n]
     if n < longest:
-        payload["more"] = "Lists were cut to fit the budget: `engram why ID` has all."
+        payload["more"] = f"Lists were cut to fit the budget: {PERSON}`engram why ID` for all."
     return payload
 
 

@@ -24,6 +24,7 @@ from engram.mcp_server.tools.registry import (
     as_list,
     handler,
 )
+from engram.operations import advice
 from engram.operations.memory import RECALL, RECALL_LIMIT
 from engram.operations.views import TITLE_CHARS, clip, hit_views, provenance
 from engram.paging import Budget, Page, decode_cursor, encode_cursor, memory_page, unseen
@@ -82,8 +83,9 @@ def saved_payload(result: SaveResult) -> dict[str, Any]:
     if result.similar:
         payload["similar"] = result.similar
         payload["hint"] = (
-            "memories saying nearly the same exist: get them, and update or supersede "
-            "instead of keeping both"
+            f"memories saying nearly the same exist (similar): read them "
+            f"({advice.cmd('get', id='ID')}), then update one to say it all and retire the "
+            f"other ({advice.cmd('update', id='ID', status='superseded')}) instead of keeping both"
         )
     return payload
 
