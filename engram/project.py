@@ -33,6 +33,7 @@ from engram.index.query import Hit, Query
 from engram.index.ranking import epoch
 from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path
 from engram.operations import advice
+from engram.operations.params import split
 from engram.store import init_layout
 from engram.workspace import Workspace
 
@@ -62,15 +63,8 @@ MIN_WRITE_PREFIX: Final = 4
 
 
 def as_list(value: Iterable[str] | str | None) -> list[str]:
-    """Return the items of a list or of comma-separated text, stripped, empty ones dropped."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    out: list[str] = []
-    for item in value:
-        out.extend(part.strip() for part in str(item).split(",") if part.strip())
-    return out
+    """Return the items of a list or of comma-separated text (``params.split``; None: none)."""
+    return [] if value is None else split(value)
 
 
 def records_of(hits: Iterable[Hit]) -> list[Record]:

@@ -3,7 +3,8 @@
 ``@options(RECALL)`` gives a command every parameter the declaration offers the CLI
 (``Operation.params_for("cli")``): an option ``--{wire}`` (``-`` for ``_``) with the declared
 short name, or a positional argument (``argument=True``); the declared help; the type
-(``str``, ``int``, ``float``, ``bool``, ``list[str]`` for a repeatable option); and the limits
+(``str``, ``int``, ``float``, ``bool``, ``list[str]`` for a repeatable option, whose values are
+also split at commas, ``--tag a,b`` as ``--tag a --tag b``); and the limits
 ``minimum``/``maximum``, which the CLI enforces (it refuses, it never clamps). Enum values are
 left to the service to check, as they always were: it names the allowed ones. The decorator
 sets the command's ``__signature__`` and ``__annotations__``, which typer reads (a declared
@@ -30,6 +31,7 @@ from typing import Any, Final
 import typer
 
 from engram.operations import Operation, Param
+from engram.operations.params import split
 
 TYPES: Final[Mapping[str, Any]] = {
     "string": str,
@@ -179,7 +181,7 @@ def options(
 
         @functools.wraps(function)
         def command(**given: Any) -> Any:
-            values = Values(params, {p.name: given.pop(p.name) for p in params})
+            values = Values(params, {p.name: _value(p, given.pop(p.name)) for p in params})
             return function(**given, values=values)
 
         command.__signature__ = signature.replace(parameters=every)  # type: ignore[attr-defined]
@@ -189,6 +191,13 @@ def options(
         return command
 
     return decorate
+
+
+def _value(param: Param, value: Any) -> Any:
+    """Return a given value, a list's items split at commas as for every adapter (``split``)."""
+    if param.type == "strings" and value:
+        return split(value)
+    return value
 
 
 def declared(command: Command) -> Declared | None:

@@ -3,9 +3,11 @@
 ``declared_model`` turns a tuple of ``engram.operations`` ``Param`` into a pydantic model: each
 parameter a field of its declared type, default and limits, its help the field's description;
 in a query the field is named by the parameter's ``wire`` name (``tag`` for ``tags``), in a body
-by its ``name``. ``Declared.arguments`` gives the values back by service keyword (``target``), so
-a route passes them on without naming them: a parameter added to a declaration reaches the
-facade, the request's validation and the OpenAPI document with no edit of a route.
+by its ``name``. ``Declared.arguments`` gives the values back by service keyword (``target``),
+a list's items split at commas as every adapter splits them (``?tags=a,b``, a body's
+``"tags": "a, b"``), so a route passes them on without naming them: a parameter added to a
+declaration reaches the facade, the request's validation and the OpenAPI document with no edit
+of a route.
 
 ``query(model)`` and ``body(model)`` make the dependency a route takes such a model through;
 ``http_params`` reads an operation's parameters as HTTP offers them, where HTTP keeps limits of
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engram.http_api.defaults import MAX_BODY_BYTES
 from engram.operations import OPERATIONS
-from engram.operations.params import Param
+from engram.operations.params import Param, split
 from engram.operations.spec import Operation
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
@@ -53,7 +55,7 @@ class Declared(BaseModel):
                 continue
             if param.clamp and param.maximum is not None and value > param.maximum:
                 value = type(value)(param.maximum)
-            out[param.key] = _plain(value)
+            out[param.key] = _items(param, _plain(value))
         return out
 
 
@@ -65,6 +67,17 @@ class OpenDeclared(Declared):
     def extras(self) -> dict[str, Any]:
         """Return the fields given beyond the declared ones."""
         return dict(self.model_extra or {})
+
+
+def _items(param: Param, value: Any) -> Any:
+    """Return a list parameter's items as every adapter reads them (``params.split``)."""
+    if param.type != "strings":
+        return value
+    if isinstance(value, str):
+        return split(value)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return split(value)
+    return value  # a list of link objects, say: the service reads them
 
 
 def _plain(value: Any) -> Any:
@@ -104,7 +117,9 @@ def value_type(param: Param, where: str, strings: Mapping[str, Any]) -> Any:
         default = QueryText if where == "query" else Item
         return strings.get(param.name, default)
     if kind == "strings":
-        return list[Item]  # the service normalises list values (kind aliases, case)
+        # The service normalises the items (kind aliases, case); ``arguments`` splits them. A
+        # query repeats the parameter or separates at commas; a body also takes one string.
+        return list[Item] if where == "query" else list[Item] | Item
     if kind in ("integer", "number"):
         bounds = Field(
             ge=param.minimum, le=None if param.clamp else param.maximum, allow_inf_nan=False

@@ -24,12 +24,13 @@ ID = Param(
 CURSOR = Param(
     "cursor", "string", "next_cursor from the previous page, to continue.", only=("mcp",)
 )
-TAGS = Param("tags", "strings", "Topic tags, lower-case.", short="-t")
+TAGS = Param("tags", "strings", "Topic tags, lower-case (a list, or comma-separated).", short="-t")
 FILES = Param(
     "files",
     "strings",
-    "Paths or globs the memory is about: absolute inside the repository, or relative to it "
-    "(from the current folder in a subfolder); stored repo-relative.",
+    "Paths or globs the memory is about (a list, or comma-separated): absolute inside the "
+    "repository, or relative to it (from the current folder in a subfolder); stored "
+    "repo-relative.",
     short="-f",
 )
 IMPORTANCE = Param(
@@ -80,7 +81,7 @@ RECALL_FILTERS: Final = (
     Param(
         "kind",
         "strings",
-        "Only these kinds.",
+        "Only these kinds (a list, or comma-separated).",
         enum=KINDS,
         accept=tuple(KIND_ALIASES),
         target="kinds",
@@ -308,7 +309,8 @@ CHECK = declare(
             Param(
                 "files",
                 "strings",
-                "Paths about to be edited: absolute inside the repository, or relative to it.",
+                "Paths about to be edited (a list, or comma-separated): absolute inside the "
+                "repository, or relative to it.",
                 required=True,
                 short="-f",
             ),

@@ -6,10 +6,16 @@ adapter reads it: the MCP input schema (``schema``), the checks of MCP and socke
 or body field (``wire``). ``target`` names the service keyword the value is passed as.
 
 Types: ``string``, ``integer``, ``number``, ``boolean``, ``object``, ``array`` (any list),
-``strings`` (an array of strings; one string is taken as a one-item list), ``csv`` (a
-comma-separated string, or an array of strings, joined), ``id`` (a string id or prefix, or an
+``strings`` (an array of strings, or one string of comma-separated items: ``split``), ``csv``
+(a comma-separated string, or an array of strings, joined), ``id`` (a string id or prefix, or an
 integer id of another tool), ``objects`` (an array of objects) and ``date`` (an RFC 3339 date or
 time, or a relative age such as ``7d``; passed on as written, the index reads it).
+
+List values: every adapter hands a ``strings`` value to ``split`` (through ``check``, or the
+CLI's and HTTP's own reading of it), so ``"a.py, b.py"``, ``["a.py,b.py"]`` and
+``["a.py", "b.py"]`` are the same two items wherever they come from. A comma always separates:
+an item cannot hold one (no tag, kind, status or project name does, and a path with a comma
+must be given through a glob such as ``a?b.py``); see docs/decisions.md.
 
 This module imports nothing above the leaves and knows nothing of typer, mcp or HTTP.
 """
@@ -17,6 +23,7 @@ This module imports nothing above the leaves and knows nothing of typer, mcp or 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Final, NamedTuple
 
 from engram.errors import InvalidInput
@@ -44,7 +51,7 @@ _JSON_NAMES: Final = {
     type(None): "null",
 }
 _EXPECTED: Final = {
-    "strings": "an array of strings",
+    "strings": "an array of strings (or one comma-separated string)",
     "csv": "a comma-separated string",
     "id": "a string or integer id",
     "objects": "an array of objects",
@@ -55,6 +62,16 @@ _EXPECTED: Final = {
 def json_type(value: Any) -> str:
     """Name the JSON type of a decoded value (for messages)."""
     return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def split(value: str | Iterable[str]) -> list[str]:
+    """Return the items of a list value: each string split at commas, stripped, blanks dropped.
+
+    The one reading of a list parameter: a JSON array, one comma-separated string, a repeated
+    CLI option or HTTP query value (``?tags=a,b`` as ``?tags=a&tags=b``).
+    """
+    items = [value] if isinstance(value, str) else value
+    return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
 
 
 def _is_strings(value: Any) -> bool:
@@ -103,7 +120,8 @@ class Param(NamedTuple):
             items: dict[str, Any] = {"type": "string"}
             if self.enum:
                 items["enum"] = list(self.enum)
-            out = {"type": "array", "items": items}
+            # One comma-separated string is taken too (``split``): agents send both.
+            out = {"type": ["array", "string"], "items": items}
         elif self.type == "objects":
             out = {"type": "array", "items": {"type": "object"}}
         elif self.type == "id":
@@ -136,7 +154,7 @@ class Param(NamedTuple):
         if kind == "csv" and _is_strings(value):
             return ",".join(value)
         if kind == "strings" and (isinstance(value, str) or _is_strings(value)):
-            items = [value] if isinstance(value, str) else list(value)
+            items = split(value)
             return [self._member(item, where) for item in items] if self.enum else items
         if kind == "integer" and not isinstance(value, bool):
             if isinstance(value, float) and value.is_integer():

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.operations import OPERATIONS
+from engram.operations.params import split
 from engram.paging import Budget
 
 if TYPE_CHECKING:
@@ -66,10 +67,7 @@ def handler(name: str, *, own: bool = False) -> Callable[[Handler], Handler]:
 
 def as_list(value: Any) -> list[str]:
     """Return a list of strings from a string, a comma-separated string or a list of them."""
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else list(value)
-    return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    return [] if value is None else split([value] if isinstance(value, str) else list(value))
 
 
 def listing(key: str, items: list[Any], budget: Budget) -> str:
