@@ -369,7 +369,7 @@ def daemons_of(root: Path) -> list[int]:
     return found
 
 
-def wait_for(condition: Any, seconds: float = 30.0) -> bool:
+def wait_for(condition: Any, seconds: float = 60.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
@@ -389,7 +389,7 @@ def daemons(ledger: Engram) -> Any:
     for pid in daemons_of(ledger.root):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    assert wait_for(lambda: not daemons_of(ledger.root), 20)
+    assert wait_for(lambda: not daemons_of(ledger.root), 60)
 
 
 def test_a_hook_starts_the_daemon_which_then_answers_it(ledger: Engram, daemons: Any) -> None:
@@ -449,8 +449,8 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
     root = ledger.root
     data = payload("claude-code", "pre-edit-edit", root)
     hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="2")
-    assert wait_for(lambda: daemons_of(root), 20)
-    assert wait_for(lambda: not daemons_of(root), 30)  # idle for 2 s: gone
+    assert wait_for(lambda: daemons_of(root), 60)
+    assert wait_for(lambda: not daemons_of(root), 90)  # idle for 2 s: gone
     assert not rpc.socket_path(root / ".engram").exists()
 
     other = tmp_path / "other"
@@ -458,9 +458,9 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
     assert run_cli("init", cwd=other).returncode == 0
     other_data = payload("claude-code", "pre-edit-edit", other)
     hook(other, other_data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="600")
-    assert wait_for(lambda: daemons_of(other), 20)
+    assert wait_for(lambda: daemons_of(other), 60)
     shutil.rmtree(other)  # the project is deleted under its daemon
-    assert wait_for(lambda: not daemons_of(other), 30)
+    assert wait_for(lambda: not daemons_of(other), 90)
 
 
 def test_no_process_is_left_when_the_agent_dies(ledger: Engram) -> None:
@@ -477,11 +477,11 @@ def test_no_process_is_left_when_the_agent_dies(ledger: Engram) -> None:
     assert agent.stdin is not None
     agent.stdin.write(data)
     agent.stdin.close()
-    assert wait_for(lambda: daemons_of(root), 20)
+    assert wait_for(lambda: daemons_of(root), 60)
     os.killpg(agent.pid, signal.SIGKILL)
     agent.wait(timeout=10)
     assert len(daemons_of(root)) == 1  # the one daemon of the store, in its own session
-    assert wait_for(lambda: not daemons_of(root), 30)  # and it leaves once idle
+    assert wait_for(lambda: not daemons_of(root), 90)  # and it leaves once idle
 
 
 def test_a_dead_daemons_socket_costs_nothing(ledger: Engram) -> None:
@@ -494,8 +494,8 @@ def test_a_dead_daemons_socket_costs_nothing(ledger: Engram) -> None:
     stale.close()
     done = hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="3")
     assert b"Never divide amounts with /" in done.stdout and done.returncode == 0
-    assert wait_for(lambda: daemons_of(root), 20)  # a new daemon replaced the stale socket
-    assert wait_for(lambda: not daemons_of(root), 30)
+    assert wait_for(lambda: daemons_of(root), 60)  # a new daemon replaced the stale socket
+    assert wait_for(lambda: not daemons_of(root), 90)
 
 
 def test_the_hook_finds_the_daemon_socket_where_the_daemon_listens(tmp_path: Path) -> None:
