@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from engram.errors import EngramError
 from engram.hooking import reply
 from engram.hooking.payload import absolute
+from engram.operations import advice
+from engram.operations.spec import OPERATIONS
 
 if TYPE_CHECKING:
     from engram.context import StandingCache
@@ -16,6 +18,8 @@ if TYPE_CHECKING:
     from engram.project import Project
 
 log = logging.getLogger("engram.hooks")
+# The reader of a hook's context is the agent, with engram's agent tools: advice names them.
+AGENT_TOOLS: Final = advice.Tools(op.name for op in OPERATIONS.values() if op.profile == "agent")
 
 
 def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) -> str:
@@ -25,15 +29,16 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
     """
     from engram import session
 
-    if spec.action == "brief":
-        return _brief(here, cache, spec, event)
-    if spec.action == "check":
-        return _check(here, spec, event)
-    if spec.action == "capture":
-        return _capture(here, spec, event)
-    if spec.action == "end" and event.session_id:
-        session.end(here, event.session_id)
-    return ""
+    with advice.using(AGENT_TOOLS):
+        if spec.action == "brief":
+            return _brief(here, cache, spec, event)
+        if spec.action == "check":
+            return _check(here, spec, event)
+        if spec.action == "capture":
+            return _capture(here, spec, event)
+        if spec.action == "end" and event.session_id:
+            session.end(here, event.session_id)
+        return ""
 
 
 def _brief(here: Project, cache: StandingCache, spec: HookSpec, event: Event) -> str:
