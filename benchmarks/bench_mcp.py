@@ -14,7 +14,11 @@ the table reports the ratio of their medians next to the absolute medians.
    and a get on a 100k store, vs a bare ``python -c "import mcp"`` process (reported);
 4. tokens per recall hit, from the answers of figure 1 (reported; the aim is about 100);
 5. a ``ping`` round trip in the same session vs the same facade recall (reported): the SDK's
-   own floor for any request, which figure 1 cannot go below.
+   own floor for any request, which figure 1 cannot go below;
+6. ``remember`` round trip p50 through a stdio session whose server has searched once (the
+   model loaded: every save is embedded and checked for near-duplicates, as in a working
+   session) vs one atomic rewrite of the same memories.jsonl (``bench_core.floor_rewrite``),
+   interleaved, on 1k and 10k stores (``--remember-sizes``; target <= 2).
 
 Scratch stores go under ``benchmarks/.data/`` (gitignored) and are removed unless ``--keep``.
 This file must not assert on wall-clock times, and is not part of the test suite.
@@ -47,6 +51,7 @@ from bench_core import (  # a sibling script, not a package
     Corpus,
     align,
     build_store,
+    floor_rewrite,
     remove_scratch,
     run_header,
     say,
@@ -128,6 +133,8 @@ ratio = median engram / median baseline (figures 1-3 interleave the two sides).
 baselines (same run):
   recall round trip  Engram.recall(q, limit=6) in-process on the same store, same queries
   ping round trip    the same facade recall: what the SDK's stdio round trip alone costs
+  remember           one atomic rewrite of memories.jsonl: read, temp copy in its folder, fsync,
+                     rename (the floor of any save that keeps the file canonical)
   start-up           python -c "import mcp" (both with a warm bytecode cache)
   peak RSS           VmHWM of python -c "import mcp"
   tokens per hit     ceil(chars / 4) of one compact hit; the baseline column is the aim (100)"""
@@ -214,6 +221,37 @@ async def recall_figures(
     ]
 
 
+async def remember_figure(
+    root: Path, size: int, count: int, seed: int, env: dict[str, str], log: IO[str]
+) -> Figure:
+    """Time ``remember`` through a stdio session against one rewrite of the file, interleaved."""
+    jsonl = root / ".engram" / "memories.jsonl"
+    writer = Corpus(seed + 2)
+    payloads = [writer.fields() for _ in range(count + 1)]
+    ours: list[float] = []
+    base: list[float] = []
+    async with session(root, env, log) as client:
+        # A server that has searched holds the model: its saves embed and report near-duplicates.
+        await client.call_tool("recall", {"query": "warm up the model"})
+        # The first write checks the whole file once (untimed, as in bench_core).
+        first = await client.call_tool("remember", payloads[-1])
+        assert not first.is_error, first
+        floor_rewrite(jsonl)
+        for number in range(count):
+            for side in ("mcp", "floor") if number % 2 == 0 else ("floor", "mcp"):
+                start = time.perf_counter()
+                if side == "mcp":
+                    result = await client.call_tool("remember", payloads[number])
+                    elapsed = time.perf_counter() - start
+                    assert not result.is_error, result
+                    ours.append(elapsed * 1000)
+                else:
+                    floor_rewrite(jsonl)
+                    base.append((time.perf_counter() - start) * 1000)
+    (jsonl.parent / "floor.jsonl").unlink(missing_ok=True)
+    return Figure.of("remember round trip p50 (stdio)", size, "ms", ours, base, target=2.0)
+
+
 async def startup_figure(
     root: Path, size: int, runs: int, env: dict[str, str], log: IO[str]
 ) -> Figure:
@@ -292,6 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000, help="store for figures 1, 2, 4")
     parser.add_argument("--rss-size", type=int, default=100_000, help="store for figure 3")
+    parser.add_argument(
+        "--remember-sizes",
+        default="1000,10000",
+        help="stores for the remember figure (comma-separated; the --size store is reused)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, a 20k RSS store")
     parser.add_argument("--seed", type=int, default=SEED, help="corpus seed")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="scratch parent")
@@ -299,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rss_size = 20_000 if args.quick and args.rss_size == 100_000 else args.rss_size
     rounds, startups, rss_runs = (1, 4, 1) if args.quick else (3, 9, 2)
+    remembers = 15 if args.quick else 30
+    remember_sizes = [int(part) for part in str(args.remember_sizes).split(",") if part.strip()]
     args.data_dir.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="mcp-", dir=args.data_dir))
     os.environ["ENGRAM_HOME"] = str(data / "home" / ".engram")
@@ -316,6 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += anyio.run(recall_figures, small, args.size, queries, rounds, env, log)
             say("start-up")
             rows.append(anyio.run(startup_figure, small, args.size, startups, env, log))
+            for size in remember_sizes:
+                store = small
+                if size != args.size:
+                    store = data / f"store-{size}"
+                    prepare(store, size, args.seed)
+                say(f"remember round trips on {size:,}")
+                rows.append(anyio.run(remember_figure, store, size, remembers, args.seed, env, log))
             big = data / f"store-{rss_size}"
             prepare(big, rss_size, args.seed)
             say("peak RSS")
