@@ -90,9 +90,13 @@ def check_params(method: str, params: tuple[Param, ...], raw: Mapping[str, Any])
     """
     out: dict[str, Any] = dict.fromkeys(param.name for param in params)
     for param in params:
+        value = raw.get(param.name)
+        if value is None and not param.required:
+            out[param.name] = param.default  # what the check gives a param not sent
+            continue
         where = f"{method}: param {param.name!r}"
         try:
-            out.update(check_arguments(where, (param,), {param.name: raw.get(param.name)}))
+            out.update(check_arguments(where, (param,), {param.name: value}))
         except InvalidInput as exc:
             raise RpcError(INVALID_PARAMS, exc.message) from exc
     return out
@@ -142,7 +146,7 @@ def _memory_store(engram: Engram, args: dict[str, Any]) -> Any:
 def _memory_search(engram: Engram, args: dict[str, Any]) -> Any:
     filters = {p.key: args[p.name] for p in SEARCH_FILTERS if args[p.name] is not None}
     hits = engram.recall(args["query"], **filters, limit=args["limit"])
-    items = [HitView.of(hit).compact(matched=False, scope=False) for hit in hits]
+    items = [HitView.of(hit, matched=False).compact(matched=False, scope=False) for hit in hits]
     return rs.search_shape({"note": SEARCH_NOTE, "hits": items})
 
 

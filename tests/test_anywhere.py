@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -26,7 +27,7 @@ from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from engram.mcp_server import tool_names
+from engram.mcp_server import EngramMCP, tool_names
 from engram.service import Engram
 from tests.conftest import run_cli
 from tests.test_mcp import Client, run
@@ -193,6 +194,23 @@ def test_mcp_working_folder_comes_before_the_roots(tmp_path: Path) -> None:
             assert [hit["title"] for hit in found["hits"]] == ["Amounts are integer cents"]
 
     run(scenario)
+
+
+def test_the_working_folders_project_is_looked_for_again_once_its_store_goes(
+    tmp_path: Path,
+) -> None:
+    # Before each call the server asks whether it needs the client's roots; while the project
+    # it found stays, one stat answers, and a store removed or made nearer is still seen.
+    repo = make_repo(tmp_path / "repo", "repo")
+    (repo / "src").mkdir()
+    with EngramMCP(repo / "src") as core:
+        assert not core.wants_roots() and not core.wants_roots()
+        shutil.rmtree(repo / ".engram")
+        assert core.wants_roots()
+        Engram.init(repo / "src", "src")[0].close()
+        assert not core.wants_roots() and core.project_root() == (repo / "src").resolve()
+        shutil.rmtree(repo / "src" / ".engram")
+        assert core.wants_roots()
 
 
 # -- personal memories follow the person ----------------------------------------------------------

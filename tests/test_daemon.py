@@ -596,6 +596,27 @@ def test_unknown_params_are_ignored_and_limits_clamped(tmp_path: Path) -> None:
     )
 
 
+def test_params_not_sent_or_null_get_what_the_shared_check_gives_them() -> None:
+    # check_params skips the check of a param not sent: the answer must be the check's.
+    from engram.daemon import METHODS, check_params
+    from engram.operations.spec import check_arguments
+
+    for name, method in METHODS.items():
+        optional = [param for param in method.params if not param.required]
+        given = {"integer": 1, "array": [], "object": {}}
+        sent = {p.name: given.get(p.type, "x") for p in method.params if p.required}
+        for raw in (sent, {**sent, **dict.fromkeys(p.name for p in optional)}):
+            checked = check_params(name, method.params, raw)
+            assert list(checked) == [param.name for param in method.params], name
+            for param in optional:
+                wanted = check_arguments(name, (param,), {param.name: None})
+                assert checked[param.name] == wanted.get(param.name), (name, param.name)
+        for param in method.params:
+            if param.required:
+                with pytest.raises(RpcError, match=f"param '{param.name}'"):
+                    check_params(name, method.params, {**sent, param.name: None})
+
+
 # -- the hygiene methods (they arrive with the service's judge, consolidate and train) ----------
 
 

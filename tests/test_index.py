@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engram.errors import AmbiguousId, NotFound
 from engram.index.db import Index
 from engram.index.query import Query
 from engram.index.ranking import Weights
@@ -107,6 +108,31 @@ def test_a_read_after_this_process_applied_its_write_does_not_sync_again(
     index.apply([fresh], store.put([fresh]))
     assert index.refresh() == 0  # the signature given to apply is the file's
     assert [hit.id for hit in index.search(Query(text="zeppelin"))] == ["01ddd"]
+
+
+def test_resolve_answers_again_after_writes_here_and_elsewhere(
+    store: MemoryStore, index: Index
+) -> None:
+    # resolve keeps what each prefix named; every kind of write must make it ask again.
+    assert index.resolve("01a") == "01aaa"
+    with pytest.raises(NotFound, match="no memory with id 01c"):
+        index.resolve(" 01c")
+    with pytest.raises(NotFound, match="no memory with id 01c"):
+        index.resolve(" 01c")  # the kept answer says it in the same words
+    other_writer(store).put([record("01ccc", "Written by another process")])
+    assert index.resolve(" 01c") == "01ccc"
+    mine = record("01aab", "Written here")
+    index.apply([mine], store.put([mine]))
+    with pytest.raises(AmbiguousId, match=r"01aaa.*01aab"):
+        index.resolve("01a")
+    assert index.resolve("01aab") == "01aab"
+    kept = [r for r in store.read_all() if r["id"] != "01aab"]
+    other_writer(store).rewrite(kept)  # a hard delete elsewhere: the prefix is one id again
+    assert index.resolve("01a") == "01aaa"
+    with pytest.raises(NotFound):
+        index.resolve("01aab")
+    index.rebuild()
+    assert index.resolve("01c") == "01ccc"
 
 
 def test_rebuild_of_an_index_never_opened(store: MemoryStore, backend: str) -> None:

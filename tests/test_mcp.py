@@ -512,6 +512,36 @@ def test_ids_grow_past_eight_characters_only_where_a_prefix_is_shared(repo: Path
         assert answer(core, "get", {"id": "abcdefgh3"})["memory"]["title"] == "Twin 1"
 
 
+def twin_of(rid: str, at: int, title: str) -> dict[str, Any]:
+    """Return a memory whose id shares the first ``at`` characters of ``rid``."""
+    stamp = "2025-01-01T00:00:00.000Z"
+    other = rid[:at] + ("0" if rid[at] != "0" else "1") + rid[at + 1 :]
+    return {"id": other, "kind": "fact", "title": title, "content": "lamp", "rev": 1} | {
+        "created_at": stamp,
+        "updated_at": stamp,
+    }
+
+
+def test_short_ids_grow_when_a_write_makes_a_prefix_shared(repo: Path) -> None:
+    # The server keeps what each prefix named; a write by another process or by itself must
+    # make it look again, so a shown id never names two memories.
+    with Engram.open(repo) as engram:
+        first = engram.remember("Twin lamp", "lamp").record["id"]
+    with EngramMCP(repo, profile="all") as core:
+        assert [hit["id"] for hit in answer(core, "recall", {"query": "lamp"})["hits"]] == [
+            first[:8]
+        ]
+        elsewhere = twin_of(first, 8, "Twin lamp 2")
+        with Engram.open(repo) as other:  # another writer of the same store
+            assert other.import_({"version": 1, "memories": [elsewhere]}).added == 1
+        shown = {hit["id"] for hit in answer(core, "recall", {"query": "lamp"})["hits"]}
+        assert shown == {first[:9], elsewhere["id"][:9]}
+        here = twin_of(first, 9, "Twin lamp 3")
+        answer(core, "import", {"document": {"version": 1, "memories": [here]}})
+        shown = {hit["id"] for hit in answer(core, "recall", {"query": "lamp"})["hits"]}
+        assert shown == {first[:10], elsewhere["id"][:9], here["id"][:10]}
+
+
 def test_a_memory_too_large_even_without_content_comes_in_parts(repo: Path) -> None:
     tags = [f"tag-{n:03d}-" + "x" * 300 for n in range(150)]
     history_text = "An earlier version of this memory. " * 60

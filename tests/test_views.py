@@ -9,8 +9,11 @@ adapter (the service's views, a real MCP session, the CLI as a process); the sto
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engram.operations.views import hit_views, plain, snippet
+from engram.operations import views
+from engram.operations.views import HitView, hit_views, plain, snippet
 from engram.service import Engram
 from tests.conftest import run_cli
 from tests.test_mcp import connect, run
@@ -55,6 +58,47 @@ def test_snippet_is_clipped_plain_text_on_one_line() -> None:
     assert cut.startswith("Goal: word word")
     assert snippet("## Goal\nshort", 60) == "Goal: short"
     assert snippet("", 60) == ""
+
+
+def _every_inline_rule(line: str) -> str:
+    """What ``_inline`` does to a line when it runs each of its rules (no shortcut)."""
+    line = views._ESCAPE.sub(lambda m: chr(views._HIDDEN + ord(m.group(1))), line)
+    line = views._CODE.sub(lambda m: m.group(2).strip(), line)
+    for rule, keep in (
+        (views._IMAGE, r"\1"),
+        (views._LINK, r"\1"),
+        (views._AUTOLINK, r"\1"),
+        (views._STRONG, r"\2"),
+        (views._STRIKE, r"\1"),
+        (views._EMPHASIS, r"\2"),
+    ):
+        line = rule.sub(keep, line)
+    return views._UNHIDE.sub(lambda m: chr(ord(m.group(0)) - views._HIDDEN), line)
+
+
+PIECES = (
+    *"ab 1.#*_`[]()!<>~\\|-:\n\ue000\ue041é",
+    *("**", "__", "~~", "``", "](", "![", "<https://x.y>", "\\*", "\\~", " word "),
+    *("**b**", "_e_", "~~s~~", "`c`", "[t](u)", "![i](j)"),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=16).map("".join))
+def test_lines_without_inline_marks_are_left_as_they_are(text: str) -> None:
+    # _inline skips its rules on a line holding none of their characters: no answer changes.
+    for line in text.splitlines() or [text]:
+        assert views._inline(line) == _every_inline_rule(line)
+
+
+def test_a_hit_view_without_matched_fields_shows_the_same_compact_hit(project: Engram) -> None:
+    project.remember("Pin the stripe api version", "stripe pins it", kind="decision")
+    hit = project.recall("stripe")[0]
+    assert hit.matched
+    lean = HitView.of(hit, matched=False)
+    assert lean.matched == []
+    assert lean.compact(matched=False) == HitView.of(hit).compact(matched=False)
+    assert "matched" in HitView.of(hit).compact()
 
 
 def _summaries(project: Engram) -> str:

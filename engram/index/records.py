@@ -39,6 +39,7 @@ from engram.model import Record, check_id, dedupe_key, is_tombstone, line_id, lo
 # 10: records_live is a partial index (a full one led the planner away from covering indexes).
 SCHEMA_VERSION: Final = 10
 CACHE_LIMIT: Final = 200_000
+RESOLVED_LIMIT: Final = 4096  # id prefixes whose answer resolve keeps
 BATCH: Final = 2000
 FILES: Final = ("engram.db", "engram.db-wal", "engram.db-shm")
 Progress = Callable[[int, int], None]
@@ -150,6 +151,10 @@ class Records:
         # The files table's distinct paths (key ""), and those matching each list of wanted
         # paths (key: the paths joined by NUL); dropped by any write.
         self._paths_cache: dict[str, list[str]] | None = None
+        # What each id prefix asked of ``resolve`` named: its one id, or None for no memory
+        # (a prefix several ids share is not kept); dropped by any write, since a new id can
+        # make a prefix ambiguous.
+        self._resolved: dict[str, str | None] = {}
 
     # -- the database ------------------------------------------------------------------------
 
@@ -189,12 +194,14 @@ class Records:
         """Forget what this process cached of the rows (the file changed)."""
         self._record_cache.clear()
         self._paths_cache = None
+        self._resolved.clear()
 
     def forget_ids(self, ids: Iterable[str]) -> None:
         """Forget what this process cached of these rows (they were written)."""
         for rid in ids:
             self._record_cache.pop(rid, None)
         self._paths_cache = None
+        self._resolved.clear()
 
     def meta(self, key: str) -> str | None:
         """Return one value of the meta table."""
@@ -229,6 +236,7 @@ class Records:
         if not rows:
             return
         self._paths_cache = None
+        self._resolved.clear()
         ids = [(str(record["id"]),) for record, _, _ in rows]
         if not fresh:
             conn.executemany("DELETE FROM tags WHERE id=?", ids)
@@ -410,7 +418,26 @@ class Records:
 
     def resolve(self, prefix: str) -> str:
         """Return the one id starting with ``prefix`` (tombstones included)."""
-        prefix = check_id(prefix)
+        if prefix in self._resolved:
+            known = self._resolved[prefix]
+            if known is None:
+                raise NotFound(f"no memory with id {prefix.strip()}")
+            return known
+        asked, prefix = prefix, check_id(prefix)
+        try:
+            found = self._resolve(prefix)
+        except NotFound:
+            self._keep_resolved(asked, None)
+            raise
+        self._keep_resolved(asked, found)
+        return found
+
+    def _keep_resolved(self, prefix: str, found: str | None) -> None:
+        if len(self._resolved) >= RESOLVED_LIMIT:
+            self._resolved.clear()
+        self._resolved[prefix] = found
+
+    def _resolve(self, prefix: str) -> str:
         rows = self.db.execute(
             "SELECT id, kind, coalesce(json_extract(json, '$.title'), ''),"
             " json_extract(json, '$.deleted_at') IS NOT NULL"

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.config import find_root
+from engram.config import ENGRAM_DIR, find_root
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound, NotInitialized
 from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
@@ -104,6 +104,7 @@ class EngramMCP:
         self.surface = advice.Tools(name for name, tool in self.tools.items() if not tool.compat)
         self._engram: Engram | None = None
         self._roots: list[Path] | None = None  # the client's roots; None: not asked (yet)
+        self._here: Path | None = None  # the project of the working folder, when last looked
         self.pages = Pages()
         # Set by the server around a call when the client can sample (consolidation's LLM).
         self.sampler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -131,8 +132,17 @@ class EngramMCP:
         return project_root([self.start or Path.cwd(), *(self._roots or [])])
 
     def wants_roots(self) -> bool:
-        """Tell whether the client's roots are needed (and not known): no project here."""
-        return self._roots is None and project_root([self.start or Path.cwd()]) is None
+        """Tell whether the client's roots are needed (and not known): no project here.
+
+        Asked before every call: while the project found here keeps its .engram/, one stat
+        answers instead of a walk up from the working folder.
+        """
+        if self._roots is not None:
+            return False
+        if self._here is not None and (self._here / ENGRAM_DIR).is_dir():
+            return False
+        self._here = project_root([self.start or Path.cwd()])
+        return self._here is None
 
     def use_roots(self, uris: Iterable[str]) -> None:
         """Take the client's roots (``file://`` URIs); a project they name is opened next."""

@@ -13,6 +13,7 @@ This module imports only the leaves and knows nothing of any adapter.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ _CODE = re.compile(r"(`+)(.+?)\1")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
 _HIDDEN: Final = 0xE000  # escaped ASCII marks hide as U+E000 + code point while lines are read
 _UNHIDE = re.compile("[\ue000-\ue07f]")
+# Every inline rule above needs one of these characters: a line without them is left as it is.
+_INLINE_MARKS = re.compile(r"[\\`*_\[<~\ue000-\ue07f]")
 
 
 class HitLike(Protocol):
@@ -100,6 +103,8 @@ def _heading(text: str) -> str:
 
 def _inline(line: str) -> str:
     """Return one line without its inline markdown: code spans, links, emphasis, escapes."""
+    if not _INLINE_MARKS.search(line):
+        return line
     # An escaped mark is text: hidden from the rules below (as a private-use character).
     line = _ESCAPE.sub(lambda m: chr(_HIDDEN + ord(m.group(1))), line)
     line = _CODE.sub(lambda m: m.group(2).strip(), line)
@@ -116,10 +121,16 @@ def snippet(text: str, limit: int) -> str:
     """Return the start of a memory's content as plain text on one line (``plain``, ``clip``)."""
     text = str(text)
     window = limit * 8 + 64  # markdown shrinks; a long text is read only as far as it shows
-    flat = " ".join(plain(text[:window]).split())
+    flat = _flat(text[:window])
     if len(flat) <= limit and len(text) <= window:
         return flat
     return flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+@functools.lru_cache(maxsize=1024)
+def _flat(text: str) -> str:
+    """Return ``plain(text)`` on one line (cached: recall shows the same memories again)."""
+    return " ".join(plain(text).split())
 
 
 def provenance(record: Mapping[str, Any]) -> str:
@@ -163,8 +174,12 @@ class HitView:
         stale: Iterable[str] = (),
         title_chars: int = TITLE_CHARS,
         snippet_chars: int = SNIPPET_CHARS,
+        matched: bool = True,
     ) -> HitView:
-        """Return the view of ``hit`` (``short_id``: the prefix to show; stale: its notes)."""
+        """Return the view of ``hit`` (``short_id``: the prefix to show; stale: its notes).
+
+        ``matched=False`` leaves the matched fields unworked (a shape that does not show them).
+        """
         record = hit.record
         return cls(
             id=hit.id,
@@ -174,7 +189,7 @@ class HitView:
             status=str(record.get("status") or "active"),
             title=clip(record.get("title", ""), title_chars),
             snippet=snippet(str(record.get("content") or ""), snippet_chars),
-            matched=list(hit.matched),
+            matched=list(hit.matched) if matched else [],
             scope=str(record.get("scope") or "project"),
             provenance=provenance(record),
             memory=record,
