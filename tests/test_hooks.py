@@ -509,3 +509,17 @@ def test_the_hook_finds_the_daemon_socket_where_the_daemon_listens(tmp_path: Pat
         assert socket_of(str(root)) == str(rpc.socket_path(root / ".engram"))
         assert find_store(str(root / "src")) == str(root.resolve())
     assert find_store(str(tmp_path)) is None
+
+
+def test_a_daemon_that_accepts_but_never_answers_costs_a_bounded_wait(ledger: Engram) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    path = rpc.socket_path(root / ".engram")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM) as hung:
+        hung.bind(os.fspath(path))
+        hung.listen(8)  # the kernel accepts; nobody reads or answers
+        done = hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="3")
+    assert done.returncode == 0
+    assert b"Never divide amounts with /" in done.stdout  # answered from the files
+    assert wait_for(lambda: not daemons_of(root), 90)  # the daemon it started found the socket

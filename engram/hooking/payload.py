@@ -27,7 +27,10 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Final, NamedTuple
+
+TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 MAX_PAYLOAD: Final = 32 * 1024 * 1024  # a Write of a large file carries its whole content
 TRANSCRIPT_TAIL: Final = 256 * 1024  # bytes read from the end of a transcript, at most
@@ -40,16 +43,29 @@ class PayloadError(ValueError):
     """The standard input is not a hook payload (not JSON, not an object, too large)."""
 
 
-class Event(NamedTuple):
+class Event:
     """One hook call: where, which session, and what it is about."""
 
-    cwd: str
-    session_id: str = ""
-    source: str = ""  # how a session started: startup, resume, clear, compact
-    tool: str = ""
-    files: tuple[str, ...] = ()  # as the agent sent them
-    message: str = ""  # the agent's last answer (stop events)
-    nested: bool = False  # a stop hook already running for this stop (do nothing twice)
+    __slots__ = ("cwd", "files", "message", "nested", "session_id", "source", "tool")
+
+    def __init__(
+        self,
+        cwd: str,
+        *,
+        session_id: str = "",
+        source: str = "",  # how a session started: startup, resume, clear, compact
+        tool: str = "",
+        files: tuple[str, ...] = (),  # as the agent sent them
+        message: str = "",  # the agent's last answer (stop events)
+        nested: bool = False,  # a stop hook already running for this stop (do nothing twice)
+    ) -> None:
+        self.cwd = cwd
+        self.session_id = session_id
+        self.source = source
+        self.tool = tool
+        self.files = files
+        self.message = message
+        self.nested = nested
 
 
 def parse(data: bytes) -> dict[str, Any]:
