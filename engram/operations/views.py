@@ -105,15 +105,24 @@ def _inline(line: str) -> str:
     """Return one line without its inline markdown: code spans, links, emphasis, escapes."""
     if not _INLINE_MARKS.search(line):
         return line
+    # Each rule runs only where the line (as the rules before left it) holds its mark.
     # An escaped mark is text: hidden from the rules below (as a private-use character).
-    line = _ESCAPE.sub(lambda m: chr(_HIDDEN + ord(m.group(1))), line)
-    line = _CODE.sub(lambda m: m.group(2).strip(), line)
-    line = _IMAGE.sub(r"\1", line)
-    line = _LINK.sub(r"\1", line)
-    line = _AUTOLINK.sub(r"\1", line)
-    line = _STRONG.sub(r"\2", line)
-    line = _STRIKE.sub(r"\1", line)
-    line = _EMPHASIS.sub(r"\2", line)
+    if "\\" in line:
+        line = _ESCAPE.sub(lambda m: chr(_HIDDEN + ord(m.group(1))), line)
+    if "`" in line:
+        line = _CODE.sub(lambda m: m.group(2).strip(), line)
+    if "![" in line:
+        line = _IMAGE.sub(r"\1", line)
+    if "[" in line:
+        line = _LINK.sub(r"\1", line)
+    if "<" in line:
+        line = _AUTOLINK.sub(r"\1", line)
+    if "**" in line or "__" in line:
+        line = _STRONG.sub(r"\2", line)
+    if "~~" in line:
+        line = _STRIKE.sub(r"\1", line)
+    if "*" in line or "_" in line:
+        line = _EMPHASIS.sub(r"\2", line)
     return _UNHIDE.sub(lambda m: chr(ord(m.group(0)) - _HIDDEN), line)
 
 
