@@ -232,6 +232,10 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
         ]
         if project:
             notes.append("Codex reads .codex/config.toml only in projects you have trusted")
+        notes.append(
+            "Codex runs hooks.json while its hooks feature is on (the default in current "
+            "versions; else `[features] hooks = true` in config.toml)"
+        )
     elif agent == "gemini-cli":
         folder = (root if project else home) / ".gemini"
         targets = [
