@@ -459,7 +459,9 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
     other_data = payload("claude-code", "pre-edit-edit", other)
     hook(other, other_data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="600")
     assert wait_for(lambda: daemons_of(other), 60)
-    shutil.rmtree(other)  # the project is deleted under its daemon
+    # Once it serves (its index files written), the project is deleted under its daemon.
+    assert wait_for(lambda: rpc.connectable(rpc.socket_path(other / ".engram")), 60)
+    shutil.rmtree(other)
     assert wait_for(lambda: not daemons_of(other), 90)
 
 
@@ -523,3 +525,13 @@ def test_a_daemon_that_accepts_but_never_answers_costs_a_bounded_wait(ledger: En
     assert done.returncode == 0
     assert b"Never divide amounts with /" in done.stdout  # answered from the files
     assert wait_for(lambda: not daemons_of(root), 90)  # the daemon it started found the socket
+
+
+def test_a_mistyped_idle_setting_still_starts_the_daemon(ledger: Engram, daemons: Any) -> None:
+    root = ledger.root
+    data = payload("claude-code", "pre-edit-edit", root)
+    done = hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="soon")
+    assert b"Never divide amounts with /" in done.stdout
+    assert wait_for(lambda: rpc.connectable(rpc.socket_path(root / ".engram")))
+    with rpc.Client(rpc.socket_path(root / ".engram")) as client:
+        assert client.call("daemon_status")["idle"] == 900  # the default, not a failed start

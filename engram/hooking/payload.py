@@ -46,23 +46,19 @@ class PayloadError(ValueError):
 class Event:
     """One hook call: where, which session, and what it is about."""
 
-    __slots__ = ("cwd", "files", "message", "nested", "session_id", "source", "tool")
+    __slots__ = ("cwd", "files", "message", "nested", "session_id")
 
     def __init__(
         self,
         cwd: str,
         *,
         session_id: str = "",
-        source: str = "",  # how a session started: startup, resume, clear, compact
-        tool: str = "",
         files: tuple[str, ...] = (),  # as the agent sent them
         message: str = "",  # the agent's last answer (stop events)
         nested: bool = False,  # a stop hook already running for this stop (do nothing twice)
     ) -> None:
         self.cwd = cwd
         self.session_id = session_id
-        self.source = source
-        self.tool = tool
         self.files = files
         self.message = message
         self.nested = nested
@@ -81,10 +77,18 @@ def parse(data: bytes) -> dict[str, Any]:
     return payload
 
 
+def cwd_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> str:
+    """Return the folder the agent works in (the payload's ``cwd``, else the hook's own)."""
+    return _text(payload.get("cwd")) or fallback_cwd
+
+
 def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
-    """Return the event a payload describes (every agent's field names are read)."""
-    cwd = _text(payload.get("cwd")) or fallback_cwd
-    tool = _text(payload.get("tool_name"))
+    """Return the event a payload describes (every agent's field names are read).
+
+    A stop payload without the last message has it read from the transcript's tail, so this is
+    done once, where the hook is answered (the daemon, or the hook's own process).
+    """
+    cwd = cwd_of(payload, fallback_cwd=fallback_cwd)
     tool_input = payload.get("tool_input")
     files = files_of(tool_input) if isinstance(tool_input, Mapping) else []
     message = _text(payload.get("last_assistant_message")) or _text(payload.get("prompt_response"))
@@ -96,8 +100,6 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
     return Event(
         cwd=cwd,
         session_id=_text(payload.get("session_id")),
-        source=_text(payload.get("source")),
-        tool=tool,
         files=tuple(files),
         message=message,
         nested=payload.get("stop_hook_active") is True,

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from engram.context import PERSONAL, STANDING
 from engram.operations.views import clip, stale_note
 
 if TYPE_CHECKING:
@@ -31,14 +32,12 @@ FRAME: Final = (
     "sessions and teammates, each with its id and provenance. Weigh them against the code; "
     "the engram MCP tool `get` with an id reads one in full, `recall` finds more."
 )
-_HEADINGS: Final = {
+_HEADINGS: Final = {  # the briefing's headings (``context``), the query's without its words
     "query": "Relevant to the task",
-    "decisions": "Active decisions",
-    "principles": "Principles",
-    "pitfalls": "Active pitfalls",
+    **{name: heading for name, _, heading, _ in STANDING},
+    PERSONAL[0]: PERSONAL[1],
     "hotspots": "Code hotspots",
     "sessions": "Latest sessions",
-    "personal": "Your personal memories",
 }
 
 
@@ -137,8 +136,3 @@ def capture_notice(capture: Capture) -> str:
     more = f" and {len(capture.saved) - 3} more" if len(capture.saved) > 3 else ""
     count = len(capture.saved)
     return f"engram saved {count} learning{'s' if count != 1 else ''}: {titles}{more}"
-
-
-def as_text(value: Any) -> str:
-    """Return a value the agent sent as one line of text (for messages)."""
-    return clip(str(value), 200)

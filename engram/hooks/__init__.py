@@ -32,7 +32,7 @@ import socket
 import sys
 
 from engram.errors import EngramError, NotInitialized
-from engram.hooking.payload import MAX_PAYLOAD, PayloadError, event_of, parse
+from engram.hooking.payload import MAX_PAYLOAD, PayloadError, cwd_of, event_of, parse
 from engram.hookspec import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
 
 TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
@@ -99,8 +99,7 @@ def main(
 
 def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> str:
     """Return the answer to a hook: from the store's daemon if it answers, else in process."""
-    event = event_of(payload, fallback_cwd=fallback_cwd)
-    root = find_store(event.cwd)
+    root = find_store(cwd_of(payload, fallback_cwd=fallback_cwd))
     if root is None:
         return ""
     if not _off("ENGRAM_DAEMON"):
@@ -113,7 +112,7 @@ def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> st
     from engram.service import Engram
 
     with Engram(Path(root)) as engram:
-        return engram.hook(spec, event)
+        return engram.hook(spec, event_of(payload, fallback_cwd=fallback_cwd))
 
 
 def find_store(folder: str) -> str | None:
@@ -171,9 +170,15 @@ def start_daemon(root: str) -> None:
     """Start the store's daemon in the background for the next hook (never waited for)."""
     import subprocess
 
-    idle = os.environ.get("ENGRAM_DAEMON_IDLE", "").strip() or str(IDLE)
+    idle = os.environ.get("ENGRAM_DAEMON_IDLE", "").strip()
+    try:
+        seconds = float(idle) if idle else IDLE
+    except ValueError:
+        seconds = IDLE  # a mistyped setting must not leave every hook without its daemon
+    if not seconds > 0:
+        seconds = IDLE
     subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
-        [sys.executable, "-m", "engram.daemon", root, "--idle", idle],
+        [sys.executable, "-m", "engram.daemon", root, "--idle", f"{seconds:g}"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
