@@ -145,6 +145,7 @@ def test_claude_code_pre_edit_reaches_the_model_for_absolute_paths_from_a_subfol
     assert "Never divide amounts with /" in text and "Money is stored in integer cents" in text
     assert text.index("Never divide") < text.index("Money is stored")  # pitfalls first
     assert "float division lost a cent" in text  # the content, not only the title
+    assert "## What" not in text  # a plain-text snippet, as recall shows it
     pitfall = ledger.recall("divide amounts")[0].record["id"]
     assert pitfall[:8] in text and "`get`" in text  # an id to fetch more, with the MCP tool
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from engram.context import PERSONAL, STANDING
-from engram.operations.views import clip, stale_note
+from engram.operations.views import clip, snippet, stale_note
 
 if TYPE_CHECKING:
     from engram.check import Finding, Findings
@@ -122,7 +122,7 @@ def finding_line(item: Finding, content: str) -> str:
     flag = "" if item.status == "active" else f" [{item.status}]"
     line = f"- {item.short_id} {item.kind or 'note'}{flag}: {item.title} — {item.note}"
     if content:
-        line += f": {clip(content, SNIPPET)}"
+        line += f": {snippet(content, SNIPPET)}"
     if item.stale:
         line += f" {stale_note(item.stale)}"
     return f"{line} (from {item.from_})"
