@@ -8,6 +8,16 @@ adapter that serves each, and the CLI imports it only when that command runs. So
 textual. ``engram hook AGENT EVENT``, which an agent runs on every edit, goes straight to its
 adapter without the CLI (typer is a tenth of a second); ``engram hook --help`` still reaches it.
 ``main`` is the ``engram`` console script and ``python -m engram``.
+
+The thin client: a plain ``engram recall``, ``search``, ``check`` or ``context`` line, run in
+a folder whose store has a daemon, is sent to that daemon (``engram_cli``, answered by
+``engram.cli.forwarded`` on the daemon's open Engram) and its output printed as the command
+would have printed it; the process imports only ``engram.reach`` and the standard library, so
+it costs little more than the interpreter. When no daemon answers within ``CONNECT`` seconds,
+or it refuses the line, the command runs here as always, and a daemon is started in the
+background for the next call (``engram.reach.start``: detached, leaving when idle, one per
+store). ``ENGRAM_DAEMON=off`` keeps every command in process. The daemon this starts is
+``serve_daemon``: the socket daemon with the command line's method added.
 """
 
 from __future__ import annotations
@@ -16,16 +26,24 @@ import sys
 
 TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
     from types import ModuleType
     from typing import Any, Final
 
 RUNNERS: Final = {
     "mcp": "engram.mcp_server:run",
-    "daemon": "engram.daemon:serve",
+    "daemon": "engram.__main__:serve_daemon",
     "serve": "engram.http_api:serve",
     "tui": "engram.tui:run",
     "hook": "engram.hooks:run",
 }
+
+
+FORWARDED: Final = ("recall", "search", "check", "context")  # engram.cli.FAST_COMMANDS
+CONNECT: Final = 0.3  # seconds to wait for the daemon to accept before running here
+ANSWER: Final = 10.0  # seconds to wait for its answer (a daemon busy past that: run here)
+BROKEN_PIPE: Final = 141  # as the CLI exits when its reader goes away
 
 
 def _cli() -> ModuleType:
@@ -50,7 +68,66 @@ def main() -> None:
         from engram.hooks import main as hook
 
         raise SystemExit(hook(args[1:]))
+    status = forward(args)
+    if status is not None:
+        raise SystemExit(status)
     _cli().main()
+
+
+def forward(args: list[str]) -> int | None:
+    """Have the store's daemon answer a plain read command; return its exit status.
+
+    None: no daemon answered (one is started for the next call), or the line is not one a
+    daemon answers; the caller runs the command itself.
+    """
+    from engram import reach
+
+    start, words = (args[1], args[2:]) if args[:1] == ["-C"] and len(args) > 2 else (None, args)
+    if not words or words[0] not in FORWARDED or reach.off(reach.DAEMON_SWITCH):
+        return None
+    if "--help" in words or "-h" in words:
+        return None  # typer's help, here
+    import os
+
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the current folder was removed: the CLI explains
+        return None
+    folder = os.path.abspath(os.path.join(cwd, start)) if start is not None else cwd
+    root = reach.find_store(folder) if os.path.isdir(folder) else None
+    if root is None:
+        return None  # no store here (or no such -C folder): the CLI says so
+    params = {"argv": ["-C", folder, *words], "cwd": cwd, "env": reach.environment()}
+    data = reach.call(root, "engram_cli", params, connect=CONNECT, answer=ANSWER)
+    if not isinstance(data, dict) or not isinstance(data.get("output"), list):
+        reach.start(root)
+        return None
+    try:
+        for number, text in data["output"]:
+            stream = sys.stderr if number == 2 else sys.stdout
+            stream.write(text)
+            stream.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+    code = data.get("code")
+    return code if isinstance(code, int) else 0
+
+
+def serve_daemon(
+    root: Path,
+    socket: Path | None = None,
+    *,
+    ready: Callable[[], None] | None = None,
+    idle: float | None = None,
+) -> None:
+    """Serve the store of ``root`` (``engram daemon``): the socket daemon, and the CLI's calls."""
+    from engram import daemon
+    from engram.cli import forwarded
+
+    methods = {forwarded.METHOD: daemon.Method(forwarded.PARAMS, forwarded.answer)}
+    daemon.serve(root, socket, ready=ready, idle=idle, methods=methods)
 
 
 if __name__ == "__main__":

@@ -353,14 +353,14 @@ METHODS: Final[dict[str, Method]] = {
 }
 
 
-def dispatch(engram: Engram, request: Request) -> bytes:
+def dispatch(engram: Engram, request: Request, methods: Mapping[str, Method] = METHODS) -> bytes:
     """Answer one request with its encoded response line (every failure becomes a response)."""
     try:
-        method = METHODS.get(request.method)
+        method = methods.get(request.method)
         if method is None:
             raise RpcError(
                 UNKNOWN_METHOD,
-                f"unknown method {request.method!r}; methods: {', '.join(METHODS)}, "
+                f"unknown method {request.method!r}; methods: {', '.join(methods)}, "
                 f"{STATUS_METHOD}",
             )
         args = check_params(request.method, method.params, request.params)
@@ -419,10 +419,15 @@ class _Server:
     """The asyncio side: connections, their in-order answers, and shutdown."""
 
     def __init__(
-        self, engram: Engram, executor: ThreadPoolExecutor, idle: float | None = None
+        self,
+        engram: Engram,
+        executor: ThreadPoolExecutor,
+        idle: float | None = None,
+        methods: Mapping[str, Method] = METHODS,
     ) -> None:
         self.engram = engram
         self.executor = executor
+        self.methods = methods
         self.connections: set[asyncio.Task[None]] = set()
         self.conns: list[_Conn] = []
         self.idle = idle  # seconds without a request after which the daemon leaves
@@ -522,7 +527,9 @@ class _Server:
             elif decoded.method == STATUS_METHOD:
                 line = rpc.encode(rpc.ok(decoded.id, self.stats()))
             else:
-                line = await loop.run_in_executor(self.executor, dispatch, self.engram, decoded)
+                line = await loop.run_in_executor(
+                    self.executor, dispatch, self.engram, decoded, self.methods
+                )
             try:
                 writer.write(line)
                 await writer.drain()  # waits while the client does not read its answers
@@ -627,13 +634,15 @@ def serve(
     *,
     ready: Callable[[], None] | None = None,
     idle: float | None = None,
+    methods: Mapping[str, Method] | None = None,
 ) -> None:
     """Serve the store of ``root`` on a Unix socket until SIGTERM or SIGINT.
 
     ``engram daemon`` calls this (the CLI declares the command's options); ``ready`` is called
     once the socket listens. With ``idle``, the daemon also leaves after that many seconds
-    without a request and no client connected (a daemon a hook started); any daemon leaves
-    when its store's folder is removed.
+    without a request and no client connected (a daemon started on first use); any daemon
+    leaves when its store's folder is removed. ``methods`` adds methods to ``METHODS`` (the
+    composition root adds the command line's ``engram_cli``).
     """
     root = Path(root).absolute()
     engram_dir = root / ENGRAM_DIR
@@ -664,7 +673,9 @@ def serve(
                     loop.add_signal_handler(signum, stop.set)
             assert engram is not None
             bound = True
-            await _Server(engram, executor, idle).run(path, stop, ready)
+            await _Server(engram, executor, idle, {**METHODS, **(methods or {})}).run(
+                path, stop, ready
+            )
 
         asyncio.run(main())
     finally:

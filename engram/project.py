@@ -20,8 +20,10 @@ service or an adapter.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -60,6 +62,21 @@ NO_PROJECT_HINT: Final = (
 # A command that changes or deletes a memory needs this many characters of its id (or the whole
 # id, if shorter): one typed character must not pick the memory to forget.
 MIN_WRITE_PREFIX: Final = 4
+# The folder a call's relative paths are relative to, when the call comes from another process
+# (a daemon answering a command line): that process's current folder, not this one's.
+CALLER_FOLDER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "engram_caller_folder", default=None
+)
+
+
+@contextlib.contextmanager
+def calling_from(folder: str) -> Iterator[None]:
+    """Take relative paths as typed in ``folder`` for the calls made in this block."""
+    token = CALLER_FOLDER.set(folder)
+    try:
+        yield
+    finally:
+        CALLER_FOLDER.reset(token)
 
 
 def as_list(value: Iterable[str] | str | None) -> list[str]:
@@ -210,15 +227,18 @@ class Project:
         """Return paths as agents send them (absolute, or from the current folder) repo-relative.
 
         One rule for every adapter: ``engram.model.repo_path`` against this repository's root
-        and the process's current folder; a path outside the repository is refused. With no
+        and the current folder (the caller's, inside ``calling_from``); a path outside the
+        repository is refused. With no
         project open there is no repository: paths are kept as written.
         """
         if not self.has_project:
             return [model.normalize_path(path) for path in as_list(paths)]
-        try:
-            cwd: str | None = os.getcwd()
-        except OSError:  # the current folder was removed
-            cwd = None
+        cwd = CALLER_FOLDER.get()
+        if cwd is None:
+            try:
+                cwd = os.getcwd()
+            except OSError:  # the current folder was removed
+                cwd = None
         return [repo_path(path, self.root, cwd) for path in as_list(paths)]
 
     # -- lookups -------------------------------------------------------------------------------

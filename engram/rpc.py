@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from engram import reach
 from engram.errors import (
     AmbiguousId,
     ConfigError,
@@ -77,8 +78,8 @@ REQUEST_TOO_LARGE: Final = 7002
 INTERNAL_ERROR: Final = 9000
 
 MAX_LINE: Final = 8 * 1024 * 1024  # bytes of one request line, newline excluded
-SOCKET_NAME: Final = "engram.sock"
-SUN_PATH_MAX: Final = 107  # bytes of a Unix socket path, the terminating NUL left out (Linux)
+SOCKET_NAME: Final = reach.SOCKET_NAME
+SUN_PATH_MAX: Final = reach.SUN_PATH_MAX  # bytes of a Unix socket path, NUL left out (Linux)
 
 _CODE_PREFIX: Final = re.compile(r"\[(\d{4})\]\s*")
 
@@ -214,19 +215,11 @@ def to_rpc_error(exc: BaseException, id: Any = None) -> RpcError:
 def socket_path(engram_dir: Path) -> Path:
     """Return the daemon socket of a store: ``state/engram.sock``, or a short path if too long.
 
-    A Unix socket path holds at most 107 bytes. A store deeper than that gets
-    ``<tmp>/engram-<uid>/<hash of the store's path>.sock`` instead, which every process
-    computes alike, so the CLI still finds its daemon.
+    A store deeper than a Unix socket path allows gets a short path in the temporary folder
+    instead, which every process computes alike (``engram.reach.socket_path``), so the CLI
+    and the hooks still find their daemon.
     """
-    engram_dir = Path(engram_dir).absolute()
-    path = engram_dir / "state" / SOCKET_NAME
-    if len(os.fsencode(path)) <= SUN_PATH_MAX:
-        return path
-    import hashlib
-    import tempfile
-
-    digest = hashlib.sha256(os.fsencode(engram_dir.resolve())).hexdigest()[:20]
-    return Path(tempfile.gettempdir()) / f"engram-{os.getuid()}" / f"{digest}.sock"
+    return Path(reach.socket_path(os.fspath(engram_dir)))
 
 
 def running(engram_dir: Path) -> Path | None:

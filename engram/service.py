@@ -20,6 +20,7 @@ prints.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from engram import config as config_mod
 from engram import memories
+from engram import project as project_mod
 from engram.errors import CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
 from engram.memories import Draft, SaveResult
@@ -126,6 +128,14 @@ class Engram:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+    def calling_from(self, folder: str) -> contextlib.AbstractContextManager[None]:
+        """Take relative paths as typed in ``folder`` in this block (a caller in another process).
+
+        A daemon answering a command line runs it here for a shell whose current folder is
+        ``folder``: ``--files money.py`` typed in ``ledger/`` is ``ledger/money.py`` there too.
+        """
+        return project_mod.calling_from(folder)
 
     @property
     def root(self) -> Path:

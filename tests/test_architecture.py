@@ -34,6 +34,7 @@ LAYERS = ROOT / "docs" / "layers.toml"
 # Every module outside engram/store that writes files, and what it writes. A key is a module or
 # a ``package.*`` pattern, as in docs/layers.toml; an entry whose modules write nothing fails.
 ALLOWED_WRITES: dict[str, str] = {
+    "engram.__main__": "only /dev/null, over stdout once its reader went away (`recall | head`)",
     "engram.agents": "the coding agents' own settings (.claude/, .cursor/, AGENTS.md …)",
     "engram.cli": "`export --output` and `consolidate --out` write the file the user named",
     "engram.config": "config.yaml (its template, `config set`) and state/config.cache.json",

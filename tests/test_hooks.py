@@ -31,6 +31,7 @@ from engram.hooking.reply import LIMIT
 from engram.hooks import main as hook_main
 from engram.service import Engram
 from tests.conftest import run_cli
+from tests.helpers.processes import daemons_of, wait_for
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
 VENV_BIN = Path(sys.executable).parent
@@ -355,30 +356,6 @@ def test_payload_readers() -> None:
 # -- answered by the store's daemon -------------------------------------------------------------
 
 
-def daemons_of(root: Path) -> list[int]:
-    """Return the pids of engram daemons serving ``root`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"engram.daemon" in argv and os.fsencode(root) in argv:
-            found.append(int(entry.name))
-    return found
-
-
-def wait_for(condition: Any, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return bool(condition())
-
-
 def hook(root: Path, data: bytes, **env: str) -> subprocess.CompletedProcess[bytes]:
     return run_cli("hook", "claude-code", "pre-edit", cwd=root, stdin=data, env=env)
 
@@ -502,7 +479,7 @@ def test_a_dead_daemons_socket_costs_nothing(ledger: Engram) -> None:
 
 
 def test_the_hook_finds_the_daemon_socket_where_the_daemon_listens(tmp_path: Path) -> None:
-    from engram.hooks import find_store, socket_of
+    from engram.reach import find_store, socket_of
 
     short = tmp_path / "p"
     deep = tmp_path / ("d" * 60) / ("e" * 60)

@@ -11,6 +11,7 @@ service and its index, rich) are imported inside the helpers that need them, so 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import sys
@@ -34,9 +35,38 @@ def safe(text: str) -> str:
     return visible(text)
 
 
+class Capture:
+    """A command's output kept in order instead of printed: (stream, text) pairs, 1 or 2.
+
+    A daemon answering a forwarded command line (``engram.cli.forwarded``) runs the command
+    with one set as ``OUTPUT``; the thin client prints the pairs as they came.
+    """
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[int, str]] = []
+
+    def write(self, text: str, *, err: bool) -> None:
+        """Keep ``text`` as written to stderr (``err``) or stdout."""
+        if text:
+            self.chunks.append((2 if err else 1, text))
+
+
+OUTPUT: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
+    "engram_cli_output", default=None
+)
+
+
 def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
     """Print one message of the CLI, control characters made visible (see ``safe``)."""
-    typer.echo(safe(str(message)), err=err, nl=nl)
+    _print(safe(str(message)), err=err, nl=nl)
+
+
+def _print(text: str, *, err: bool = False, nl: bool = True) -> None:
+    captured = OUTPUT.get()
+    if captured is None:
+        typer.echo(text, err=err, nl=nl)
+    else:
+        captured.write(text + ("\n" if nl else ""), err=err)
 
 
 def rich_text(text: object) -> str:
@@ -126,8 +156,15 @@ def start_of(ctx: typer.Context) -> Path | None:
     return Path(directory) if directory is not None else None
 
 
-def open_engram(ctx: typer.Context) -> Engram:
-    """Open the project the command runs in (``-C`` or the current folder)."""
+def open_engram(ctx: typer.Context) -> contextlib.AbstractContextManager[Engram]:
+    """Open the project the command runs in (``-C`` or the current folder).
+
+    A daemon answering the command line lends its open Engram (``ctx.obj["engram"]``): it is
+    used, and left open, instead.
+    """
+    lent = (ctx.obj or {}).get("engram")
+    if lent is not None:
+        return contextlib.nullcontext(lent)
     from engram.service import Engram
 
     return Engram.open(start_of(ctx))
@@ -136,7 +173,7 @@ def open_engram(ctx: typer.Context) -> Engram:
 def emit_json(value: Any) -> None:
     """Print a value as indented JSON, every control character escaped."""
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    typer.echo(json_c1(text))
+    _print(json_c1(text))
 
 
 def warn_problems(engram: Engram) -> None:

@@ -22,7 +22,6 @@ from engram.cli.app import (
     open_engram,
     read_stdin,
     rich_text,
-    start_of,
     stdin_has_data,
     warn_problems,
 )
@@ -89,10 +88,8 @@ app.command("save", help="Alias of remember.")(remember)
 @options(RECALL)
 def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Search memories, best first (ranked by relevance, kind, importance, status, age)."""
-    from engram.service import Engram
-
     query, offset = values["query"] or "", values["offset"]
-    with Engram.open(start_of(ctx)) as engram:
+    with open_engram(ctx) as engram:
         hits = engram.recall(query, **values.filters(), limit=values["limit"], offset=offset)
         found = engram.stale_many(hit.record for hit in hits)
         views = [HitView.of(hit, stale=found.get(hit.id, ())) for hit in hits]

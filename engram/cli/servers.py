@@ -96,6 +96,14 @@ def daemon_command(
             "folders).",
         ),
     ] = None,
+    idle: Annotated[
+        float | None,
+        typer.Option(
+            "--idle",
+            help="Leave after this many seconds without a request (default: serve until stopped).",
+            min=0.001,
+        ),
+    ] = None,
 ) -> None:
     """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
     from engram.config import ENGRAM_DIR
@@ -107,7 +115,7 @@ def daemon_command(
     def ready() -> None:
         echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
 
-    _runner("daemon")(root, socket, ready=ready)
+    _runner("daemon")(root, socket, ready=ready, idle=idle)
 
 
 def serve_command(

@@ -25,12 +25,11 @@ This package must not import another adapter.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import sys
 
+from engram import reach
 from engram.errors import EngramError, NotInitialized
 from engram.hooking.payload import MAX_PAYLOAD, PayloadError, cwd_of, event_of, parse
 from engram.hookspec import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
@@ -42,14 +41,9 @@ if TYPE_CHECKING:
 
 # Imported here: only what a hook the daemon answers needs (no pathlib, dataclasses, engram
 # core). The store and its index are opened only when no daemon answers.
-OFF_VALUES: Final = frozenset({"0", "off", "false", "no"})
 MARGIN: Final = 0.7  # the share of the agent's timeout a hook may use before it gives up
 CONNECT: Final = 0.3  # seconds a hook waits for the daemon to accept before answering itself
 ANSWER: Final = 2.0  # seconds it then waits for the answer (a busy daemon: answer here)
-IDLE: Final = 900  # seconds a daemon a hook started stays without a request
-ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
-SOCKET: Final = ("state", "engram.sock")  # engram.rpc.socket_path for a short enough path
-SUN_PATH_MAX: Final = 107  # engram.rpc.SUN_PATH_MAX
 
 
 def run(agent: str, event: str) -> None:
@@ -75,7 +69,7 @@ def main(
         )
         print(f"usage: engram hook AGENT EVENT ({events})", file=err)
         return 1  # a mistyped hook is an error the agent shows, never a block (2)
-    if _off("ENGRAM_HOOKS"):
+    if reach.off("ENGRAM_HOOKS"):
         return 0
     _watchdog(spec.timeout * MARGIN)
     try:
@@ -99,14 +93,14 @@ def main(
 
 def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> str:
     """Return the answer to a hook: from the store's daemon if it answers, else in process."""
-    root = find_store(cwd_of(payload, fallback_cwd=fallback_cwd))
+    root = reach.find_store(cwd_of(payload, fallback_cwd=fallback_cwd))
     if root is None:
         return ""
-    if not _off("ENGRAM_DAEMON"):
+    if not reach.off(reach.DAEMON_SWITCH):
         forwarded = forward(root, spec, payload, fallback_cwd)
         if forwarded is not None:
             return forwarded
-        start_daemon(root)
+        reach.start(root)
     from pathlib import Path
 
     from engram.service import Engram
@@ -115,80 +109,14 @@ def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> st
         return engram.hook(spec, event_of(payload, fallback_cwd=fallback_cwd))
 
 
-def find_store(folder: str) -> str | None:
-    """Return the nearest folder at or above ``folder`` holding ``.engram/`` (None: none)."""
-    here = os.path.realpath(folder)
-    while True:
-        if os.path.isdir(os.path.join(here, ENGRAM_DIR)):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-
-
-def socket_of(root: str) -> str:
-    """Return the daemon socket of the store in ``root`` (as ``engram.rpc.socket_path``)."""
-    path = os.path.join(root, ENGRAM_DIR, *SOCKET)
-    if len(os.fsencode(path)) <= SUN_PATH_MAX:
-        return path
-    from pathlib import Path
-
-    from engram import rpc
-
-    return str(rpc.socket_path(Path(root) / ENGRAM_DIR))
-
-
 def forward(root: str, spec: HookSpec, payload: dict[str, Any], fallback_cwd: str) -> str | None:
-    """Return the daemon's answer to a hook, or None when no daemon answers in time.
-
-    One request line of the daemon's protocol (``engram.rpc``), one response line.
-    """
-    path = socket_of(root)
-    if not os.path.exists(path):
-        return None
+    """Return the daemon's answer to a hook, or None when no daemon answers in time."""
     params = {"agent": spec.agent, "event": spec.event, "payload": payload, "cwd": fallback_cwd}
-    request = {"id": 1, "method": "engram_hook", "params": params}
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(CONNECT)
-            sock.connect(path)
-            sock.settimeout(min(ANSWER, spec.timeout * MARGIN / 2))  # time left to answer here
-            sock.sendall(json.dumps(request, ensure_ascii=False).encode("utf-8") + b"\n")
-            with sock.makefile("rb") as reader:
-                response = json.loads(reader.readline() or b"null")
-    except (OSError, ValueError):
-        return None  # absent, restarting, busy past the wait: answer in process
-    if not isinstance(response, dict) or not response.get("ok"):
-        return None  # refused (an older daemon without engram_hook, a bad payload …)
-    data = response.get("data")
+    # The time left to answer here once the daemon is passed over.
+    wait = min(ANSWER, spec.timeout * MARGIN / 2)
+    data = reach.call(root, "engram_hook", params, connect=CONNECT, answer=wait)
     output = data.get("output") if isinstance(data, dict) else None
     return output if isinstance(output, str) else None
-
-
-def start_daemon(root: str) -> None:
-    """Start the store's daemon in the background for the next hook (never waited for)."""
-    import subprocess
-
-    idle = os.environ.get("ENGRAM_DAEMON_IDLE", "").strip()
-    try:
-        seconds = float(idle) if idle else IDLE
-    except ValueError:
-        seconds = IDLE  # a mistyped setting must not leave every hook without its daemon
-    if not seconds > 0:
-        seconds = IDLE
-    subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
-        [sys.executable, "-m", "engram.daemon", root, "--idle", f"{seconds:g}"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
-
-
-def _off(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in OFF_VALUES
 
 
 def _watchdog(seconds: float) -> None:

@@ -1,0 +1,159 @@
+"""How a short-lived engram process reaches its store's daemon, with the standard library only.
+
+A hook or a command line that a daemon answers must not pay for engram's own imports (pathlib,
+dataclasses and the core cost a fresh process more than the answer), so what it needs to find
+the daemon lives here: the store of a folder (``find_store``), its socket (``socket_path``,
+which ``engram.rpc`` uses too, so every process computes the same one), one request and its
+answer (``call``), and starting a daemon in the background for the next call (``start``).
+
+``start`` runs the daemon as ``engram -C ROOT daemon --idle SECONDS``: the composition root's
+daemon, which answers the command line's forwarded calls too (``engram_cli``). It runs in its
+own session, so a terminal or agent that dies does not take it, leaves when idle, and the
+daemon lock keeps it one per store. ``ENGRAM_DAEMON=off`` keeps every call in process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, Final
+
+ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
+SOCKET_NAME: Final = "engram.sock"
+SUN_PATH_MAX: Final = 107  # bytes of a Unix socket path, the terminating NUL left out (Linux)
+OFF_VALUES: Final = frozenset({"0", "off", "false", "no"})
+IDLE: Final = 900  # seconds a daemon started on first use stays without a request
+DAEMON_SWITCH: Final = "ENGRAM_DAEMON"
+IDLE_SETTING: Final = "ENGRAM_DAEMON_IDLE"
+
+
+def off(variable: str) -> bool:
+    """Tell whether the environment variable ``variable`` says off (0, off, false, no)."""
+    return os.environ.get(variable, "").strip().lower() in OFF_VALUES
+
+
+def find_store(folder: str) -> str | None:
+    """Return the nearest folder at or above ``folder`` holding ``.engram/`` (None: none)."""
+    here = os.path.realpath(folder)
+    while True:
+        if os.path.isdir(os.path.join(here, ENGRAM_DIR)):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def socket_path(engram_dir: str) -> str:
+    """Return the daemon socket of a store: ``state/engram.sock``, or a short path if too long.
+
+    A Unix socket path holds at most 107 bytes. A store deeper than that gets
+    ``<tmp>/engram-<uid>/<hash of the store's path>.sock`` instead, which every process
+    computes alike, so a client still finds its daemon.
+    """
+    engram_dir = os.path.abspath(engram_dir)
+    path = os.path.join(engram_dir, "state", SOCKET_NAME)
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(engram_dir))).hexdigest()[:20]
+    return os.path.join(tempfile.gettempdir(), f"engram-{os.getuid()}", f"{digest}.sock")
+
+
+def socket_of(root: str) -> str:
+    """Return the daemon socket of the store in the folder ``root``."""
+    return socket_path(os.path.join(root, ENGRAM_DIR))
+
+
+def call(
+    root: str, method: str, params: Mapping[str, Any], *, connect: float, answer: float
+) -> Any:
+    """Return the data of the daemon's answer to one request, or None when none answers.
+
+    None also when the daemon refuses (an older daemon without the method, a bad request):
+    the caller then does the work itself. One request line of ``engram.rpc``'s protocol, one
+    response line; ``connect`` and ``answer`` bound the waits, in seconds.
+    """
+    path = socket_of(root)
+    if not os.path.exists(path):
+        return None
+    request = {"id": 1, "method": method, "params": params}
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(connect)
+            sock.connect(path)
+            sock.settimeout(answer)
+            sock.sendall(json.dumps(request, ensure_ascii=False).encode("utf-8") + b"\n")
+            with sock.makefile("rb") as reader:
+                response = json.loads(reader.readline() or b"null")
+    except (OSError, ValueError):
+        return None  # absent, restarting, busy past the wait
+    if not isinstance(response, dict) or not response.get("ok"):
+        return None
+    return response.get("data")
+
+
+def idle_seconds() -> float:
+    """Return how long a daemon started on first use stays idle (``ENGRAM_DAEMON_IDLE``)."""
+    text = os.environ.get(IDLE_SETTING, "").strip()
+    try:
+        seconds = float(text) if text else IDLE
+    except ValueError:
+        return IDLE  # a mistyped setting must not leave every call without its daemon
+    return seconds if seconds > 0 else IDLE
+
+
+def accepting(path: str) -> bool:
+    """Tell whether a process accepts connections on the Unix socket ``path``."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.05)
+            sock.connect(path)
+    except OSError:
+        return False
+    return True
+
+
+def start(root: str) -> None:
+    """Start the store's daemon in the background for the next call (never waited for).
+
+    Nothing is started while a daemon accepts on the store's socket (one busy or refusing
+    this call): the daemon lock would turn the new one away anyway.
+    """
+    import subprocess
+
+    if accepting(socket_of(root)):
+        return
+
+    subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
+        [sys.executable, "-m", "engram", "-C", root, "daemon", "--idle", f"{idle_seconds():g}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+# What of a process's environment can change an answer: engram's settings (but the switches of
+# the daemon and the hooks themselves), where the person's files are, and the time zone. A
+# daemon answers a command line only for a caller whose environment says the same here.
+ANSWER_ENVIRONMENT: Final = ("HOME", "XDG_CONFIG_HOME", "TZ")
+SWITCHES: Final = frozenset({DAEMON_SWITCH, IDLE_SETTING, "ENGRAM_HOOKS"})
+
+
+def environment() -> dict[str, str]:
+    """Return the part of this process's environment that can change an answer."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if (name.startswith("ENGRAM_") and name not in SWITCHES) or name in ANSWER_ENVIRONMENT
+    }

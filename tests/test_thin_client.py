@@ -1,0 +1,217 @@
+"""The thin client: ``engram recall|search|check|context`` answered by the store's daemon.
+
+Each command runs as a real ``python -m engram`` process, once with ``ENGRAM_DAEMON=off`` (the
+command in process, as it always ran) and once through a real daemon (``engram -C ROOT daemon``,
+as the command line starts one on first use); standard output, standard error and the exit
+status must be the same, byte for byte, and the daemon's request count says it answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram import rpc
+from engram.service import Engram
+from tests.conftest import run_cli
+from tests.helpers.processes import daemons_of, wait_for
+
+ON = {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "120"}
+
+
+@pytest.fixture
+def ledger(project: Engram) -> Engram:
+    """A project whose memory knows about ledger/money.py."""
+    root = project.root
+    (root / "ledger").mkdir()
+    (root / "ledger" / "money.py").write_text("def total(x):\n    return x / 100\n")
+    project.remember(
+        "Never divide amounts with /",
+        "## What\nAmounts are integer cents.\n## Why\nfloat division lost a cent in refunds.",
+        kind="pitfall",
+        files=["ledger/money.py"],
+    )
+    project.remember(
+        "Money is stored in integer cents",
+        "Every amount is an int of cents; format only at the edges.",
+        kind="decision",
+        files=["ledger/**"],
+    )
+    project.remember("Releases are tagged from main", "Tag vX.Y.Z on main only.", kind="fact")
+    return project
+
+
+@pytest.fixture
+def served(ledger: Engram) -> Iterator[Path]:
+    """The ledger's daemon, started as the command line starts one; stopped afterwards."""
+    root = ledger.root
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "engram", "-C", str(root), "daemon", "--idle", "120"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    socket = rpc.socket_path(root / ".engram")
+    try:
+        assert wait_for(lambda: rpc.connectable(socket) or daemon.poll() is not None)
+        assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
+        yield socket
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        if daemon.stderr:
+            daemon.stderr.close()
+
+
+def requests(socket: Path) -> int:
+    """Return how many requests the daemon answered (this one included)."""
+    with rpc.Client(socket) as client:
+        count: int = client.call("daemon_status")["requests"]
+    return count
+
+
+def both(cwd: Path, *args: str, **env: str) -> tuple[Any, Any]:
+    """Run one command line in process and through the daemon; return both results."""
+    alone = run_cli(*args, cwd=cwd, env={"ENGRAM_DAEMON": "off", **env})
+    forwarded = run_cli(*args, cwd=cwd, env={**ON, **env})
+    return alone, forwarded
+
+
+def same(alone: Any, forwarded: Any) -> None:
+    assert forwarded.stdout == alone.stdout
+    assert forwarded.stderr == alone.stderr
+    assert forwarded.returncode == alone.returncode
+
+
+def test_the_daemon_answers_every_plain_read_as_the_process_would(
+    ledger: Engram, served: Path
+) -> None:
+    root = ledger.root
+    sub = root / "ledger"
+    lines: list[tuple[Path, tuple[str, ...]]] = [
+        (sub, ("check", "--files", "money.py")),  # relative to the subfolder
+        (sub, ("check", "--files", str(sub / "money.py"), "--json")),  # absolute, as agents send
+        (root, ("check", "-f", "ledger/money.py,ledger/rates.py", "--budget", "200")),
+        (sub, ("check", "--files", "../../elsewhere.py")),  # outside the repository: the error
+        (root, ("recall", "cents")),
+        (sub, ("search", "integer", "--kind", "decision", "--json")),
+        (root, ("recall", "nothing-is-called-this")),  # the note on stderr
+        (root, ("recall", "--limit", "1", "--offset", "1", "money")),
+        (root, ("recall", "--tag", "x,y", "money")),
+        (root, ("context", "--budget", "300")),
+        (root, ("context", "--json")),
+        (sub, ("-C", "..", "recall", "tagged")),
+        (root, ("-C", "ledger", "check", "--files", "ledger/money.py")),
+    ]
+    before = requests(served)
+    for cwd, args in lines:
+        alone, forwarded = both(cwd, *args)
+        same(alone, forwarded)
+    assert requests(served) == before + len(lines) + 1  # each line once, and this status
+    answered = run_cli("check", "--files", "money.py", cwd=sub, env=ON)
+    assert b"Never divide amounts with /" in answered.stdout
+    refused = run_cli("check", "--files", "../../elsewhere.py", cwd=sub, env=ON)
+    assert refused.returncode == 1 and str(root.resolve()).encode() in refused.stderr
+
+
+def test_lines_a_daemon_cannot_answer_alike_run_in_process(ledger: Engram, served: Path) -> None:
+    root = ledger.root
+    before = requests(served)
+    for args in (("recall", "--help"), ("check", "--help"), ("recall", "-x", "money")):
+        same(*both(root, *args))
+    # --help is never sent; a line the fast path leaves to typer is refused, then run here.
+    assert requests(served) == before + 1 + 1
+    # Another author or personal store: the daemon's answer could differ, so the process answers.
+    elsewhere = root.parent / "elsewhere-home"
+    same(*both(root, "recall", "cents", ENGRAM_HOME=str(elsewhere)))
+    assert daemons_of(root) and len(daemons_of(root)) == 1  # none started beside it
+
+
+def test_the_daemon_answers_with_what_other_processes_wrote(ledger: Engram, served: Path) -> None:
+    root = ledger.root
+    saved = run_cli(
+        "remember",
+        "Refunds round half to even",
+        "--kind",
+        "pitfall",
+        "--files",
+        "ledger/money.py",
+        cwd=root,
+    )
+    assert saved.returncode == 0, saved.stderr
+    memory_id = saved.stdout.decode().strip()
+    alone, forwarded = both(root / "ledger", "check", "--files", "money.py")
+    same(alone, forwarded)
+    assert b"Refunds round half to even" in forwarded.stdout
+    assert run_cli("forget", memory_id, cwd=root).returncode == 0
+    alone, forwarded = both(root, "recall", "refunds", "--json")
+    same(alone, forwarded)
+    assert memory_id not in json.dumps(json.loads(forwarded.stdout))
+
+
+def test_a_forwarded_command_imports_only_the_standard_library(
+    ledger: Engram, served: Path
+) -> None:
+    program = (
+        "import sys, json\n"
+        "sys.argv = ['engram', 'check', '--files', 'ledger/money.py']\n"
+        "from engram.__main__ import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit_:\n"
+        "    code = exit_.code\n"
+        "names = [m for m in sys.modules if m.split('.')[0] in ('engram', 'typer', 'click')]\n"
+        "print(json.dumps({'code': code, 'modules': sorted(names)}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=ledger.root,
+        capture_output=True,
+        env={**os.environ, **ON},
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    assert report["code"] == 0 and b"Never divide amounts with /" in done.stdout
+    assert report["modules"] == ["engram", "engram.__main__", "engram.reach"]
+
+
+def test_the_first_command_starts_one_daemon_that_leaves_when_idle(ledger: Engram) -> None:
+    root = ledger.root
+    alone = run_cli("check", "--files", "ledger/money.py", cwd=root)
+    env = {**os.environ, "ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "3"}
+    racing = [
+        subprocess.Popen(
+            [sys.executable, "-m", "engram", "check", "--files", "ledger/money.py"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    try:
+        for process in racing:  # no daemon yet: each answers in process, and starts one
+            out, err = process.communicate(timeout=120)
+            assert (out, err, process.returncode) == (alone.stdout, alone.stderr, 0)
+        socket = rpc.socket_path(root / ".engram")
+        assert wait_for(lambda: rpc.connectable(socket))
+        assert wait_for(lambda: len(daemons_of(root)) == 1, 30)  # the lock turned the rest away
+        before = requests(socket)
+        same(alone, run_cli("check", "--files", "ledger/money.py", cwd=root, env=env))
+        assert requests(socket) == before + 2
+        assert wait_for(lambda: not daemons_of(root), 90)  # idle for 3 s: it left
+        assert not socket.exists()
+    finally:
+        for pid in daemons_of(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
