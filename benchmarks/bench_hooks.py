@@ -13,9 +13,14 @@ Figures, on a synthetic store of ``--size`` memories:
    (issue 15 aims <= 3) and with ``ENGRAM_DAEMON=off`` (aims <= 8);
 2. ``engram hook claude-code session-start``: the briefing (and the session opened), both ways;
 3. ``engram hook claude-code pre-edit`` for a file the memory knows nothing of (silent);
-4. ``engram check --files X`` and ``engram recall WORDS`` as processes (no daemon yet);
-5. the daemon's start-up: from ``python -m engram.daemon`` to its socket accepting, vs
-   ``python -c pass`` (reported, no target), and its resident memory.
+4. ``engram check --files X`` and ``engram recall WORDS`` as processes, through the warm daemon
+   (the thin client, issue 15 aims <= 3) and with ``ENGRAM_DAEMON=off`` (aims <= 8); each
+   forwarded answer is first checked to be the in-process one, byte for byte;
+5. the daemon's start-up: from ``engram -C ROOT daemon --idle S`` (as hooks and the command
+   line start it) to its socket accepting, vs ``python -c pass`` (reported, no target);
+6. the daemon's resident memory (VmRSS and peak VmHWM) after it answered every figure, and
+   again on a store of ``--rss-size`` memories (default 100k; 0 skips) after one check,
+   recall, briefing and pre-edit hook.
 
 This file must not assert on wall-clock times, and is not part of the test suite.
 """
@@ -108,7 +113,7 @@ def start_daemon(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[byte
     socket = rpc.socket_path(root / ".engram")
     began = time.perf_counter()
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "engram.daemon", str(root), "--idle", "600"],
+        [sys.executable, "-m", "engram", "-C", str(root), "daemon", "--idle", "600"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -120,11 +125,42 @@ def start_daemon(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[byte
     return daemon, (time.perf_counter() - began) * 1000
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def big_daemon_memory(data: Path, size: int, seed: int, env: dict[str, str]) -> str:
+    """Return the daemon's memory on a ``size`` store after one answer of each kind."""
+    root = data / f"store-{size}"
+    say(f"[{size:,}] writing the synthetic store for the daemon's memory ...")
+    jsonl = build_store(root, size, seed)
+    with Engram.open(root) as engram:
+        engram.reindex()
+    known = busiest_file(jsonl)
+    on = {**env, "ENGRAM_DAEMON": "on"}
+    engram_cmd = [sys.executable, "-m", "engram"]
+    edit = {
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(root / known)},
+    }
+    daemon, took = start_daemon(root, env)
+    try:
+        run([*engram_cmd, "check", "--files", known], b"", root, on)
+        run([*engram_cmd, "recall", Corpus(seed + 1).queries(1)[0]], b"", root, on)
+        run([*engram_cmd, "context"], b"", root, on)
+        run([*engram_cmd, "hook", "claude-code", "pre-edit"], json.dumps(edit).encode(), root, on)
+        return (
+            f"daemon resident memory at {size:,} memories: {rss_mb(daemon.pid):.0f} MB "
+            f"(peak {rss_mb(daemon.pid, 'VmHWM'):.0f} MB; started in {took:.0f} ms)"
+        )
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
 
 
 def run_ms(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
@@ -141,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED, help="corpus seed")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="scratch parent")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder afterwards")
+    parser.add_argument(
+        "--rss-size", type=int, default=100_000, help="store for the daemon's memory (0: skip)"
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     size: int = args.size
@@ -152,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     rows: list[Figure] = []
-    memory = 0.0
+    memory = big = ""
     try:
         root = data / f"store-{size}"
         say(f"[{size:,}] writing the synthetic store ...")
@@ -210,20 +249,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         daemon, _ = start_daemon(root, env)
         try:
             on = {**env, "ENGRAM_DAEMON": "on"}
-            for name, command, stdin in cases[:3]:
-                run(command, stdin, root, on)  # the daemon's first answer warms it
+            for name, command, stdin in cases:
+                # The daemon's first answer warms it; it must be the in-process one.
+                if run(command, stdin, root, on) != run(command, stdin, root, off):
+                    raise SystemExit(f"{name}: the daemon's answer differs from the process's")
                 say(f"[{size:,}] {name}, warm daemon ...")
                 label = f"{name}, warm daemon, vs python -c pass"
                 rows.append(figure(label, command, stdin, root, on, plan, size, TARGET_DAEMON))
-            memory = rss_mb(daemon.pid)
+            memory = f"{rss_mb(daemon.pid):.0f} MB (peak {rss_mb(daemon.pid, 'VmHWM'):.0f} MB)"
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)
+        if args.rss_size:
+            big = big_daemon_memory(data, args.rss_size, args.seed, env)
     finally:
         remove_scratch(data, args.data_dir, keep=args.keep)
     print(run_header("hooks", quick=args.quick, started=started, load_before=load_before))
     print(render(rows))
-    print(f"daemon resident memory after the figures: {memory:.0f} MB at {size:,} memories")
+    print(f"daemon resident memory after the figures: {memory} at {size:,} memories")
+    if big:
+        print(big)
     return 0
 
 

@@ -16,7 +16,9 @@ written. A client that goes away mid-request costs only its own connection.
 One daemon per store: ``state/daemon.lock`` is held (flock) for the daemon's life, and a second
 daemon fails with a message naming the first. Besides the engram-rs methods it answers
 ``engram_hook``, an agent's hook as ``engram hook`` would (``engram.hooking``), which is how a
-hook answers in milliseconds. A daemon started with ``idle`` (as hooks start one) leaves after
+hook answers in milliseconds; the composition root's daemon (``engram daemon``, and the one
+hooks and commands start on first use) answers ``engram_cli`` too, a forwarded command line
+(``engram.cli.forwarded``). A daemon started with ``idle`` leaves after
 that long without a request; every daemon leaves when its store's folder is removed. The
 socket is created mode 0600; a socket file left by a crashed daemon (nothing accepts on it) is
 replaced; SIGTERM and SIGINT shut down cleanly and remove the socket.
