@@ -156,6 +156,12 @@ def test_the_daemon_answers_with_what_other_processes_wrote(ledger: Engram, serv
     alone, forwarded = both(root, "recall", "refunds", "--json")
     same(alone, forwarded)
     assert memory_id not in json.dumps(json.loads(forwarded.stdout))
+    # A hand edit (or a git pull) of memories.jsonl is seen at the next call.
+    jsonl = root / ".engram" / "memories.jsonl"
+    jsonl.write_text(jsonl.read_text().replace("tagged from main", "tagged from trunk"))
+    alone, forwarded = both(root, "recall", "trunk")
+    same(alone, forwarded)
+    assert b"Releases are tagged from trunk" in forwarded.stdout
 
 
 def test_a_forwarded_command_imports_only_the_standard_library(
