@@ -437,3 +437,26 @@ def test_rewrite_built_from_an_older_file_raises_store_changed(tmp_path: Path) -
     _, current = store.read_bytes()
     store.rewrite([record(new_id(), "built from a fresh read")], expect=current)
     assert len(store.read_all()) == 1
+
+
+def test_a_file_changed_after_this_process_wrote_it_is_checked_again(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    store.put([record(new_id(), "first")])
+    with store.path.open("ab") as handle:
+        handle.write(b"not json\n")  # a hand edit behind the store's back
+    with pytest.raises(CorruptStore):
+        store.put([record(new_id(), "second")])
+    assert store.path.read_bytes().endswith(b"not json\n")
+
+
+def test_store_sig_holds_exactly_the_last_signature(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    store.put([record(new_id(), "first")])
+    sig = store.state_dir / "store.sig"
+    sig.write_text("9" * 80, encoding="ascii")  # longer than any signature: cut to length
+    other = store_in(tmp_path)  # another process: it knows only what store.sig says
+    other.put([record(new_id(), "second")])
+    assert sig.read_text(encoding="ascii") == other.signature()
+    store.put([record(new_id(), "third")])
+    assert sig.read_text(encoding="ascii") == store.signature()
+    assert len(store.read_all()) == 3
