@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.errors import CorruptStore, InvalidInput, StoreChanged
+from engram.errors import CorruptStore, InvalidInput, LockTimeout, StoreChanged
 from engram.model import canonical_line, new_id, parse_line
 from engram.store import MemoryStore
 from engram.store.atomic import current_umask
@@ -460,3 +461,74 @@ def test_store_sig_holds_exactly_the_last_signature(tmp_path: Path) -> None:
     store.put([record(new_id(), "third")])
     assert sig.read_text(encoding="ascii") == store.signature()
     assert len(store.read_all()) == 3
+
+
+HOLD_THE_LOCK = """
+import sys
+from pathlib import Path
+from engram.store import MemoryStore
+with MemoryStore(Path(sys.argv[1])).lock():
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_the_lock_keeps_out_another_process_until_it_lets_go(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    store.put([record(new_id(), "first")])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK, str(store.dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        waiting = MemoryStore(store.dir, lock_timeout=0.2)
+        with pytest.raises(LockTimeout, match=r"within 0\.2s") as caught:
+            waiting.put([record(new_id(), "refused")])
+        assert str(store.path) in caught.value.message
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    waiting.put([record(new_id(), "after the other let go")])
+    assert len(store.read_all()) == 2
+
+
+def test_the_lock_keeps_out_other_threads_and_nests_in_one(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".engram", lock_timeout=0.2)
+    held, done = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def first() -> None:
+        with store.lock(), store.lock():  # nested holds in one thread are free
+            held.set()
+            done.wait(30)
+
+    def second() -> None:
+        try:
+            with MemoryStore(store.dir, lock_timeout=0.2).lock():
+                outcome.append("locked")
+        except LockTimeout:
+            outcome.append("timed out")
+        try:
+            with store.lock():  # the same lock object, from another thread
+                outcome.append("locked")
+        except LockTimeout:
+            outcome.append("timed out")
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert held.wait(30)
+    other = threading.Thread(target=second)
+    other.start()
+    other.join(30)
+    done.set()
+    holder.join(30)
+    assert outcome == ["timed out", "timed out"]
+    with store.lock():
+        store.put([record(new_id(), "once both let go")])
+    assert len(store.read_all()) == 1
