@@ -44,37 +44,6 @@ CLAUDE_LIMIT = 10_000  # characters of hook context Claude Code keeps
 CLI_ADVICE = re.compile(r"`engram [a-z]|(?<![\w-])--[a-z]")
 
 
-@pytest.fixture
-def ledger(project: Engram) -> Engram:
-    """A project whose memory knows about ledger/money.py and the report notebook."""
-    root = project.root
-    (root / "ledger").mkdir()
-    (root / "ledger" / "money.py").write_text("def total(x):\n    return x / 100\n")
-    (root / "notebooks").mkdir()
-    project.remember(
-        "Never divide amounts with /",
-        "## What\nAmounts are integer cents.\n## Why\nfloat division lost a cent in refunds.",
-        kind="pitfall",
-        files=["ledger/money.py"],
-    )
-    project.remember(
-        "Money is stored in integer cents",
-        "Every amount is an int of cents; format only at the edges.",
-        kind="decision",
-        files=["ledger/**"],
-    )
-    project.remember(
-        "The report notebook is generated",
-        "Edit report.py; notebooks/report.ipynb is rebuilt nightly.",
-        kind="pitfall",
-        files=["notebooks/report.ipynb"],
-    )
-    project.remember(
-        "Old rates are frozen", "old_rates.py is history.", files=["ledger/old_rates.py"]
-    )
-    return project
-
-
 def install(root: Path, agent: str) -> dict[str, str]:
     """Run `engram setup AGENT` as a process; return the command it wrote for each event."""
     done = run_cli("setup", agent, cwd=root)

@@ -29,28 +29,6 @@ ON = {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "120"}
 
 
 @pytest.fixture
-def ledger(project: Engram) -> Engram:
-    """A project whose memory knows about ledger/money.py."""
-    root = project.root
-    (root / "ledger").mkdir()
-    (root / "ledger" / "money.py").write_text("def total(x):\n    return x / 100\n")
-    project.remember(
-        "Never divide amounts with /",
-        "## What\nAmounts are integer cents.\n## Why\nfloat division lost a cent in refunds.",
-        kind="pitfall",
-        files=["ledger/money.py"],
-    )
-    project.remember(
-        "Money is stored in integer cents",
-        "Every amount is an int of cents; format only at the edges.",
-        kind="decision",
-        files=["ledger/**"],
-    )
-    project.remember("Releases are tagged from main", "Tag vX.Y.Z on main only.", kind="fact")
-    return project
-
-
-@pytest.fixture
 def served(ledger: Engram) -> Iterator[Path]:
     """The ledger's daemon, started as the command line starts one; stopped afterwards."""
     root = ledger.root
@@ -109,7 +87,7 @@ def test_the_daemon_answers_every_plain_read_as_the_process_would(
         (root, ("recall", "--tag", "x,y", "money")),
         (root, ("context", "--budget", "300")),
         (root, ("context", "--json")),
-        (sub, ("-C", "..", "recall", "tagged")),
+        (sub, ("-C", "..", "recall", "frozen")),
         (root, ("-C", "ledger", "check", "--files", "ledger/money.py")),
     ]
     before = requests(served)
@@ -158,10 +136,10 @@ def test_the_daemon_answers_with_what_other_processes_wrote(ledger: Engram, serv
     assert memory_id not in json.dumps(json.loads(forwarded.stdout))
     # A hand edit (or a git pull) of memories.jsonl is seen at the next call.
     jsonl = root / ".engram" / "memories.jsonl"
-    jsonl.write_text(jsonl.read_text().replace("tagged from main", "tagged from trunk"))
-    alone, forwarded = both(root, "recall", "trunk")
+    jsonl.write_text(jsonl.read_text().replace("Old rates are frozen", "Old rates are archived"))
+    alone, forwarded = both(root, "recall", "archived")
     same(alone, forwarded)
-    assert b"Releases are tagged from trunk" in forwarded.stdout
+    assert b"Old rates are archived" in forwarded.stdout
 
 
 def test_a_forwarded_command_imports_only_the_standard_library(
