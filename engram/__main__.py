@@ -9,15 +9,16 @@ textual. ``engram hook AGENT EVENT``, which an agent runs on every edit, goes st
 adapter without the CLI (typer is a tenth of a second); ``engram hook --help`` still reaches it.
 ``main`` is the ``engram`` console script and ``python -m engram``.
 
-The thin client: a plain ``engram recall``, ``search``, ``check`` or ``context`` line, run in
-a folder whose store has a daemon, is sent to that daemon (``engram_cli``, answered by
-``engram.cli.forwarded`` on the daemon's open Engram) and its output printed as the command
-would have printed it; the process imports only ``engram.reach`` and the standard library, so
-it costs little more than the interpreter. When no daemon answers within ``CONNECT`` seconds,
-or it refuses the line, the command runs here as always, and a daemon is started in the
-background for the next call (``engram.reach.start``: detached, leaving when idle, one per
-store). ``ENGRAM_DAEMON=off`` keeps every command in process. The daemon this starts is
-``serve_daemon``: the socket daemon with the command line's method added.
+The thin client: an ``engram recall``, ``search``, ``check``, ``context``, ``get``, ``why``,
+``related`` or ``remember`` line, run in a folder whose store has a daemon, is sent to that
+daemon (``engram_cli``, answered by ``engram.cli.forwarded`` on the daemon's open Engram) and
+its output printed as the command would have printed it; the process imports only
+``engram.reach`` and the standard library, so it costs little more than the interpreter. When
+no daemon answers within ``CONNECT`` seconds, or it refuses the line, the command runs here as
+always, and a daemon is started in the background for the next call (``engram.reach.start``:
+detached, leaving when idle, one per store). ``ENGRAM_DAEMON=off`` keeps every command in
+process. The daemon this starts is ``serve_daemon``: the socket daemon with the command line's
+method added.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ RUNNERS: Final = {
 }
 
 
-FORWARDED: Final = ("recall", "search", "check", "context")  # engram.cli.FAST_COMMANDS
+# The commands a daemon answers (engram.cli.forwarded.FORWARDED), and those of them that write.
+FORWARDED: Final = ("recall", "search", "check", "context", "get", "show", "why", "related")
+WRITES: Final = ("remember", "save")
 CONNECT: Final = 0.3  # seconds to wait for the daemon to accept before running here
-ANSWER: Final = 10.0  # seconds to wait for its answer (a daemon busy past that: run here)
+ANSWER: Final = 10.0  # seconds to wait for a read's answer (a daemon busy past that: run here)
+ANSWER_WRITE: Final = 60.0  # for a write's: run here after that, the store lock serialises
 BROKEN_PIPE: Final = 141  # as the CLI exits when its reader goes away
 
 
@@ -83,7 +87,8 @@ def forward(args: list[str]) -> int | None:
     from engram import reach
 
     start, words = (args[1], args[2:]) if args[:1] == ["-C"] and len(args) > 2 else (None, args)
-    if not words or words[0] not in FORWARDED or reach.off(reach.DAEMON_SWITCH):
+    command = words[0] if words else ""
+    if command not in FORWARDED + WRITES or reach.off(reach.DAEMON_SWITCH):
         return None
     if "--help" in words or "-h" in words:
         return None  # typer's help, here
@@ -97,8 +102,14 @@ def forward(args: list[str]) -> int | None:
     root = reach.find_store(folder) if os.path.isdir(folder) else None
     if root is None:
         return None  # no store here (or no such -C folder): the CLI says so
-    params = {"argv": ["-C", folder, *words], "cwd": cwd, "env": reach.environment()}
-    data = reach.call(root, "engram_cli", params, connect=CONNECT, answer=ANSWER)
+    params = {
+        "argv": ["-C", folder, *words],
+        "cwd": cwd,
+        "stdin": _stdin_kind(),
+        "env": reach.environment(),
+    }
+    wait = ANSWER_WRITE if command in WRITES else ANSWER
+    data = reach.call(root, "engram_cli", params, connect=CONNECT, answer=wait)
     if not isinstance(data, dict) or not isinstance(data.get("output"), list):
         reach.start(root)
         return None
@@ -113,6 +124,16 @@ def forward(args: list[str]) -> int | None:
         return BROKEN_PIPE
     code = data.get("code")
     return code if isinstance(code, int) else 0
+
+
+def _stdin_kind() -> str:
+    """Return what this process's standard input is: tty, none or pipe (a file counts too)."""
+    if sys.stdin is None:
+        return "none"
+    try:
+        return "tty" if sys.stdin.isatty() else "pipe"
+    except (OSError, ValueError):
+        return "none"
 
 
 def serve_daemon(

@@ -144,9 +144,9 @@ def start(root: str) -> None:
 
 
 # What of a process's environment can change an answer: engram's settings (but the switches of
-# the daemon and the hooks themselves), where the person's files are, and the time zone. A
-# daemon answers a command line only for a caller whose environment says the same here.
-ANSWER_ENVIRONMENT: Final = ("HOME", "XDG_CONFIG_HOME", "TZ")
+# the daemon and the hooks themselves), where the person's files are, the time zone, and who
+# writes. A daemon answers a command line only for a caller whose environment says the same.
+ANSWER_ENVIRONMENT: Final = ("HOME", "XDG_CONFIG_HOME", "TZ", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL")
 SWITCHES: Final = frozenset({DAEMON_SWITCH, IDLE_SETTING, "ENGRAM_HOOKS"})
 
 

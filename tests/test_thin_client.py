@@ -199,3 +199,76 @@ def test_the_first_command_starts_one_daemon_that_leaves_when_idle(ledger: Engra
         for pid in daemons_of(root):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+
+
+def test_reads_by_id_are_answered_alike(ledger: Engram, served: Path) -> None:
+    root = ledger.root
+    memory_id = ledger.recall("divide amounts")[0].id
+    lines = [
+        ("get", memory_id),
+        ("show", memory_id[:6], "--json"),
+        ("why", memory_id),
+        ("why", memory_id, "--json"),
+        ("related", memory_id),
+        ("get", "zzzzzzzz"),  # not found: the CLI's error and exit status
+    ]
+    before = requests(served)
+    for args in lines:
+        same(*both(root / "ledger", *args))
+    assert requests(served) == before + len(lines) + 1
+
+
+def saved(root: Path, memory_id: str) -> dict[str, Any]:
+    done = run_cli("get", memory_id, "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    record: dict[str, Any] = json.loads(done.stdout)
+    return record
+
+
+def test_remember_through_the_daemon_saves_what_the_process_would(
+    ledger: Engram, served: Path
+) -> None:
+    root = ledger.root
+    sub = root / "ledger"
+    args = ("--kind", "bugfix", "--files", "money.py", "--tags", "money,rounding")
+    before = requests(served)
+    here = run_cli("remember", "Rounding in process", "Half to even.", *args, cwd=sub)
+    there = run_cli("remember", "Rounding by the daemon", "Half to even.", *args, cwd=sub, env=ON)
+    assert requests(served) == before + 1 + 1  # the daemon saved the second, and this status
+    assert here.returncode == there.returncode == 0 and here.stderr == there.stderr
+    mine, its = (
+        saved(root, here.stdout.decode().strip()),
+        saved(root, there.stdout.decode().strip()),
+    )
+    assert its["title"] == "Rounding by the daemon" and its["files"] == ["ledger/money.py"]
+    volatile = {"id", "title", "created_at", "updated_at"}
+    assert {k: v for k, v in its.items() if k not in volatile} == {
+        k: v for k, v in mine.items() if k not in volatile
+    }
+    # The same save again only counts, as in process.
+    again = run_cli("remember", "Rounding by the daemon", "Half to even.", *args, cwd=sub, env=ON)
+    assert again.stdout == there.stdout
+    assert b"already saved: duplicate_count is now 1" in again.stderr
+
+
+def test_a_save_that_reads_standard_input_runs_in_process(ledger: Engram, served: Path) -> None:
+    root = ledger.root
+    before = requests(served)
+    piped = run_cli(
+        "remember", "Piped in", "--kind", "fact", cwd=root, stdin=b"From a pipe.\n", env=ON
+    )
+    dashed = run_cli("remember", "Dashed in", "-", cwd=root, stdin=b"From a dash.", env=ON)
+    # Each was refused before anything changed, then saved in process, once.
+    assert requests(served) == before + 2 + 1
+    assert saved(root, piped.stdout.decode().strip())["content"] == "From a pipe."
+    assert saved(root, dashed.stdout.decode().strip())["content"] == "From a dash."
+    titles = [hit.record["title"] for hit in ledger.recall("", limit=50)]
+    assert titles.count("Piped in") == 1 and titles.count("Dashed in") == 1
+
+
+def test_the_client_and_the_daemon_forward_the_same_commands() -> None:
+    from engram import __main__ as composition
+    from engram.cli import forwarded
+
+    assert (*composition.FORWARDED, *composition.WRITES) == forwarded.FORWARDED
+    assert composition.WRITES == forwarded.WRITES

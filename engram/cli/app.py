@@ -35,14 +35,22 @@ def safe(text: str) -> str:
     return visible(text)
 
 
-class Capture:
-    """A command's output kept in order instead of printed: (stream, text) pairs, 1 or 2.
+class StdinNeeded(Exception):
+    """A forwarded command would read the caller's standard input: the caller runs it itself."""
 
-    A daemon answering a forwarded command line (``engram.cli.forwarded``) runs the command
-    with one set as ``OUTPUT``; the thin client prints the pairs as they came.
+
+class Lent:
+    """What a daemon lends a command line it answers for another process.
+
+    Its open Engram (``open_engram`` uses it and leaves it open), the kind of the caller's
+    standard input (``tty``, ``none`` or ``pipe``: a command that would read a pipe raises
+    ``StdinNeeded`` before it changes anything), and the output, kept in order as (stream,
+    text) pairs, 1 or 2, for the caller to print (``engram.cli.forwarded``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engram: Engram, stdin: str) -> None:
+        self.engram = engram
+        self.stdin = stdin
         self.chunks: list[tuple[int, str]] = []
 
     def write(self, text: str, *, err: bool) -> None:
@@ -51,9 +59,7 @@ class Capture:
             self.chunks.append((2 if err else 1, text))
 
 
-OUTPUT: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
-    "engram_cli_output", default=None
-)
+LENT: contextvars.ContextVar[Lent | None] = contextvars.ContextVar("engram_cli_lent", default=None)
 
 
 def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
@@ -62,11 +68,11 @@ def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
 
 
 def _print(text: str, *, err: bool = False, nl: bool = True) -> None:
-    captured = OUTPUT.get()
-    if captured is None:
+    lent = LENT.get()
+    if lent is None:
         typer.echo(text, err=err, nl=nl)
     else:
-        captured.write(text + ("\n" if nl else ""), err=err)
+        lent.write(text + ("\n" if nl else ""), err=err)
 
 
 def rich_text(text: object) -> str:
@@ -159,12 +165,12 @@ def start_of(ctx: typer.Context) -> Path | None:
 def open_engram(ctx: typer.Context) -> contextlib.AbstractContextManager[Engram]:
     """Open the project the command runs in (``-C`` or the current folder).
 
-    A daemon answering the command line lends its open Engram (``ctx.obj["engram"]``): it is
-    used, and left open, instead.
+    A daemon answering the command line lends its open Engram (``LENT``): it is used, and
+    left open, instead.
     """
-    lent = (ctx.obj or {}).get("engram")
+    lent = LENT.get()
     if lent is not None:
-        return contextlib.nullcontext(lent)
+        return contextlib.nullcontext(lent.engram)
     from engram.service import Engram
 
     return Engram.open(start_of(ctx))
@@ -213,6 +219,8 @@ def table(headers: list[str], rows: list[list[str]]) -> None:
 
 def read_stdin() -> str:
     """Return standard input as text (UTF-8, the last line break dropped)."""
+    if LENT.get() is not None:
+        raise StdinNeeded("the caller's standard input")
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
     try:
         return data.decode("utf-8").rstrip("\r\n")
@@ -222,6 +230,11 @@ def read_stdin() -> str:
 
 def stdin_has_data() -> bool:
     """Tell whether stdin is a pipe or file with something to read now (never blocks)."""
+    lent = LENT.get()
+    if lent is not None:
+        if lent.stdin == "pipe":
+            raise StdinNeeded("whether the caller's standard input has data")
+        return False
     try:
         if sys.stdin is None or sys.stdin.isatty():
             return False
@@ -235,7 +248,11 @@ def stdin_has_data() -> bool:
 
 def text_arg(value: str | None, what: str) -> str:
     """Return an argument's text; '-', or nothing while stdin is not a terminal, reads stdin."""
-    piped = sys.stdin is not None and not sys.stdin.isatty()
+    lent = LENT.get()
+    if lent is not None:
+        piped = lent.stdin == "pipe"
+    else:
+        piped = sys.stdin is not None and not sys.stdin.isatty()
     if value == "-" or (value is None and piped):
         return read_stdin()
     if value is None:
