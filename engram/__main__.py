@@ -48,6 +48,7 @@ CONNECT: Final = 0.3  # seconds to wait for the daemon to accept before running 
 ANSWER: Final = 10.0  # seconds to wait for a read's answer (a daemon busy past that: run here)
 ANSWER_WRITE: Final = 60.0  # for a write's: run here after that, the store lock serialises
 BROKEN_PIPE: Final = 141  # as the CLI exits when its reader goes away
+INTERRUPTED: Final = 130  # and on Ctrl-C
 
 
 def _cli() -> ModuleType:
@@ -109,21 +110,38 @@ def forward(args: list[str]) -> int | None:
         "env": reach.environment(),
     }
     wait = ANSWER_WRITE if command in WRITES else ANSWER
-    data = reach.call(root, "engram_cli", params, connect=CONNECT, answer=wait)
+    try:
+        data = reach.call(root, "engram_cli", params, connect=CONNECT, answer=wait)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")  # as the CLI says it
+        return INTERRUPTED
     if not isinstance(data, dict) or not isinstance(data.get("output"), list):
         reach.start(root)
         return None
     try:
         for number, text in data["output"]:
-            stream = sys.stderr if number == 2 else sys.stdout
-            stream.write(text)
-            stream.flush()
+            _emit(sys.stderr if number == 2 else sys.stdout, text)
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
     code = data.get("code")
     return code if isinstance(code, int) else 0
+
+
+def _emit(stream: Any, text: str) -> None:
+    """Write text as the CLI's echo would: a stream set to ASCII gets UTF-8 (as click does)."""
+    import codecs
+
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    binary = getattr(stream, "buffer", None)
+    if binary is not None and codecs.lookup(encoding).name == "ascii":
+        stream.flush()
+        binary.write(text.encode("utf-8", "replace"))
+        binary.flush()
+    else:
+        stream.write(text)
+        stream.flush()
 
 
 def _stdin_kind() -> str:

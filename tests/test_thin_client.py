@@ -201,6 +201,15 @@ def test_the_first_command_starts_one_daemon_that_leaves_when_idle(ledger: Engra
                 os.kill(pid, signal.SIGTERM)
 
 
+def test_text_reaches_the_terminal_as_the_cli_prints_it(ledger: Engram, served: Path) -> None:
+    ledger.remember("Caf\u00e9 prices are na\u00efve \u2014 \U0001f389", "Tabs\tand \x01 bells.")
+    for encoding in ("utf-8", "ascii"):  # click prints UTF-8 to a stream set to ASCII
+        alone, forwarded = both(ledger.root, "recall", "prices", PYTHONIOENCODING=encoding)
+        same(alone, forwarded)
+        assert "Caf\u00e9 prices".encode() in forwarded.stdout
+        assert b"\\x01" in forwarded.stdout  # control characters shown, never obeyed
+
+
 def test_reads_by_id_are_answered_alike(ledger: Engram, served: Path) -> None:
     root = ledger.root
     memory_id = ledger.recall("divide amounts")[0].id
