@@ -208,9 +208,13 @@ def vector_ids(index: Index) -> set[str]:
     return index.vectors.ids()
 
 
-def run_python(code: str, tmp_path: Path) -> dict[str, Any]:
+def run_python(code: str, tmp_path: Path, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Run code in a fresh interpreter with HOME in tmp_path; return the JSON it prints last."""
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "ENGRAM_HOME": str(tmp_path / "eh")}
+    env = {
+        **(os.environ if environ is None else environ),
+        "HOME": str(tmp_path / "home"),
+        "ENGRAM_HOME": str(tmp_path / "eh"),
+    }
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -258,6 +262,34 @@ def test_model_loads_offline_without_any_connection_or_download(tmp_path: Path) 
     assert out["modules"] == []  # wordllama (which can download) is never imported
     home = tmp_path / "home"
     assert not (home / ".cache").exists()  # nothing fetched or cached
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("setting", [None, "true"])
+def test_tokenizer_threads_stay_off_unless_the_environment_asks(
+    tmp_path: Path, setting: str | None
+) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    if setting is not None:
+        environ["TOKENIZERS_PARALLELISM"] = setting
+    out = run_python(
+        """
+        import json, os
+        from engram.index import semantic
+        before = len(os.listdir("/proc/self/task"))
+        semantic.Embedder().embed(["a save with new words", "and another with more"])
+        print(json.dumps({
+            "setting": os.environ.get("TOKENIZERS_PARALLELISM"),
+            "threads": len(os.listdir("/proc/self/task")) - before,
+        }))
+        """,
+        tmp_path,
+        environ,
+    )
+    if setting is None:  # a save's tiny batch wakes no worker threads to spin after it
+        assert out == {"setting": "false", "threads": 0}
+    else:
+        assert out["setting"] == "true"
 
 
 def test_missing_model_files_fail_closed(tmp_path: Path) -> None:
