@@ -8,6 +8,7 @@ the end-to-end tests go through the work tree, the index and ``porcelain.commit`
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -612,3 +613,88 @@ def test_head_is_read_from_files_without_reopening_the_repository(
         assert checker.head() == moved
         history.edit("a.py")  # a loose ref again, newer than the packed one
         assert checker.head() == history.head != moved
+
+
+# --- record_anchors: the repositories it keeps open -------------------------------------------
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders record_anchors opens a repository at from here on (dulwich's porcelain,
+    which imported Repo itself, is not counted)."""
+    import dulwich.repo
+
+    folders: list[str] = []
+
+    class Counting(Repo):
+        def __init__(self, root: str, *args: Any, **kwargs: Any) -> None:
+            folders.append(str(root))
+            super().__init__(root, *args, **kwargs)
+
+    monkeypatch.setattr(dulwich.repo, "Repo", Counting)
+    return folders
+
+
+def test_record_keeps_the_repository_open_and_reads_the_index_afresh(
+    work: Path, opened: list[str]
+) -> None:
+    assert record_anchors(work, ["src/auth.py"]) == [anchor("src/auth.py", b"def login(): ...\n")]
+    (work / "src" / "new.py").write_bytes(b"new\n")
+    assert record_anchors(work, ["src/new.py"]) == []  # not tracked yet
+    porcelain.add(str(work), paths=[str(work / "src" / "new.py")])
+    assert record_anchors(work, ["src/new.py"]) == [anchor("src/new.py", b"new\n")]
+    assert opened == [str(work.resolve())]
+
+
+def test_record_sees_a_repository_made_after_a_save_outside_one(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_bytes(b"a\n")
+    assert record_anchors(plain, ["a.py"]) == []
+    porcelain.init(str(plain)).close()
+    porcelain.add(str(plain), paths=[str(plain / "a.py")])
+    assert record_anchors(plain, ["a.py"]) == [anchor("a.py", b"a\n")]
+
+
+def test_record_sees_a_nearer_repository_and_a_removed_one(work: Path) -> None:
+    sub = work / "src"
+    assert record_anchors(sub, ["auth.py"]) == [anchor("auth.py", b"def login(): ...\n")]
+    porcelain.init(str(sub)).close()  # tracks nothing yet
+    assert record_anchors(sub, ["auth.py"]) == []
+    assert record_anchors(work, ["src/auth.py"]) == [anchor("src/auth.py", b"def login(): ...\n")]
+    shutil.rmtree(work / ".git")
+    assert record_anchors(work, ["src/auth.py"]) == []
+
+
+def test_record_opens_the_repository_again_when_its_config_changes(
+    work: Path, tmp_path: Path, opened: list[str]
+) -> None:
+    assert record_anchors(work, ["README.md"]) == [anchor("README.md", b"hi\n")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = work / ".git" / "config"
+    with Repo(str(work)) as repo:
+        settings = repo.get_config()
+        settings.set((b"core",), b"worktree", str(elsewhere).encode())
+        settings.write_to_path()
+    assert record_anchors(work, ["README.md"]) == []  # the root is outside the work tree now
+    assert len(opened) == 2
+    config.write_bytes(config.read_bytes().replace(b"worktree", b"#worktree", 1))
+    assert record_anchors(work, ["README.md"]) == [anchor("README.md", b"hi\n")]
+    assert len(opened) == 3
+
+
+def test_record_follows_a_git_file_pointed_at_another_folder(tmp_path: Path) -> None:
+    tracking, empty = tmp_path / "tracking", tmp_path / "empty"
+    for folder in (tracking, empty):
+        folder.mkdir()
+        porcelain.init(str(folder)).close()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.py").write_bytes(b"a\n")
+    (work / ".git").write_text(f"gitdir: {tracking / '.git'}\n")
+    with Repo(str(work)) as repo:
+        repo.get_worktree().stage(["a.py"])
+    assert record_anchors(work, ["a.py"]) == [anchor("a.py", b"a\n")]
+    (work / ".git").write_text(f"gitdir: {empty / '.git'}\n")
+    assert record_anchors(work, ["a.py"]) == []

@@ -41,7 +41,9 @@ atomically; a file that does not parse, has the wrong shape or names another HEA
 and rewritten). ``head()`` reads ``HEAD`` and one ref file (or ``packed-refs``, parsed once per
 change), so a warm ``check()`` reads no git objects at all. Walks descend each commit's tree to
 the one path (no tree diffs); the commits and trees read are remembered (bounded), so anchors
-checked together, and later walks, read each object once.
+checked together, and later walks, read each object once. ``record_anchors`` keeps the
+repositories it opened (``_Opened``): each save still walks up from the root, and reads
+the index and HEAD afresh.
 """
 
 from __future__ import annotations
@@ -241,19 +243,19 @@ def record_anchors(
     wanted = sorted({clean for path in paths if (clean := _clean_path(path)) is not None})
     if not wanted:
         return []
-    repo = _discover(Path(root))
-    if repo is None:
-        return []
-    anchors: list[dict[str, str]] = []
-    with repo:
-        work_tree = Path(repo.path)
-        prefix = _prefix(Path(root), work_tree)
-        if prefix is None:
+    with _OPENED.lock:  # one thread at a time on a kept repository
+        found = _OPENED.discover(Path(root))
+        if found is None:
             return []
+        repo, real_root = found
+        work_tree = Path(repo.path)
         try:
             real_top = work_tree.resolve()
-        except OSError:
+            relative = real_root.relative_to(real_top).as_posix()
+        except (OSError, ValueError):
             return []
+        prefix = "" if relative == "." else relative
+        anchors: list[dict[str, str]] = []
         tracked = _Tracked(repo)
         for path in wanted:
             git_path = _in_repo(prefix, path)
@@ -267,6 +269,122 @@ def record_anchors(
                 continue
             anchors.append({"path": path, "blob": blob})
     return anchors
+
+
+_Signature = tuple[object, ...]
+
+
+class _Opened:
+    """Repositories ``record_anchors`` found, kept open between saves (a server saves often).
+
+    Opening one with dulwich (its config, refs and object store) cost some 0.8 ms per save.
+    Each call still walks up from the root as ``Repo.discover`` does, so a repository made or
+    removed at or above the root is seen at once; a kept one is used only while its ``.git``
+    (the same folder, or a ``.git`` file unchanged), ``commondir``, ``config.worktree`` and
+    config files are the ones it was opened from (inode, size and times, taken before it was
+    opened), and opened afresh otherwise. Files the config includes are not watched. Nothing
+    else is read from the kept object: HEAD, the refs and the index are read afresh by each
+    call, and dulwich's object store looks for new packs when an object is not in those it
+    knows.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.lock = threading.Lock()
+        self.size = size
+        self._kept: dict[str, tuple[_Signature, Repo]] = {}
+
+    def discover(self, root: Path) -> tuple[Repo, Path] | None:
+        """Return the repository holding root (as ``_discover``) and root's real path."""
+        from dulwich.errors import NotGitRepository
+
+        try:
+            if not root.is_dir():
+                return None
+        except OSError:
+            return None
+        real = folder = os.path.realpath(root)
+        while True:
+            if _looks_like_repo(folder):
+                try:
+                    return self._open(folder), Path(real)
+                except NotGitRepository:
+                    pass  # as Repo.discover: look further up
+                except _repo_errors():
+                    return None
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            folder = parent
+
+    def _open(self, folder: str) -> Repo:
+        from dulwich.repo import Repo
+
+        signature = _signature(folder)
+        kept = self._kept.pop(folder, None)
+        if kept is not None:
+            if kept[0] == signature:
+                self._kept[folder] = kept  # the most recently used last
+                return kept[1]
+            kept[1].close()
+        repo = Repo(folder)
+        if len(self._kept) >= self.size:
+            self._kept.pop(next(iter(self._kept)))[1].close()
+        self._kept[folder] = (signature, repo)
+        return repo
+
+
+def _looks_like_repo(folder: str) -> bool:
+    """Say whether ``Repo(folder)`` would open folder rather than refuse it, as dulwich does."""
+    hidden = os.path.join(folder, ".git")
+    if os.path.isfile(hidden) or os.path.isdir(os.path.join(hidden, "objects")):
+        return True
+    return os.path.isdir(os.path.join(folder, "objects")) and os.path.isdir(
+        os.path.join(folder, "refs")
+    )
+
+
+def _signature(folder: str) -> _Signature:
+    """Return what names the files dulwich opens a repository at folder from."""
+    from dulwich.repo import read_gitfile
+
+    hidden = os.path.join(folder, ".git")
+    control = folder
+    parts: list[object] = []
+    try:
+        info = os.stat(hidden)
+    except OSError:
+        parts.append(None)  # a bare repository
+    else:
+        if stat.S_ISDIR(info.st_mode):  # a folder: its identity (its entries change often)
+            parts.append((info.st_dev, info.st_ino))
+            control = hidden
+        else:
+            parts.append(_file_stat(info))
+            with contextlib.suppress(OSError, ValueError), open(hidden, "rb") as handle:
+                control = os.path.join(folder, read_gitfile(handle))
+    named = os.path.join(control, "commondir")
+    parts.append(_stat_of(named))
+    common = control
+    with contextlib.suppress(OSError), open(named, "rb") as handle:
+        common = os.path.join(control, os.fsdecode(handle.read().rstrip(b"\r\n")))
+    for name in (os.path.join(control, "config.worktree"), os.path.join(common, "config")):
+        parts.append(_stat_of(name))
+    return (control, common, *parts)
+
+
+def _stat_of(path: str) -> tuple[int, int, int, int, int] | None:
+    """Return the stat fields that tell one version of a file from another, None if absent."""
+    try:
+        return _file_stat(os.stat(path))
+    except OSError:
+        return None
+
+
+def _file_stat(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+_OPENED: Final = _Opened()
 
 
 def _blob_of_file(work_tree: Path, real_top: Path, git_path: str, max_bytes: int) -> str | None:
