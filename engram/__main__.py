@@ -160,13 +160,14 @@ def serve_daemon(
     *,
     ready: Callable[[], None] | None = None,
     idle: float | None = None,
+    first_use: bool = False,
 ) -> None:
     """Serve the store of ``root`` (``engram daemon``): the socket daemon, and the CLI's calls."""
     from engram import daemon
     from engram.cli import forwarded
 
     methods = {forwarded.METHOD: daemon.Method(forwarded.PARAMS, forwarded.answer)}
-    daemon.serve(root, socket, ready=ready, idle=idle, methods=methods)
+    daemon.serve(root, socket, ready=ready, idle=idle, methods=methods, first_use=first_use)
 
 
 if __name__ == "__main__":

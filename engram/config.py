@@ -82,6 +82,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "check": {"budget": 800},
     "consolidate": {"llm_command": "", "llm_timeout_seconds": 60, "near_threshold": 0.88},
     "trainer": {"timeout_seconds": 300, "min_cluster": 3},
+    "daemon": {"auto": True},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -161,6 +162,14 @@ consolidate:
 trainer:
   timeout_seconds: 300       # `engram train` stops a trainer that runs longer
   min_cluster: 3             # memories in a cluster before it becomes an insight
+
+daemon:
+  # Start this store's daemon in the background on first use from the command line and the
+  # agents' hooks: it keeps the store open and answers them in milliseconds, and leaves after
+  # ENGRAM_DAEMON_IDLE seconds (default 900) without a request. false: no daemon starts on its
+  # own (`engram daemon` still runs one); false in your own ~/.engram/config.yaml turns it off
+  # in every project, ENGRAM_DAEMON=off in one environment.
+  auto: true
 """
 
 
@@ -414,6 +423,37 @@ def _load_yaml_cached(path: Path, cache: Path) -> Any:
     except (OSError, TypeError, ValueError):
         pass  # a read-only checkout still works, only slower
     return raw
+
+
+# Files whose daemon.auto decides whether a daemon starts on first use (per .engram folder).
+DAEMON_SETTINGS: Final = ("config.yaml", "config.json")
+OFF_WORDS: Final = frozenset({"false", "off", "no", "0"})
+
+
+def daemon_settings(root: Path) -> list[Path]:
+    """Return the files whose ``daemon.auto`` may turn off a store's daemon on first use."""
+    folders = [root / ENGRAM_DIR, personal_dir()]
+    return [folder / name for folder in folders for name in DAEMON_SETTINGS]
+
+
+def auto_daemon(root: Path) -> bool:
+    """Tell whether the store at ``root`` may start its daemon on first use (``daemon.auto``).
+
+    The project's settings and the person's own both count: false in either turns it off. A
+    settings file that cannot be read leaves it on (its own commands report the file).
+    """
+    for folder in dict.fromkeys(path.parent for path in daemon_settings(root)):
+        if not folder.is_dir():
+            continue
+        try:
+            _, raw = _read_raw(folder)
+        except ConfigError:
+            continue
+        section = raw.get("daemon")
+        value = section.get("auto", True) if isinstance(section, Mapping) else True
+        if value is False or (isinstance(value, str) and value.strip().lower() in OFF_WORDS):
+            return False
+    return True
 
 
 def write_template(engram_dir: Path, project: str) -> Path:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -47,7 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from engram import compat_rs as rs
-from engram import rpc
+from engram import config as config_mod
+from engram import reach, rpc
 from engram.config import ENGRAM_DIR
 from engram.errors import EngramError, InvalidInput, NotInitialized
 from engram.operations.memory import RECALL_FILTERS, RECALL_LIMIT, RECALL_MAX
@@ -426,10 +428,12 @@ class _Server:
         executor: ThreadPoolExecutor,
         idle: float | None = None,
         methods: Mapping[str, Method] = METHODS,
+        settings: Settings | None = None,
     ) -> None:
         self.engram = engram
         self.executor = executor
         self.methods = methods
+        self.settings = settings  # a daemon started on first use: leave when turned off
         self.connections: set[asyncio.Task[None]] = set()
         self.conns: list[_Conn] = []
         self.idle = idle  # seconds without a request after which the daemon leaves
@@ -573,6 +577,40 @@ class _Server:
             if not engram_dir.is_dir():
                 log.info("%s is gone: leaving", engram_dir)
                 return
+            if self.settings is not None and self.settings.changed() and self.settings.off():
+                log.info("daemon.auto is false: leaving")
+                return
+
+
+class Settings:
+    """The settings that may turn a daemon started on first use off (``daemon.auto``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files = [str(path) for path in config_mod.daemon_settings(root)]
+        self.seen = self._signatures()
+
+    def _signatures(self) -> dict[str, str]:
+        return {path: reach.signature(path) for path in self.files}
+
+    def changed(self) -> bool:
+        """Tell whether a settings file changed since they were last read."""
+        now = self._signatures()
+        changed, self.seen = now != self.seen, now
+        return changed
+
+    def off(self) -> bool:
+        """Read the settings: when they turn the daemon off, leave the marker clients read."""
+        marker = self.root / ENGRAM_DIR / Path(*reach.OFF_MARKER)
+        if config_mod.auto_daemon(self.root):
+            with contextlib.suppress(FileNotFoundError):
+                marker.unlink()
+            return False
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"files": self.seen}), encoding="utf-8")
+        os.replace(tmp, marker)
+        return True
 
 
 def _too_large() -> RpcError:
@@ -637,6 +675,7 @@ def serve(
     ready: Callable[[], None] | None = None,
     idle: float | None = None,
     methods: Mapping[str, Method] | None = None,
+    first_use: bool = False,
 ) -> None:
     """Serve the store of ``root`` on a Unix socket until SIGTERM or SIGINT.
 
@@ -644,7 +683,9 @@ def serve(
     once the socket listens. With ``idle``, the daemon also leaves after that many seconds
     without a request and no client connected (a daemon started on first use); any daemon
     leaves when its store's folder is removed. ``methods`` adds methods to ``METHODS`` (the
-    composition root adds the command line's ``engram_cli``).
+    composition root adds the command line's ``engram_cli``). A daemon started on first use
+    (``first_use``, by a command or a hook) leaves at once, or as soon as the settings say so,
+    when ``daemon.auto`` is false, and leaves the marker clients read (``engram.reach``).
     """
     root = Path(root).absolute()
     engram_dir = root / ENGRAM_DIR
@@ -653,6 +694,9 @@ def serve(
     from engram.store.local import refuse_links
 
     refuse_links(engram_dir)  # the lock and the socket go in state/: never through a link
+    settings = Settings(root) if first_use else None
+    if settings is not None and settings.off():
+        return
     path = Path(socket_path).absolute() if socket_path else rpc.socket_path(engram_dir)
     fd = _lock(engram_dir, path)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-daemon")
@@ -675,9 +719,8 @@ def serve(
                     loop.add_signal_handler(signum, stop.set)
             assert engram is not None
             bound = True
-            await _Server(engram, executor, idle, {**METHODS, **(methods or {})}).run(
-                path, stop, ready
-            )
+            server = _Server(engram, executor, idle, {**METHODS, **(methods or {})}, settings)
+            await server.run(path, stop, ready)
 
         asyncio.run(main())
     finally:

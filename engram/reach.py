@@ -6,10 +6,12 @@ the daemon lives here: the store of a folder (``find_store``), its socket (``soc
 which ``engram.rpc`` uses too, so every process computes the same one), one request and its
 answer (``call``), and starting a daemon in the background for the next call (``start``).
 
-``start`` runs the daemon as ``engram -C ROOT daemon --idle SECONDS``: the composition root's
-daemon, which answers the command line's forwarded calls too (``engram_cli``). It runs in its
-own session, so a terminal or agent that dies does not take it, leaves when idle, and the
-daemon lock keeps it one per store. ``ENGRAM_DAEMON=off`` keeps every call in process.
+``start`` runs the daemon as ``engram -C ROOT daemon --idle SECONDS --on-first-use``: the
+composition root's daemon, which answers the command line's forwarded calls too
+(``engram_cli``). It runs in its own session, so a terminal or agent that dies does not take
+it, leaves when idle, and the daemon lock keeps it one per store. ``ENGRAM_DAEMON=off`` keeps
+every call in process; the setting ``daemon.auto: false`` keeps daemons from starting on
+their own (``turned_off``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
+OFF_MARKER: Final = ("state", "daemon.off")  # left by a daemon its settings turned off
 SOCKET_NAME: Final = "engram.sock"
 SUN_PATH_MAX: Final = 107  # bytes of a Unix socket path, the terminating NUL left out (Linux)
 OFF_VALUES: Final = frozenset({"0", "off", "false", "no"})
@@ -122,19 +125,51 @@ def accepting(path: str) -> bool:
     return True
 
 
+def signature(path: str) -> str:
+    """Return what tells a file's versions apart cheaply (size, mtime, inode; "" if absent)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ""
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
+
+
+def turned_off(root: str) -> bool:
+    """Tell whether the store's settings turn its daemon off (``daemon.auto: false``).
+
+    Reading the settings costs more than a client may spend, so the daemon decides: started on
+    first use with the setting off, it leaves at once and writes ``state/daemon.off``, naming
+    the settings files it read and their signatures. While none of them changed, no daemon is
+    started again; once one did, the next start decides anew.
+    """
+    try:
+        with open(os.path.join(root, ENGRAM_DIR, *OFF_MARKER), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or not files:
+        return False
+    return all(isinstance(seen, str) and signature(path) == seen for path, seen in files.items())
+
+
 def start(root: str) -> None:
     """Start the store's daemon in the background for the next call (never waited for).
 
     Nothing is started while a daemon accepts on the store's socket (one busy or refusing
-    this call): the daemon lock would turn the new one away anyway.
+    this call: the daemon lock would turn the new one away anyway), nor while the store's
+    settings turn it off (``turned_off``).
     """
     import subprocess
 
-    if accepting(socket_of(root)):
+    if accepting(socket_of(root)) or turned_off(root):
         return
 
     subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
-        [sys.executable, "-m", "engram", "-C", root, "daemon", "--idle", f"{idle_seconds():g}"],
+        [
+            *(sys.executable, "-m", "engram", "-C", root, "daemon"),
+            *("--idle", f"{idle_seconds():g}", "--on-first-use"),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -38,7 +38,7 @@ ALLOWED_WRITES: dict[str, str] = {
     "engram.agents": "the coding agents' own settings (.claude/, .cursor/, AGENTS.md …)",
     "engram.cli": "`export --output` and `consolidate --out` write the file the user named",
     "engram.config": "config.yaml (its template, `config set`) and state/config.cache.json",
-    "engram.daemon": "its flock file and Unix socket in .engram/state/ (no data)",
+    "engram.daemon": "its flock file, Unix socket and off marker in .engram/state/ (no data)",
     "engram.fileio": "the primitives (atomic replace, lock files) called with others' paths",
     "engram.index.*": "the derived index in .engram/index/, rebuilt from memories.jsonl at will",
     "engram.obsidian": "the Obsidian vault the user names, outside .engram/",

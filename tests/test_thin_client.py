@@ -281,3 +281,45 @@ def test_the_client_and_the_daemon_forward_the_same_commands() -> None:
 
     assert (*composition.FORWARDED, *composition.WRITES) == forwarded.FORWARDED
     assert composition.WRITES == forwarded.WRITES
+
+
+def test_the_setting_daemon_auto_false_keeps_daemons_from_starting(ledger: Engram) -> None:
+    from engram.config import set_value
+
+    root = ledger.root
+    engram_dir = root / ".engram"
+    marker = engram_dir / "state" / "daemon.off"
+    socket = rpc.socket_path(engram_dir)
+    env = {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "60"}
+    alone = run_cli("check", "--files", "ledger/money.py", cwd=root)
+    set_value(engram_dir, "daemon.auto", False)
+    try:
+        same(alone, run_cli("check", "--files", "ledger/money.py", cwd=root, env=env))
+        # The daemon that call started read the setting, left the marker, and went.
+        assert wait_for(marker.exists)
+        assert wait_for(lambda: not daemons_of(root))
+        seen = marker.stat().st_mtime_ns
+        same(alone, run_cli("check", "--files", "ledger/money.py", cwd=root, env=env))
+        assert not wait_for(lambda: daemons_of(root) or marker.stat().st_mtime_ns != seen, 3)
+        # Turned on again: the next call starts one, which serves.
+        set_value(engram_dir, "daemon.auto", True)
+        same(alone, run_cli("check", "--files", "ledger/money.py", cwd=root, env=env))
+        assert wait_for(lambda: rpc.connectable(socket))
+        assert not marker.exists()
+        # Turned off while it serves: it leaves.
+        set_value(engram_dir, "daemon.auto", False)
+        assert wait_for(lambda: not daemons_of(root), 30) and marker.exists()
+        # The person's own settings count too.
+        set_value(engram_dir, "daemon.auto", True)
+        seen = marker.stat().st_mtime_ns
+        personal = Path(os.environ["ENGRAM_HOME"])
+        personal.mkdir(parents=True, exist_ok=True)
+        (personal / "config.yaml").write_text("daemon:\n  auto: false\n")
+        same(alone, run_cli("check", "--files", "ledger/money.py", cwd=root, env=env))
+        assert wait_for(lambda: marker.exists() and marker.stat().st_mtime_ns != seen)
+        assert wait_for(lambda: not daemons_of(root))
+        assert str(personal.resolve() / "config.yaml") in json.loads(marker.read_text())["files"]
+    finally:
+        for pid in daemons_of(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)

@@ -104,6 +104,14 @@ def daemon_command(
             min=0.001,
         ),
     ] = None,
+    on_first_use: Annotated[
+        bool,
+        typer.Option(
+            "--on-first-use",
+            help="Started by a command or hook on first use: leave when the setting "
+            "daemon.auto is false.",
+        ),
+    ] = False,
 ) -> None:
     """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
     from engram.config import ENGRAM_DIR
@@ -115,7 +123,7 @@ def daemon_command(
     def ready() -> None:
         echo(f"engram daemon listening on {where} (Ctrl-C stops it)", err=True)
 
-    _runner("daemon")(root, socket, ready=ready, idle=idle)
+    _runner("daemon")(root, socket, ready=ready, idle=idle, first_use=on_first_use)
 
 
 def serve_command(
