@@ -541,6 +541,31 @@ def test_own_writes_are_embedded_and_searchable(hybrid: Index, store: MemoryStor
     assert fresh["id"] in [hit.id for hit in hits]
 
 
+def test_similar_reuses_the_vector_a_write_just_embedded(
+    hybrid: Index, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save's near-duplicate check asks for the text it wrote: embedded once, same answer."""
+    fresh = record("Sessions are kept in Postgres", "Session rows live in Postgres, not Redis.")
+    text = semantic.record_text(fresh)
+    hybrid.apply([fresh], store.put([fresh]))
+    counter = Counter(monkeypatch)
+    found = hybrid.similar(text, limit=4, min_cosine=0.9)
+    assert counter.texts == []
+    assert found[0] == (fresh["id"], 1.0)
+    other = record("Release notes are Markdown", "One file per version.")
+    hybrid.apply([other], store.put([other]))
+    assert counter.texts == [semantic.record_text(other)]
+    assert hybrid.similar(text, limit=4, min_cosine=0.9) == found  # not the last write's text
+    assert counter.texts == [semantic.record_text(other), text]  # so embedded as a query
+
+
+def test_a_text_embedded_in_a_batch_has_the_vector_it_has_alone() -> None:
+    texts = [semantic.record_text(record(*item)) for item in CORPUS]
+    together = semantic.get_embedder().embed(texts)
+    for row, text in enumerate(texts):
+        assert together[row].tobytes() == semantic.get_embedder().embed([text])[0].tobytes()
+
+
 def test_tombstones_leave_the_vectors(
     store: MemoryStore, hybrid: Index, corpus: list[dict[str, Any]]
 ) -> None:

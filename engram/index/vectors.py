@@ -42,6 +42,7 @@ from engram.model import Record, is_tombstone
 SCHEMA_VERSION: Final = 1
 FILES: Final = ("vectors.db", "vectors.db-wal", "vectors.db-shm")
 CATCH_UP_BATCH: Final = 2000
+WRITTEN_KEPT: Final = 8  # a write embedding at most this many texts keeps their vectors
 # How the saved matrices are named (vectorcache.py): 2 added the change log and the generation.
 CACHE_FORMAT: Final = 2
 
@@ -102,6 +103,9 @@ class Vectors:
         self._cache = VectorCache(folder)
         self._embedder: semantic.Embedder | None = None
         self._semantic_off: str | None = None  # why semantic recall is unavailable, once known
+        # Text hash -> vector of a small write's embeddings: a save's near-duplicate check asks
+        # ``similar`` for the text it just embedded (the same text, the same vector).
+        self._written: dict[str, Any] = {}
 
     # -- the model ---------------------------------------------------------------------------
 
@@ -232,6 +236,10 @@ class Vectors:
         gone = [str(record["id"]) for record, _ in rows if is_tombstone(record)]
         # Embedded before the write transaction, which then only stores the results.
         matrix = model.embed([text for _, _, _, text in todo]) if todo else None
+        self._written = {}
+        if matrix is not None and len(todo) <= WRITTEN_KEPT:
+            matrix.setflags(write=False)
+            self._written = {key: matrix[n] for n, (_, key, _, _) in enumerate(todo)}
         if not (gone or keep or todo):
             return
         with transaction(conn):
@@ -406,7 +414,9 @@ class Vectors:
                 return []
             probe = state.matrix[at]
         else:
-            probe = semantic.embed_query(text)
+            probe = self._written.get(semantic.text_hash(text)) if self._written else None
+            if probe is None:
+                probe = semantic.embed_query(text)
         rows, cosines = nearest(probe, state, None, floor, limit + 1)
         found = sorted(
             ((state.ids[n], c) for n, c in zip(rows.tolist(), cosines.tolist(), strict=True)),
