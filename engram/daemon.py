@@ -19,7 +19,8 @@ daemon fails with a message naming the first. Besides the engram-rs methods it a
 hook answers in milliseconds; the composition root's daemon (``engram daemon``, and the one
 hooks and commands start on first use) answers ``engram_cli`` too, a forwarded command line
 (``engram.cli.forwarded``). A daemon started with ``idle`` leaves after
-that long without a request; every daemon leaves when its store's folder is removed. The
+that long without a request; every daemon leaves when its store's folder is removed, and when
+engram's own code changes on disk (an upgrade: the next call starts one that runs it). The
 socket is created mode 0600; a socket file left by a crashed daemon (nothing accepts on it) is
 replaced; SIGTERM and SIGINT shut down cleanly and remove the socket.
 
@@ -434,6 +435,7 @@ class _Server:
         self.executor = executor
         self.methods = methods
         self.settings = settings  # a daemon started on first use: leave when turned off
+        self.build = reach.build()  # the code this daemon runs: leave when it changes on disk
         self.connections: set[asyncio.Task[None]] = set()
         self.conns: list[_Conn] = []
         self.idle = idle  # seconds without a request after which the daemon leaves
@@ -576,6 +578,9 @@ class _Server:
                 return
             if not engram_dir.is_dir():
                 log.info("%s is gone: leaving", engram_dir)
+                return
+            if reach.build() != self.build:
+                log.info("engram's code changed on disk: leaving for a daemon that runs it")
                 return
             if self.settings is not None and self.settings.changed() and self.settings.off():
                 log.info("daemon.auto is false: leaving")

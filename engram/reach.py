@@ -125,6 +125,29 @@ def accepting(path: str) -> bool:
     return True
 
 
+def build() -> str:
+    """Return a signature of the engram code this process runs, as it is on disk now.
+
+    engram's version, and the number and newest modification time of its modules' files. A
+    daemon leaves once the code on disk is not the code it runs (an upgrade, a pull of engram
+    itself), so that the next call starts one that runs the new code.
+    """
+    from engram import __version__
+
+    count, newest = 0, 0
+    folders = [os.path.dirname(os.path.abspath(__file__))]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    count += 1
+                    newest = max(newest, entry.stat().st_mtime_ns)
+    return f"{__version__}:{count}:{newest}"
+
+
 def signature(path: str) -> str:
     """Return what tells a file's versions apart cheaply (size, mtime, inode; "" if absent)."""
     try:

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,40 @@ def test_the_setting_daemon_auto_false_keeps_daemons_from_starting(ledger: Engra
         for pid in daemons_of(root):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+
+
+def test_a_daemon_leaves_when_engrams_code_changes_on_disk(ledger: Engram, tmp_path: Path) -> None:
+    import shutil
+
+    import engram
+
+    code = tmp_path / "code"  # a copy of engram's code, as an install the daemon runs from
+    shutil.copytree(
+        Path(engram.__file__).parent, code / "engram", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    root = ledger.root
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "engram", "-C", str(root), "daemon", "--idle", "120"],
+        cwd=tmp_path,  # python -m puts its folder first on the path: not this checkout's
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        socket = rpc.socket_path(root / ".engram")
+        assert wait_for(lambda: rpc.connectable(socket) or daemon.poll() is not None)
+        assert daemon.poll() is None
+        time.sleep(1.5)  # a few of its checks: unchanged code keeps it
+        assert daemon.poll() is None
+        upgraded = code / "engram" / "check.py"
+        upgraded.write_text(upgraded.read_text() + "\n# upgraded\n")
+        daemon.wait(timeout=30)  # it left on its own
+        assert not socket.exists()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(10)
+        if daemon.stderr:
+            daemon.stderr.close()
