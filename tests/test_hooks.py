@@ -31,7 +31,7 @@ from engram.hooking.reply import LIMIT
 from engram.hooks import main as hook_main
 from engram.service import Engram
 from tests.conftest import run_cli
-from tests.helpers.processes import daemons_of, wait_for
+from tests.helpers.processes import daemons_of, modules_loaded, wait_for
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
 VENV_BIN = Path(sys.executable).parent
@@ -282,24 +282,11 @@ def test_hooks_can_be_turned_off(ledger: Engram) -> None:
 
 
 def test_a_hook_imports_no_cli_framework_nor_other_adapter(ledger: Engram) -> None:
-    code = (
-        "import json, sys\n"
-        "import engram.__main__ as composition\n"
-        "sys.argv = ['engram', 'hook', 'claude-code', 'pre-edit']\n"
-        "try:\n    composition.main()\nexcept SystemExit as exit_:\n    assert not exit_.code\n"
-        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    data = payload("claude-code", "pre-edit-edit", ledger.root)
+    code, out, loaded = modules_loaded(
+        ["hook", "claude-code", "pre-edit"], cwd=ledger.root, stdin=data
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ledger.root,
-        input=payload("claude-code", "pre-edit-edit", ledger.root),
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    assert b"Never divide" in done.stdout
-    loaded = json.loads(done.stderr.decode().splitlines()[-1])
+    assert code == 0 and b"Never divide" in out
     heavy = {"typer", "click", "rich", "mcp", "anyio", "asyncio", "pydantic", "fastapi"}
     assert [m for m in loaded if m.split(".")[0] in heavy] == []
     others = ("engram.cli", "engram.mcp_server", "engram.http_api", "engram.daemon", "engram.tui")

@@ -24,7 +24,7 @@ import pytest
 from engram import rpc
 from engram.service import Engram
 from tests.conftest import run_cli
-from tests.helpers.processes import daemons_of, wait_for
+from tests.helpers.processes import daemons_of, modules_loaded, wait_for
 
 ON = {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "120"}
 
@@ -146,28 +146,12 @@ def test_the_daemon_answers_with_what_other_processes_wrote(ledger: Engram, serv
 def test_a_forwarded_command_imports_only_the_standard_library(
     ledger: Engram, served: Path
 ) -> None:
-    program = (
-        "import sys, json\n"
-        "sys.argv = ['engram', 'check', '--files', 'ledger/money.py']\n"
-        "from engram.__main__ import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit_:\n"
-        "    code = exit_.code\n"
-        "names = [m for m in sys.modules if m.split('.')[0] in ('engram', 'typer', 'click')]\n"
-        "print(json.dumps({'code': code, 'modules': sorted(names)}), file=sys.stderr)\n"
+    code, out, loaded = modules_loaded(
+        ["check", "--files", "ledger/money.py"], cwd=ledger.root, env=ON
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=ledger.root,
-        capture_output=True,
-        env={**os.environ, **ON},
-        timeout=120,
-        check=False,
-    )
-    report = json.loads(done.stderr.decode().strip().splitlines()[-1])
-    assert report["code"] == 0 and b"Never divide amounts with /" in done.stdout
-    assert report["modules"] == ["engram", "engram.__main__", "engram.reach"]
+    assert code == 0 and b"Never divide amounts with /" in out
+    names = [name for name in loaded if name.split(".")[0] in ("engram", "typer", "click")]
+    assert names == ["engram", "engram.__main__", "engram.reach"]
 
 
 def test_the_first_command_starts_one_daemon_that_leaves_when_idle(ledger: Engram) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,3 +39,34 @@ def wait_for(condition: Any, seconds: float = 60.0) -> bool:
             return True
         time.sleep(0.1)
     return bool(condition())
+
+
+def modules_loaded(
+    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: bytes = b""
+) -> tuple[int, bytes, list[str]]:
+    """Run ``engram ARGV`` (the console script's ``main``) in a fresh interpreter.
+
+    Return its exit status, its standard output and every module it had loaded at the end.
+    """
+    program = (
+        "import json, sys\n"
+        f"sys.argv = ['engram', *{argv!r}]\n"
+        "from engram.__main__ import main\n"
+        "code = 0\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit_:\n"
+        "    code = exit_.code or 0\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    return int(report["code"]), done.stdout, list(report["modules"])
