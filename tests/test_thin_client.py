@@ -345,3 +345,28 @@ def test_a_daemon_leaves_when_engrams_code_changes_on_disk(ledger: Engram, tmp_p
             daemon.wait(10)
         if daemon.stderr:
             daemon.stderr.close()
+
+
+def test_no_process_is_left_when_the_terminal_dies(ledger: Engram) -> None:
+    root = ledger.root
+    command = f"{sys.executable} -m engram check --files ledger/money.py; sleep 60"
+    terminal = subprocess.Popen(  # a shell that runs a command, then is killed with its group
+        ["sh", "-c", command],
+        cwd=root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "3"},
+        start_new_session=True,
+    )
+    try:
+        assert wait_for(lambda: daemons_of(root), 60)
+        os.killpg(terminal.pid, signal.SIGKILL)
+        terminal.wait(timeout=10)
+        assert len(daemons_of(root)) == 1  # the store's one daemon, in its own session
+        assert wait_for(lambda: not daemons_of(root), 90)  # and it leaves once idle
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(terminal.pid, signal.SIGKILL)
+        for pid in daemons_of(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
