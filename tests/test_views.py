@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engram.index.query import Hit
 from engram.operations import views
 from engram.operations.views import HitView, hit_views, plain, snippet
 from engram.service import Engram
@@ -99,6 +100,37 @@ def test_a_hit_view_without_matched_fields_shows_the_same_compact_hit(project: E
     assert lean.matched == []
     assert lean.compact(matched=False) == HitView.of(hit).compact(matched=False)
     assert "matched" in HitView.of(hit).compact()
+
+
+WORDS = ("Stripe", "api", "version", "pins", "webhook", "retries", "ß", "ÄPI", "src/pay.py", " ")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "title": st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join),
+            "tags": st.lists(st.sampled_from(WORDS), max_size=3),
+            "files": st.lists(st.sampled_from(WORDS), max_size=3),
+            "content": st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join),
+        },
+    ),
+    st.lists(
+        st.sampled_from(("stripe", "api", "versions", "webhooks", "pins", "pay", "ss")), max_size=4
+    ),
+)
+def test_matched_names_each_field_a_query_word_or_its_stem_is_in(
+    record: dict[str, object], tokens: list[str]
+) -> None:
+    def rule(name: str) -> bool:  # the rule as written: stems of words over four characters
+        value = record.get(name, [] if name in ("tags", "files") else "")
+        text = (" ".join(value) if isinstance(value, list) else str(value)).lower()
+        stems = [t[: max(4, len(t) - 3)] if len(t) > 4 else t for t in tokens]
+        return any(stem in text for stem in stems)
+
+    hit = Hit(id="m1", score=1.0, bm25=1.0, record=record, tokens=tuple(tokens))
+    assert hit.matched == [name for name in ("title", "tags", "files", "content") if rule(name)]
 
 
 def _summaries(project: Engram) -> str:
