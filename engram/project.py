@@ -314,15 +314,18 @@ class Project:
 
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
-        workspaces = self.workspaces()
+        ids = list(ids)
+        if not ids:
+            return {}
+        resolvers = [ws.index.resolver() for ws in self.workspaces()]  # each refreshed once
         out: dict[str, str] = {}
         for rid in ids:
             out[rid] = rid
             for size in range(minimum, len(rid)):
                 prefix, unique = rid[:size], True
-                for ws in workspaces:
+                for resolve in resolvers:
                     try:
-                        unique = ws.index.resolve(prefix) == rid
+                        unique = resolve(prefix) == rid
                     except NotFound:
                         continue
                     except AmbiguousId:

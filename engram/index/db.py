@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engram.fileio import ProcessLock
@@ -266,6 +266,11 @@ class Index:
         """Return the one id starting with ``prefix`` (tombstones included)."""
         self.refresh()
         return self.records.resolve(prefix)
+
+    def resolver(self) -> Callable[[str], str]:
+        """Return ``resolve`` over the index as it is now: refreshed once for many prefixes."""
+        self.refresh()
+        return self.records.resolve
 
     def get(self, rid: str) -> Record | None:
         """Return the record with exactly this id, or None."""
