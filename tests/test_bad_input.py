@@ -37,7 +37,6 @@ def seeded(engram: Engram) -> list[bytes]:
     return memories_path(engram).read_bytes().splitlines(keepends=True)
 
 
-
 def text(output: bytes) -> str:
     return output.decode("utf-8", errors="replace")
 

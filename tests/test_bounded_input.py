@@ -40,7 +40,6 @@ from tests.helpers.records import STAMP, record
 DEEP = 1100  # past orjson's limit (1,024) and Python's recursion limit (1,000)
 
 
-
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 

@@ -148,7 +148,7 @@ def test_doctor_finds_secrets_in_every_field_and_state_file_and_fix_scrubs_them(
 
 def test_an_unreadable_line_set_aside_by_doctor_fix_is_scrubbed_first(project: Engram) -> None:
     path = project.project_ws.store.path
-    broken = b'{"id": "broken", "title": "deploy key ' + GITHUB.encode() + b' \xff'
+    broken = b'{"id": "broken", "title": "deploy key ' + GITHUB.encode() + b" \xff"
     path.write_bytes(path.read_bytes() + broken + b"\n")
     project.doctor(fix=True)
     (kept,) = (path.parent / "quarantine").glob("memories-*.jsonl")
@@ -193,9 +193,7 @@ _TEXT = st.lists(_PIECES, max_size=8).map("".join)
 
 
 def _nested(inner: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
-    return st.one_of(
-        inner, st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)
-    )
+    return st.one_of(inner, st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3))
 
 
 # Two levels of lists and dicts, spelled out (st.recursive's argument check warned at random).

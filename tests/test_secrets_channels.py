@@ -171,9 +171,7 @@ KINDS: dict[str, Callable[[Maker], tuple[str, str]]] = {
     "telegram bot token": lambda m: _same(
         m.s(1, "123456789") + m.s(8, string.digits) + ":AA" + m.s(33, URLSAFE)
     ),
-    "discord bot token": lambda m: _same(
-        "M" + m.s(23) + "." + m.s(6) + "." + m.s(27, URLSAFE)
-    ),
+    "discord bot token": lambda m: _same("M" + m.s(23) + "." + m.s(6) + "." + m.s(27, URLSAFE)),
     "azure storage key": lambda m: (
         f"DefaultEndpointsProtocol=https;AccountName=acct{m.s(4, string.digits)};"
         f"AccountKey={(v := m.s(86, ALNUM + '+/') + '==')};EndpointSuffix=core.windows.net",
@@ -401,16 +399,13 @@ def send_cli(root: Path, ledger: Ledger) -> None:
     saved = parallel([lambda i=i: remember(i) for i in range(rounds)])
     ids = [result["id"] for result in saved]
 
-
     def update(i: int) -> dict[str, Any]:
         args = ["update", ids[i + 1], "--title", titles[i % len(titles)]]
         args += ["--topic-key", topics[i % len(topics)] + f" u{i}"]
         if i == 0:
             args += ["--content", up_content.block()]
             args += [opt for text in [up_tags.canary, *up_tags.texts()] for opt in ("-t", text)]
-            args += [
-                opt for text in [up_files.canary, *up_files.texts()] for opt in ("-f", text)
-            ]
+            args += [opt for text in [up_files.canary, *up_files.texts()] for opt in ("-f", text)]
         return cli(root, *args)
 
     parallel([lambda i=i: update(i) for i in range(updates)])
@@ -762,8 +757,11 @@ def send_daemon(root: Path, ledger: Ledger) -> None:
     context, action, result = (
         ledger.channel(f"daemon memory_store {name}") for name in ("context", "action", "result")
     )
-    tags, project = ledger.channel("daemon memory_store tags"), ledger.channel(
-        "daemon memory_store project", kinds=["aws access key id", "google api key", "jwt"]
+    tags, project = (
+        ledger.channel("daemon memory_store tags"),
+        ledger.channel(
+            "daemon memory_store project", kinds=["aws access key id", "google api key", "jwt"]
+        ),
     )
     judge = ledger.channel("daemon memory_judge")
     proc = subprocess.Popen(
