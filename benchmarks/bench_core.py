@@ -584,10 +584,13 @@ def process_env(pycache: Path) -> dict[str, str]:
     Sandboxes often set PYTHONDONTWRITEBYTECODE, which makes an editable install recompile
     engram's modules on every start; a user's install has its .pyc files. The cache goes to a
     private prefix (measured and baseline processes alike), so nothing is written into the tree.
+    Commands run in their own process (``ENGRAM_DAEMON=off``): without it the first would start
+    the store's daemon and the rest would be its answers, which ``bench_hooks.py`` measures.
     """
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env["ENGRAM_DAEMON"] = "off"
     return env
 
 

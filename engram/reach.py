@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
 OFF_MARKER: Final = ("state", "daemon.off")  # left by a daemon its settings turned off
+LOCK: Final = ("state", "daemon.lock")  # engram.daemon's lock: "PID SOCKET" while it serves
 SOCKET_NAME: Final = "engram.sock"
 SUN_PATH_MAX: Final = 107  # bytes of a Unix socket path, the terminating NUL left out (Linux)
 OFF_VALUES: Final = frozenset({"0", "off", "false", "no"})
@@ -72,8 +73,20 @@ def socket_path(engram_dir: str) -> str:
 
 
 def socket_of(root: str) -> str:
-    """Return the daemon socket of the store in the folder ``root``."""
-    return socket_path(os.path.join(root, ENGRAM_DIR))
+    """Return where the daemon of the store in the folder ``root`` listens.
+
+    The socket its running daemon wrote in its lock file (``PID SOCKET``: one started with
+    ``--socket`` listens elsewhere), else the default one (``socket_path``).
+    """
+    engram_dir = os.path.join(root, ENGRAM_DIR)
+    try:
+        with open(os.path.join(engram_dir, *LOCK), "rb") as handle:
+            holder = handle.read(4096).decode("utf-8", "replace").split(maxsplit=1)
+    except OSError:
+        holder = []
+    if len(holder) == 2 and os.path.isabs(holder[1].strip()):
+        return holder[1].strip()
+    return socket_path(engram_dir)
 
 
 def call(

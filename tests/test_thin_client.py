@@ -370,3 +370,23 @@ def test_no_process_is_left_when_the_terminal_dies(ledger: Engram) -> None:
         for pid in daemons_of(root):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+
+
+def test_commands_find_a_daemon_listening_on_another_socket(ledger: Engram, tmp_path: Path) -> None:
+    root = ledger.root
+    custom = tmp_path / "elsewhere.sock"
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "engram", "-C", str(root), "daemon", "--socket", str(custom)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for(lambda: rpc.connectable(custom) or daemon.poll() is not None)
+        before = requests(custom)
+        same(*both(root, "check", "--files", "ledger/money.py"))
+        assert requests(custom) == before + 2  # answered there (its lock file names it)
+        assert daemons_of(root) == [daemon.pid]  # and no other daemon was started
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
