@@ -1,9 +1,10 @@
 """Context and check benchmarks of engram: each a ratio to a plain ``recall`` on the same store.
 
-Run ``python benchmarks/bench_context.py [--quick] [--size 100000]``. Like ``bench_core.py``
-(whose synthetic stores this reuses), every figure is paired with a baseline measured in the
-same run, the two sides interleaved (alternating which goes first), and the table reports the
-ratio of their medians next to both medians.
+Run ``python benchmarks/bench_context.py [--quick] [--size 100000] [--only check]`` (``--only``
+picks groups of rows: context, check, stale, process). Like ``bench_core.py`` (whose synthetic
+stores this reuses), every figure is paired with a baseline measured in the same run, the two
+sides interleaved (alternating which goes first), and the table reports the ratio of their
+medians next to both medians.
 
 The store is ``bench_core.build_store``'s, with every memory's ``files`` redrawn (1-3 paths from
 a tree of some 360 source files) and the project made a small git repository (dulwich, three
@@ -78,6 +79,7 @@ CHECK_FILE: Final = "src/billing/models.py"
 CHECK_FOLDER: Final = "src/billing"
 CHECK_GLOB: Final = "src/**/models.py"
 CHECK_TREE: Final = "src/**/*.py"  # half the tree: most memories cite a match
+SECTIONS: Final = ("context", "check", "stale", "process")  # the groups of rows --only picks
 # Engram.check grows faster than linearly with the memories it finds (each finding's note is
 # rewritten once per finding): past this many the broad glob takes minutes a call, so the row
 # is left out, with a note under the table saying so.
@@ -225,7 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED, help="corpus seed")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="scratch parent")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder afterwards")
+    parser.add_argument(
+        "--only",
+        choices=SECTIONS,
+        action="append",
+        help="run only these rows (repeatable): context, check, stale, process",
+    )
     args = parser.parse_args(argv)
+    only = frozenset(args.only or SECTIONS)
     size = 10_000 if args.quick and args.size == 100_000 else args.size
     rounds, uncached_rounds, processes, head_moves, seconds = (
         (30, 5, 3, 5, 3.0) if args.quick else (100, 15, 6, 10, 20.0)
@@ -270,14 +279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             def drop_cache(number: int) -> None:
                 engram._context_cache = None  # what a change of the store file does
 
-            say("context vs recall")
-            ours, base = paired(context, recall, rounds)
-            rows.append(row("context p50 (cached)", size, ours, base, 3.0))
-            ours, base = paired(context_query, recall, rounds)
-            rows.append(row("context --query p50 (cached)", size, ours, base, 3.0))
-            say("context after a store change")
-            ours, base = paired(context, recall, uncached_rounds, prepare_measured=drop_cache)
-            rows.append(row("context p50 (store changed)", size, ours, base, None))
+            if "context" in only:
+                say("context vs recall")
+                ours, base = paired(context, recall, rounds)
+                rows.append(row("context p50 (cached)", size, ours, base, 3.0))
+                ours, base = paired(context_query, recall, rounds)
+                rows.append(row("context --query p50 (cached)", size, ours, base, 3.0))
+                say("context after a store change")
+                ours, base = paired(context, recall, uncached_rounds, prepare_measured=drop_cache)
+                rows.append(row("context p50 (store changed)", size, ours, base, None))
 
             hits = stale = 0
             for query in queries:  # warm the anchor cache for this HEAD; count what it holds
@@ -320,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"check {CHECK_TREE} left out: {cites[CHECK_TREE]:,} memories cite a match, "
                     f"over {MAX_BROAD_FINDINGS:,} (minutes a call)"
                 )
+            if "check" not in only:
+                checks = []
             # Warm the anchor cache for every memory the checks find. The checker rewrites
             # anchors.json after each memory with a miss, so a cold check of thousands of
             # memories is quadratic in them: fill it in memory only (the file is not timed here).
@@ -334,35 +346,42 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ours, base = fitted(action, recall, rounds, seconds, pace)
                 rows.append(row(name, size, ours, base, 3.0))
 
-            def recall_stale(number: int) -> None:
-                for hit in engram.recall(queries[number % len(queries)], limit=10):
-                    engram.stale(hit.record)
+            if "stale" in only:
 
-            say("recall + stale vs recall")
-            ours, base = paired(recall_stale, recall, rounds)
-            rows.append(row("recall + stale p50 (warm)", size, ours, base, None))
+                def recall_stale(number: int) -> None:
+                    for hit in engram.recall(queries[number % len(queries)], limit=10):
+                        engram.stale(hit.record)
 
-            def move_head(number: int) -> None:
-                repo.commit({paths[(number * 7 + k) % len(paths)]: 2 + number for k in range(3)})
+                say("recall + stale vs recall")
+                ours, base = paired(recall_stale, recall, rounds)
+                rows.append(row("recall + stale p50 (warm)", size, ours, base, None))
 
-            say(f"recall + stale after HEAD moved x{head_moves}")
-            ours, base = paired(recall_stale, recall, head_moves, prepare_measured=move_head)
-            rows.append(row("recall + stale (HEAD moved)", size, ours, base, None))
-        say("new processes")
-        env = process_env(data / "pycache")
-        command = [sys.executable, "-m", "engram", "-C", str(root)]
+                def move_head(number: int) -> None:
+                    repo.commit(
+                        {paths[(number * 7 + k) % len(paths)]: 2 + number for k in range(3)}
+                    )
 
-        def cli_context(number: int) -> None:
-            subprocess.run([*command, "context"], env=env, check=True, capture_output=True)
+                say(f"recall + stale after HEAD moved x{head_moves}")
+                ours, base = paired(recall_stale, recall, head_moves, prepare_measured=move_head)
+                rows.append(row("recall + stale (HEAD moved)", size, ours, base, None))
+        if "process" in only:
+            say("new processes")
+            env = process_env(data / "pycache")
+            command = [sys.executable, "-m", "engram", "-C", str(root)]
 
-        def cli_recall(number: int) -> None:
-            words = queries[number % len(queries)]
-            subprocess.run([*command, "recall", words], env=env, check=True, capture_output=True)
+            def cli_context(number: int) -> None:
+                subprocess.run([*command, "context"], env=env, check=True, capture_output=True)
 
-        cli_context(0)  # fills the bytecode cache
-        cli_recall(0)
-        ours, base = paired(cli_context, cli_recall, processes)
-        rows.append(row("engram context process", size, ours, base, None))
+            def cli_recall(number: int) -> None:
+                words = queries[number % len(queries)]
+                subprocess.run(
+                    [*command, "recall", words], env=env, check=True, capture_output=True
+                )
+
+            cli_context(0)  # fills the bytecode cache
+            cli_recall(0)
+            ours, base = paired(cli_context, cli_recall, processes)
+            rows.append(row("engram context process", size, ours, base, None))
     finally:
         remove_scratch(data, args.data_dir, keep=args.keep)
     print(run_header("context", quick=args.quick, started=started, load_before=load_before))
