@@ -572,3 +572,88 @@ def test_bad_field_weights_are_a_config_error(
 ) -> None:
     with pytest.raises(ConfigError):
         open_backend(backend, tmp_path, weights)
+
+
+# -- scoring over the whole memory (issue 16) ----------------------------------------------------
+
+
+def _common_word_corpus() -> list[Doc]:
+    """25 memories that all mention "cache"; one of them also mentions redis."""
+    docs = [
+        make_doc(f"cache-{i}", f"Cache note {i}", f"the {word} cache is warmed at start-up")
+        for i, word in enumerate(f"place{n}" for n in range(24))
+    ]
+    docs.append(make_doc("redis", "Redis for sessions", "the session cache lives in redis"))
+    return docs
+
+
+def test_a_word_in_every_memory_still_counts(index: SearchIndex) -> None:
+    index.upsert(_common_word_corpus())
+    assert len(index.search("cache", limit=50)) == 25
+    found = ids_of(index.search("cache redis", limit=50))
+    assert found[0] == "redis"
+    assert len(found) == 25  # the common word still finds the others, ranked below
+    # A word nothing has does not empty the answer of a word that many have.
+    assert len(index.search("cache xyzzy", limit=50)) == 25
+
+
+@pytest.mark.parametrize("query", ["C", "R", "plan B", "x"])
+def test_single_letters_are_words(index: SearchIndex, query: str) -> None:
+    index.upsert(
+        [
+            *FILLER,
+            make_doc("lang-c", "Use C for the parser", "We write the parser in C."),
+            make_doc("lang-r", "R scripts for stats", "Statistics run in R."),
+            make_doc("plan-b", "Fallback plan B", "If the vendor fails we switch to plan B."),
+            make_doc("axis-x", "Label the x axis", "Every chart names its x axis."),
+        ]
+    )
+    expected = {"C": "lang-c", "R": "lang-r", "plan B": "plan-b", "x": "axis-x"}[query]
+    assert ids_of(index.search(query, limit=5))[0] == expected
+
+
+def test_an_exact_title_phrase_comes_first(index: SearchIndex) -> None:
+    docs = [make_doc(f"a-{i}", f"From A {i}", f"note {i} from the other side") for i in range(20)]
+    docs += [make_doc(f"b-{i}", f"From B {i}", f"note {i} of the second kind") for i in range(20)]
+    index.upsert(docs)
+    top = ids_of(index.search("From B", limit=10))
+    assert all(rid.startswith("b-") for rid in top), top
+    assert ids_of(index.search("From B 7", limit=1)) == ["b-7"]
+
+
+def test_a_rare_title_word_does_not_outweigh_the_whole_memory(index: SearchIndex) -> None:
+    # "why" is in one title only: per-field statistics made it the query's rarest word.
+    docs = [*FILLER, make_doc("why-title", "Why we log", "logging is configured per module")]
+    docs += [
+        make_doc(f"retry-{i}", f"Retry note {i}", f"we retry {word} calls with backoff")
+        for i, word in enumerate(["payment", "email", "upload"])
+    ]
+    docs.append(
+        make_doc(
+            "answer",
+            "Exponential backoff for webhooks",
+            "Webhook deliveries retry with exponential backoff and jitter, capped at an hour.",
+        )
+    )
+    index.upsert(docs)
+    assert ids_of(index.search("why do webhook deliveries retry with backoff", limit=3))[0] == (
+        "answer"
+    )
+
+
+def test_tantivy_index_is_rebuilt_when_the_field_weights_change(tmp_path: Path) -> None:
+    folder = tmp_path / "index"
+    ix = open_backend("tantivy", folder)
+    ix.upsert([*FILLER, make_doc("in-title", "zeppelin", "something else")])
+    assert ix.count() == len(FILLER) + 1
+    ix.close()
+    same = open_backend("tantivy", folder)
+    assert same.count() == len(FILLER) + 1  # same weights: the documents are kept
+    same.close()
+    other = open_backend("tantivy", folder, {**DEFAULT_FIELD_WEIGHTS, "title": 1.0})
+    try:
+        # Scored with the old copies the documents would be wrong: it starts empty, and the
+        # index above it refills it from the records.
+        assert other.count() == 0
+    finally:
+        other.close()

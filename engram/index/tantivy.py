@@ -5,6 +5,12 @@ only the memory id (records live in the SQLite records DB), builds every query f
 ``tokenize_query`` tokens (never through the query-string parser, so no user text can be a
 syntax error), and must not import ``tantivy`` at import time: ``engram --help`` starts fast.
 
+Ranking is over one ``body`` field that holds every text field as many times as its weight
+(title 6, tags 3, content 1, files 2): one document frequency and one length per memory, as
+BM25F and FTS5's ``bm25()`` have. Per-field statistics, as before, let a word that is rare among
+titles ("why", "chosen") outweigh the words that matter. ``engram-layout.json`` records the
+copies and the analyzer; an index written with others is recreated empty and refilled.
+
 Locking: the caller serialises writes across processes with its own file lock. Tantivy's writer
 lock is an OS file lock, so a killed process never leaves it held; we hold it only for the length
 of one write call, so a long-lived process (an MCP server) never blocks a CLI writer.
@@ -12,6 +18,7 @@ of one write call, so a long-lived process (an MCP server) never blocks a CLI wr
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -33,7 +40,7 @@ from engram.index.backend import (
 
 # The analyzer name is part of the on-disk schema: change it whenever the analyzer changes, and
 # an old index is detected as incompatible and recreated empty (the caller then rebuilds it).
-ANALYZER: Final = "engram_en_v1"
+ANALYZER: Final = "engram_en_v2"
 WRITER_HEAP_BYTES: Final = 50_000_000
 WRITER_THREADS: Final = 1
 LOCK_WAIT_SECONDS: Final = 10.0
@@ -59,13 +66,29 @@ def _build_schema() -> Any:
     builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
     for field in ("kind", "status", "scope", "project", "tag"):
         builder.add_text_field(field, tokenizer_name="raw", index_option="basic")
-    for field in TEXT_FIELDS:
-        builder.add_text_field(field, tokenizer_name=ANALYZER, index_option="position")
+    # "body" is what is ranked: every text field, each as many times as its weight, so that
+    # one set of statistics (document frequency, length) covers the whole memory, as BM25F
+    # and FTS5's bm25() do. "title" is kept alone to reward an exact title phrase.
+    builder.add_text_field("body", tokenizer_name=ANALYZER, index_option="position")
+    builder.add_text_field("title", tokenizer_name=ANALYZER, index_option="position")
     return builder.build()
 
 
-COMMON_SHARE: Final = 0.25  # a query word in more of the contents than this is noise
-COMMON_MIN_DOCS: Final = 20  # ... once there are enough memories to tell
+# An exact phrase of two or more query words in a title adds this share of what the words
+# score in the body.
+TITLE_PHRASE_BOOST: Final = 0.5
+LAYOUT_FILE: Final = "engram-layout.json"
+
+
+def copies_of(weights: Mapping[str, float]) -> dict[str, int]:
+    """Return how many times each text field is written into the ranked body field.
+
+    A weight is rounded to a whole number of copies; a positive weight under one still gets
+    one copy, and 0 leaves the field out of ranking.
+    """
+    return {
+        field: 0 if weights[field] <= 0 else max(1, round(weights[field])) for field in TEXT_FIELDS
+    }
 
 
 def _build_analyzer() -> Any:
@@ -94,6 +117,7 @@ class TantivyIndex:
     def __init__(self, path: Path, field_weights: Mapping[str, float] | None = None) -> None:
         self.path = Path(path)
         self.weights = resolve_field_weights(field_weights)
+        self.copies = copies_of(self.weights)
         self._lock = threading.RLock()
         self._meta_signature: tuple[int, int, int] | None = None
         self._closed = False
@@ -105,19 +129,29 @@ class TantivyIndex:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    def _layout(self) -> str:
+        """Return what the documents on disk depend on besides the schema: analyzer, copies."""
+        return json.dumps({"analyzer": ANALYZER, "copies": self.copies}, sort_keys=True)
+
     def _open_or_create(self) -> Any:
         tantivy = _tantivy()
+        layout = self.path / LAYOUT_FILE
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            if (self.path / "meta.json").exists() and _read_text(layout) != self._layout():
+                # Written with other field weights or another analyzer: the documents would
+                # be scored as they were. Start empty; the caller rebuilds.
+                self._wipe()
             try:
                 index = tantivy.Index(self._schema, str(self.path), reuse=True)
             except ValueError as exc:
                 if "schema does not match" not in str(exc) and "ncompatible" not in str(exc):
                     raise
                 # A derived index from an older engram: start empty, the caller rebuilds.
-                shutil.rmtree(self.path)
-                self.path.mkdir(parents=True)
+                self._wipe()
                 index = tantivy.Index(self._schema, str(self.path), reuse=True)
+            if _read_text(layout) != self._layout():
+                layout.write_text(self._layout(), encoding="utf-8")
             index.register_tokenizer(ANALYZER, self._analyzer)
             # Manual reloads: we reload when meta.json changes, which also covers commits made
             # by other processes, without a file-watcher thread.
@@ -128,6 +162,10 @@ class TantivyIndex:
                 hint=f"the index is derived: delete {self.path}, then run `engram index --rebuild`",
             ) from exc
         return index
+
+    def _wipe(self) -> None:
+        shutil.rmtree(self.path)
+        self.path.mkdir(parents=True)
 
     def close(self) -> None:
         """Release the index; safe to call twice."""
@@ -182,8 +220,14 @@ class TantivyIndex:
         self._reload(force=True)
 
     def _add(self, writer: Any, doc: Doc) -> None:
-        tantivy = _tantivy()
-        document = tantivy.Document(
+        texts = (
+            ("title", doc.title),
+            ("tags", " ".join(doc.tags)),
+            ("content", doc.content),
+            ("files", " ".join(doc.files)),
+        )
+        body = [text for field, text in texts if text for _ in range(self.copies[field])]
+        document = _tantivy().Document(
             id=doc.id,
             kind=doc.kind,
             status=doc.status,
@@ -191,21 +235,12 @@ class TantivyIndex:
             project=doc.project,
             tag=[tag.lower() for tag in doc.tags],
             title=doc.title,
-            tags=list(doc.tags),
-            content=doc.content,
-            files=list(doc.files),
+            body=body,
         )
-        # Tantivy averages a field's length over all documents, empty ones included, so in an
-        # index where few memories have tags (or files) a one-tag hit looks "long" and loses to
-        # a content hit. One unmatchable token in each empty field keeps the average honest.
-        for field, empty in (
-            ("title", not doc.title),
-            ("tags", not doc.tags),
-            ("content", not doc.content),
-            ("files", not doc.files),
-        ):
-            if empty:
-                document.add_pre_tokenized_text(field, self._placeholder)
+        if not body:
+            # Tantivy averages lengths over every document: an unmatchable token keeps a
+            # memory without text from making the others look long.
+            document.add_pre_tokenized_text("body", self._placeholder)
         writer.add_document(document)
 
     def upsert(self, docs: Sequence[Doc]) -> None:
@@ -270,48 +305,36 @@ class TantivyIndex:
         self._reload()
         return self._live_index().searcher()
 
-    def _text_query(self, tokens: list[str], searcher: Any = None) -> Any:
-        """Build an OR of weighted per-field term (or phrase) queries; None when nothing to ask.
+    def _text_query(self, tokens: list[str]) -> Any:
+        """Build the ranked query: an OR of the words over the body, plus the title phrase.
 
-        tantivy weighs a term by its rarity in each field: a word in most memories ("the",
-        "why") is rare among short titles and would outweigh the words that matter. A one-term
-        group found in more than ``COMMON_SHARE`` of the memories' contents is left out
-        (unless every group is that common), as FTS5's whole-row IDF all but ignores it.
+        Each \\w+ token is one term, or a phrase when the analyzer splits it ("foo_bar"), as
+        FTS5 does for a quoted string. Every word counts, common ones too: the body's shared
+        statistics give a word found in most memories almost no weight. Two or more words
+        found in that order in a title add ``TITLE_PHRASE_BOOST`` of their body score.
         """
         tantivy = _tantivy()
         groups: list[tuple[str, ...]] = []
         seen: set[tuple[str, ...]] = set()
         for token in tokens:
-            # A \w+ token may still be several analyzer terms ("foo_bar"): ask for the phrase,
-            # as FTS5 does for a quoted string.
             terms = tuple(self._analyzer.analyze(token))
             if terms and terms not in seen:
                 seen.add(terms)
                 groups.append(terms)
-        if searcher is not None and len(groups) > 1:
-            total = max(int(searcher.num_docs), 1)
-
-            def common(terms: tuple[str, ...]) -> bool:
-                if len(terms) != 1 or total < COMMON_MIN_DOCS:
-                    return False
-                return bool(searcher.doc_freq("content", terms[0]) > COMMON_SHARE * total)
-
-            kept = [terms for terms in groups if not common(terms)]
-            groups = kept or groups
         clauses = []
-        for field in TEXT_FIELDS:
-            weight = self.weights[field]
-            if weight <= 0:
-                continue
-            for terms in groups:
-                if len(terms) == 1:
-                    query = tantivy.Query.term_query(self._schema, field, terms[0])
-                else:  # phrase_query panics on fewer than two terms
-                    query = tantivy.Query.phrase_query(self._schema, field, list(terms))
-                if weight != 1.0:
-                    query = tantivy.Query.boost_query(query, weight)
-                clauses.append((tantivy.Occur.Should, query))
-        if not clauses:
+        for terms in groups:
+            if len(terms) == 1:
+                query = tantivy.Query.term_query(self._schema, "body", terms[0])
+            else:  # phrase_query panics on fewer than two terms
+                query = tantivy.Query.phrase_query(self._schema, "body", list(terms))
+            clauses.append((tantivy.Occur.Should, query))
+        words = [term for terms in groups for term in terms]
+        if len(words) > 1 and self.copies["title"]:
+            phrase = tantivy.Query.phrase_query(self._schema, "title", words)
+            clauses.append(
+                (tantivy.Occur.Should, tantivy.Query.boost_query(phrase, TITLE_PHRASE_BOOST))
+            )
+        if not clauses or not any(self.copies.values()):
             return None
         return tantivy.Query.boolean_query(clauses)
 
@@ -342,7 +365,7 @@ class TantivyIndex:
             return []
         tantivy = _tantivy()
         with self._lock:
-            text_query = self._text_query(tokens, self._searcher())
+            text_query = self._text_query(tokens)
             if text_query is None:
                 return []
             filter_clauses = self._filter_clauses(filters)
@@ -387,3 +410,10 @@ class TantivyIndex:
                 return int(self._searcher().num_docs)
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
