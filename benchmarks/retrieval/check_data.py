@@ -1,12 +1,19 @@
-"""Validate the retrieval evaluation set: memories.jsonl and queries.jsonl in this folder.
+"""Validate the retrieval evaluation sets: memories.jsonl and queries.jsonl of each set.
 
-Run ``python benchmarks/retrieval/check_data.py``; it prints the counts and every problem found,
-and exits 1 when there is any. It checks that every memory line parses with
+Two sets: ``harbor`` (this folder; hand-written memories about one fictional codebase) and
+``adr`` (``adr/``; real public ADRs turned into memories by engram's ADR indexer, see
+adr/build.py). Run ``python benchmarks/retrieval/check_data.py`` to check both, or name one set
+(or a folder, checked with harbor's rules); it prints the counts and every problem found, and
+exits 1 when there is any. It checks that every memory line parses with
 ``engram.model.parse_line`` and is canonical (sorted by id, the bytes ``canonical_line`` writes),
 that ids are 26 lowercase base32 characters, kinds and statuses are engram's, the text fields are
-filled, links and ``supersedes`` point at memories that exist (a superseded memory is named by a
-later one), and that every query has a known kind, a unique id, and relevant ids that exist
-(none for a negative query). It reads only; it never rewrites the files.
+filled, links and ``supersedes`` point at memories that exist (a hand-written superseded memory
+is named by a later one; an ADR may be deprecated without a successor), and that every query has
+a known kind, a unique id, and relevant ids that exist and are live (not deleted, not archived;
+none for a negative query). An ADR memory's id must be the one the indexer derives from its
+path, so the labels survive a rebuild. The ADR set's memories.jsonl is built, not committed (the
+ADRs are other projects' text): when it is missing, its queries are checked on their own and a
+note says how to build it. It reads only; it never rewrites the files.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import CorruptStore, InvalidInput
-from engram.model import KINDS, STATUSES, canonical_line, parse_line, parse_time
+from engram.indexer.plan import adr_id
+from engram.model import KINDS, STATUSES, canonical_line, is_tombstone, parse_line, parse_time
 
 HERE: Final = Path(__file__).resolve().parent
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question", "negative")
@@ -30,7 +39,36 @@ MEMORY_RANGE: Final = (150, 300)
 _ID: Final = re.compile(r"^[a-z2-7]{26}$")
 
 
-def check_memories(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+@dataclass(frozen=True)
+class DataSet:
+    """One labelled set: its folder and what its memories and queries must satisfy."""
+
+    name: str
+    folder: Path
+    project: str
+    memory_range: tuple[int, int]
+    min_queries: Mapping[str, int]
+    from_adrs: bool = False  # made by engram's ADR indexer (adr/build.py), not by hand
+
+
+SETS: Final = (
+    DataSet("harbor", HERE, "harbor", MEMORY_RANGE, MIN_QUERIES),
+    # The aim of the ADR set (issue 16): 80-150 real ADRs, and this many queries of each kind.
+    DataSet(
+        "adr",
+        HERE / "adr",
+        "adr-set",
+        (80, 150),
+        {"keyword": 40, "paraphrase": 40, "question": 40, "negative": 30},
+        from_adrs=True,
+    ),
+)
+HARBOR: Final = SETS[0]
+
+
+def check_memories(
+    path: Path, dataset: DataSet = HARBOR
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Return the memories by id and the problems found in ``path``."""
     problems: list[str] = []
     records: dict[str, dict[str, Any]] = {}
@@ -56,8 +94,12 @@ def check_memories(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
             problems.append(f"{where}: kind {record.get('kind')!r} is not one of engram's")
         if record.get("status") not in STATUSES:
             problems.append(f"{where}: status {record.get('status')!r} is not one of engram's")
-        if record.get("scope") != "project" or record.get("project") != "harbor":
-            problems.append(f"{where}: expected scope project, project harbor")
+        if record.get("scope") != "project" or record.get("project") != dataset.project:
+            problems.append(f"{where}: expected scope project, project {dataset.project}")
+        if dataset.from_adrs:
+            source = str(record.get("source", ""))
+            if not source.startswith("adr:") or rid != adr_id(source.removeprefix("adr:")):
+                problems.append(f"{where}: id {rid} is not the indexer's id for {source!r}")
         for field in ("title", "content"):
             if not str(record.get(field) or "").strip():
                 problems.append(f"{where}: empty {field}")
@@ -82,20 +124,28 @@ def check_memories(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
                 if records[target]["created_at"] >= record["created_at"]:
                     problems.append(f"memory {rid} supersedes the later memory {target}")
     for rid, record in records.items():
-        if record.get("status") == "superseded" and not superseded_by[rid]:
+        # An ADR can be deprecated without a successor ("Deprecated (no superseding ADR)").
+        orphan = record.get("status") == "superseded" and not superseded_by[rid]
+        if orphan and not dataset.from_adrs:
             problems.append(f"memory {rid} is superseded but no memory supersedes it")
         if superseded_by[rid] and record.get("status") != "superseded":
             problems.append(f"memory {rid} is superseded by a link but has status active")
-    low, high = MEMORY_RANGE
+    low, high = dataset.memory_range
     if not low <= len(records) <= high:
         problems.append(f"{len(records)} memories; the set should hold {low}-{high}")
     return records, problems
 
 
 def check_queries(
-    path: Path, memories: dict[str, dict[str, Any]]
+    path: Path,
+    memories: dict[str, dict[str, Any]] | None,
+    min_queries: Mapping[str, int] = MIN_QUERIES,
 ) -> tuple[Counter[str], list[str]]:
-    """Return the query count per kind and the problems found in ``path``."""
+    """Return the query count per kind and the problems found in ``path``.
+
+    ``memories`` None (the set's memories are not built) checks only that relevant ids look
+    like ids.
+    """
     problems: list[str] = []
     counts: Counter[str] = Counter()
     seen_ids: set[str] = set()
@@ -131,25 +181,65 @@ def check_queries(
             problems.append(f"{where}: a {kind} query lists no relevant memory")
         if len(set(relevant)) != len(relevant):
             problems.append(f"{where}: relevant ids repeat")
-        problems += [f"{where}: unknown memory id {rid}" for rid in relevant if rid not in memories]
+        for rid in relevant:
+            if memories is None:
+                if not isinstance(rid, str) or not _ID.match(rid):
+                    problems.append(f"{where}: relevant id {rid!r} is not a memory id")
+            elif rid not in memories:
+                problems.append(f"{where}: unknown memory id {rid}")
+            elif is_tombstone(memories[rid]) or memories[rid].get("status") == "archived":
+                problems.append(f"{where}: relevant memory {rid} is deleted or archived")
         counts[kind] += 1
-    for kind, least in MIN_QUERIES.items():
+    for kind, least in min_queries.items():
         if counts[kind] < least:
             problems.append(f"only {counts[kind]} {kind} queries; aim for at least {least}")
     return counts, problems
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Check both files, print counts and problems, return the exit status."""
-    folder = Path(argv[0]) if argv else HERE
-    memories, problems = check_memories(folder / "memories.jsonl")
-    counts, query_problems = check_queries(folder / "queries.jsonl", memories)
+def _shown(path: Path) -> str:
+    """Return a path relative to the repository when it is inside it."""
+    root = HERE.parent.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def check_set(dataset: DataSet) -> list[str]:
+    """Check one set's two files, print its counts, and return the problems found."""
+    memories_path = dataset.folder / "memories.jsonl"
+    memories: dict[str, dict[str, Any]] | None = None
+    problems: list[str] = []
+    if memories_path.exists() or not dataset.from_adrs:
+        memories, problems = check_memories(memories_path, dataset)
+        kinds = Counter(record["kind"] for record in memories.values())
+        statuses = Counter(record["status"] for record in memories.values())
+        print(f"{len(memories)} memories: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+        print("statuses: " + ", ".join(f"{k} {n}" for k, n in statuses.most_common()))
+    else:
+        print(f"memories.jsonl not built: run python {_shown(dataset.folder / 'build.py')} --help")
+    counts, query_problems = check_queries(
+        dataset.folder / "queries.jsonl", memories, dataset.min_queries
+    )
     problems += query_problems
-    kinds = Counter(record["kind"] for record in memories.values())
-    statuses = Counter(record["status"] for record in memories.values())
-    print(f"{len(memories)} memories: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
-    print("statuses: " + ", ".join(f"{k} {n}" for k, n in statuses.most_common()))
     print(f"{sum(counts.values())} queries: " + ", ".join(f"{k} {counts[k]}" for k in QUERY_KINDS))
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check every set (or the one named), print counts and problems, return the exit status."""
+    by_name = {dataset.name: dataset for dataset in SETS}
+    if not argv:
+        chosen = list(SETS)
+    elif argv[0] in by_name:
+        chosen = [by_name[argv[0]]]
+    else:  # a folder, checked with harbor's rules
+        chosen = [DataSet("harbor", Path(argv[0]), "harbor", MEMORY_RANGE, MIN_QUERIES)]
+    problems: list[str] = []
+    for dataset in chosen:
+        if len(chosen) > 1:
+            print(f"== {dataset.name} ({_shown(dataset.folder)})")
+        found = check_set(dataset)
+        problems += [
+            f"{dataset.name}: {problem}" if len(chosen) > 1 else problem for problem in found
+        ]
     for problem in problems:
         print(f"problem: {problem}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
