@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,9 +84,10 @@ def groups(here: Project) -> list[Group]:
     stale = here.stale_many(records)
     return find_groups(
         records,
-        exists=exists,
+        exists=functools.cache(exists),  # many memories cite the same files
         stale=lambda record: stale.get(str(record.get("id", "")), []),
         near_threshold=float(ws.config.number("consolidate.near_threshold")),
+        neighbours=ws.index,
     )
 
 

@@ -1,21 +1,21 @@
 """Finding the groups of memories worth tidying, each with a reason and a proposed action.
 
 ``find_groups`` reads records (tombstones included, to name a deleted link target) and returns
-exact and near duplicates (same kind, scope and project; near ones by text similarity over
-candidates that share a rare word), superseded memories still active, file-bound memories
-about files that are gone, dangling links, memories whose anchored files changed a lot, and
-memories last judged outdated or wrong. Pure: the caller says which files exist and which
-memories are stale.
+exact and near duplicates (same kind, scope and project; near ones judged by
+``similarity.alike`` among the candidates ``candidates.candidate_pairs`` reads from the
+index), superseded memories still active, file-bound memories about files that are gone,
+dangling links, memories whose anchored files changed a lot, and memories last judged
+outdated or wrong. Pure but for those index reads: the caller says which files exist and which
+memories are stale, and hands in the index (or nothing, to compare every pair).
 """
 
 from __future__ import annotations
 
-import heapq
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from engram.consolidate.candidates import Item, Neighbours, candidate_pairs
 from engram.consolidate.shapes import (
     GROUP_KINDS,
     Group,
@@ -27,6 +27,7 @@ from engram.consolidate.shapes import (
     status_of,
     text_of,
 )
+from engram.consolidate.similarity import alike, words_of
 from engram.errors import InvalidInput
 from engram.model import is_tombstone
 
@@ -37,14 +38,7 @@ NO_DEDUPE_KINDS: Final = frozenset({"session", "prompt", "insight"})
 # Kinds whose advice is about particular files, so a deleted file makes them moot.
 FILE_BOUND_KINDS: Final = frozenset({"pitfall", "decision", "bugfix", "pattern"})
 STALE_MIN_COMMITS: Final = 3
-# Near-duplicate candidates share a rare word: prefix filtering over words ordered by rarity,
-# sized so that texts sharing at least this share of their distinct words always meet.
-_WORD_OVERLAP: Final = 0.9
-_MIN_PREFIX: Final = 8
-# A cheap check before the character comparison: near duplicates share most of their words.
-_WORD_SHARE: Final = 0.5
 _GLOB_CHARS: Final = frozenset("*?[")
-_WORD_RE: Final = re.compile(r"\w+")
 _COMMITS_RE: Final = re.compile(r"changed in (?:at least )?(\d+) commits?")
 
 Live = Mapping[str, Mapping[str, Any]]
@@ -58,8 +52,14 @@ def find_groups(
     stale: Stale | None = None,
     near_threshold: float = 0.88,
     max_pairs: int = 2_000_000,
+    neighbours: Neighbours | None = None,
 ) -> list[Group]:
-    """Find the groups of live memories worth tidying, each with a reason and proposed action."""
+    """Find the groups of live memories worth tidying, each with a reason and proposed action.
+
+    Near-duplicate candidates are each memory's ``neighbours`` in the index (its nearest stored
+    vectors, or its full-text neighbours); without an index, every pair of a block. At most
+    ``max_pairs`` candidate pairs are judged.
+    """
     if not 0 < near_threshold <= 1:
         raise InvalidInput(f"near_threshold must be in (0, 1], got {near_threshold}")
     live: dict[str, Mapping[str, Any]] = {}
@@ -71,7 +71,7 @@ def find_groups(
     deleted_ids = {
         str(r.get("id")) for r in records if is_tombstone(r) and str(r.get("id")) not in live
     }
-    groups = _duplicates(live, near_threshold, max_pairs)
+    groups = _duplicates(live, near_threshold, max_pairs, neighbours)
     superseded_by = _superseded_by(live, resolver)
     for memory_id in sorted(live):
         record = live[memory_id]
@@ -91,7 +91,9 @@ def find_groups(
 # -- duplicates ---------------------------------------------------------------------------------
 
 
-def _duplicates(live: Live, threshold: float, max_pairs: int) -> list[Group]:
+def _duplicates(
+    live: Live, threshold: float, max_pairs: int, neighbours: Neighbours | None
+) -> list[Group]:
     """Return the duplicate and near-duplicate groups: same kind, scope and project, current."""
     blocks: dict[tuple[str, str, str], list[str]] = {}
     for memory_id in sorted(live):
@@ -118,16 +120,21 @@ def _duplicates(live: Live, threshold: float, max_pairs: int) -> list[Group]:
                 f"and spacing aside); merge them into one led by {keep}."
             )
             groups.append(Group("duplicate", sorted(members), reason, "merge", keep=keep))
-        groups += _near_groups(kind, rest, live, threshold, budget)
+        groups += _near_groups(kind, rest, live, threshold, budget, neighbours)
     return groups
 
 
 def _near_groups(
-    kind: str, rest: Sequence[tuple[str, str]], live: Live, threshold: float, budget: list[int]
+    kind: str,
+    rest: Sequence[tuple[str, str]],
+    live: Live,
+    threshold: float,
+    budget: list[int],
+    neighbours: Neighbours | None,
 ) -> list[Group]:
     """Return the near-duplicate groups among one block's remaining (id, text) pairs."""
     uf = _UnionFind()
-    pairs = _near_pairs(rest, threshold=threshold, budget=budget)
+    pairs = _near_pairs(rest, threshold, budget, neighbours)
     for a, b, _ in pairs:
         uf.union(a, b)
     clusters: dict[str, list[str]] = {}
@@ -172,63 +179,29 @@ class _UnionFind:
 
 
 def _near_pairs(
-    items: Sequence[tuple[str, str]], *, threshold: float, budget: list[int]
+    items: Sequence[tuple[str, str]],
+    threshold: float,
+    budget: list[int],
+    neighbours: Neighbours | None,
 ) -> list[tuple[str, str, float]]:
-    """Return (id, id, similarity) of the texts at least ``threshold`` alike (rapidfuzz ratio).
+    """Return (id, id, similarity) of the texts at least ``threshold`` alike.
 
-    Comparing every pair is quadratic (10k memories of one kind are 50M comparisons), so
-    candidates come from prefix filtering: each text's distinct words are ordered rarest first
-    (rarity within the block), and two texts are compared only when they share a word among
-    the front of both lists (the rarest tenth; for short texts, enough words that any two
-    sharing half of their words meet, up to ``_MIN_PREFIX``), share at least half of their
-    words, and have lengths that allow the threshold (a ratio of ``t`` needs the shorter text
-    to be at least ``t / (2 - t)`` of the longer). This is blocking, not a bound:
-    near duplicates whose rare words all differ are missed. ``budget`` caps the candidates
-    examined, so a pathological store still ends in bounded time (later texts go unpaired).
+    Only candidate pairs are judged (``candidate_pairs``: each memory's neighbours in the
+    index), so the work grows with the memories, not with the pairs of them.
     """
-    from rapidfuzz import fuzz, process
-
-    words = [frozenset(_WORD_RE.findall(text)) for _, text in items]
-    lengths = [len(text) for _, text in items]
-    frequency: dict[str, int] = {}
-    for tokens in words:
-        for token in tokens:
-            frequency[token] = frequency.get(token, 0) + 1
-    rank = {token: n for n, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
-    order = sorted(range(len(items)), key=lambda n: (lengths[n], items[n][0]))
-    postings: dict[str, list[int]] = {}
-    cutoff = threshold * 100
-    shortest = threshold / (2 - threshold)
+    block = [Item(memory_id, text) for memory_id, text in items]
+    words: dict[int, frozenset[str]] = {}  # made for the memories of a candidate pair only
     pairs: list[tuple[str, str, float]] = []
-    for n in order:
-        own = words[n]
-        if not own or budget[0] <= 0:
-            continue
-        # Short texts change a large share of their words with a few edits, so they get a
-        # prefix long enough for the half-shared-words rule; long ones their rarest tenth.
-        half = len(own) - math.ceil(_WORD_SHARE * len(own)) + 1
-        size = max(len(own) - math.ceil(_WORD_OVERLAP * len(own)) + 1, min(half, _MIN_PREFIX))
-        prefix = heapq.nsmallest(size, own, key=rank.__getitem__)
-        floor = lengths[n] * shortest
-        candidates: set[int] = set()
-        for token in prefix:
-            candidates.update(postings.get(token, ()))
-        budget[0] -= len(candidates)
-        choices = {
-            m: items[m][1]
-            for m in candidates
-            if lengths[m] >= floor
-            and len(own & words[m]) >= _WORD_SHARE * min(len(own), len(words[m]))
-        }
-        if choices:
-            memory_id, text = items[n]
-            for _, score, m in process.extract(
-                text, choices, scorer=fuzz.ratio, score_cutoff=cutoff, limit=None
-            ):
-                a, b = sorted((memory_id, items[m][0]))
-                pairs.append((a, b, round(score / 100, 4)))
-        for token in prefix:
-            postings.setdefault(token, []).append(n)
+    for a, b in candidate_pairs(block, neighbours, budget):
+        one, other = block[a], block[b]
+        if a not in words:
+            words[a] = words_of(one.text)
+        if b not in words:
+            words[b] = words_of(other.text)
+        score = alike(one.text, other.text, words[a], words[b], threshold)
+        if score is not None:
+            low, high = sorted((one.id, other.id))
+            pairs.append((low, high, score))
     return sorted(pairs)
 
 

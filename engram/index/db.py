@@ -358,6 +358,30 @@ class Index:
         floor = self.weights.semantic_floor if min_cosine is None else min_cosine
         return self.vectors.similar(text, like, limit, floor)
 
+    def similar_among(
+        self, ids: Sequence[str], *, limit: int, min_cosine: float
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Return, by id, the (id, cosine) of the others among ``ids`` nearest in meaning.
+
+        Up to ``limit`` each, best first, from the stored vectors; an id without one is left
+        out. Returns {} when the mode is keyword or the model is not installed.
+        """
+        self.refresh()
+        return self.vectors.similar_among(ids, limit, min_cosine)
+
+    def text_neighbours(self, texts: Sequence[str], *, limit: int) -> list[list[str]]:
+        """Return, for each text, the ids of the live memories that match it best in full text.
+
+        Best first by the backend's relevance alone (no multipliers, no cut, no filters): who
+        is nearest, for a caller that pairs memories and judges each pair itself.
+        """
+        self.refresh()
+        if limit <= 0:
+            return [[] for _ in texts]
+        backend = self.backend  # opening it may queue records (a recreated index)
+        self.fulltext.flush(self._synced_sig)
+        return [[rid for rid, _ in backend.search(text, limit=limit)] for text in texts]
+
     def vectors_for(self, ids: Iterable[str]) -> dict[str, Any]:
         """Return the stored embeddings (numpy float32, unit length) of these live memories."""
         self.refresh()
@@ -397,9 +421,9 @@ class Index:
         elif state is not None:
             scored, cosines = self._search_semantic(query, ids, state, want, now_epoch)
         else:
-            found = self._keyword(query, ids, max(want * 2, 20))
+            found, weight, floor = self._keyword(query, ids, max(want * 2, 20))
             rows = self._ranks.get([rid for rid, _ in found], self.records.rank_columns)
-            scored = ranking.score_keyword(found, rows, now_epoch, self.weights)
+            scored = ranking.score_keyword(found, weight, floor, rows, now_epoch, self.weights)
         page = ranking.page(scored, query.offset, want)
         records = self.records.get_many(rid for _, rid, _ in page)
         return [
@@ -417,11 +441,14 @@ class Index:
 
     def _keyword(
         self, query: Query, ids: frozenset[str] | None, limit: int
-    ) -> list[tuple[str, float]]:
-        """Return the full-text backend's (id, bm25) best matches, its queue flushed first."""
+    ) -> tuple[list[tuple[str, float]], float, float]:
+        """Return the full-text backend's (id, bm25) best matches, its queue flushed first,
+        the query's weight there (``SearchIndex.query_weight``) and the relevance floor."""
         backend = self.backend  # opening it may queue records (a recreated index)
         self.fulltext.flush(self._synced_sig)
-        return backend.search(query.text, limit=limit, filters=query.filters(ids))
+        found = backend.search(query.text, limit=limit, filters=query.filters(ids))
+        weight, docs = backend.query_weight(query.text)
+        return found, weight, ranking.relevance_floor(docs, self.weights)
 
     def _search_semantic(
         self,
@@ -438,13 +465,20 @@ class Index:
         and each candidate's cosine.
         """
         pool = max(want * 2, 20)
-        found = self._keyword(query, ids, pool) if self.weights.mode == "hybrid" else []
+        if self.weights.mode == "hybrid":
+            found, weight, floor = self._keyword(query, ids, pool)
+        else:
+            found, weight, floor = (
+                [],
+                0.0,
+                ranking.relevance_floor(self.backend.count(), self.weights),
+            )
         allowed = [] if ids is None else [ids]
         if query.tags:
             allowed.insert(0, self.records.ids_for_tags([tag.lower() for tag in query.tags]))
         mask = self.vectors.mask(state, query, allowed)
-        floor = self.weights.semantic_floor
-        candidates = self.vectors.candidates(state, query.text, mask, floor, pool, found)
+        gate = self.weights.semantic_floor
+        candidates = self.vectors.candidates(state, query.text, mask, gate, pool, found)
         rows = self._ranks.get(list(candidates), self.records.rank_columns)
-        scored = ranking.score_fused(candidates, rows, now_epoch, self.weights)
+        scored = ranking.score_fused(candidates, weight, floor, rows, now_epoch, self.weights)
         return scored, {rid: cosine for rid, (_, cosine) in candidates.items()}

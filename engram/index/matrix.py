@@ -6,6 +6,8 @@ first use, integer codes of the filter columns. A write changes it in place (``p
 ``remove``): rows live in buffers with spare room, so adding one costs one row, not a copy of
 the matrix, and a removal moves the last row into the hole. A state memory-mapped from the
 saved cache (``vectorcache.py``) is copied into such buffers on its first change only.
+``nearest`` finds the rows nearest one vector; ``nearest_among`` the nearest others of each
+of a set of rows (consolidation's near-duplicate candidates).
 
 It knows nothing of SQLite, files or records: ``vectors.py`` decides what the rows are.
 """
@@ -15,13 +17,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["COLUMNS", "HEAD_DIMS", "HEAD_MARGIN", "HEAD_POOL", "VectorState", "head_of", "nearest"]
+__all__ = [
+    "COLUMNS",
+    "HEAD_DIMS",
+    "HEAD_MARGIN",
+    "HEAD_POOL",
+    "NEAREST_SLICE",
+    "VectorState",
+    "head_of",
+    "nearest",
+    "nearest_among",
+]
 
 # Semantic candidates are found on the leading dimensions of the vectors (see ``nearest``).
 HEAD_DIMS: Final = 128
 HEAD_MARGIN: Final = 0.1
 HEAD_POOL: Final = 8
 COLUMNS: Final = ("kind", "status", "scope", "project")
+NEAREST_SLICE: Final = 512  # rows compared at once by nearest_among
+DENSE_SHARE: Final = 8  # ... which sorts every cosine over the floor unless there are more per row
 _SPARE: Final = 64  # rows of room added on top of a quarter more, when the buffers fill up
 
 
@@ -178,3 +192,46 @@ def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) 
         best = np.argpartition(-exact, pool - 1)[:pool]
         rows, exact = rows[best], exact[best]
     return rows, exact
+
+
+def nearest_among(
+    state: VectorState, rows: Sequence[int], limit: int, floor: float
+) -> list[list[tuple[int, float]]]:
+    """Return, for each of ``rows``, up to ``limit`` (row, cosine >= floor) of the other rows
+    among ``rows`` nearest it, nearest first (ties by row).
+
+    Exact cosines, ``NEAREST_SLICE`` rows at a time against all of them, so that the product
+    stays small however many rows are asked about. Only the cosines over ``floor`` are sorted:
+    with a floor as high as near duplicates have, they are few.
+    """
+    import numpy as np
+
+    out: list[list[tuple[int, float]]] = [[] for _ in rows]
+    if limit <= 0 or len(rows) < 2:
+        return out
+    picked = np.asarray(rows, dtype=np.intp)
+    vectors = state.matrix[picked]
+    for start in range(0, len(rows), NEAREST_SLICE):
+        cosines = vectors[start : start + NEAREST_SLICE] @ vectors.T
+        span = np.arange(cosines.shape[0])
+        cosines[span, span + start] = -np.inf  # a row is not its own neighbour
+        over = cosines >= floor
+        if np.count_nonzero(over) > DENSE_SHARE * limit * over.shape[0]:
+            # Many pairs over the floor (a block of look-alikes): only each row's best (and
+            # whatever ties with the last of them) are sorted.
+            keep = min(limit, len(rows) - 1)
+            kth = np.partition(cosines, -keep, axis=1)[:, -keep]
+            over &= cosines >= kth[:, None]
+        near, other = np.nonzero(over)
+        found = cosines[near, other]
+        order = np.lexsort((other, -found, near))  # by row, nearest first, ties by row
+        near, other, found = near[order], other[order], found[order]
+        best_rows = np.arange(len(near)) - np.searchsorted(near, near) < limit
+        for at, neighbour, cosine in zip(
+            (near[best_rows] + start).tolist(),
+            picked[other[best_rows]].tolist(),
+            found[best_rows].tolist(),
+            strict=True,
+        ):
+            out[at].append((neighbour, cosine))
+    return out

@@ -34,7 +34,7 @@ from engram.errors import IndexError_
 from engram.fileio import ProcessLock
 from engram.index import semantic
 from engram.index.dbfile import chunks, marks, open_derived, remove_files, transaction
-from engram.index.matrix import COLUMNS, VectorState, head_of, nearest
+from engram.index.matrix import COLUMNS, VectorState, head_of, nearest, nearest_among
 from engram.index.query import Query
 from engram.index.vectorcache import VectorCache
 from engram.model import Record, is_tombstone
@@ -423,6 +423,23 @@ class Vectors:
             key=lambda pair: (-pair[1], pair[0]),
         )
         return [(rid, round(c, 4)) for rid, c in found if rid != like and c >= floor][:limit]
+
+    def similar_among(
+        self, ids: Sequence[str], limit: int, floor: float
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Return, by id of ``ids`` with a vector, up to ``limit`` (id, cosine >= floor) of the
+        others among ``ids`` nearest it, best first; {} without vectors."""
+        state = self.state()
+        if state is None:
+            return {}
+        rows = state.rows
+        known = [rid for rid in dict.fromkeys(ids) if rid in rows]
+        found = nearest_among(state, [rows[rid] for rid in known], limit, floor)
+        names = state.ids
+        return {
+            rid: [(names[at], round(c, 4)) for at, c in near]
+            for rid, near in zip(known, found, strict=True)
+        }
 
     def vectors_for(self, ids: Iterable[str]) -> dict[str, Any]:
         """Return the stored embeddings (numpy float32, unit length) of these live memories."""
