@@ -35,6 +35,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "mode": "hybrid",
         "semantic_weight": 0.5,
         "semantic_floor": 0.4,
+        "min_relevance": "auto",
         "min_score_ratio": 0.2,
         "field_weights": {"title": 6.0, "tags": 3.0, "content": 1.0, "files": 1.5},
         "kind_weights": {
@@ -55,9 +56,9 @@ DEFAULTS: Final[dict[str, Any]] = {
         },
         "status_weights": {
             "active": 1.0,
-            "proposed": 0.95,
-            "rejected": 0.85,
-            "superseded": 0.6,
+            "proposed": 1.0,
+            "rejected": 1.0,
+            "superseded": 0.9,
             "archived": 0.4,
         },
         "importance_step": 0.15,
@@ -99,11 +100,17 @@ search:
   # wordllama package (pip install 'engram-git[semantic]'), computed offline when indexing;
   # without it semantic and hybrid search fall back to keyword.
   mode: hybrid
-  # hybrid relevance = (1 - w) x BM25 / best BM25 + w x (cosine - c0) / (best cosine - c0),
-  # c0 = floor / 2, best cosine at least the floor; then the multipliers below and the cut.
+  # Relevance is how much of the query a memory answers, the same scale for every query: about
+  # 1 for all its informative words in a title, 0.5 for half of them; BM25 over the query's
+  # own weight, in hybrid blended as (1 - w) x that + w x the cosine mapped from floor / 2 to 0.8.
   semantic_weight: 0.5
   # Cosine similarity a memory needs to be found by meaning alone (most off-topic text is below).
   semantic_floor: 0.4
+  # When a query names something no memory mentions, hits whose relevance is under this are
+  # not returned, so that a query nothing answers comes back empty. auto is the floor measured
+  # for the mode (hybrid 0.25, keyword 0.4), from 50 memories on (docs/decisions.md,
+  # "Relevance and its floor"); 0 turns it off.
+  min_relevance: auto
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2
   # BM25 weight of each field.
@@ -119,7 +126,7 @@ search:
     note: 0.9
     prompt: 0.8
     session: 0.8
-  status_weights: {{active: 1.0, proposed: 0.95, rejected: 0.85, superseded: 0.6, archived: 0.4}}
+  status_weights: {{active: 1.0, proposed: 1.0, rejected: 1.0, superseded: 0.9, archived: 0.4}}
   importance_step: 0.15      # score x (1 + step x (importance - 3))
   freshness_max_loss: 0.3    # a memory loses up to this share of its score ...
   freshness_days: 365        # ... over this many days since its last update

@@ -440,16 +440,25 @@ def test_multipliers_and_cut_apply_to_fused_scores(store: MemoryStore) -> None:
     assert all(hit.score >= best * index.weights.min_score_ratio for hit in demoted)
 
 
-def test_fuse_blends_normalised_scores() -> None:
+def test_fuse_blends_absolute_parts() -> None:
     weights = Weights(mode="hybrid", semantic_weight=0.5, semantic_floor=0.4)
-    assert fuse(10.0, 10.0, 0.8, 0.8, weights) == pytest.approx(1.0)
-    assert fuse(5.0, 10.0, 0.1, 0.8, weights) == pytest.approx(0.25)  # off-topic cosine: 0
-    assert fuse(0.0, 10.0, 0.5, 0.8, weights) == pytest.approx(0.25)  # (0.5-0.2)/(0.8-0.2)/2
-    # A best cosine under the floor is not stretched to 1: noise does not reorder BM25 ties.
-    assert fuse(10.0, 10.0, 0.22, 0.22, weights) == pytest.approx(0.5 + 0.5 * 0.02 / 0.2)
+    assert fuse(1.0, 0.8, weights) == pytest.approx(1.0)
+    assert fuse(0.5, 0.1, weights) == pytest.approx(0.25)  # off-topic cosine: 0
+    assert fuse(0.0, 0.5, weights) == pytest.approx(0.25)  # (0.5-0.2)/(0.8-0.2)/2
+    # The cosine is not stretched by the best candidate's: a query whose best cosine is weak
+    # scores low, so that the relevance floor can drop it.
+    assert fuse(0.0, 0.22, weights) == pytest.approx(0.5 * 0.02 / 0.6)
     semantic_only = Weights(mode="semantic", semantic_floor=0.4)
-    assert fuse(10.0, 10.0, 0.5, 0.8, semantic_only) == pytest.approx(0.5)
-    assert fuse(10.0, 10.0, 0.5, 0.8, Weights(mode="keyword")) == pytest.approx(1.0)
+    assert fuse(1.0, 0.5, semantic_only) == pytest.approx(0.5)
+    assert fuse(1.0, 0.5, Weights(mode="keyword")) == pytest.approx(1.0)
+
+
+def test_min_relevance_setting() -> None:
+    assert Weights.from_settings({}).min_relevance is None  # auto: the mode's floor
+    assert Weights.from_settings({"min_relevance": "auto"}).min_relevance is None
+    assert Weights.from_settings({"min_relevance": 0}).min_relevance == 0.0
+    with pytest.raises(ConfigError, match=r"search\.min_relevance"):
+        Weights.from_settings({"min_relevance": "high"})
 
 
 def test_unknown_mode_is_a_config_error() -> None:

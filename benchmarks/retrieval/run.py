@@ -1,25 +1,35 @@
-"""Score ranking backends on the hand-labelled retrieval set (memories.jsonl, queries.jsonl).
+"""Score ranking backends on the hand-labelled retrieval sets (memories.jsonl, queries.jsonl).
 
-Run ``python benchmarks/retrieval/run.py`` (``make bench-retrieval``). Every backend answers
-every query with its top 10; the table gives, per backend and query kind, recall@1/5/10 (the
+Run ``python benchmarks/retrieval/run.py`` (``make bench-retrieval``). Two sets, each scored on its
+own in the same run: ``harbor`` (this folder: a shipping company's engineering memories) and ``adr``
+(``adr/``: real public ADRs turned into memories by engram's ADR indexer, with queries written by
+hand before any ranking was looked at; ``adr/SOURCES.md``). ``--set`` picks one. Every backend
+answers every query with its top 10; the table gives, per backend and query kind, recall@1/5/10 (the
 share of a query's relevant memories found in its top k, averaged over the queries), MRR (1 / the
-rank of the first relevant hit, 0 when none is in the top 10), the top score's p50/p90, the share
-of queries that returned any hit, and the p50 latency of one query. For negative queries (no
-memory answers them) only the last three mean anything: a good backend returns nothing, or a top
-score well under the answerable queries' top scores.
+rank of the first relevant hit, 0 when none is in the top 10), the top score's p50/p90, the share of
+queries that returned any hit, and the p50 latency of one query. For negative queries (no memory
+answers them) only the last three mean anything: a good backend returns nothing, or a top score well
+under the answerable queries' top scores.
 
 Backends, all in this one run over the same memories:
 
 - ``bm25``: the plain baseline, written here and independent of engram's ranking: an in-memory
-  SQLite FTS5 table (title, tags, content, files; ``porter unicode61`` tokenizer) and
-  ``bm25()`` with engram's field weights (title 6, tags 3, content 1, files 1.5); the query's
-  words joined with OR. No kind, importance, status or freshness multipliers, no cut.
+  SQLite FTS5 table (title, tags, content, files; ``porter unicode61`` tokenizer) and ``bm25()``
+  with engram's field weights (title 6, tags 3, content 1, files 1.5); the query's words joined with
+  OR. No kind, importance, status or freshness multipliers, no cut.
 - ``engram <mode>``: ``Engram.recall(query, limit=10)`` on a scratch store built from
-  memories.jsonl, with ``search.backend: tantivy`` and ``search.mode: <mode>`` set in its
-  config.yaml through ``engram.config.set_value``. A mode is "not available" when engram does
-  not know the setting (no ``search.mode`` in ``engram.config.DEFAULTS``; the keyword pass then
-  runs with the default config), when opening or searching the store with it raises, or when it
-  has no effect (every ranked list the same as the keyword pass's).
+  memories.jsonl, with ``search.backend: tantivy`` (the default) and ``search.mode: <mode>`` set in
+  its config.yaml through ``engram.config.set_value``; ``engram fts5 <mode>`` is the same on the
+  FTS5 backend. ``engram hybrid`` is the configuration ``engram init`` writes.
+- ``engram <mode> (no floor)``: the same with ``search.min_relevance: 0``, so that the table can say
+  how many answerable queries the floor costs: ``lost`` counts the answerable queries whose relevant
+  memory is in the unfloored top 10 and not in the floored one.
+
+A mode is "not available" when engram does not know the setting (no ``search.mode`` in
+``engram.config.DEFAULTS``; the keyword pass then runs with the default config), when opening or
+searching the store with it raises, or when it has no effect (every ranked list the same as the
+keyword pass's). The ADR set is rebuilt, not committed (``adr/SOURCES.md``): where its files are
+missing only the harbor set runs.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
@@ -53,6 +63,8 @@ from engram.service import Engram
 HERE: Final = Path(__file__).resolve().parent
 MEMORIES: Final = HERE / "memories.jsonl"
 QUERIES: Final = HERE / "queries.jsonl"
+SETS: Final = {"harbor": HERE, "adr": HERE / "adr"}
+BACKENDS: Final = ("tantivy", "fts5")
 MODES: Final = ("keyword", "semantic", "hybrid")
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
 LIMIT: Final = 10
@@ -155,17 +167,27 @@ def mode_setting_known() -> bool:
     return isinstance(search, dict) and "mode" in search
 
 
-def engram_store(scratch: Path, mode: str | None) -> Engram:
-    """Build a project store holding memories.jsonl; set ``search.mode`` when given."""
-    root = scratch / f"store-{mode or 'default'}"
-    engram, _ = Engram.init(root, project="harbor")
+def engram_store(
+    scratch: Path, memories: Path, mode: str | None, settings: dict[str, object]
+) -> Engram:
+    """Build a project store holding ``memories``; set ``search.mode`` and other settings."""
+    root = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
+    engram, _ = Engram.init(root, project="bench")
     engram.close()
     engram_dir = root / config_mod.ENGRAM_DIR
-    shutil.copyfile(MEMORIES, engram_dir / "memories.jsonl")
-    config_mod.set_value(engram_dir, "search.backend", "tantivy")
+    shutil.copyfile(memories, engram_dir / "memories.jsonl")
     if mode is not None:
         config_mod.set_value(engram_dir, "search.mode", mode)
+    for key, value in settings.items():
+        config_mod.set_value(engram_dir, key, value)
     return Engram(root)
+
+
+def setting_known(key: str) -> bool:
+    """Tell whether engram's config knows ``search.<name>``."""
+    section, _, name = key.partition(".")
+    values = config_mod.DEFAULTS.get(section)
+    return isinstance(values, dict) and name in values
 
 
 def engram_search(engram: Engram) -> Search:
@@ -195,15 +217,24 @@ def run_backend(name: str, search: Search, queries: Sequence[Query], rounds: int
 
 
 def run_engram(
-    mode: str, scratch: Path, queries: Sequence[Query], rounds: int, known: bool
+    name: str,
+    memories: Path,
+    mode: str,
+    settings: dict[str, object],
+    scratch: Path,
+    queries: Sequence[Query],
+    rounds: int,
+    known: bool,
 ) -> Result:
-    """Score engram in one search mode, or say why that mode is not available."""
-    name = f"engram {mode}"
+    """Score engram in one search mode and settings, or say why that is not available."""
     if not known and mode != "keyword":
         return Result(name, unavailable="engram has no search.mode setting")
+    unknown = [key for key in settings if not setting_known(key)]
+    if unknown:
+        return Result(name, unavailable=f"engram has no {', '.join(unknown)} setting")
     engram: Engram | None = None
     try:
-        engram = engram_store(scratch, mode if known else None)
+        engram = engram_store(scratch, memories, mode if known else None, settings)
         engram.recall("warm up the index and any model")  # builds the index, untimed
         return run_backend(name, engram_search(engram), queries, rounds)
     except EngramError as exc:
@@ -285,6 +316,21 @@ def same_rankings(a: Result, b: Result) -> bool:
     return all(a.answers[qid].ids == b.answers[qid].ids for qid in a.answers)
 
 
+def lost_to_floor(floored: Result, unfloored: Result, queries: Sequence[Query]) -> dict[str, int]:
+    """Count, per kind and ``all``, the answerable queries whose relevant memory the floor drops:
+    in the unfloored top 10, not in the floored one."""
+    lost: dict[str, int] = {kind: 0 for kind in (*QUERY_KINDS, "all")}
+    for query in queries:
+        if query.kind == "negative":
+            continue
+        before = query.relevant & set(unfloored.answers[query.id].ids)
+        after = query.relevant & set(floored.answers[query.id].ids)
+        if before and not after:
+            lost[query.kind] += 1
+            lost["all"] += 1
+    return lost
+
+
 def render(
     results: Sequence[Result], figures: dict[str, dict[str, dict[str, float | None]]]
 ) -> str:
@@ -305,12 +351,13 @@ def render(
             "top p50",
             "top p90",
             "any hit",
+            "lost",
             "p50 ms",
         )
     ]
     for result in results:
         if result.unavailable:
-            lines.append((result.name, "not available", *["-"] * 9))
+            lines.append((result.name, "not available", *["-"] * 10))
             continue
         for kind, row in figures[result.name].items():
             lines.append(
@@ -325,6 +372,7 @@ def render(
                     cell(row["top_p50"], ".2f"),
                     cell(row["top_p90"], ".2f"),
                     cell(row["any_hit"], ".0%"),
+                    cell(row.get("lost"), ".0f"),
                     cell(row["p50_ms"], ".2f"),
                 )
             )
@@ -341,8 +389,81 @@ def parse_modes(text: str) -> list[str]:
     return modes
 
 
+def run_set(
+    name: str, folder: Path, modes: Sequence[str], backends: Sequence[str], rounds: int
+) -> tuple[str, dict[str, object]]:
+    """Score every backend on one labelled set; return the printed report and its figures."""
+    memories, queries = folder / "memories.jsonl", load_queries(folder / "queries.jsonl")
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    known = mode_setting_known()
+    started = time.monotonic()
+    twins: dict[str, str] = {}  # floored backend -> its unfloored twin
+    try:
+        results = [run_backend("bm25 (fts5)", bm25_baseline(memories), queries, rounds)]
+        for backend in backends:
+            prefix = "engram" if backend == "tantivy" else f"engram {backend}"
+            for mode in modes:
+                settings: dict[str, object] = {"search.backend": backend}
+                label = f"{prefix} {mode}"
+                results.append(
+                    run_engram(label, memories, mode, settings, scratch, queries, rounds, known)
+                )
+                if setting_known("search.min_relevance"):
+                    twin = f"{label} (no floor)"
+                    settings["search.min_relevance"] = 0.0
+                    results.append(
+                        run_engram(twin, memories, mode, settings, scratch, queries, rounds, known)
+                    )
+                    twins[label] = twin
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    by_name = {result.name: result for result in results}
+    for result in results:
+        keyword = by_name.get(
+            result.name.replace("semantic", "keyword").replace("hybrid", "keyword")
+        )
+        if (
+            keyword is not None
+            and not keyword.unavailable
+            and result is not keyword
+            and result.name.startswith("engram")
+            and "(no floor)" not in result.name
+            and not result.unavailable
+            and same_rankings(result, keyword)
+        ):
+            result.unavailable = "search.mode had no effect (same rankings as keyword)"
+    figures = {r.name: score(r, queries) for r in results if not r.unavailable}
+    for floored, twin in twins.items():
+        if floored in figures and twin in figures:
+            for kind, count in lost_to_floor(by_name[floored], by_name[twin], queries).items():
+                if kind in figures[floored]:
+                    figures[floored][kind]["lost"] = float(count)
+    count = sum(1 for line in memories.read_bytes().splitlines() if line.strip())
+    counts = {
+        kind: sum(1 for q in queries if q.kind == kind) for kind in (*QUERY_KINDS, "negative")
+    }
+    lines = [
+        f"set {name}: {count} memories, {len(queries)} queries ("
+        + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+        + f"), top {LIMIT}, {rounds} timed rounds, {time.monotonic() - started:.0f} s",
+        render(results, figures),
+    ]
+    lines += [f"{r.name}: not available: {r.unavailable}" for r in results if r.unavailable]
+    payload: dict[str, object] = {
+        "memories": count,
+        "queries": counts,
+        "figures": figures,
+        "unavailable": {r.name: r.unavailable for r in results if r.unavailable},
+    }
+    report = "\n".join(lines)
+    return report, payload | {"results": results, "queries_list": queries}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run every backend over the set and print the table."""
+    """Run every backend over each set and print a table per set."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--mode",
@@ -350,6 +471,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="extend",
         help="engram search modes to score: keyword, semantic, hybrid (repeat or comma-separate;"
         " default all three)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        choices=sorted(SETS),
+        help="the labelled sets to score (repeat; default every set that is present)",
+    )
+    parser.add_argument(
+        "--backend",
+        dest="backends",
+        action="append",
+        choices=BACKENDS,
+        help="engram's full-text backends to score (repeat; default both)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds over the queries")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -361,64 +496,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     modes: list[str] = list(dict.fromkeys(args.mode or MODES))
-    queries = load_queries()
-    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
-    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
-    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
-    known = mode_setting_known()
-    started = time.monotonic()
-    try:
-        results = [run_backend("bm25 (fts5)", bm25_baseline(), queries, args.rounds)]
-        for mode in modes:
-            results.append(run_engram(mode, scratch, queries, args.rounds, known))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    keyword = next((r for r in results if r.name == "engram keyword" and not r.unavailable), None)
-    for result in results:
-        if (
-            keyword is not None
-            and result is not keyword
-            and result.name.startswith("engram")
-            and not result.unavailable
-            and same_rankings(result, keyword)
-        ):
-            result.unavailable = "search.mode had no effect (same rankings as keyword)"
-    figures = {r.name: score(r, queries) for r in results if not r.unavailable}
-    memories = sum(1 for line in MEMORIES.read_bytes().splitlines() if line.strip())
-    counts = {
-        kind: sum(1 for q in queries if q.kind == kind) for kind in (*QUERY_KINDS, "negative")
-    }
-    print(
-        f"engram retrieval benchmark: {memories} memories, {len(queries)} queries ("
-        + ", ".join(f"{n} {kind}" for kind, n in counts.items())
-        + f"), top {LIMIT}, {args.rounds} timed rounds, {time.monotonic() - started:.0f} s"
-    )
-    print(render(results, figures))
-    for result in results:
-        if result.unavailable:
-            print(f"{result.name}: not available: {result.unavailable}")
+    backends: list[str] = list(dict.fromkeys(args.backends or BACKENDS))
+    names = args.sets or [
+        name for name, folder in SETS.items() if (folder / "queries.jsonl").exists()
+    ]
+    payloads: dict[str, object] = {}
+    for name in names:
+        report, payload = run_set(name, SETS[name], modes, backends, args.rounds)
+        print(report + "\n")
+        results = payload.pop("results")
+        queries = payload.pop("queries_list")
+        assert isinstance(results, list) and isinstance(queries, list)
+        if args.misses:
+            for result in results:
+                if not result.unavailable:
+                    lines = misses(result, queries, args.misses)
+                    print(
+                        f"{name}, {result.name}: {len(lines)} queries with nothing relevant in the"
+                        f" top {args.misses}"
+                    )
+                    print("\n".join(lines))
+            print()
+        payloads[name] = payload
     print(
         "R@k = share of a query's relevant memories in its top k; MRR over the top 10; "
         "top p50/p90 = the best hit's score\n(bm25: raw weighted bm25; engram: after its "
-        "multipliers); any hit = share of queries with at least one hit."
+        "multipliers); any hit = share of queries with at least one hit; lost = answerable\n"
+        "queries whose relevant memory the score floor (search.min_relevance) dropped from "
+        "the top 10."
     )
-    if args.misses:
-        for result in results:
-            if not result.unavailable:
-                lines = misses(result, queries, args.misses)
-                print(
-                    f"\n{result.name}: {len(lines)} queries with nothing relevant in the top "
-                    f"{args.misses}"
-                )
-                print("\n".join(lines))
     if args.json:
-        payload = {
-            "memories": memories,
-            "queries": counts,
-            "figures": figures,
-            "unavailable": {r.name: r.unavailable for r in results if r.unavailable},
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(payloads, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

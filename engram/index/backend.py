@@ -30,6 +30,15 @@ MAX_QUERY_TOKENS: Final = 64
 MAX_TOKEN_CHARS: Final = 40
 
 _WORD: Final = re.compile(r"\w+")
+# Words that say how a question is asked rather than what about. They are searched like any
+# other, but ``informative`` leaves them out of the share of a query that a memory answers.
+_STOP_WORDS: Final = (
+    "a an and are as at be been but by can could did do does doing for from had has have"
+    " how i if in into is it its me my no not of on or our should so than that the their"
+    " them then there these they this those to us was we were what when where which who"
+    " whom why will with would you your"
+)
+QUERY_STOP_WORDS: Final = frozenset(_STOP_WORDS.split())
 
 
 class Doc(NamedTuple):
@@ -69,6 +78,22 @@ class Filters:
 NO_FILTERS: Final = Filters()
 
 
+class QueryWeight(NamedTuple):
+    """What relevance needs to know of a query in one index (``SearchIndex.query_weight``).
+
+    ``weight``: the sum of the idf of its informative words, about what a memory holding each
+    of them once, at an average length, scores; ``search`` scores divided by it say how much of
+    the query a memory answers (0 when the query has no word). A word no memory has counts as
+    one that a single memory has: either way the others do not answer it, and in a small store
+    it would otherwise outweigh the rest. ``docs``: the documents indexed. ``unseen``: some
+    informative word is in no document, so the query names something no memory mentions.
+    """
+
+    weight: float
+    docs: int
+    unseen: bool
+
+
 class SearchIndex(Protocol):
     """A full-text backend: stores only what it needs to rank and filter, keyed by memory id."""
 
@@ -94,6 +119,10 @@ class SearchIndex(Protocol):
         self, query: str, *, limit: int, filters: Filters = NO_FILTERS
     ) -> list[tuple[str, float]]:
         """Return up to ``limit`` (id, weighted bm25 score > 0) pairs, best first."""
+        ...
+
+    def query_weight(self, query: str) -> QueryWeight:
+        """Return what relevance needs of a query here (``QueryWeight``)."""
         ...
 
     def ids(self) -> set[str]:
@@ -122,6 +151,17 @@ def tokenize_query(text: str) -> list[str]:
         if len(tokens) == MAX_QUERY_TOKENS:
             break
     return tokens
+
+
+def informative(tokens: Sequence[str]) -> list[str]:
+    """Return the tokens that are not ``QUERY_STOP_WORDS``, or all of them when none is left."""
+    kept = [token for token in tokens if token not in QUERY_STOP_WORDS]
+    return kept or list(tokens)
+
+
+def idf(total: int, found: int) -> float:
+    """Return BM25's inverse document frequency of a term in ``found`` of ``total`` documents."""
+    return math.log(1.0 + (total - found + 0.5) / (found + 0.5))
 
 
 def resolve_field_weights(field_weights: Mapping[str, float] | None) -> dict[str, float]:

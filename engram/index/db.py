@@ -421,9 +421,9 @@ class Index:
         elif state is not None:
             scored, cosines = self._search_semantic(query, ids, state, want, now_epoch)
         else:
-            found = self._keyword(query, ids, max(want * 2, 20))
+            found, weight, floor = self._keyword(query, ids, max(want * 2, 20))
             rows = self._ranks.get([rid for rid, _ in found], self.records.rank_columns)
-            scored = ranking.score_keyword(found, rows, now_epoch, self.weights)
+            scored = ranking.score_keyword(found, weight, floor, rows, now_epoch, self.weights)
         page = ranking.page(scored, query.offset, want)
         records = self.records.get_many(rid for _, rid, _ in page)
         return [
@@ -441,11 +441,14 @@ class Index:
 
     def _keyword(
         self, query: Query, ids: frozenset[str] | None, limit: int
-    ) -> list[tuple[str, float]]:
-        """Return the full-text backend's (id, bm25) best matches, its queue flushed first."""
+    ) -> tuple[list[tuple[str, float]], float, float]:
+        """Return the full-text backend's (id, bm25) best matches, its queue flushed first,
+        the query's weight there (``SearchIndex.query_weight``) and the relevance floor."""
         backend = self.backend  # opening it may queue records (a recreated index)
         self.fulltext.flush(self._synced_sig)
-        return backend.search(query.text, limit=limit, filters=query.filters(ids))
+        found = backend.search(query.text, limit=limit, filters=query.filters(ids))
+        weight, docs, unseen = backend.query_weight(query.text)
+        return found, weight, ranking.relevance_floor(docs, unseen, self.weights)
 
     def _search_semantic(
         self,
@@ -462,13 +465,18 @@ class Index:
         and each candidate's cosine.
         """
         pool = max(want * 2, 20)
-        found = self._keyword(query, ids, pool) if self.weights.mode == "hybrid" else []
+        if self.weights.mode == "hybrid":
+            found, weight, floor = self._keyword(query, ids, pool)
+        else:
+            found, weight = [], 0.0
+            _, docs, unseen = self.backend.query_weight(query.text)
+            floor = ranking.relevance_floor(docs, unseen, self.weights)
         allowed = [] if ids is None else [ids]
         if query.tags:
             allowed.insert(0, self.records.ids_for_tags([tag.lower() for tag in query.tags]))
         mask = self.vectors.mask(state, query, allowed)
-        floor = self.weights.semantic_floor
-        candidates = self.vectors.candidates(state, query.text, mask, floor, pool, found)
+        gate = self.weights.semantic_floor
+        candidates = self.vectors.candidates(state, query.text, mask, gate, pool, found)
         rows = self._ranks.get(list(candidates), self.records.rank_columns)
-        scored = ranking.score_fused(candidates, rows, now_epoch, self.weights)
+        scored = ranking.score_fused(candidates, weight, floor, rows, now_epoch, self.weights)
         return scored, {rid: cosine for rid, (_, cosine) in candidates.items()}

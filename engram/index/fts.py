@@ -12,6 +12,7 @@ does) and must never pass user text to MATCH unquoted: queries are built only fr
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -26,6 +27,8 @@ from engram.index.backend import (
     TEXT_FIELDS,
     Doc,
     Filters,
+    QueryWeight,
+    informative,
     resolve_field_weights,
     tokenize_query,
 )
@@ -84,6 +87,10 @@ class FtsIndex:
         self.weights = resolve_field_weights(field_weights)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        # Document counts of query words, kept while no connection writes (``data_version``
+        # for the others' commits, ``_forget_counts`` for ours).
+        self._counts: dict[str, int] = {}
+        self._counts_version: int | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -153,6 +160,7 @@ class FtsIndex:
                     cur.execute("ROLLBACK")
                     raise
                 cur.execute("COMMIT")
+                self._counts_version = None  # our own commit: data_version does not tell
             except sqlite3.Error as exc:
                 raise IndexError_(f"cannot write the FTS5 index at {self.path}: {exc}") from exc
             finally:
@@ -288,6 +296,36 @@ class FtsIndex:
                 return self._live().execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise IndexError_(f"cannot read the FTS5 index at {self.path}: {exc}") from exc
+
+    def query_weight(self, query: str) -> QueryWeight:
+        """Return the query's informative words' idf as FTS5's bm25() has it, the documents,
+        and whether one of the words is in none of them (``QueryWeight``).
+
+        FTS5's idf is log((N - n + 0.5) / (n + 0.5)), at least 1e-6; n is read with one MATCH
+        per word, and N once, kept until the index changes.
+        """
+        tokens = informative(tokenize_query(query))
+        with self._lock:
+            version = int(self._read("PRAGMA data_version")[0][0])
+            if version != self._counts_version:
+                self._counts.clear()
+                self._counts_version = version
+            total = self._counts.get("", -1)  # "" is never a token: it keys the count
+            if total < 0:
+                total = self._counts[""] = self.count()
+            weight = 0.0
+            unseen = False
+            for token in tokens:
+                found = self._counts.get(token)
+                if found is None:
+                    rows = self._read(
+                        "SELECT count(*) FROM fts WHERE fts MATCH ?", (match_expression([token]),)
+                    )
+                    found = self._counts[token] = int(rows[0][0])
+                unseen = unseen or found == 0
+                found = max(found, 1)
+                weight += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+            return QueryWeight(weight if tokens else 0.0, total, unseen)
 
     def ids(self) -> set[str]:
         """Return every indexed id."""

@@ -1,11 +1,16 @@
 """Ranking: the multipliers of DESIGN.md §6 applied to a full-text score, and the 20% cut.
 
-score = bm25 × kind weight × importance × status × freshness × judgements. Pure functions over
-numbers and settings; no I/O, no SQL, no backend knowledge: the index fetches candidates and
+score = relevance × kind weight × importance × status × freshness × judgements. Pure functions
+over numbers and settings; no I/O, no SQL, no backend knowledge: the index fetches candidates and
 their columns, this module scores, fuses, cuts and orders them.
 
-With semantic recall (``search.mode`` hybrid or semantic, see ``fuse``) the BM25 factor is
-replaced by a fused relevance in 0..1; the multipliers and the cut apply to it unchanged.
+Relevance says how much of the query a memory answers, on the same scale for every query and
+store: about 1 when it holds every informative word of the query prominently (in its title, or
+repeatedly), about 0.5 when it holds half of the query's weight, or each word once in its text;
+strong matches go over 1. It is BM25 over the query's own weight (``keyword_relevance``),
+blended in the semantic modes with the cosine similarity (``fuse``). A hit under
+``search.min_relevance`` is not returned, so a query that nothing answers comes back empty;
+the multipliers and the 20% cut then apply. docs/decisions.md says how the floor was chosen.
 
 Judgements (``engram judge``) move a memory by up to ± ``judgement_span`` / 2: the mean score of
 its last ``JUDGEMENTS_COUNTED`` judgements (a verdict counts as useful 1, outdated 0.3, wrong 0),
@@ -26,6 +31,13 @@ VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
 JUDGEMENTS_COUNTED: Final = 5
 MODES: Final = ("keyword", "semantic", "hybrid")
 CACHE_LIMIT: Final = 200_000
+# Calibration of relevance (see keyword_relevance, semantic_relevance): measured on the
+# labelled sets of benchmarks/retrieval, for BM25 (k1 1.2, b 0.75) and wordllama's model.
+KEYWORD_FULL: Final = 1.5
+FLOOR_MIN_DOCS: Final = 50
+# The relevance floor of each mode when search.min_relevance is auto (docs/decisions.md).
+FLOORS: Final = {"keyword": 0.4, "semantic": 0.25, "hybrid": 0.25}
+COSINE_FULL: Final = 0.8
 
 Scored = tuple[float, str, float]  # (score, id, bm25): one ranked candidate
 RankRow = tuple[float, float]  # (static factor, updated epoch): what ranking reads of a record
@@ -49,6 +61,9 @@ class Weights:
     mode: str = "hybrid"
     semantic_weight: float = 0.5
     semantic_floor: float = 0.4
+    # A hit whose relevance (before the multipliers) is under this is not returned; None is
+    # the floor measured for the mode (``FLOORS``).
+    min_relevance: float | None = None
 
     @classmethod
     def from_settings(cls, search: Mapping[str, Any]) -> Weights:
@@ -64,7 +79,18 @@ class Weights:
             mode=_mode(search.get("mode", "hybrid")),
             semantic_weight=min(max(float(search.get("semantic_weight", 0.5)), 0.0), 1.0),
             semantic_floor=min(max(float(search.get("semantic_floor", 0.4)), -1.0), 0.99),
+            min_relevance=_floor(search.get("min_relevance", "auto")),
         )
+
+
+def _floor(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    try:
+        floor = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"search.min_relevance must be auto or a number, got {value!r}") from exc
+    return min(max(floor, 0.0), 10.0)
 
 
 def _mode(value: Any) -> str:
@@ -74,27 +100,39 @@ def _mode(value: Any) -> str:
     return mode
 
 
-def fuse(
-    bm25: float, best_bm25: float, cosine: float, best_cosine: float, weights: Weights
-) -> float:
-    """Return the relevance (0..1) of a hit from its BM25 score and its cosine similarity.
+def keyword_relevance(bm25: float, query_weight: float) -> float:
+    """Return how much of the query a memory's BM25 score says it answers (see the module).
 
-    Min-max normalised convex combination: BM25 divided by the best candidate's, the cosine
-    mapped linearly from half the floor (about what an off-topic text scores with this model)
-    up to the best candidate's cosine (at least the floor) onto 0..1, blended by
-    ``semantic_weight``. The floor
-    itself decides which memories may enter by meaning alone (see ``Index.search``); below it a
-    cosine still reorders what BM25 found.
+    ``query_weight`` is the sum of the idf of the query's informative words
+    (``SearchIndex.query_weight``): about what a memory holding each once scores. A memory
+    scoring ``KEYWORD_FULL`` times that (the words in its title, or repeated) gets 1. Linear,
+    not capped: among strong matches the BM25 order stays, and the multipliers only nudge it.
     """
-    keyword = bm25 / best_bm25 if best_bm25 > 0 else 0.0
+    if query_weight <= 0 or bm25 <= 0:
+        return 0.0
+    return bm25 / (KEYWORD_FULL * query_weight)
+
+
+def semantic_relevance(cosine: float, weights: Weights) -> float:
+    """Return the cosine similarity mapped linearly onto 0..1: from half the semantic floor
+    (about what an off-topic text scores with the model) to ``COSINE_FULL``."""
     zero = weights.semantic_floor / 2
-    # A best cosine under the floor is no match: it does not get stretched to 1.
-    span = max(best_cosine, weights.semantic_floor) - zero
-    semantic = min(max((cosine - zero) / span, 0.0), 1.0) if span > 0 else 0.0
-    if weights.mode == "semantic":
-        return semantic
+    return min(max((cosine - zero) / (COSINE_FULL - zero), 0.0), 1.0)
+
+
+def fuse(keyword: float, cosine: float, weights: Weights) -> float:
+    """Return the relevance of a hit from its keyword relevance and its cosine.
+
+    Both parts are absolute, never relative to the best candidate, so that a query nothing
+    answers scores low everywhere and ``min_relevance`` can drop it: hybrid blends them by
+    ``semantic_weight``. The semantic floor decides which memories may enter by meaning alone
+    (see ``Index.search``); below it a cosine still reorders what BM25 found.
+    """
     if weights.mode == "keyword":
         return keyword
+    semantic = semantic_relevance(cosine, weights)
+    if weights.mode == "semantic":
+        return semantic
     return (1.0 - weights.semantic_weight) * keyword + weights.semantic_weight * semantic
 
 
@@ -181,38 +219,57 @@ def _kept(scored: list[Scored], ratio: float) -> list[Scored]:
     return [item for item in scored if item[1] in kept]
 
 
+def relevance_floor(docs: int, unseen: bool, weights: Weights) -> float:
+    """Return the relevance a hit needs: ``min_relevance`` (auto: ``FLOORS`` of the mode).
+
+    Only when the query names something no memory mentions (``unseen``: one of its informative
+    words is in none), and only from ``FLOOR_MIN_DOCS`` memories on (fewer say little of which
+    words are rare: in five memories about sessions, "sessions" weighs nothing). A query all of
+    whose words the store knows is answered by the memories that hold them, weakly or not.
+    """
+    if docs < FLOOR_MIN_DOCS or not unseen:
+        return 0.0
+    return FLOORS[weights.mode] if weights.min_relevance is None else weights.min_relevance
+
+
 def score_keyword(
     found: Sequence[tuple[str, float]],
+    query_weight: float,
+    floor: float,
     rows: Mapping[str, RankRow],
     now_epoch: float,
     weights: Weights,
 ) -> list[Scored]:
-    """Score (id, bm25) pairs by bm25 × multipliers and cut; ids without a row are left out."""
+    """Score (id, bm25) pairs by keyword relevance × multipliers, drop those whose relevance
+    is under ``floor`` (``relevance_floor``), and cut; ids without a row are left out."""
     scored: list[Scored] = []
     for rid, bm25 in found:
         row = rows.get(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
-        scored.append((bm25 * row_multiplier(row, now_epoch, weights), rid, bm25))
+        relevance = keyword_relevance(bm25, query_weight)
+        if relevance > 0 and relevance >= floor:
+            scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 
 
 def score_fused(
     candidates: Mapping[str, tuple[float, float]],
+    query_weight: float,
+    floor: float,
     rows: Mapping[str, RankRow],
     now_epoch: float,
     weights: Weights,
 ) -> list[Scored]:
-    """Score id -> (bm25, cosine) candidates by fused relevance × multipliers, then cut."""
-    best_bm25 = max((bm25 for bm25, _ in candidates.values()), default=0.0)
-    best_cosine = max((cosine for _, cosine in candidates.values()), default=0.0)
+    """Score id -> (bm25, cosine) candidates by fused relevance × multipliers, drop those
+    whose relevance is under ``floor``, then cut."""
     scored: list[Scored] = []
     for rid, (bm25, cosine) in candidates.items():
         row = rows.get(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
-        relevance = fuse(bm25, best_bm25, cosine, best_cosine, weights)
-        if relevance > 0:
+        relevance = fuse(keyword_relevance(bm25, query_weight), cosine, weights)
+        if relevance > 0 and relevance >= floor:
             scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 

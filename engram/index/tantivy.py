@@ -34,6 +34,9 @@ from engram.index.backend import (
     TEXT_FIELDS,
     Doc,
     Filters,
+    QueryWeight,
+    idf,
+    informative,
     resolve_field_weights,
     tokenize_query,
 )
@@ -305,6 +308,33 @@ class TantivyIndex:
         self._reload()
         return self._live_index().searcher()
 
+    def _groups(self, tokens: Sequence[str]) -> list[tuple[str, ...]]:
+        """Return the analyzer's terms of each token, once each, in order (empty ones left out)."""
+        groups: list[tuple[str, ...]] = []
+        seen: set[tuple[str, ...]] = set()
+        for token in tokens:
+            terms = tuple(self._analyzer.analyze(token))
+            if terms and terms not in seen:
+                seen.add(terms)
+                groups.append(terms)
+        return groups
+
+    def query_weight(self, query: str) -> QueryWeight:
+        """Return the query's informative words' body idf, the documents, and whether one of
+        the words is in none of them (``QueryWeight``)."""
+        groups = self._groups(informative(tokenize_query(query)))
+        with self._lock:
+            try:
+                searcher = self._searcher()
+                total = int(searcher.num_docs)
+                if not groups:
+                    return QueryWeight(0.0, total, False)
+                counts = [int(searcher.doc_freq("body", t)) for terms in groups for t in terms]
+                weight = sum(idf(total, max(found, 1)) for found in counts)
+                return QueryWeight(weight, total, 0 in counts)
+            except (OSError, ValueError) as exc:
+                raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
+
     def _text_query(self, tokens: list[str]) -> Any:
         """Build the ranked query: an OR of the words over the body, plus the title phrase.
 
@@ -314,13 +344,7 @@ class TantivyIndex:
         found in that order in a title add ``TITLE_PHRASE_BOOST`` of their body score.
         """
         tantivy = _tantivy()
-        groups: list[tuple[str, ...]] = []
-        seen: set[tuple[str, ...]] = set()
-        for token in tokens:
-            terms = tuple(self._analyzer.analyze(token))
-            if terms and terms not in seen:
-                seen.add(terms)
-                groups.append(terms)
+        groups = self._groups(tokens)
         clauses = []
         for terms in groups:
             if len(terms) == 1:

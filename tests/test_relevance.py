@@ -1,0 +1,260 @@
+"""Relevance on one scale for every query, and the floor that empties a query nothing answers.
+
+Real stores in tmp_path (a real git repository, the real index and, where the test extra
+installed it, the real embedding model); nothing is mocked. Issue 16: with scores relative to
+the best hit, every negative query came back with hits; "cache redis" over a store where every
+memory mentions cache came back empty.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engram import config as config_mod
+from engram.index import semantic
+from engram.index.backend import QUERY_STOP_WORDS, Doc, idf, informative, tokenize_query
+from engram.index.factory import open_backend
+from engram.index.ranking import KEYWORD_FULL, Weights, fuse, keyword_relevance
+from engram.service import Engram
+
+MODES = ["keyword", pytest.param("hybrid", marks=pytest.mark.skipif(
+    not semantic.available(), reason="the semantic extra (wordllama) is not installed"
+))]  # fmt: skip
+
+NOTES = [
+    ("Cache invalidation on write", "The response cache is dropped when a memory changes."),
+    ("Redis holds the sessions", "Sessions live in Redis with a one-hour expiry."),
+    ("Retry webhooks with backoff", "Webhook deliveries retry with exponential backoff."),
+    ("Use UTC everywhere", "Store timestamps in UTC and convert at the edge."),
+    ("Money is integer cents", "Never use floats for prices; store integer cents."),
+    ("Postgres advisory locks for cron", "Only one worker runs a cron job, by advisory lock."),
+    ("Feature flags in LaunchDarkly", "Flags are read through the flags module, never directly."),
+    ("Log in JSON lines", "Every service logs one JSON object per line to stdout."),
+]
+
+
+def _store(root: Path, mode: str, **settings: object) -> Engram:
+    root.mkdir()
+    engram, _ = Engram.init(root, "demo")
+    engram.close()
+    config_mod.set_value(root / ".engram", "search.mode", mode)
+    for key, value in settings.items():
+        config_mod.set_value(root / ".engram", f"search.{key}", value)
+    engram = Engram(root)
+    for title, content in NOTES:
+        engram.remember(title, content, kind="decision")
+    return engram
+
+
+HARBOR = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval" / "memories.jsonl"
+
+
+@pytest.fixture(params=MODES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
+    with _store(tmp_path / "repo", str(request.param)) as engram:
+        yield engram
+
+
+@pytest.fixture(scope="module", params=MODES)
+def harbor(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engram]:
+    """The 203 memories of the retrieval benchmark's harbor set, as a project store."""
+    root = tmp_path_factory.mktemp("harbor") / "repo"
+    root.mkdir()
+    engram, _ = Engram.init(root, "harbor")
+    engram.close()
+    shutil.copyfile(HARBOR, root / ".engram" / "memories.jsonl")
+    config_mod.set_value(root / ".engram", "search.mode", str(request.param))
+    with Engram(root) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # Negative queries of the benchmark that share words with the store.
+        "why did we choose MongoDB for the product catalog?",
+        "which AWS region is the disaster recovery site?",
+        "what load balancer algorithm does the gRPC mesh use?",
+        "which carriers support Saturday delivery in Belgium?",
+    ],
+)
+def test_a_query_nothing_answers_comes_back_empty(harbor: Engram, query: str) -> None:
+    assert harbor.recall(query) == []
+
+
+def test_a_query_whose_words_the_store_knows_has_no_floor(harbor: Engram) -> None:
+    # Every word of it is in some memory: weak or not, the memories holding them answer.
+    assert harbor.recall("how do I request a new laptop?")
+
+
+def test_most_negative_queries_of_the_benchmark_come_back_empty(harbor: Engram) -> None:
+    """A coarse guard of the floor (the benchmark's figures are in docs/decisions.md)."""
+    lines = (HARBOR.parent / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    queries = [json.loads(line) for line in lines if line.strip()]
+    negatives = [q["query"] for q in queries if q["kind"] == "negative"]
+    empty = sum(1 for text in negatives if not harbor.recall(text))
+    # Measured: hybrid 17 of 30, keyword 18 of 30.
+    share = 0.5
+    assert empty >= share * len(negatives)
+    keyword = [q for q in queries if q["kind"] == "keyword"]
+    for query in keyword:  # an exact term never falls under the floor
+        found = {hit.id for hit in harbor.recall(query["query"])}
+        assert found & set(query["relevant"]), query["query"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "PgBouncer SET LOCAL tenant",
+        "why did we pick UUIDv7 for primary keys?",
+        "statement_timeout",
+        "webhook signature HMAC",
+    ],
+)
+def test_an_answerable_query_of_a_big_store_keeps_its_hits(harbor: Engram, query: str) -> None:
+    assert harbor.recall(query)
+
+
+def test_a_small_store_has_no_floor(tmp_path: Path) -> None:
+    """Under FLOOR_MIN_DOCS memories word statistics say little: weak matches still come."""
+    with _store(tmp_path / "repo", "keyword") as engram:
+        hits = engram.recall("why did we choose Cassandra for the audit log?")
+        assert hits[0].record["title"] == "Log in JSON lines"
+        assert engram.recall("zeppelin xylophone") == []  # no word matches: nothing
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ("redis sessions", "Redis holds the sessions"),
+        ("why do webhook deliveries retry?", "Retry webhooks with backoff"),
+        ("should prices be floats?", "Money is integer cents"),
+        ("cron advisory lock", "Postgres advisory locks for cron"),
+    ],
+)
+def test_an_answerable_query_keeps_its_memory(store: Engram, query: str, title: str) -> None:
+    hits = store.recall(query)
+    assert hits, query
+    assert hits[0].record["title"] == title
+
+
+def test_the_floor_is_a_setting(tmp_path: Path) -> None:
+    query = "what is the on-call compensation policy?"
+    root = tmp_path / "repo"
+    root.mkdir()
+    engram, _ = Engram.init(root, "harbor")
+    engram.close()
+    shutil.copyfile(HARBOR, root / ".engram" / "memories.jsonl")
+    config_mod.set_value(root / ".engram", "search.mode", "keyword")
+    with Engram(root) as floored:
+        assert floored.recall(query) == []
+    config_mod.set_value(root / ".engram", "search.min_relevance", 0.0)
+    with Engram(root) as unfloored:
+        # "policy" and "call" are in the store, "compensation" in no memory: without the
+        # floor weak matches come back.
+        assert unfloored.recall(query)
+
+
+def test_relevance_does_not_depend_on_the_other_hits(tmp_path: Path) -> None:
+    """The same memory scores the same for the same query, whatever else matched."""
+    with _store(tmp_path / "repo", "keyword") as engram:
+        alone = {hit.record["title"]: hit.score for hit in engram.recall("sessions")}
+        both = {hit.record["title"]: hit.score for hit in engram.recall("sessions")}
+        assert alone == both
+        engram.remember("Session cookies are HttpOnly", "Cookies never reach scripts.")
+        # A new memory that matches changes the word's idf a little, not the scale.
+        after = engram.recall("redis sessions")
+        assert after[0].record["title"] == "Redis holds the sessions"
+        assert math.isclose(after[0].score, alone["Redis holds the sessions"], rel_tol=0.5)
+
+
+def test_recall_of_a_common_word_with_a_rarer_one(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    engram, _ = Engram.init(root, "demo")
+    with engram:
+        for n in range(25):
+            engram.remember(f"Cache note {n}", f"the cache of service {n} is warmed at start-up")
+        engram.remember("Redis cache for sessions", "Session data is cached in redis.")
+        assert len(engram.recall("cache", limit=50)) >= 10
+        hits = engram.recall("cache redis", limit=50)
+        assert hits[0].record["title"] == "Redis cache for sessions"
+
+
+# -- the parts ----------------------------------------------------------------------------------
+
+
+def test_informative_words_leave_out_how_a_question_is_asked() -> None:
+    assert informative(tokenize_query("why do we use redis for the sessions?")) == [
+        "use",
+        "redis",
+        "sessions",
+    ]
+    # A query of nothing but such words keeps them all: it still means something.
+    assert informative(["what", "is", "it"]) == ["what", "is", "it"]
+    assert {"why", "how", "should", "the"} <= QUERY_STOP_WORDS
+
+
+@pytest.mark.parametrize("backend", ["tantivy", "fts5"])
+def test_query_weight_is_the_idf_of_the_informative_words(backend: str, tmp_path: Path) -> None:
+    index = open_backend(backend, tmp_path / "index")
+    try:
+        docs = [
+            Doc(f"d{n}", f"note {n}", text, (), (), "note", "active", "project", "demo")
+            for n, text in enumerate(
+                ["redis sessions", "redis cache", "postgres locks", "json logs"]
+            )
+        ]
+        index.upsert(docs)
+        assert index.query_weight("") == (0.0, 4, False)
+        assert index.query_weight("why is the").weight > 0  # only stop words: they count then
+        redis, docs, unseen = index.query_weight("redis")
+        assert (docs, unseen) == (4, False)
+        unknown, _, unseen = index.query_weight("cassandra")
+        assert unseen  # no memory mentions it
+        assert index.query_weight("redis cassandra").unseen
+        postgres, _, _ = index.query_weight("postgres")
+        # A word no memory has weighs as one that one memory has, more than a commoner one.
+        assert unknown == pytest.approx(postgres)
+        assert postgres > redis > 0
+        # Stop words add nothing once an informative word is there.
+        assert index.query_weight("why do we use redis").weight == pytest.approx(
+            index.query_weight("use redis").weight
+        )
+        assert not index.query_weight("why is it redis").unseen  # stop words never count
+        if backend == "tantivy":
+            assert redis == pytest.approx(idf(4, 2))
+        index.upsert([Doc("d9", "more", "cassandra redis", (), (), "note", "active", "p", "d")])
+        if backend == "tantivy":
+            assert index.query_weight("redis").weight == pytest.approx(idf(5, 3))
+        assert index.query_weight("redis").docs == 5  # a write is seen at once
+        assert not index.query_weight("cassandra").unseen
+    finally:
+        index.close()
+
+
+def test_keyword_relevance_is_bm25_over_the_query_weight() -> None:
+    assert keyword_relevance(0.0, 3.0) == 0.0
+    assert keyword_relevance(3.0, 0.0) == 0.0
+    assert keyword_relevance(KEYWORD_FULL * 2.0, 2.0) == pytest.approx(1.0)
+    assert keyword_relevance(2 * KEYWORD_FULL * 2.0, 2.0) == pytest.approx(2.0)  # not capped
+
+
+def test_fusion_is_absolute() -> None:
+    hybrid = Weights(mode="hybrid", semantic_weight=0.5, semantic_floor=0.4)
+    # A cosine at half the floor counts nothing, 0.8 counts fully.
+    assert fuse(0.0, 0.2, hybrid) == 0.0
+    assert fuse(0.0, 0.8, hybrid) == pytest.approx(0.5)
+    assert fuse(1.0, 0.8, hybrid) == pytest.approx(1.0)
+    # The same hit scores the same however good the best candidate is.
+    assert fuse(0.4, 0.5, hybrid) == fuse(0.4, 0.5, hybrid)
+    assert fuse(0.4, 0.5, Weights(mode="keyword")) == 0.4
+    assert fuse(0.4, 0.5, Weights(mode="semantic", semantic_floor=0.4)) == pytest.approx(0.5)
