@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -532,3 +533,45 @@ def test_the_lock_keeps_out_other_threads_and_nests_in_one(tmp_path: Path) -> No
     with store.lock():
         store.put([record(new_id(), "once both let go")])
     assert len(store.read_all()) == 1
+
+
+def test_a_put_waits_for_a_file_being_written_in_place(tmp_path: Path) -> None:
+    """git checkout writes memories.jsonl in place: truncated first, then its new bytes.
+
+    A put that reads the file in between sees an empty file, which parses. It must not write
+    its one record onto that: another process (a real one, as git is) truncates the file,
+    holds it open a moment, then writes the new content; the put starts while it is empty.
+    """
+    store = store_in(tmp_path)
+    ids = sorted(new_id() for _ in range(30))
+    store.put([record(rid, f"memory {n}") for n, rid in enumerate(ids)])
+    content = store.path.read_bytes()
+    truncated = tmp_path / "truncated"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, pathlib\n"
+            "path, flag = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n"
+            "data = sys.stdin.buffer.read()\n"
+            "with path.open('r+b') as handle:\n"
+            "    handle.truncate(0); handle.flush()\n"
+            "    flag.touch()\n"
+            "    time.sleep(0.01)\n"
+            "    handle.write(data)\n",
+            str(store.path),
+            str(truncated),
+        ],
+        stdin=subprocess.PIPE,
+    )
+    assert writer.stdin is not None
+    writer.stdin.write(content)
+    writer.stdin.close()
+    while not truncated.exists():
+        time.sleep(0.0005)
+    added = new_id()
+    store.put([record(added, "saved during the checkout")])
+    assert writer.wait(timeout=30) == 0
+    kept = {json.loads(line)["id"] for line in store.path.read_bytes().splitlines()}
+    assert set(ids) <= kept, f"{len(set(ids) - kept)} memories lost"
+    assert added in kept

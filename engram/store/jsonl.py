@@ -275,6 +275,7 @@ class MemoryStore:
         with self.lock():
             for _ in range(_PUT_ATTEMPTS):
                 data, signature = self.read_bytes()
+                changed = signature != "missing" and not self._trusted(signature)
                 try:
                     data, base = self._checked(data, signature)
                 except CorruptStore:
@@ -284,6 +285,13 @@ class MemoryStore:
                     if self.signature() == signature:
                         raise
                     continue
+                if changed:
+                    # Changed behind our back, and it parses: but git may have just truncated
+                    # it (an empty file parses) or written it up to a line's end. Splice onto
+                    # it only once it stayed as read for a moment.
+                    time.sleep(_SETTLE_SECONDS)
+                    if self.signature() != base:
+                        continue
                 try:
                     return base, self._replace_pieces(_splice(data, lines), expect=base)
                 except StoreChanged:
