@@ -9,7 +9,8 @@ absolute medians in milliseconds and the target.
 Figures (see benchmarks/README.md for what each baseline stands for):
 
 1. warm ``Engram.recall`` p50 in-process vs a bare Tantivy index of the same docs queried with
-   ``parse_query`` over the four text fields (target <= 3), per size;
+   ``parse_query`` over the four text fields (target <= 3), per size, in the default search
+   mode (hybrid when the semantic model is installed) and keyword only (a copy of the store);
 2. cold ``engram -C DIR recall WORDS`` process vs ``python -c "import typer, tantivy, sqlite3"``
    on the first size (target <= 2);
 3. ``Engram.reindex(rebuild=True)`` vs orjson-parsing memories.jsonl and bulk-loading the same
@@ -50,6 +51,7 @@ from typing import Any, Final
 import orjson
 import tantivy
 
+from engram import config as config_mod
 from engram.index.backend import DEFAULT_FIELD_WEIGHTS, TEXT_FIELDS
 from engram.model import Record, canonical_line, format_time
 from engram.service import Engram
@@ -519,6 +521,7 @@ class Figure:
 # key: (label, target ratio or None); the table lists figures in this order
 FIGURES: Final[dict[str, tuple[str, float | None]]] = {
     "recall": ("warm recall p50 (in-process)", 3.0),
+    "recall_keyword": ("warm recall p50, keyword only", 3.0),
     "cli": ("cold CLI recall (process)", 2.0),
     "rebuild": ("full index rebuild", 2.0),
     "remember": ("remember p50", 2.0),
@@ -637,14 +640,17 @@ class Bench:
         )
         return Figure.of("rebuild", self.size, ours, base)
 
-    def warm_recall(self) -> Figure:
-        """Figure 1: in-process recall vs the same words asked of the bare Tantivy index."""
+    def warm_recall(self, engram: Engram | None = None, key: str = "recall") -> Figure:
+        """Figure 1: in-process recall vs the same words asked of the bare Tantivy index.
+
+        ``engram`` is another opening of a copy of the store (keyword only, figure 1b)."""
+        engram = engram or self.engram
         raw = RawSearch(self.raw_folder)
         for query in self.queries:  # warm both: page cache, readers, lazily built state
-            self.engram.recall(query)
+            engram.recall(query)
             raw.search(query)
         rounds = self.plan.recall_rounds
-        say(f"[{self.size:,}] warm recall: {len(self.queries)} queries x{rounds} ...")
+        say(f"[{self.size:,}] {FIGURES[key][0]}: {len(self.queries)} queries x{rounds} ...")
         # Odd rounds rotate the list by one, so that each query alternates which side goes
         # first from one round to the next (paired() alternates on the position's parity).
         queries = [
@@ -653,11 +659,25 @@ class Bench:
             for query in self.queries[number % 2 :] + self.queries[: number % 2]
         ]
         ours, base = paired(
-            lambda n: self.engram.recall(queries[n]),
+            lambda n: engram.recall(queries[n]),
             lambda n: raw.search(queries[n]),
             len(queries),
         )
-        return Figure.of("recall", self.size, ours, base)
+        return Figure.of(key, self.size, ours, base)
+
+    def warm_recall_keyword(self) -> Figure:
+        """Figure 1b: figure 1 on a copy of the store set to ``search.mode: keyword``."""
+        copy = self.root.parent / f"{self.root.name}-keyword"
+        shutil.rmtree(copy, ignore_errors=True)
+        init_layout(copy / ".engram", PROJECT)
+        shutil.copyfile(self.jsonl, copy / ".engram" / "memories.jsonl")
+        config_mod.set_value(copy / ".engram", "search.mode", "keyword")
+        try:
+            with Engram.open(copy) as engram:
+                engram.reindex(rebuild=True)
+                return self.warm_recall(engram, "recall_keyword")
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
 
     def cold_cli(self, pycache: Path) -> Figure:
         """Figure 2: a new ``engram recall`` process vs importing what it cannot avoid."""
@@ -724,7 +744,7 @@ def bench_size(
             queries=Corpus(seed + 1).queries(plan.recall_queries),
             seed=seed,
         )
-        rows = [bench.rebuild(), bench.warm_recall()]
+        rows = [bench.rebuild(), bench.warm_recall(), bench.warm_recall_keyword()]
         if cli:
             rows.append(bench.cold_cli(data / "pycache"))
         rows += bench.remember()
@@ -785,7 +805,9 @@ ratio = median engram ms / median baseline ms; pairs p25-p75 = quartiles of the 
 the interleaved pairs (a wide range means the machine was noisy during that figure).
 baselines (same run, interleaved with the engram runs):
   warm recall  bare tantivy index of the same docs: parse_query over title/tags/content/files
-               with engram's field boosts, top 10, ids read back
+               with engram's field boosts, top 10, ids read back (the first row in the default
+               search.mode, hybrid when the model is installed; "keyword only" on a copy of the
+               store set to search.mode: keyword)
   cold CLI     python -c "import typer, tantivy, sqlite3" (both with a warm bytecode cache)
   rebuild      orjson parse of memories.jsonl + bare tantivy bulk load of the same fields,
                one writer (engram's heap and thread count), one commit

@@ -20,9 +20,10 @@ its lines again onto the new bytes (a few times, then ``StoreChanged``); ``rewri
 records were built from an earlier read, raises ``StoreChanged`` for its caller to read again
 (``expect`` also catches a change before the lock was taken). git writes files in place, so a
 put may read half of git's new bytes: a file that reads as broken is only broken if it stays as
-read for a moment; otherwise it is read again. What remains is the moment
-between that last check and the rename (microseconds), and a replacement the stat cannot tell
-from the original (same size and inode within one tick of the file system's clock).
+read for a moment; otherwise it is read again. A changed file that parses (git may have just
+truncated it) is spliced onto only once it stayed as read for that moment too. What remains is
+the moment between that last check and the rename (microseconds), and a replacement the stat
+cannot tell from the original (same size and inode within one tick of the file system's clock).
 
 Every record ``put`` or ``rewrite`` writes is scrubbed of secrets first (``store.redact``): the
 one write path every adapter, import, sync, merge driver and indexer goes through, so no field
