@@ -80,6 +80,9 @@ def _build_schema() -> Any:
 # An exact phrase of two or more query words in a title adds this share of what the words
 # score in the body.
 TITLE_PHRASE_BOOST: Final = 0.5
+# ... for queries of at most this many words: titles are short, and the phrase query cost a
+# third of a search of eight words (consolidation asks thousands of those).
+TITLE_PHRASE_WORDS: Final = 6
 LAYOUT_FILE: Final = "engram-layout.json"
 
 
@@ -340,8 +343,9 @@ class TantivyIndex:
 
         Each \\w+ token is one term, or a phrase when the analyzer splits it ("foo_bar"), as
         FTS5 does for a quoted string. Every word counts, common ones too: the body's shared
-        statistics give a word found in most memories almost no weight. Two or more words
-        found in that order in a title add ``TITLE_PHRASE_BOOST`` of their body score.
+        statistics give a word found in most memories almost no weight. Two to
+        ``TITLE_PHRASE_WORDS`` words found in that order in a title add ``TITLE_PHRASE_BOOST``
+        of their body score.
         """
         tantivy = _tantivy()
         groups = self._groups(tokens)
@@ -353,7 +357,7 @@ class TantivyIndex:
                 query = tantivy.Query.phrase_query(self._schema, "body", list(terms))
             clauses.append((tantivy.Occur.Should, query))
         words = [term for terms in groups for term in terms]
-        if len(words) > 1 and self.copies["title"]:
+        if 1 < len(words) <= TITLE_PHRASE_WORDS and self.copies["title"]:
             phrase = tantivy.Query.phrase_query(self._schema, "title", words)
             clauses.append(
                 (tantivy.Occur.Should, tantivy.Query.boost_query(phrase, TITLE_PHRASE_BOOST))
