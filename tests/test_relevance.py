@@ -90,6 +90,18 @@ def test_a_query_nothing_answers_comes_back_empty(harbor: Engram, query: str) ->
     assert harbor.recall(query) == []
 
 
+@pytest.mark.parametrize("query", ["webhook xyzzy", "idempotency keyz", "kafka partitoin"])
+def test_a_short_query_with_an_unknown_word_still_finds_the_known_one(
+    harbor: Engram, query: str
+) -> None:
+    # Issue 16: "chosen xyzzy" found nothing while "chosen" found 35. A typo or a stray word
+    # in two words is not a question about another topic.
+    known = query.split()[0]
+    found = {hit.id for hit in harbor.recall(query)}
+    assert found and found <= {hit.id for hit in harbor.recall(known, limit=50)} | found
+    assert found & {hit.id for hit in harbor.recall(known)}
+
+
 def test_a_query_whose_words_the_store_knows_has_no_floor(harbor: Engram) -> None:
     # Every word of it is in some memory: weak or not, the memories holding them answer.
     assert harbor.recall("how do I request a new laptop?")
@@ -214,14 +226,15 @@ def test_query_weight_is_the_idf_of_the_informative_words(backend: str, tmp_path
             )
         ]
         index.upsert(docs)
-        assert index.query_weight("") == (0.0, 4, False)
+        assert index.query_weight("") == (0.0, 4, False, 0)
+        assert index.query_weight("why redis cassandra").words == 2
         assert index.query_weight("why is the").weight > 0  # only stop words: they count then
-        redis, docs, unseen = index.query_weight("redis")
+        redis, docs, unseen, _ = index.query_weight("redis")
         assert (docs, unseen) == (4, False)
-        unknown, _, unseen = index.query_weight("cassandra")
+        unknown, _, unseen, _ = index.query_weight("cassandra")
         assert unseen  # no memory mentions it
         assert index.query_weight("redis cassandra").unseen
-        postgres, _, _ = index.query_weight("postgres")
+        postgres, _, _, _ = index.query_weight("postgres")
         # A word no memory has weighs as one that one memory has, more than a commoner one.
         assert unknown == pytest.approx(postgres)
         assert postgres > redis > 0

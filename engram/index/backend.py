@@ -87,11 +87,13 @@ class QueryWeight(NamedTuple):
     one that a single memory has: either way the others do not answer it, and in a small store
     it would otherwise outweigh the rest. ``docs``: the documents indexed. ``unseen``: some
     informative word is in no document, so the query names something no memory mentions.
+    ``words``: how many informative words the query has.
     """
 
     weight: float
     docs: int
     unseen: bool
+    words: int = 0
 
 
 class SearchIndex(Protocol):

@@ -447,8 +447,8 @@ class Index:
         backend = self.backend  # opening it may queue records (a recreated index)
         self.fulltext.flush(self._synced_sig)
         found = backend.search(query.text, limit=limit, filters=query.filters(ids))
-        weight, docs, unseen = backend.query_weight(query.text)
-        return found, weight, ranking.relevance_floor(docs, unseen, self.weights)
+        stats = backend.query_weight(query.text)
+        return found, stats.weight, ranking.relevance_floor(stats, self.weights)
 
     def _search_semantic(
         self,
@@ -469,8 +469,7 @@ class Index:
             found, weight, floor = self._keyword(query, ids, pool)
         else:
             found, weight = [], 0.0
-            _, docs, unseen = self.backend.query_weight(query.text)
-            floor = ranking.relevance_floor(docs, unseen, self.weights)
+            floor = ranking.relevance_floor(self.backend.query_weight(query.text), self.weights)
         allowed = [] if ids is None else [ids]
         if query.tags:
             allowed.insert(0, self.records.ids_for_tags([tag.lower() for tag in query.tags]))

@@ -325,7 +325,7 @@ class FtsIndex:
                 unseen = unseen or found == 0
                 found = max(found, 1)
                 weight += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
-            return QueryWeight(weight if tokens else 0.0, total, unseen)
+            return QueryWeight(weight if tokens else 0.0, total, unseen, len(tokens))
 
     def ids(self) -> set[str]:
         """Return every indexed id."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import ConfigError
+from engram.index.backend import QueryWeight
 from engram.model import parse_time
 
 SECONDS_PER_DAY: Final = 86_400.0
@@ -35,6 +36,7 @@ CACHE_LIMIT: Final = 200_000
 # labelled sets of benchmarks/retrieval, for BM25 (k1 1.2, b 0.75) and wordllama's model.
 KEYWORD_FULL: Final = 1.5
 FLOOR_MIN_DOCS: Final = 50
+FLOOR_MIN_WORDS: Final = 3
 # The relevance floor of each mode when search.min_relevance is auto (docs/decisions.md).
 FLOORS: Final = {"keyword": 0.4, "semantic": 0.25, "hybrid": 0.25}
 COSINE_FULL: Final = 0.8
@@ -219,15 +221,18 @@ def _kept(scored: list[Scored], ratio: float) -> list[Scored]:
     return [item for item in scored if item[1] in kept]
 
 
-def relevance_floor(docs: int, unseen: bool, weights: Weights) -> float:
+def relevance_floor(query: QueryWeight, weights: Weights) -> float:
     """Return the relevance a hit needs: ``min_relevance`` (auto: ``FLOORS`` of the mode).
 
-    Only when the query names something no memory mentions (``unseen``: one of its informative
-    words is in none), and only from ``FLOOR_MIN_DOCS`` memories on (fewer say little of which
-    words are rare: in five memories about sessions, "sessions" weighs nothing). A query all of
-    whose words the store knows is answered by the memories that hold them, weakly or not.
+    Only for a query that names something no memory mentions (``unseen``: one of its
+    informative words is in none of them) in at least ``FLOOR_MIN_WORDS`` informative words: a
+    question about another topic. Two words, one unknown ("terraform xyzzy", a typo), still
+    find what the other word finds. And only from ``FLOOR_MIN_DOCS`` memories on: fewer say
+    little of which words are rare (in five memories about sessions, "sessions" weighs
+    nothing). A query all of whose words the store knows is answered by the memories that hold
+    them, weakly or not.
     """
-    if docs < FLOOR_MIN_DOCS or not unseen:
+    if query.docs < FLOOR_MIN_DOCS or not query.unseen or query.words < FLOOR_MIN_WORDS:
         return 0.0
     return FLOORS[weights.mode] if weights.min_relevance is None else weights.min_relevance
 

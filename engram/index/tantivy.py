@@ -331,10 +331,10 @@ class TantivyIndex:
                 searcher = self._searcher()
                 total = int(searcher.num_docs)
                 if not groups:
-                    return QueryWeight(0.0, total, False)
+                    return QueryWeight(0.0, total, False, 0)
                 counts = [int(searcher.doc_freq("body", t)) for terms in groups for t in terms]
                 weight = sum(idf(total, max(found, 1)) for found in counts)
-                return QueryWeight(weight, total, 0 in counts)
+                return QueryWeight(weight, total, 0 in counts, len(groups))
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
 
