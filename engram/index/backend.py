@@ -85,9 +85,9 @@ class QueryWeight(NamedTuple):
     of them once, at an average length, scores; ``search`` scores divided by it say how much of
     the query a memory answers (0 when the query has no word). A word no memory has counts as
     one that a single memory has: either way the others do not answer it, and in a small store
-    it would otherwise outweigh the rest. ``docs``: the documents indexed. ``unseen``: some
-    informative word is in no document, so the query names something no memory mentions.
-    ``words``: how many informative words the query has.
+    it would otherwise outweigh the rest. ``docs``: the documents indexed. ``unseen``: a word
+    of the query written as a name (``names``) is in no document, so the query names something
+    no memory mentions. ``words``: how many informative words the query has.
     """
 
     weight: float
@@ -153,6 +153,26 @@ def tokenize_query(text: str) -> list[str]:
         if len(tokens) == MAX_QUERY_TOKENS:
             break
     return tokens
+
+
+def names(text: str) -> set[str]:
+    """Return the tokens of ``text`` (lowercased) that are written as names.
+
+    A name has a capital letter after its first character (GraphQL, iOS), a digit (S3, 404s),
+    or a capital first letter anywhere but at the start of the text (MongoDB, Zendesk): what a
+    question names, where a plain word ("timestamps", "shrunk") may be a paraphrase.
+    """
+    found: set[str] = set()
+    for number, match in enumerate(_WORD.finditer(text)):
+        word = match.group()
+        rest = word[1:]
+        if (
+            any(char.isdigit() for char in word)
+            or any(char.isupper() for char in rest)
+            or (number > 0 and word[0].isupper())
+        ):
+            found.add(word.lower())
+    return found
 
 
 def informative(tokens: Sequence[str]) -> list[str]:

@@ -29,6 +29,7 @@ from engram.index.backend import (
     Filters,
     QueryWeight,
     informative,
+    names,
     resolve_field_weights,
     tokenize_query,
 )
@@ -299,12 +300,13 @@ class FtsIndex:
 
     def query_weight(self, query: str) -> QueryWeight:
         """Return the query's informative words' idf as FTS5's bm25() has it, the documents,
-        and whether one of the words is in none of them (``QueryWeight``).
+        and whether a word of it written as a name is in none of them (``QueryWeight``).
 
         FTS5's idf is log((N - n + 0.5) / (n + 0.5)), at least 1e-6; n is read with one MATCH
         per word, and N once, kept until the index changes.
         """
         tokens = informative(tokenize_query(query))
+        named = names(query)
         with self._lock:
             version = int(self._read("PRAGMA data_version")[0][0])
             if version != self._counts_version:
@@ -322,7 +324,7 @@ class FtsIndex:
                         "SELECT count(*) FROM fts WHERE fts MATCH ?", (match_expression([token]),)
                     )
                     found = self._counts[token] = int(rows[0][0])
-                unseen = unseen or found == 0
+                unseen = unseen or (found == 0 and token in named)
                 found = max(found, 1)
                 weight += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
             return QueryWeight(weight if tokens else 0.0, total, unseen, len(tokens))

@@ -38,7 +38,7 @@ KEYWORD_FULL: Final = 1.5
 FLOOR_MIN_DOCS: Final = 50
 FLOOR_MIN_WORDS: Final = 3
 # The relevance floor of each mode when search.min_relevance is auto (docs/decisions.md).
-FLOORS: Final = {"keyword": 0.4, "semantic": 0.25, "hybrid": 0.25}
+FLOORS: Final = {"keyword": 0.5, "semantic": 0.35, "hybrid": 0.35}
 COSINE_FULL: Final = 0.8
 
 Scored = tuple[float, str, float]  # (score, id, bm25): one ranked candidate
@@ -224,13 +224,14 @@ def _kept(scored: list[Scored], ratio: float) -> list[Scored]:
 def relevance_floor(query: QueryWeight, weights: Weights) -> float:
     """Return the relevance a hit needs: ``min_relevance`` (auto: ``FLOORS`` of the mode).
 
-    Only for a query that names something no memory mentions (``unseen``: one of its
-    informative words is in none of them) in at least ``FLOOR_MIN_WORDS`` informative words: a
-    question about another topic. Two words, one unknown ("terraform xyzzy", a typo), still
-    find what the other word finds. And only from ``FLOOR_MIN_DOCS`` memories on: fewer say
-    little of which words are rare (in five memories about sessions, "sessions" weighs
-    nothing). A query all of whose words the store knows is answered by the memories that hold
-    them, weakly or not.
+    Only for a query that names something no memory mentions (``unseen``: a word of it written
+    as a name, ``backend.names``, is in none of them) in at least ``FLOOR_MIN_WORDS``
+    informative words: a question about another topic. A plain word no memory has may be a
+    paraphrase ("shrunk" for "scaled down"); a name no memory has is not. Two words, one
+    unknown ("terraform xyzzy", a typo), still find what the other word finds. And only from
+    ``FLOOR_MIN_DOCS`` memories on: fewer say little of which words are rare (in five memories
+    about sessions, "sessions" weighs nothing). A query all of whose words the store knows is
+    answered by the memories that hold them, weakly or not.
     """
     if query.docs < FLOOR_MIN_DOCS or not query.unseen or query.words < FLOOR_MIN_WORDS:
         return 0.0

@@ -37,6 +37,7 @@ from engram.index.backend import (
     QueryWeight,
     idf,
     informative,
+    names,
     resolve_field_weights,
     tokenize_query,
 )
@@ -323,18 +324,21 @@ class TantivyIndex:
         return groups
 
     def query_weight(self, query: str) -> QueryWeight:
-        """Return the query's informative words' body idf, the documents, and whether one of
-        the words is in none of them (``QueryWeight``)."""
-        groups = self._groups(informative(tokenize_query(query)))
+        """Return the query's informative words' body idf, the documents, and whether a word
+        of it written as a name is in none of them (``QueryWeight``)."""
+        tokens = informative(tokenize_query(query))
+        groups = self._groups(tokens)
+        named = self._groups(sorted(names(query) & set(tokens)))
         with self._lock:
             try:
                 searcher = self._searcher()
                 total = int(searcher.num_docs)
                 if not groups:
                     return QueryWeight(0.0, total, False, 0)
-                counts = [int(searcher.doc_freq("body", t)) for terms in groups for t in terms]
-                weight = sum(idf(total, max(found, 1)) for found in counts)
-                return QueryWeight(weight, total, 0 in counts, len(groups))
+                found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
+                weight = sum(idf(total, max(count, 1)) for count in found.values())
+                unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
+                return QueryWeight(weight, total, unseen, len(groups))
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
 
