@@ -191,7 +191,10 @@ def _save(
     since = format_time(datetime.now(UTC) - timedelta(minutes=window))
     duplicate = ws.index.find_duplicate(dedupe_key(fields), since)
     if duplicate is not None:
-        record = dict(duplicate)
+        # The same memory again: it counts, and tags the earlier save lacked join it (rev+1).
+        kept = [str(tag) for tag in duplicate.get("tags") or []]
+        added = [tag for tag in fields.get("tags") or [] if tag not in kept]
+        record = revise(ws, duplicate, {"tags": kept + added}, stamp) if added else dict(duplicate)
         record["duplicate_count"] = int(record.get("duplicate_count", 0) or 0) + 1
         ws.write([record])
         return "duplicate", record, []

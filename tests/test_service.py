@@ -56,6 +56,22 @@ def test_exact_resave_counts_instead_of_adding(project: Engram) -> None:
     assert other_kind.action == "created"
 
 
+def test_exact_resave_keeps_the_new_tags(project: Engram) -> None:
+    """Issue 17: an identical re-save dropped the tags the first save lacked."""
+    first = project.remember("Cache key", "Include the tenant ID.", tags=["cache"])
+    again = project.remember("Cache key", "Include the tenant ID.", tags=["Tenancy", "cache"])
+    assert again.action == "duplicate"
+    assert again.record["id"] == first.record["id"]
+    assert again.record["tags"] == ["cache", "tenancy"]
+    assert again.record["rev"] == 2  # a change: other clones take it on merge
+    assert again.record["duplicate_count"] == 1
+    stored = project.get(first.record["id"])
+    assert stored["tags"] == ["cache", "tenancy"] and len(lines(project)) == 1
+    assert project.recall("", tags=["tenancy"])[0].id == first.record["id"]
+    same = project.remember("Cache key", "Include the tenant ID.", tags=["cache"])
+    assert same.record["rev"] == 2 and same.record["duplicate_count"] == 2  # nothing new
+
+
 def test_resave_after_the_window_adds_a_new_memory(project: Engram) -> None:
     first = project.remember("Cache key", "Include the tenant ID.", kind="pitfall")
     store = project.project_ws.store
