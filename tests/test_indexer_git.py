@@ -344,7 +344,10 @@ def test_fix_again_candidates(history: History) -> None:
         ("Prefix keys with the tenant again", None),
         ("Use the fixture again", None),
         ("Revert ADR-0014", None),
-        ('Revert "Fix cache again"', None),  # no "This reverts commit" line
+        ('Revert "Fix cache again"', "revert"),  # no body line: resolved by its subject
+        ('Revert "Fix cache again" (#12)', "revert"),
+        ('Reapply "Fix cache"', "reapply"),
+        ('Revert "Revert "Fix cache""', "reapply"),
     ],
 )
 def test_classify_subjects(subject: str, expected: str | None) -> None:
@@ -352,13 +355,14 @@ def test_classify_subjects(subject: str, expected: str | None) -> None:
     assert (found[0] if found else None) == expected
 
 
-def test_classify_revert_needs_the_body_line() -> None:
+def test_classify_revert_takes_its_target_from_the_body_line() -> None:
     body = "\nThis reverts commit 1234567890abcdef1234567890abcdef12345678.\n"
     assert classify('Revert "Add cache"', body) == (
         "revert",
         "1234567890abcdef1234567890abcdef12345678",
     )
-    assert classify('Revert "Add cache"', "\nThis reverts the cache.\n") is None
+    # Without the line the target is found later, by subject, among the earlier commits.
+    assert classify('Revert "Add cache"', "\nThis reverts the cache.\n") == ("revert", None)
     assert classify("Revert ADR-0014", body) is None
 
 
@@ -591,3 +595,191 @@ def test_candidate_is_a_frozen_value() -> None:
     found = Candidate("s", "revert", "t", "c", ("a",), None, "2024-01-01T00:00:00.000Z", "A")
     with pytest.raises(AttributeError):
         found.title = "x"  # type: ignore[misc]
+
+
+# --- reverts as GitHub's squash merge writes them ---------------------------------------------
+
+
+def squash_history(history: History) -> dict[str, str]:
+    """A squash-merged history: ``Subject (#N)`` commits, reverts with and without body line."""
+    shas: dict[str, str] = {}
+    history.commit("Initial", {"upload.py": b"1\n", "dns.py": b"1\n"})
+    shas["budget"] = history.commit(
+        "Add a retry budget to the uploader (#101)\n\n* add the budget\n* cover it in tests\n",
+        {"upload.py": b"2\n"},
+    )
+    shas["dns"] = history.commit(
+        "Cache resolver lookups (#102)\n\nCo-authored-by: Grace Hopper <grace@x.org>\n",
+        {"dns.py": b"2\n"},
+    )
+    shas["budget-revert"] = history.commit(
+        'Revert "Add a retry budget to the uploader (#101)" (#103)\n\n'
+        f"This reverts commit {shas['budget']}.\n",
+        {"upload.py": b"1\n"},
+    )
+    # GitHub's "Revert" button on a pull request: the body names the pull request, no sha.
+    shas["dns-revert"] = history.commit(
+        'Revert "Cache resolver lookups (#102)" (#104)\n\nReverts acme/shop#102\n\n'
+        "Lookups went stale after a failover.\n",
+        {"dns.py": b"1\n"},
+    )
+    return shas
+
+
+def test_squash_merged_revert_with_its_body_line(history: History) -> None:
+    shas = squash_history(history)
+    found = {candidate.sha: candidate for candidate in scan(history).candidates}
+    budget = found[shas["budget-revert"]]
+    assert budget.kind == "revert"
+    assert budget.reverted_sha == shas["budget"]
+    assert budget.inferred is False
+    assert budget.title == 'Reverted: "Add a retry budget to the uploader (#101)"'
+    assert "inferred" not in budget.content
+
+
+def test_squash_merged_revert_without_body_line_is_resolved_by_subject(
+    history: History,
+) -> None:
+    shas = squash_history(history)
+    result = scan(history)
+    found = {candidate.sha: candidate for candidate in result.candidates}
+    dns = found[shas["dns-revert"]]
+    assert dns.kind == "revert"
+    assert dns.reverted_sha == shas["dns"]
+    assert dns.inferred is True
+    assert dns.title == 'Reverted: "Cache resolver lookups (#102)"'
+    assert dns.files == ("dns.py",)
+    assert "- inferred:" in dns.content
+    assert f"- reverted: {shas['dns']}" in dns.content
+    assert "Lookups went stale after a failover." in dns.content
+    assert result.unresolved == []
+    assert result.problems == []
+
+
+def test_revert_quoting_the_subject_without_its_pull_request(history: History) -> None:
+    history.commit("Initial", {"a.py": b"1\n"})
+    target = history.commit("Stream large responses (#201)", {"a.py": b"2\n"})
+    revert = history.commit('Revert "Stream large responses" (#202)', {"a.py": b"1\n"})
+    (found,) = scan(history).candidates
+    assert (found.sha, found.reverted_sha, found.inferred) == (revert, target, True)
+
+
+def test_the_nearest_earlier_commit_of_the_subject_wins(history: History) -> None:
+    history.commit("Initial", {"pool.py": b"1\n"})
+    history.commit("Tune the pool size (#131)", {"pool.py": b"2\n"})
+    nearest = history.commit("Tune the pool size (#135)", {"pool.py": b"3\n"})
+    history.commit("Tune the pool size", {"pool.py": b"4\n"}, move_head=False)  # another branch
+    revert = history.commit('Revert "Tune the pool size" (#136)', {"pool.py": b"2\n"})
+    history.commit("Tune the pool size (#140)", {"pool.py": b"5\n"})  # later: never the target
+    (found,) = scan(history).candidates
+    assert (found.sha, found.reverted_sha) == (revert, nearest)
+
+
+def test_a_quoted_subject_with_quotes_in_it(history: History) -> None:
+    history.commit("Initial", {"http.py": b"1\n"})
+    target = history.commit('Send "Content-Length: 0" for empty bodies (#140)', {"http.py": b"2\n"})
+    revert = history.commit(
+        'Revert "Send "Content-Length: 0" for empty bodies (#140)" (#141)', {"http.py": b"1\n"}
+    )
+    (found,) = scan(history).candidates
+    assert (found.sha, found.reverted_sha, found.inferred) == (revert, target, True)
+    assert found.title == 'Reverted: "Send "Content-Length: 0" for empty bodies (#140)"'
+
+
+def test_a_revert_naming_no_earlier_commit_is_skipped_and_reported(history: History) -> None:
+    history.commit("Initial", {"config.py": b"1\n"})
+    revert = history.commit(
+        'Revert "Drop the legacy config loader" (#150)\n\nIt is still needed by the CLI.\n',
+        {"config.py": b"2\n"},
+    )
+    history.commit("Drop the legacy config loader", {"config.py": b"3\n"})  # newer: not it
+    result = scan(history)
+    assert result.candidates == []
+    assert result.unresolved == [(revert, "Drop the legacy config loader")]
+    (problem,) = result.problems
+    assert revert[:12] in problem and "Drop the legacy config loader" in problem
+
+
+def test_reapply_marks_the_revert_it_undid_and_makes_no_candidate(history: History) -> None:
+    shas = squash_history(history)
+    reapply = history.commit(
+        'Reapply "Cache resolver lookups (#102)" (#110)\n\nNow with a TTL.\n',
+        {"dns.py": b"3\n"},
+    )
+    result = scan(history)
+    assert [candidate.kind for candidate in result.candidates] == ["revert", "revert"]
+    found = {candidate.sha: candidate for candidate in result.candidates}
+    assert reapply not in found
+    dns = found[shas["dns-revert"]]
+    assert dns.reapplied_by == reapply
+    assert f"- re-applied by: {reapply}" in dns.content
+    assert found[shas["budget-revert"]].reapplied_by is None
+
+
+def test_revert_of_a_revert_is_a_reapply(history: History) -> None:
+    shas = squash_history(history)
+    again = history.commit(
+        'Revert "Revert "Add a retry budget to the uploader (#101)" (#103)" (#111)\n\n'
+        f"This reverts commit {shas['budget-revert']}.\n",
+        {"upload.py": b"2\n"},
+    )
+    # Three layers: the change is undone once more, a revert of the reapply.
+    third = history.commit(
+        'Revert "Revert "Revert "Add a retry budget to the uploader (#101)" (#103)" (#111)"\n\n'
+        f"This reverts commit {again}.\n",
+        {"upload.py": b"1\n"},
+    )
+    result = scan(history)
+    found = {candidate.sha: candidate for candidate in result.candidates}
+    assert again not in found
+    assert found[shas["budget-revert"]].reapplied_by == again
+    assert found[third].kind == "revert"
+    assert found[third].reverted_sha == again
+    assert found[third].title == 'Reverted: "Add a retry budget to the uploader (#101)"'
+
+
+def test_inferred_reverts_survive_the_cache(history: History, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    shas = squash_history(history)
+    history.commit('Revert "Nothing like this"', {"x.py": b"1\n"})
+    first = scan(history, state_dir=state)
+    again = scan(history, state_dir=state)
+    assert again.unchanged is True
+    assert again.candidates == first.candidates
+    assert again.unresolved == first.unresolved and len(again.unresolved) == 1
+    assert again.problems == first.problems
+    # A new revert resolved against commits that are only in the cache now.
+    later = history.commit('Revert "Add a retry budget to the uploader (#101)"', {"u": b"1\n"})
+    third = scan(history, state_dir=state)
+    assert third.unchanged is False
+    found = {candidate.sha: candidate for candidate in third.candidates}
+    assert found[later].reverted_sha == shas["budget"] and found[later].inferred
+    assert found[shas["dns-revert"]] == {c.sha: c for c in first.candidates}[shas["dns-revert"]]
+    assert len(third.unresolved) == 1
+
+
+def test_candidate_records_say_inferred_and_reapplied(history: History) -> None:
+    from engram.indexer.plan import candidate_id, plan_git
+
+    shas = squash_history(history)
+    reapply = history.commit('Reapply "Cache resolver lookups (#102)"', {"dns.py": b"3\n"})
+    result = scan(history)
+    plan = plan_git(
+        result,
+        {},
+        project="shop",
+        depth=500,
+        threshold=8,
+        stamp="2024-01-01T00:00:00.000Z",
+        revise=lambda record, changes: {**record, **changes},
+    )
+    records = {record["id"]: record for record in plan.writes}
+    budget = records[candidate_id(shas["budget-revert"])]
+    assert budget["tags"] == ["git", "revert"]
+    assert "reverted_inferred" not in budget and "reapplied_by" not in budget
+    dns = records[candidate_id(shas["dns-revert"])]
+    assert dns["tags"] == ["git", "inferred", "reapplied", "revert"]
+    assert dns["reverted_inferred"] is True
+    assert dns["reverted_sha"] == shas["dns"]
+    assert dns["reapplied_by"] == reapply
+    assert candidate_id(reapply) not in records

@@ -28,9 +28,13 @@ Conventions (the facts a reader of the hotspot memory relies on):
   ``.git/shallow``) is walked but its changes are unknown, so it counts nothing.
 - Paths are repository-relative (also when ``root`` is a folder inside the work tree), with
   ``/`` separators, decoded as UTF-8 (undecodable bytes replaced).
-- Candidates: a revert has a ``Revert "…"`` subject *and* a ``This reverts commit <sha>`` line;
-  a "fix again" has a subject with fix/fixes/fixed/fixing … again (not "so the tests pass
-  again"), or re-fix/refix. Both come from the window's non-merge commits only. Their text is
+- Candidates: a revert has a ``Revert "…"`` subject (a squash merge's ``(#N)`` after it is
+  allowed); its target is the sha of a ``This reverts commit <sha>`` line or, without one, the
+  nearest earlier commit of the window with the quoted subject (``inferred``), and a revert that
+  names none is reported in ``GitScan.unresolved``. ``Reapply "…"`` and ``Revert "Revert "…""``
+  make no candidate: they mark the revert they undid as re-applied. A "fix again" has a
+  subject with fix/fixes/fixed/fixing … again (not "so the tests pass again"), or
+  re-fix/refix. Both come from the window's non-merge commits only. Their text is
   the commit message as written: untrusted, to be redacted like any other input.
 
 Speed: trees are read raw and parsed into sets of entries, so that two versions of a folder
@@ -52,7 +56,7 @@ import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -69,7 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "GitScan", "scan_history"]
 
 CACHE_FILE: Final = "git-history.json"
-_CACHE_VERSION: Final = 2
+_CACHE_VERSION: Final = 3  # 3: reverts resolved by subject ("u")
 _TITLE_CHARS: Final = 119
 _CONTENT_BYTES: Final = 2000
 _FILES_IN_CONTENT: Final = 12
@@ -83,7 +87,15 @@ _EMPTY_BLOB: Final = b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the SHA-1 of
 _S_IFMT: Final = 0o170000
 _S_IFDIR: Final = 0o040000
 
-_REVERT_SUBJECT: Final = re.compile(r'^Revert\s+"(?P<title>.*)"\s*$')
+# GitHub's squash merge adds the pull request after the subject: ``Revert "X (#12)" (#15)``,
+# or ``(owner/repo#15)`` for a pull request made in another repository.
+_PR_REF: Final = r"\((?:[\w.-]+/[\w.-]+)?#\d+\)"
+_REVERT_SUBJECT: Final = re.compile(
+    rf'^(?P<verb>Revert|Reapply)\s+"(?P<title>.*)"(?:\s+{_PR_REF})?\s*$'
+)
+_PR_SUFFIX: Final = re.compile(rf"\s+{_PR_REF}\s*$")
+_UNRESOLVED_SHOWN: Final = 5
+_MAX_NESTING: Final = 20  # Revert "Revert "Revert "…""": layers read before giving up
 _REVERTS_LINE: Final = re.compile(
     r"^\s*This reverts commit (?P<sha>[0-9a-fA-F]{7,64})\b", re.MULTILINE
 )
@@ -113,6 +125,10 @@ class Candidate:
     reverted_sha: str | None
     date: str
     author: str
+    # A revert without a "This reverts commit" line, matched to an earlier commit by subject.
+    inferred: bool = False
+    # The commit that brought the reverted change back (a reapply or a revert of this revert).
+    reapplied_by: str | None = None
 
 
 @dataclass
@@ -126,6 +142,8 @@ class GitScan:
     candidates: list[Candidate]
     problems: list[str]
     unchanged: bool
+    # Reverts whose quoted subject names no earlier commit in the window: (sha, subject sought).
+    unresolved: list[tuple[str, str]] = field(default_factory=list)
 
 
 # What one commit changed: (added or modified paths, deleted paths, [old, new] renames).
@@ -141,6 +159,7 @@ class _Node:
     parents: list[str]
     changes: Changeset | None = None
     candidate: Candidate | None = None
+    pending: str | None = None  # a revert without its body line: the subject it reverts
     boundary: bool = False  # listed in .git/shallow: its parents are not here
     commit: Commit | None = field(default=None, repr=False)  # only for commits read this run
 
@@ -156,6 +175,8 @@ class _Node:
             ]
         if self.candidate is not None:
             out["c"] = asdict(self.candidate)
+        if self.pending is not None:
+            out["u"] = self.pending
         if self.boundary:
             out["b"] = True
         return out
@@ -175,7 +196,10 @@ class _Node:
                 [[paths[old], paths[new]] for old, new in renamed],
             )
         candidate = _candidate_from_json(raw["c"]) if "c" in raw else None
-        return cls(time, tree, list(parents), changes, candidate, raw.get("b") is True)
+        pending = raw.get("u")
+        if pending is not None and not isinstance(pending, str):
+            raise ValueError("cache entry has a bad pending revert")
+        return cls(time, tree, list(parents), changes, candidate, pending, raw.get("b") is True)
 
 
 def _candidate_from_json(raw: Any) -> Candidate:
@@ -337,11 +361,15 @@ class _Cache:
                 return None  # a deeper window than the one indexed
             entries = [self.commits[sha] for sha in window]
             candidates = [_candidate_from_json(entry["c"]) for entry in entries if "c" in entry]
+            pairs = zip(window, entries, strict=True)
+            unresolved = [(sha, entry["u"]) for sha, entry in pairs if "u" in entry]
             boundary = any(entry.get("b") for entry in entries)
         except _CACHE_ERRORS:
             return None
         problems = [_shallow_problem(len(window))] if boundary else []
-        return _assemble(head, window, counts, gone, candidates, threshold, problems, True)
+        return _assemble(
+            head, window, counts, gone, candidates, threshold, problems, True, unresolved
+        )
 
 
 TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, hex sha) of one tree
@@ -540,7 +568,7 @@ class _Walk:
             if node.changes is None:
                 node.changes = self.diff(sha, node)
             if node.commit is not None and node.candidate is None:
-                node.candidate = _candidate(self, sha, node)
+                node.candidate, node.pending = _candidate(self, sha, node, node.commit)
             window.append(sha)
             if self.progress is not None and len(window) % every == 0:
                 self.progress(len(window), depth)
@@ -652,6 +680,42 @@ class _Walk:
             return prefix
         return found[0] if len(found) == 1 else prefix
 
+    def resolve_pending(self, window: Sequence[str]) -> None:
+        """Give each revert read this run without its body line the commit its subject names.
+
+        The reverted commit is the nearest earlier one in the window (older, so later in it)
+        whose subject is the quoted one, with or without a squash merge's ``(#N)``. A revert
+        matched nowhere keeps its ``pending`` subject and is reported; a cached one is not
+        tried again (its earlier commits do not change), until ``index --rebuild``.
+        """
+        nodes = self.nodes
+        waiting = [
+            at
+            for at, sha in enumerate(window)
+            if nodes[sha].pending is not None and nodes[sha].commit is not None
+        ]
+        if not waiting:
+            return
+        nearest: dict[str, str] = {}  # subject (and without its "(#N)") -> nearest older sha
+        for at in range(len(window) - 1, waiting[0] - 1, -1):
+            sha = window[at]
+            node = nodes[sha]
+            if node.pending is not None and node.commit is not None:
+                target = nearest.get(node.pending)
+                if target is not None:
+                    node.candidate, node.pending = _candidate(
+                        self, sha, node, node.commit, inferred=target
+                    )
+            subject = self.window_subject(sha, node)
+            if subject is not None:
+                nearest[subject] = nearest[subject_key(subject)] = sha
+
+    def window_subject(self, sha: str, node: _Node) -> str | None:
+        """Return the subject of a commit of the window, read again if it came from the cache."""
+        if node.commit is not None:
+            return _decode_message(node.commit).partition("\n")[0].strip()
+        return self.subject_of(sha)
+
     def subject_of(self, sha: str) -> str | None:
         """Return the subject line of a commit, or None if it is not here."""
         from dulwich.objects import Commit
@@ -692,14 +756,48 @@ def _fit_bytes(text: str, limit: int) -> str:
     return data[: max(0, limit - 4)].decode("utf-8", "ignore").rstrip() + " …"
 
 
+def parse_revert(subject: str) -> tuple[str, str, str] | None:
+    """Read a revert subject: (kind, the change in the end undone or re-applied, sought subject).
+
+    ``Revert "X"`` undoes X; ``Reapply "X"`` (git's subject for reverting ``Revert "X"``) and
+    ``Revert "Revert "X""`` bring X back, so their kind is ``reapply``; every layer counts, so
+    ``Revert "Reapply "X""`` is a revert of X again. The sought subject is the one the reverted
+    commit itself has: the quoted text for ``Revert``, ``Revert "X"`` for ``Reapply "X"``.
+    """
+    found = _REVERT_SUBJECT.match(subject)
+    if found is None:
+        return None
+    verb, quoted = found.group("verb", "title")
+    sought = quoted if verb == "Revert" else f'Revert "{quoted}"'
+    flips = 1 if verb == "Revert" else 2
+    what = quoted
+    for _ in range(_MAX_NESTING):
+        inner = _REVERT_SUBJECT.match(what)
+        if inner is None:
+            break
+        flips += 1 if inner.group("verb") == "Revert" else 2
+        what = inner.group("title")
+    return ("revert" if flips % 2 else "reapply"), what, sought
+
+
+def subject_key(subject: str) -> str:
+    """Return a subject without the ``(#N)`` a squash merge appended: how reverts quote it."""
+    return _PR_SUFFIX.sub("", subject.strip())
+
+
 def classify(subject: str, body: str) -> tuple[str, str | None] | None:
-    """Tell whether a commit message is a revert or a fix-again: (kind, reverted sha) or None."""
-    if subject.startswith("Revert"):
-        if _REVERT_SUBJECT.match(subject):
+    """Tell whether a commit message is a revert, reapply or fix-again: (kind, target) or None.
+
+    The target is the sha of a ``This reverts commit`` line; a revert or reapply without one
+    comes back with None, to be resolved by its subject among the earlier commits.
+    """
+    if subject.startswith(("Revert", "Reapply")):
+        parsed = parse_revert(subject)
+        if parsed is not None:
             line = _REVERTS_LINE.search(body)
-            if line is not None:
-                return "revert", line.group("sha")
-        return None  # "Revert ADR-0014 wording" is not a git revert, nor a fix
+            return parsed[0], line.group("sha") if line is not None else None
+        if subject.startswith("Revert"):
+            return None  # "Revert ADR-0014 wording" is not a git revert, nor a fix
     if _REFIX.search(subject):
         return "fix-again", None
     if _FIX_AGAIN.search(subject) and not _RESTORED.search(subject):
@@ -718,16 +816,21 @@ def _fixed_what(subject: str) -> str:
     return text or subject
 
 
-def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
-    """Build the candidate a newly read commit stands for, if it is a revert or a fix-again."""
-    commit = node.commit
-    assert commit is not None
+def _candidate(
+    walk: _Walk, sha: str, node: _Node, commit: Commit, inferred: str | None = None
+) -> tuple[Candidate | None, str | None]:
+    """Build the candidate a commit stands for, if it is a revert, reapply or fix-again.
+
+    Returns (candidate, None), or (None, sought subject) for a revert without a ``This reverts
+    commit`` line: ``_Walk.resolve_pending`` finds the commit of that subject and calls back
+    with it as ``inferred``.
+    """
     message = commit.message
     first = message.split(b"\n", 1)[0]
     # Cheap byte test first: almost no commit is either, and most never need decoding.
     lowered = first.lower()
-    if not (first.startswith(b"Revert") or b"again" in lowered or b"fix" in lowered):
-        return None
+    if not (first.startswith((b"Revert", b"Reapply")) or b"again" in lowered or b"fix" in lowered):
+        return None, None
     # The message is untrusted, and titles are cut from it: scrubbed before anything is taken.
     from engram.store.redact import default_scrubber
 
@@ -736,8 +839,13 @@ def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
     subject = subject.strip()
     found = classify(subject, body)
     if found is None:
-        return None
+        return None, None
     kind, target = found
+    parsed = parse_revert(subject) if kind in ("revert", "reapply") else None
+    if parsed is not None and target is None:
+        if inferred is None:
+            return None, parsed[2]
+        target = inferred
     author = commit.author.decode("utf-8", "replace").rsplit(" <", 1)[0].strip()
     date = format_time(datetime.fromtimestamp(commit.author_time, UTC))
     assert node.changes is not None
@@ -746,19 +854,25 @@ def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
     files = [path for path in files if len(path) <= MAX_ITEM_CHARS]
     reverted_sha = walk.resolve(target) if target is not None else None
     meta = [f"- commit: {sha}"]
-    if kind == "revert":
+    if parsed is not None:
         assert reverted_sha is not None
-        quoted = _REVERT_SUBJECT.match(subject)
-        what = quoted.group("title") if quoted else subject
-        title = _shorten(f'Reverted: "{what}"', _TITLE_CHARS)
+        what = parsed[1]
+        verb = "Reverted" if kind == "revert" else "Re-applied"
+        title = _shorten(f'{verb}: "{what}"', _TITLE_CHARS)
         known = walk.subject_of(reverted_sha) if len(reverted_sha) in (40, 64) else None
+        undone = "a change that had to be undone" if kind == "revert" else "a revert undone"
         lead = (
             f"Commit `{sha[:12]}` reverted `{reverted_sha[:12]}` "
-            f'("{_shorten(known or what, 200)}"): a change that had to be undone.'
+            f'("{_shorten(known or what, 200)}"): {undone}.'
         )
         meta.append(
             f"- reverted: {reverted_sha}" + (f' ("{_shorten(known, 200)}")' if known else "")
         )
+        if inferred is not None:
+            meta.append(
+                "- inferred: the message has no `This reverts commit` line; the reverted "
+                "commit is the nearest earlier one with the quoted subject"
+            )
     else:
         title = _shorten(f"Fixed again: {_fixed_what(subject)}", _TITLE_CHARS)
         lead = f"Commit `{sha[:12]}` fixed something that had been fixed before."
@@ -787,7 +901,8 @@ def _candidate(walk: _Walk, sha: str, node: _Node) -> Candidate | None:
         reverted_sha=reverted_sha,
         date=date,
         author=clean["author"],
-    )
+        inferred=inferred is not None,
+    ), None
 
 
 def count_changes(changesets: Iterable[Changeset]) -> tuple[dict[str, int], set[str]]:
@@ -825,26 +940,46 @@ def _assemble(
     threshold: int,
     problems: list[str],
     unchanged: bool,
+    unresolved: list[tuple[str, str]],
 ) -> GitScan:
-    """Put counts and candidates together into a GitScan: hotspots picked, all sorted."""
+    """Put counts and candidates together into a GitScan: hotspots picked, all sorted.
+
+    A reapply is no candidate of its own: it marks the revert it undid as re-applied.
+    """
     hotspots = [
         (path, count) for path, count in counts.items() if count >= threshold and path not in gone
     ]
     hotspots.sort(key=lambda item: (-item[1], item[0]))
     candidates.sort(key=lambda candidate: (candidate.date, candidate.sha))
+    reapplied: dict[str, str] = {}
+    for candidate in candidates:
+        if candidate.kind == "reapply" and candidate.reverted_sha is not None:
+            reapplied.setdefault(candidate.reverted_sha, candidate.sha)  # the first one
+    kept: list[Candidate] = []
+    for candidate in candidates:
+        if candidate.kind == "reapply":
+            continue
+        by = reapplied.get(candidate.sha)
+        if by is not None and candidate.kind == "revert":
+            content = candidate.content + f"\n- re-applied by: {by}"
+            candidate = replace(candidate, reapplied_by=by, content=content)
+        kept.append(candidate)
+    if unresolved:
+        problems = [*problems, _unresolved_problem(unresolved, len(window))]
     return GitScan(
         head=head,
         commits_walked=len(window),
         changes=counts,
         hotspots=hotspots,
-        candidates=candidates,
+        candidates=kept,
         problems=problems,
         unchanged=unchanged,
+        unresolved=unresolved,
     )
 
 
 def _empty(problem: str, head: str | None = None) -> GitScan:
-    return GitScan(head, 0, {}, [], [], [problem], unchanged=False)
+    return GitScan(head, 0, {}, [], [], [problem], unchanged=False, unresolved=[])
 
 
 def _open_repo(root: Path) -> Repo | str:
@@ -899,9 +1034,11 @@ def scan_history(
                 return known
         walk = _Walk(repo, cache, depth, progress)
         window, complete = walk.walk(head)
+        walk.resolve_pending(window)
         nodes = walk.nodes
         counts, gone = count_changes(cast(list[Changeset], [nodes[sha].changes for sha in window]))
         candidates = [found for sha in window if (found := nodes[sha].candidate) is not None]
+        unresolved = [(sha, sought) for sha in window if (sought := nodes[sha].pending)]
         problems = walk.problems
         if any(nodes[sha].boundary and sha not in walk.missing for sha in window):
             problems.append(_shallow_problem(len(window)))
@@ -922,7 +1059,23 @@ def scan_history(
             )
             if problem is not None:
                 problems.append(problem)
-        return _assemble(head, window, counts, gone, candidates, threshold, problems, False)
+        return _assemble(
+            head, window, counts, gone, candidates, threshold, problems, False, unresolved
+        )
+
+
+def _unresolved_problem(unresolved: Sequence[tuple[str, str]], walked: int) -> str:
+    """Say which reverts named no earlier commit, so that no candidate was made of them."""
+    shown = "; ".join(
+        f'{sha[:12]} ("{_shorten(sought, 80)}")' for sha, sought in unresolved[:_UNRESOLVED_SHOWN]
+    )
+    more = len(unresolved) - _UNRESOLVED_SHOWN
+    return (
+        f"{len(unresolved)} revert(s) without a `This reverts commit` line quote a subject no "
+        f"earlier commit of the last {walked} has, so no pitfall candidate was made: {shown}"
+        + (f"; … {more} more" if more > 0 else "")
+        + " (a larger indexer.git_depth may find them)"
+    )
 
 
 def _shallow_problem(walked: int) -> str:

@@ -312,7 +312,7 @@ def _candidate_record(candidate: Candidate, rid: str, *, project: str, stamp: st
         "content": candidate.content,
         "status": "proposed",
         "importance": CANDIDATE_IMPORTANCE,
-        "tags": sorted({"git", candidate.kind}),
+        "tags": sorted({"git", candidate.kind, *_candidate_tags(candidate)}),
         "scope": "project",
         "project": project,
         "source": f"git:{candidate.sha}",
@@ -326,4 +326,14 @@ def _candidate_record(candidate: Candidate, rid: str, *, project: str, stamp: st
         record["author"] = candidate.author
     if candidate.reverted_sha:
         record["reverted_sha"] = candidate.reverted_sha
+    if candidate.inferred:
+        record["reverted_inferred"] = True
+    if candidate.reapplied_by:
+        record["reapplied_by"] = candidate.reapplied_by
     return record
+
+
+def _candidate_tags(candidate: Candidate) -> list[str]:
+    """Return the tags that say how a revert candidate was found and what became of it."""
+    tags = ["inferred"] if candidate.inferred else []
+    return [*tags, "reapplied"] if candidate.reapplied_by else tags
