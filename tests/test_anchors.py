@@ -315,6 +315,42 @@ def test_since_ends_the_walk_for_uncommitted_content(history: History) -> None:
         assert checker.check([uncommitted], since=history.clock + 0.5) == []
 
 
+def test_a_change_committed_in_the_memorys_second_is_seen(history: History) -> None:
+    """Issue 17: remember --files, edit, commit, get: 5 of 6 memories were not flagged.
+
+    Commit times are whole seconds, so a commit in the memory's own second looks older than
+    it. HEAD's blob differs from the anchored one, which git holds: that is a change.
+    """
+    history.commit({"src/cache.py": b"v1\n"})
+    anchored = anchor("src/cache.py", b"v1\n")  # committed: in the object store
+    written = history.clock + 60 + 0.4  # the next commit lands in the memory's second
+    history.commit({"src/cache.py": b"v2\n"})
+    assert history.clock == int(written)
+    with AnchorChecker(history.root) as checker:
+        assert checker.check([anchored], since=written) == [Stale("src/cache.py", 1, False, False)]
+    history.edit("src/cache.py")
+    with AnchorChecker(history.root) as checker:
+        assert checker.check([anchored], since=written) == [Stale("src/cache.py", 2, False, False)]
+    # Work that was never committed and that no later commit touched is still fresh.
+    wip = anchor("src/cache.py", b"work in progress\n")
+    with AnchorChecker(history.root) as checker:
+        assert checker.check([wip], since=history.clock + 0.5) == []
+
+
+def test_the_loop_of_the_issue_through_the_work_tree(work: Path, tmp_path: Path) -> None:
+    """remember --files src/auth.py, edit it, commit, get: each memory is flagged."""
+    when = BASE_TIME + 100
+    flagged = []
+    for n in range(6):
+        anchors = record_anchors(work, ["src/auth.py"])
+        written = when + 0.25  # saved a quarter second into the second of the next commit
+        porcelain_commit(work, {"src/auth.py": f"def login(): return {n}\n".encode()}, when)
+        with AnchorChecker(work) as checker:
+            flagged.append(bool(checker.check(anchors, since=written)))
+        when += 1
+    assert flagged == [True] * 6
+
+
 def test_max_walk_caps_the_count(history: History) -> None:
     history.commit({"app.py": b"v1\n"})
     for _ in range(12):

@@ -639,8 +639,13 @@ class AnchorChecker:
         if at_head == blob.encode("ascii"):
             return None
         deleted = at_head is None
+        # A version git holds bounds the walk itself (its commits and their ancestors are not
+        # counted): the memory's time is needed only for work that was never committed. Commit
+        # times are whole seconds, so with it a commit in the memory's own second would pass
+        # for older, and the change it made would be missed.
+        bound = None if self._known(repo, blob) else since
         try:
-            commits, capped, ended_at_since = self._walk(repo, head, parts, blob, since)
+            commits, capped, ended_at_since = self._walk(repo, head, parts, blob, bound)
         except errors:
             commits, capped, ended_at_since = 0, True, False
         if commits == 0:
@@ -648,6 +653,13 @@ class AnchorChecker:
                 return None  # uncommitted work when written; no commit touched it since
             return _Result(1, deleted, True)
         return _Result(commits, deleted, capped)
+
+    def _known(self, repo: Repo, blob: str) -> bool:
+        """Say whether the repository holds this blob (committed or staged at some time)."""
+        try:
+            return cast(Any, blob.encode("ascii")) in repo.object_store
+        except _repo_errors():
+            return False
 
     def _walk(
         self, repo: Repo, head: str, parts: tuple[bytes, ...], blob: str, since: int | None
