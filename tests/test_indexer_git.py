@@ -716,6 +716,17 @@ def test_reapply_marks_the_revert_it_undid_and_makes_no_candidate(history: Histo
     assert found[shas["budget-revert"]].reapplied_by is None
 
 
+def test_reapply_of_a_squash_merged_revert_squash_merged_again(history: History) -> None:
+    shas = squash_history(history)
+    # git turns 'Revert "X (#102)" (#104)' into 'Reapply "X (#102)" (#104)'; the squash merge
+    # of that pull request appends its own number.
+    reapply = history.commit(
+        'Reapply "Cache resolver lookups (#102)" (#104) (#112)', {"dns.py": b"3\n"}
+    )
+    (dns,) = [c for c in scan(history).candidates if c.sha == shas["dns-revert"]]
+    assert dns.reapplied_by == reapply
+
+
 def test_revert_of_a_revert_is_a_reapply(history: History) -> None:
     shas = squash_history(history)
     again = history.commit(

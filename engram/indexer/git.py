@@ -88,12 +88,13 @@ _S_IFMT: Final = 0o170000
 _S_IFDIR: Final = 0o040000
 
 # GitHub's squash merge adds the pull request after the subject: ``Revert "X (#12)" (#15)``,
-# or ``(owner/repo#15)`` for a pull request made in another repository.
+# or ``(owner/repo#15)`` for a pull request made in another repository. A reapply of such a
+# revert, squash-merged in turn, has two: ``Reapply "X (#12)" (#15) (#18)``.
 _PR_REF: Final = r"\((?:[\w.-]+/[\w.-]+)?#\d+\)"
 _REVERT_SUBJECT: Final = re.compile(
-    rf'^(?P<verb>Revert|Reapply)\s+"(?P<title>.*)"(?:\s+{_PR_REF})?\s*$'
+    rf'^(?P<verb>Revert|Reapply)\s+"(?P<title>.*)"(?:\s+{_PR_REF})*\s*$'
 )
-_PR_SUFFIX: Final = re.compile(rf"\s+{_PR_REF}\s*$")
+_PR_SUFFIX: Final = re.compile(rf"(?:\s+{_PR_REF})+\s*$")
 _UNRESOLVED_SHOWN: Final = 5
 _MAX_NESTING: Final = 20  # Revert "Revert "Revert "…""": layers read before giving up
 _REVERTS_LINE: Final = re.compile(
@@ -781,7 +782,7 @@ def parse_revert(subject: str) -> tuple[str, str, str] | None:
 
 
 def subject_key(subject: str) -> str:
-    """Return a subject without the ``(#N)`` a squash merge appended: how reverts quote it."""
+    """Return a subject without the ``(#N)`` squash merges appended: how reverts may quote it."""
     return _PR_SUFFIX.sub("", subject.strip())
 
 
