@@ -231,11 +231,24 @@ def _check_conflicts(store: MemoryStore) -> list[Finding]:
 
 def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Finding]:
     """Check the git merge driver is set up (a fresh clone has .gitattributes, not its config)."""
-    from engram.sync.gitmerge import check_setup, install
+    from engram.sync.gitmerge import check_setup, install, runs
 
     setup = check_setup(config.root)
-    if not setup.repo or (setup.attributes and setup.driver):
+    if not setup.repo:
         return []
+    if setup.attributes and setup.driver:
+        if runs(setup.command):
+            return []
+        finding = Finding(
+            "warning",
+            "git",
+            f"the configured merge driver does not run here ({setup.command!r}: its program is"
+            " not found): every git merge of .engram/ falls back to conflicts",
+        )
+        if fix:
+            install(config.root, driver_command)
+            finding.fixed = True
+        return [finding]
     missing = [
         name
         for name, ok in ((".gitattributes lines", setup.attributes), ("driver", setup.driver))

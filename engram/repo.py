@@ -1,6 +1,6 @@
 """engram's side of the project's git repository: the merge driver, its setup, a memory's log.
 
-It owns how git runs engram's merge driver (``driver_command``: the engram on PATH, quoted),
+It owns how git runs engram's merge driver (``driver_command``: this installation, quoted),
 reporting and installing .gitattributes and the driver's config, rebuilding conflicted .engram
 files after a merge, and reading one memory's versions from the commits. The git work lives in
 ``engram.sync.gitmerge``; this module chooses the scrubber, the paths and the ids. It must not
@@ -9,8 +9,10 @@ import the service or an adapter.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,9 +96,19 @@ def log(here: Project, ref: str, *, limit: int = 50) -> list[Version]:
 
 
 def driver_command() -> str:
-    """Return how git should run engram for the merge driver: the one on PATH, quoted."""
+    """Return how git should run this engram for the merge driver, quoted for git's shell.
+
+    This installation's own ``engram`` script when it has one (a virtualenv that is not active
+    when git merges: the bare name would not be found), else the one on PATH, else this
+    interpreter with ``-m engram``.
+    """
+    own = Path(sys.executable).parent / "engram"
+    if own.is_file() and os.access(own, os.X_OK):
+        return shlex.quote(str(own))
     found = shutil.which("engram")
-    return shlex.quote(found) if found else "engram"
+    if found:
+        return shlex.quote(found)
+    return f"{shlex.quote(sys.executable)} -m engram"
 
 
 def _work_tree(root: Path) -> Path:

@@ -35,6 +35,7 @@ from engram.sync.gitmerge import (
     memory_log,
     merge_driver,
     resolve,
+    runs,
     split_markers,
 )
 from engram.sync.merge import merge3
@@ -699,3 +700,48 @@ def test_driver_rewrites_lines_only_orjson_calls_canonical(tmp_path: Path) -> No
     assert code == 0
     assert out == jsonl(*odd) == reference_merge(data, data, data)
     assert b'"score":1e-05' in out
+
+
+@needs_git
+def test_the_driver_runs_when_engram_is_not_on_path(tmp_path: Path) -> None:
+    """Issue 17: with engram in a virtualenv that is not active, `engram: not found` on every
+    merge. The command recorded runs this installation, whatever PATH git has."""
+    from engram.repo import driver_command
+
+    base, ours, theirs = edited_sides()
+    two_branches(tmp_path, ours, theirs, base)
+    command = driver_command()
+    assert runs(command)
+    assert install(tmp_path, command=command)
+    assert GIT is not None
+    bare_path = os.pathsep.join(
+        folder for folder in ("/usr/bin", "/bin", str(Path(GIT).parent)) if Path(folder).is_dir()
+    )
+    assert shutil.which("engram", path=bare_path) is None  # no engram for git's shell
+    env = {**os.environ, "PATH": bare_path, "GIT_CONFIG_NOSYSTEM": "1"}
+    env.update(GIT_AUTHOR_NAME="Ada", GIT_AUTHOR_EMAIL="ada@x.org")
+    env.update(GIT_COMMITTER_NAME="Ada", GIT_COMMITTER_EMAIL="ada@x.org")
+    result = subprocess.run(
+        [GIT, "merge", "--no-edit", "other"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    merged = parse((tmp_path / MEMORIES).read_bytes())
+    assert set(merged) == {A, B, C, D, "a1" * 13}
+
+
+def test_runs_tells_whether_a_driver_command_can_start(tmp_path: Path) -> None:
+    script = tmp_path / "my engram"
+    script.write_text("#!/bin/sh\n", encoding="utf-8")
+    script.chmod(0o755)
+    assert runs(f"{shlex.quote(str(script))} merge-driver %O %A %B %P")
+    assert runs(f"{shlex.quote(sys.executable)} -m engram merge-driver %O %A %B %P")
+    assert not runs(f"{shlex.quote(str(tmp_path / 'gone'))} merge-driver %O %A %B %P")
+    assert not runs("engram-not-installed-anywhere merge-driver %O %A %B %P")
+    assert not runs("")
+    assert not runs("'unterminated")

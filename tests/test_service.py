@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -394,6 +395,22 @@ def test_doctor_fixes_drift_and_gitignore(example: Engram) -> None:
     fixed = example.doctor(fix=True)
     assert all(f.fixed for f in fixed)
     assert [f.severity for f in example.doctor()] == ["ok"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
+def test_doctor_says_when_the_configured_merge_driver_does_not_run(project: Engram) -> None:
+    """Issue 17: a driver recorded as a bare `engram` that git's PATH lacks fails every merge."""
+    from engram.sync.gitmerge import check_setup, install, runs
+
+    install(project.root, "engram-gone-from-this-machine")
+    assert not runs(check_setup(project.root).command)
+    (finding,) = [f for f in project.doctor() if f.check == "git"]
+    assert finding.severity == "warning" and "does not run here" in finding.message
+    assert "engram-gone-from-this-machine" in finding.message
+    fixed = [f for f in project.doctor(fix=True) if f.check == "git"]
+    assert fixed and all(f.fixed for f in fixed)
+    assert runs(check_setup(project.root).command)  # this installation's engram now
+    assert [f for f in project.doctor() if f.check == "git"] == []
 
 
 @pytest.mark.parametrize("backend", ["tantivy", "fts5"])

@@ -36,9 +36,11 @@ import gc
 import io
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -97,6 +99,7 @@ class Setup:
     attributes: bool  # .gitattributes at the work-tree root has both ATTRIBUTES lines
     driver: bool  # the repository's config has [merge "engram"] with a driver command
     repo: bool  # a git work tree was found at or above the root
+    command: str = field(default="", compare=False)  # that driver command, as configured
 
 
 def _discover(root: Path) -> Repo | None:
@@ -147,7 +150,23 @@ def check_setup(root: Path) -> Setup:
     top, parser = found
     attributes = not _missing_attributes(top / ".gitattributes")
     driver = parser.get(f'merge "{DRIVER_NAME}"', "driver", fallback="").strip().strip('"')
-    return Setup(attributes=attributes, driver=bool(driver), repo=True)
+    return Setup(attributes=attributes, driver=bool(driver), repo=True, command=driver)
+
+
+def runs(command: str) -> bool:
+    """Say whether a configured driver command's program can be run here (found, executable).
+
+    git runs it through the shell: a bare name must be on PATH, a path must exist.
+    """
+    try:
+        program = shlex.split(command)[0] if command.strip() else ""
+    except ValueError:
+        return False
+    if not program:
+        return False
+    if "/" in program:
+        return os.path.isfile(program) and os.access(program, os.X_OK)
+    return shutil.which(program) is not None
 
 
 def install(root: Path, command: str = "engram") -> list[str]:
