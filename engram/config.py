@@ -321,24 +321,45 @@ def personal_dir() -> Path:
 
 
 def _read_raw(folder: Path) -> tuple[Path | None, dict[str, Any]]:
-    """Return the config file of an .engram folder (None if it has none) and its settings."""
+    """Return the config file of an .engram folder (None if it has none) and its settings.
+
+    config.json is the Node engram's (camelCase keys: ``indexer.adrDirs``, ``gitDepth``,
+    ``hotspotThreshold``), read as that tool means each key (``_snake_keys``). Where a
+    config.yaml is there too, it is the file engram edits and it wins for every key it sets.
+    """
     yaml_path, json_path = folder / "config.yaml", folder / "config.json"
-    raw: Any = {}
+    raw: dict[str, Any] = {}
     path: Path | None = None
-    if yaml_path.exists():
-        path = yaml_path
-        raw = _load_yaml_cached(yaml_path, folder / "state" / "config.cache.json")
-    elif json_path.exists():
+    if json_path.exists():
         path = json_path
         try:
-            raw = loads(json_path.read_text(encoding="utf-8"), what=str(json_path))
+            found = loads(json_path.read_text(encoding="utf-8"), what=str(json_path))
         except InputTooLarge as exc:
             raise ConfigError(exc.message) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{json_path}: not valid JSON: {exc}") from exc
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{path}: expected a mapping")
-    return path, _plain(raw)
+        if not isinstance(found, Mapping):
+            raise ConfigError(f"{json_path}: expected a mapping")
+        raw = _snake_keys(_plain(found))
+    if yaml_path.exists():
+        path = yaml_path
+        found = _load_yaml_cached(yaml_path, folder / "state" / "config.cache.json")
+        if not isinstance(found, Mapping):
+            raise ConfigError(f"{yaml_path}: expected a mapping")
+        raw = _merge(raw, _plain(found))
+    return path, raw
+
+
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _snake_keys(value: Any) -> Any:
+    """Return settings with camelCase keys as engram spells them (adrDirs -> adr_dirs)."""
+    if isinstance(value, Mapping):
+        return {
+            _CAMEL.sub(r"_\1", str(key)).lower(): _snake_keys(item) for key, item in value.items()
+        }
+    return value
 
 
 def _same_folder(a: Path, b: Path) -> bool:

@@ -176,3 +176,51 @@ def test_a_catastrophic_committed_pattern_cannot_hang_a_write(tmp_path: Path) ->
     with Engram.open(root) as engram:
         found = "\n".join(f.message for f in engram.doctor() if f.check == "config")
     assert "'(unclosed'" in found and "'(A|AA)+$'" in found
+
+
+NODE_CONFIG = (
+    '{"project": "shop", "sync": {"jsonl": true}, "context": {"budget": 2000}, "indexer": '
+    '{"adrDirs": ["docs/arch"], "gitDepth": 500, "hotspotThreshold": 8}}'
+)
+
+
+def test_the_node_engrams_config_json_is_read_as_it_means_it(tmp_path: Path) -> None:
+    """Issue 17: a project set up by the Node engram; `init` said "no ADR folder found"."""
+    root = tmp_path / "shop-repo"
+    (root / ".engram").mkdir(parents=True)
+    (root / ".engram" / "config.json").write_text(NODE_CONFIG, encoding="utf-8")
+    (root / "docs" / "arch").mkdir(parents=True)
+    (root / "docs" / "arch" / "0001-use-postgres.md").write_text(
+        "# 1. Use Postgres\n\n## Status\n\nAccepted\n\n## Decision\n\nWe use Postgres.\n",
+        encoding="utf-8",
+    )
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    loaded = load(root)
+    assert loaded.project == "shop"
+    assert loaded.get("indexer.adr_dirs") == ["docs/arch"]
+    assert loaded.get("indexer.git_depth") == 500
+    assert loaded.get("indexer.hotspot_threshold") == 8
+    assert loaded.get("context.budget") == 2000
+    result = run_cli("init", cwd=root)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode()
+    assert "docs/arch" in out and "no ADR folder" not in out
+    assert (root / ".engram" / "config.json").read_text(encoding="utf-8") == NODE_CONFIG
+    with Engram(root) as engram:
+        top = engram.recall("postgres")[0]
+        assert top.record["title"].endswith("Use Postgres")
+        assert top.record["source"].startswith("adr:docs/arch/")
+
+
+def test_config_yaml_wins_where_both_set_a_key(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / ".engram").mkdir(parents=True)
+    (root / ".engram" / "config.json").write_text(NODE_CONFIG, encoding="utf-8")
+    (root / ".engram" / "config.yaml").write_text(
+        "project: shop-yaml\nindexer:\n  git_depth: 100\n", encoding="utf-8"
+    )
+    loaded = load(root)
+    assert loaded.project == "shop-yaml"
+    assert loaded.get("indexer.git_depth") == 100  # the yaml's
+    assert loaded.get("indexer.adr_dirs") == ["docs/arch"]  # only the json has it
+    assert loaded.get("indexer.hotspot_threshold") == 8
