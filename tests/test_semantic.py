@@ -457,8 +457,9 @@ def test_min_relevance_setting() -> None:
     assert Weights.from_settings({}).min_relevance is None  # auto: the mode's floor
     assert Weights.from_settings({"min_relevance": "auto"}).min_relevance is None
     assert Weights.from_settings({"min_relevance": 0}).min_relevance == 0.0
-    with pytest.raises(ConfigError, match=r"search\.min_relevance"):
-        Weights.from_settings({"min_relevance": "high"})
+    for bad in ("high", float("nan"), float("inf"), True, [0.3]):
+        with pytest.raises(ConfigError, match=r"search\.min_relevance"):
+            Weights.from_settings({"min_relevance": bad})
 
 
 def test_unknown_mode_is_a_config_error() -> None:

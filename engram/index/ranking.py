@@ -19,6 +19,7 @@ where 0.5 is neutral: factor = 1 + span × (mean − 0.5). Unjudged memories get
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -90,8 +91,10 @@ def _floor(value: Any) -> float | None:
         return None
     try:
         floor = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"search.min_relevance must be auto or a number, got {value!r}") from exc
+    except (TypeError, ValueError):
+        floor = math.nan
+    if isinstance(value, bool) or not math.isfinite(floor):
+        raise ConfigError(f"search.min_relevance must be auto or a number, got {value!r}")
     return min(max(floor, 0.0), 10.0)
 
 
