@@ -761,3 +761,64 @@ def test_any_mcp_lines_convert_without_raising(lines: list[bytes]) -> None:
     data = b"\n".join(lines)
     result = convert_mcp_memory(data, project="demo")
     assert_valid(result.records)
+
+
+# ── importing the same thing again changes nothing (issue 17) ──────────────────────────────────
+
+
+def _sources(tmp_path: Path, project_root: Path) -> dict[str, Path]:
+    """One file (or folder) of each format the import takes, written as its tool writes it."""
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    out: dict[str, Path] = {}
+    for name in ("go-export.json", "mcp-memory.jsonl"):
+        out[name] = folder / name
+        out[name].write_bytes(fixture(name))
+    out["go-engram-chunk"] = chunk_file(folder)
+    # engram's own export, of memories another project saved
+    from engram.service import Engram
+
+    other = tmp_path / "other"
+    other.mkdir()
+    engram, _ = Engram.init(other, "other")
+    with engram:
+        engram.remember("Cache key", "Include the tenant ID.", kind="pitfall", tags=["cache"])
+        engram.remember("Money in cents", "Never floats.", kind="decision")
+        export = folder / "engram-export.json"
+        export.write_text(json.dumps(engram.export().to_dict()), encoding="utf-8")
+    out["engram-export.json"] = export
+    out["store folder"] = other  # a store: .engram/ with manifest and chunks after a sync
+    with Engram(other) as engram:
+        engram.sync()
+    return out
+
+
+@pytest.mark.parametrize(
+    "source", ["go-export.json", "mcp-memory.jsonl", "go-engram-chunk", "engram-export.json",
+               "store folder"]
+)  # fmt: skip
+def test_importing_the_same_thing_again_changes_no_byte(tmp_path: Path, source: str) -> None:
+    import os
+
+    from engram.service import Engram
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    engram, _ = Engram.init(root, "demo")
+    with engram:
+        path = _sources(tmp_path, root)[source]
+        first = engram.import_path(path)
+        assert first.added > 0, first
+        memories = root / ".engram" / "memories.jsonl"
+        before = memories.read_bytes()
+        again = engram.import_path(path)
+        assert (again.added, again.updated) == (0, 0), again
+        assert again.unchanged == first.added + first.updated
+        assert memories.read_bytes() == before
+        # The file touched (a copy, a checkout): same records, still nothing changes.
+        target = path if path.is_file() else path / ".engram" / "memories.jsonl"
+        stat = target.stat()
+        os.utime(target, (stat.st_atime + 3600, stat.st_mtime + 3600))
+        touched = engram.import_path(path)
+        assert (touched.added, touched.updated) == (0, 0), touched
+        assert memories.read_bytes() == before

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from engram import config as config_mod
 from engram.errors import EngramError, InvalidInput
-from engram.model import Record, is_tombstone, normalize_fields, now
+from engram.model import Record, format_time, is_tombstone, normalize_fields, now
 from engram.workspace import Workspace
 
 __all__ = [
@@ -138,15 +139,25 @@ def import_path(
     max_bytes = int(ws.config.number("store.max_content_bytes"))
     try:
         data = path.read_bytes()
+        # Formats without times take the file's: importing it again gives the same records.
+        stamp = format_time(datetime.fromtimestamp(path.stat().st_mtime, UTC))
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
     converted = convert(
-        data, name=str(path), project=project, stamp=now(), max_content_bytes=max_bytes
+        data, name=str(path), project=project, stamp=stamp, max_content_bytes=max_bytes
     )
     result = merge_in(ws, converted.records, label=str(path), progress=progress)
     result.errors = list(converted.skipped) + result.errors
     result.format = converted.format
     return result
+
+
+def _same_but_times(current: Record, incoming: Record) -> bool:
+    """Say whether two versions of a memory differ in their created and updated times only."""
+    times = ("created_at", "updated_at")
+    return {k: v for k, v in current.items() if k not in times} == {
+        k: v for k, v in incoming.items() if k not in times
+    }
 
 
 def _import_folder(
@@ -233,7 +244,8 @@ def merge_in(
                 result.added += 1
                 continue
             merged = merge_record(current, record)
-            if merged == current:
+            if merged == current or _same_but_times(current, record):
+                # Only its times differ (a file without times, touched since): nothing new.
                 result.unchanged += 1
                 continue
             changed.append(merged)
