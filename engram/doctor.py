@@ -239,27 +239,21 @@ def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Fin
     if setup.attributes and setup.driver:
         if runs(setup.command):
             return []
-        finding = Finding(
-            "warning",
-            "git",
+        message = (
             f"the configured merge driver does not run here ({setup.command!r}: its program is"
-            " not found): every git merge of .engram/ falls back to conflicts",
+            " not found): every git merge of .engram/ falls back to conflicts"
         )
-        if fix:
-            install(config.root, driver_command)
-            finding.fixed = True
-        return [finding]
-    missing = [
-        name
-        for name, ok in ((".gitattributes lines", setup.attributes), ("driver", setup.driver))
-        if not ok
-    ]
-    finding = Finding(
-        "warning",
-        "git",
-        f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
-        "missing): git merges of .engram/ fall back to line merges",
-    )
+    else:
+        missing = [
+            name
+            for name, ok in ((".gitattributes lines", setup.attributes), ("driver", setup.driver))
+            if not ok
+        ]
+        message = (
+            f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
+            "missing): git merges of .engram/ fall back to line merges"
+        )
+    finding = Finding("warning", "git", message)
     if fix:
         install(config.root, driver_command)
         finding.fixed = True
