@@ -514,6 +514,39 @@ def normalize_kind(value: str) -> str:
     return key
 
 
+# Longest foreign type kept as written (Go engram lets a user invent any string).
+MAX_TYPE_CHARS: Final = 64
+
+
+def kind_and_type(value: object, *, default: str = "note") -> tuple[str, str | None]:
+    """Split another tool's type into the kind engram ranks it as and the type as written.
+
+    DESIGN.md §2: a type engram knows (or an alias of one) is its kind, and nothing more is
+    kept when it is written exactly as that kind. Any other string (Go engram's ``command``,
+    ``file_change``, ``passive``, ``manual``, a user's own) ranks as ``default`` or as its
+    alias's kind, and is returned as written, stripped, so it goes back out unchanged (the
+    record's ``type`` field). An empty value is the default kind.
+    """
+    text = " ".join(str(value if value is not None else "").split())
+    if not text:
+        return default, None
+    if len(text) > MAX_TYPE_CHARS:
+        raise InvalidInput(f"type is {len(text)} characters long; at most {MAX_TYPE_CHARS}")
+    try:
+        kind = normalize_kind(text)
+    except InvalidInput:
+        return default, text
+    return kind, (None if text == kind else text)
+
+
+def type_of(record: Mapping[str, Any]) -> str:
+    """Return the type another tool should see: the type as written, else the kind."""
+    written = record.get("type")
+    if isinstance(written, str) and written.strip():
+        return written
+    return str(record.get("kind") or "note")
+
+
 def normalize_content(text: str) -> str:
     """Return content as compared for duplicates: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()

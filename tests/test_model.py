@@ -455,3 +455,19 @@ def test_new_ids_parse_as_record_ids() -> None:
         {"id": rid, "kind": "note", "title": "t", "created_at": "", "updated_at": "", "rev": 1}
     )
     assert parse(line[:-1])["id"] == rid
+
+
+def test_a_foreign_type_is_kept_as_written_next_to_the_kind_it_ranks_as() -> None:
+    from engram.model import kind_and_type, type_of
+
+    assert kind_and_type("command") == ("note", "command")
+    assert kind_and_type(" file_change ") == ("note", "file_change")
+    assert kind_and_type("manual") == ("note", "manual")  # an alias goes back out as written
+    assert kind_and_type("bug") == ("bugfix", "bug")
+    assert kind_and_type("decision") == ("decision", None)
+    assert kind_and_type("") == ("note", None)
+    assert kind_and_type(None, default="fact") == ("fact", None)
+    assert type_of({"kind": "note", "type": "command"}) == "command"
+    assert type_of({"kind": "decision"}) == "decision"
+    with pytest.raises(InvalidInput, match="type is 65 characters"):
+        kind_and_type("x" * 65)
