@@ -374,7 +374,8 @@ class Project:
             self._anchor_checker = AnchorChecker(self.root, self.ws.store.state_dir)
         items = [(r["anchors"], epoch(r.get("created_at")) or None) for r in wanted]
         out: dict[str, list[str]] = {}
-        for record, found in zip(wanted, self._anchor_checker.check_many(items), strict=True):
+        checker = self._anchor_checker
+        for record, found in zip(wanted, checker.check_many(items), strict=True):
             lines = []
             for item in found:
                 if item.deleted:
@@ -384,6 +385,15 @@ class Project:
                 plural = "commit" if item.commits == 1 else "commits"
                 count = f"{least}{item.commits} {plural}"
                 lines.append(f"{item.path} changed in {count} since it was written")
+            # What no commit shows yet: the file as it is now differs from the anchored one.
+            committed = {item.path for item in found}
+            rest = [a for a in record["anchors"] if isinstance(a, Mapping)]
+            rest = [a for a in rest if a.get("path") not in committed]
+            for path, removed in checker.edited(rest):
+                if removed:
+                    lines.append(f"{path} was removed from the work tree (not committed)")
+                else:
+                    lines.append(f"{path} has uncommitted changes since it was written")
             if lines:
                 out[str(record.get("id", ""))] = lines
         return out

@@ -312,3 +312,30 @@ def test_mcp_recall_get_why_flag_stale_memories(moved: Saved) -> None:
             assert AUTH_STALE in check["text"]
 
     run(scenario)
+
+
+def test_an_edit_not_yet_committed_is_said_and_goes_once_committed(tmp_path: Path) -> None:
+    """The issue's loop without the commit: remember, edit the file, ask — before any commit."""
+    repo = new_repo(tmp_path / "svc")
+    engram, _ = Engram.init(repo.root, "svc")
+    edited = "src/auth.py has uncommitted changes since it was written"
+    with engram:
+        rid = engram.remember("Login rotates tokens", "v1", files="src/auth.py").record["id"]
+        assert engram.stale(engram.get(rid)) == []
+        auth = repo.root / "src/auth.py"
+        auth.write_bytes(AUTH_V1 + b"# work in progress\n")
+        assert engram.stale(engram.get(rid)) == [edited]
+        assert engram.why(rid).stale == [edited]
+        auth.write_bytes(AUTH_V1)  # the edit undone: the file is the anchored version again
+        assert engram.stale(engram.get(rid)) == []
+        auth.write_bytes(AUTH_V1 + b"# work in progress\n")
+        repo.commit("Auth change", {"src/auth.py": AUTH_V1 + b"# work in progress\n"})
+        # Committed now: the commit is counted, and the work tree says nothing more.
+        assert engram.stale(engram.get(rid)) == [
+            "src/auth.py changed in 1 commit since it was written"
+        ]
+        db = engram.remember("Pool size", "five", files="src/db.py").record["id"]
+        (repo.root / "src/db.py").unlink()
+        assert engram.stale(engram.get(db)) == [
+            "src/db.py was removed from the work tree (not committed)"
+        ]

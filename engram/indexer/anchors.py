@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_FILE", "AnchorChecker", "Stale", "record_anchors"]
 
 CACHE_FILE: Final = "anchors.json"
+_WORKTREE_BYTES: Final = 16 * 1024 * 1024  # as record_anchors: bigger files are not anchored
 _CACHE_VERSION: Final = 1
 _GLOB_CHARS: Final = frozenset("*?[")
 _HEX_SHA: Final = re.compile(r"[0-9a-f]{40}")
@@ -444,6 +445,8 @@ class AnchorChecker:
         self._lock = threading.RLock()
         self._deferred = False  # inside check_many: save the cache once at the end
         self._dirty: str | None = None
+        # Work-tree blobs by path, valid while the file's stat is unchanged (``edited``).
+        self._worktree: dict[str, tuple[tuple[int, int, int, int, int], str | None]] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -604,6 +607,52 @@ class AnchorChecker:
             else:
                 self._save(head)
         return stale
+
+    def edited(self, anchors: Sequence[Mapping[str, Any]]) -> list[tuple[str, bool]]:
+        """Return ``(path, removed)`` for each anchored file the work tree holds differently.
+
+        This is the change no commit shows yet: the file was edited (or removed) after the
+        memory was written and the edit is not committed. One ``lstat`` per anchor; a file is
+        hashed again only when its size, times or inode changed. Globs, malformed anchors,
+        folders, files over 16 MiB and paths outside the work tree say nothing.
+        """
+        with self._lock:
+            repo = self._open()
+            if repo is None:
+                return []
+            work_tree = Path(repo.path)
+            try:
+                real_top = work_tree.resolve()
+            except OSError:
+                return []
+            out: list[tuple[str, bool]] = []
+            for anchor in anchors:
+                key = self._key(anchor, None)
+                if key is None:
+                    continue
+                git_path, blob, _ = key
+                try:
+                    info = (work_tree / git_path).lstat()
+                except FileNotFoundError:
+                    out.append((str(anchor["path"]), True))
+                    continue
+                except (OSError, ValueError):
+                    continue
+                signature = _file_stat(info)
+                known = self._worktree.get(git_path)
+                if known is not None and known[0] == signature:
+                    current = known[1]
+                else:
+                    try:
+                        current = _blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
+                    except (OSError, UnicodeError, ValueError):
+                        continue
+                    if len(self._worktree) >= _MAX_MEMO:
+                        self._worktree.clear()
+                    self._worktree[git_path] = (signature, current)
+                if current is not None and current != blob:
+                    out.append((str(anchor["path"]), False))
+            return out
 
     def _key(self, anchor: Mapping[str, Any], bucket: int | None) -> _Key | None:
         """Return the cache key of a well-formed anchor, None for a malformed one."""
