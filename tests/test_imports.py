@@ -60,15 +60,8 @@ OBS_B2 = import_id("go-engram:obs:obs-00000000000000b2")
 OBS_C3 = import_id("go-engram:obs:obs-00000000000000c3")
 OBS_F6 = import_id("go-engram:obs:obs-00000000000000f6")
 OBS_107 = import_id("go-engram:obs:obs-0000000000000107")
-OBS_MANUAL = import_id(
-    natural_obs_key(
-        "fallback",
-        "sess-1",
-        "manual",
-        "Run make check before pushing",
-        "make check runs ruff, mypy and the tests.",
-    )
-)
+# No sync_id: keyed by what an edit does not change (project, session, creation time, Go id).
+OBS_MANUAL = import_id("go-engram:obs:row:\x1fsess-1\x1f2025-02-27T08:00:00.000Z\x1f4")
 SESSION_1 = import_id("go-engram:session:sess-1")
 PROMPT_1 = import_id("go-engram:prompt:prompt-0000000000000001")
 
@@ -77,6 +70,15 @@ EXPORT_RECORDS = {
         "id": OBS_A1,
         "kind": "decision",
         "title": "Use SQLite for the index",
+        "go": {
+            "id": 1,
+            "sync_id": "obs-00000000000000a1",
+            "project": "Demo App",
+            "revision_count": 1,
+            "duplicate_count": 1,
+            "last_seen_at": "2025-02-28 09:10:00",
+            "pinned": False,
+        },
         "content": "The index is SQLite; the JSONL file stays the source of truth.",
         "project": "demo app",
         "scope": "project",
@@ -93,6 +95,15 @@ EXPORT_RECORDS = {
         "id": OBS_B2,
         "kind": "discovery",
         "title": "Go times are UTC without a zone",
+        "type": "learning",
+        "go": {
+            "id": 3,
+            "sync_id": "obs-00000000000000b2",
+            "project": "Demo App",
+            "revision_count": 3,
+            "duplicate_count": 3,
+            "last_seen_at": "2025-02-28 09:40:00",
+        },
         "content": "Go engram writes times as 2006-01-02 15:04:05 in UTC; parse them as UTC.",
         "project": "demo app",
         "scope": "project",
@@ -108,6 +119,13 @@ EXPORT_RECORDS = {
         "id": OBS_C3,
         "kind": "bugfix",
         "title": "Fix nil panic in auth middleware",
+        "go": {
+            "id": 5,
+            "sync_id": "obs-00000000000000c3",
+            "project": "Demo App",
+            "revision_count": 1,
+            "duplicate_count": 1,
+        },
         "content": "Guard the empty token before reading its claims.",
         "project": "demo app",
         "scope": "project",
@@ -118,13 +136,15 @@ EXPORT_RECORDS = {
         "deleted_at": "2025-02-28T12:00:00.000Z",
         "rev": 2,
     },
-    # No sync_id (older Go files), type manual, no project, RFC 3339 times with an offset.
+    # No sync_id (older Go files), type manual kept as written, no project (it keeps none),
+    # RFC 3339 times with an offset.
     OBS_MANUAL: {
         "id": OBS_MANUAL,
         "kind": "note",
         "title": "Run make check before pushing",
+        "type": "manual",
+        "go": {"id": 4},
         "content": "make check runs ruff, mypy and the tests.",
-        "project": "fallback",
         "scope": "personal",
         "source": "import:go-engram",
         "session_id": "sess-1",
@@ -136,6 +156,13 @@ EXPORT_RECORDS = {
         "id": OBS_F6,
         "kind": "session",
         "title": "Session summary: importer",
+        "type": "session_summary",
+        "go": {
+            "id": 8,
+            "sync_id": "obs-00000000000000f6",
+            "project": "Demo App",
+            "revision_count": 1,
+        },
         "content": "Goal: import Go engram files.",
         "project": "demo app",
         "scope": "project",
@@ -145,11 +172,13 @@ EXPORT_RECORDS = {
         "updated_at": "2025-02-28T11:30:00.000Z",
         "rev": 1,
     },
-    # A type engram has no kind for becomes a note.
+    # A type engram has no kind for ranks as a note and is kept as written.
     OBS_107: {
         "id": OBS_107,
         "kind": "note",
         "title": "Maybe a TUI later",
+        "type": "brainstorm",
+        "go": {"id": 9, "sync_id": "obs-0000000000000107", "project": "Demo App"},
         "content": "A terminal UI could browse memories.",
         "project": "demo app",
         "scope": "project",
@@ -163,6 +192,7 @@ EXPORT_RECORDS = {
         "id": SESSION_1,
         "kind": "session",
         "title": "Session: Ship the Go engram importer",
+        "go": {"observation_count": 4, "project": "Demo  App"},
         "content": "Ship the Go engram importer\n\nAccomplished: detection and conversion.",
         "project": "demo app",
         "scope": "project",
@@ -181,6 +211,7 @@ EXPORT_RECORDS = {
         "id": PROMPT_1,
         "kind": "prompt",
         "title": "Add an importer for Go engram exports",
+        "go": {"id": 1, "sync_id": "prompt-0000000000000001", "project": "Demo App"},
         "content": "Add an importer for Go engram exports\nwith tests for every format",
         "project": "demo app",
         "scope": "project",
@@ -195,7 +226,13 @@ EXPORT_SKIPPED = [
     "observations[5]: no content",
     "observations[6]: not an RFC 3339 time: 'yesterday'",
     "prompts[1]: no content",
-    "sessions[1]: no summary",
+    "sessions[1]: session 'sess-2' has no summary and nothing here belongs to it",
+]
+EXPORT_NOTES = [
+    "1 row has no project: kept without one, not filed under this project ('fallback'); "
+    "recall in this store still finds them",
+    "collapsed 2 rows into 1 memory (rows of one Go identity; the newest kept): "
+    "observations[1]+observations[2]",
 ]
 
 
@@ -206,6 +243,7 @@ def test_go_export_converts_to_exact_records() -> None:
     assert by_id(result.records) == EXPORT_RECORDS
     assert [record["id"] for record in result.records] == sorted(EXPORT_RECORDS)
     assert result.skipped == EXPORT_SKIPPED
+    assert result.notes == EXPORT_NOTES
 
 
 def test_go_conversion_is_deterministic_whatever_the_layout() -> None:
@@ -302,6 +340,7 @@ def test_go_types_map_onto_engram_kinds(go_type: str, kind: str) -> None:
     }
     (record,) = convert_go({"observations": [row]}, project="demo").records
     assert record["kind"] == kind
+    assert record.get("type") == (None if go_type in ("", kind) else go_type)
     assert record["updated_at"] == record["created_at"] == "2025-01-01T00:00:00.000Z"
 
 
@@ -319,6 +358,12 @@ CHUNK_RECORDS = {
         "id": CHUNK_A1,
         "kind": "pattern",
         "title": "Errors carry hints",
+        "go": {
+            "id": 1,
+            "sync_id": "obs-00000000000001a1",
+            "revision_count": 2,
+            "duplicate_count": 1,
+        },
         "content": "Every error carries a hint: the next command to run.",
         "project": "demo",
         "scope": "project",
@@ -333,6 +378,7 @@ CHUNK_RECORDS = {
         "id": CHUNK_B2,
         "kind": "config",
         "title": "Line length 100",
+        "go": {"sync_id": "obs-00000000000001b2"},
         "content": "ruff line-length is 100.",
         "project": "demo",
         "scope": "project",
@@ -373,6 +419,7 @@ CHUNK_RECORDS = {
         "id": CHUNK_PROMPT,
         "kind": "prompt",
         "title": "Write the error tree",
+        "go": {"sync_id": "prompt-0000000000000009"},
         "content": "Write the error tree",
         "project": "demo",
         "scope": "project",

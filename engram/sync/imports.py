@@ -25,10 +25,10 @@ import base64
 import hashlib
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, InputTooLarge, InvalidInput
 from engram.model import (
@@ -36,9 +36,7 @@ from engram.model import (
     Record,
     canonical_line,
     format_time,
-    is_tombstone,
     loads,
-    normalize_content,
     normalize_fields,
     normalize_kind,
     normalize_path,
@@ -46,6 +44,9 @@ from engram.model import (
     parse_line,
     parse_time,
 )
+
+if TYPE_CHECKING:
+    from engram.sync.goimport import GoKnown
 
 MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
 MAX_CONTENT_BYTES: Final = 1_048_576  # the default of store.max_content_bytes
@@ -58,8 +59,6 @@ FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory")
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 _GO_ARRAYS: Final = ("sessions", "observations", "prompts")
-_GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
-_NO_SUMMARY: Final = "no summary"
 _FILE_KEYS: Final = ("files", "file", "file_path", "path", "paths")
 _EXPECTED: Final = (
     "expected an engram export ({'format': 'engram', 'memories': [...]}), a Go engram export or "
@@ -75,6 +74,7 @@ class Converted:
     records: list[Record]
     skipped: list[str] = field(default_factory=list)
     format: str = ""
+    notes: list[str] = field(default_factory=list)  # e.g. rows collapsed into one memory
 
 
 # ── ids, times, text ─────────────────────────────────────────────────────────────────────────
@@ -266,6 +266,7 @@ def convert(
     project: str,
     stamp: str = EPOCH,
     max_content_bytes: int = MAX_CONTENT_BYTES,
+    known: GoKnown | None = None,
 ) -> Converted:
     """Detect a file's format and convert it into engram records."""
     fmt, payload, obj = _sniff(data, name)
@@ -283,74 +284,12 @@ def convert(
             else:
                 skipped.append(f"memories[{position}]: not a JSON object")
         return Converted(records, skipped, "engram")
-    return convert_go(obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes)
+    return convert_go(
+        obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes, known=known
+    )
 
 
 # ── Go engram ────────────────────────────────────────────────────────────────────────────────
-
-
-@dataclass
-class _Row:
-    """One version of a Go entity: a row of an array or a row rebuilt from a mutation."""
-
-    entity: str  # observation | session | prompt
-    where: str
-    data: dict[str, Any]
-
-
-@dataclass
-class _Candidate:
-    record: Record
-    base_rev: int  # the live version's rev (a tombstone's rev is one more)
-    position: int
-    where: str
-
-
-def _observation_key(row: Mapping[str, Any], project: str) -> str:
-    sync_id = _text(row.get("sync_id")).strip()
-    if sync_id:
-        return f"go-engram:obs:{sync_id}"
-    parts = [
-        normalize_project(_text(row.get("project"))) or project,
-        _text(row.get("session_id")).strip(),
-        _text(row.get("type")).strip().lower(),
-        " ".join(_text(row.get("title")).split()),
-        _sha(normalize_content(_text(row.get("content")))),
-    ]
-    return "go-engram:obs:" + _sha("\x1f".join(parts))
-
-
-def _prompt_key(row: Mapping[str, Any], project: str) -> str:
-    sync_id = _text(row.get("sync_id")).strip()
-    if sync_id:
-        return f"go-engram:prompt:{sync_id}"
-    parts = [
-        normalize_project(_text(row.get("project"))) or project,
-        _text(row.get("session_id")).strip(),
-        _sha(normalize_content(_text(row.get("content")))),
-    ]
-    return "go-engram:prompt:" + _sha("\x1f".join(parts))
-
-
-def _session_key(row: Mapping[str, Any], project: str) -> str:
-    sid = _text(row.get("id")).strip()
-    if not sid:
-        raise InvalidInput("no session id")
-    return f"go-engram:session:{sid}"
-
-
-_KEYS: Final[dict[str, Callable[[Mapping[str, Any], str], str]]] = {
-    "observation": _observation_key,
-    "prompt": _prompt_key,
-    "session": _session_key,
-}
-
-
-def _kind(go_type: str) -> str:
-    try:
-        return normalize_kind(go_type) if go_type.strip() else "note"
-    except InvalidInput:
-        return "note"  # a type engram has no kind for (Go lets users invent types)
 
 
 def _files(row: Mapping[str, Any]) -> list[str]:
@@ -370,292 +309,20 @@ def _files(row: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _tombstone_only(record_id: str, rev: int, updated_at: str, deleted_at: str) -> Record:
-    return {"id": record_id, "rev": rev, "updated_at": updated_at, "deleted_at": deleted_at}
-
-
-def _deleted_at(row: Mapping[str, Any]) -> str | None:
-    value = row.get("deleted_at")
-    if value in (None, ""):
-        return None
-    return _time(value)
-
-
-def _live_or_tombstone(
-    record: Record, row: Mapping[str, Any], base_rev: int, has_text: bool
-) -> Record:
-    """Turn a converted live record into a tombstone if its row was deleted."""
-    deleted_at = _deleted_at(row)
-    if deleted_at is None:
-        if not has_text:
-            raise InvalidInput("no content")
-        return record
-    updated_at = max(record["updated_at"], deleted_at)
-    if row.get("hard_delete") or not has_text:
-        return _tombstone_only(record["id"], base_rev + 1, updated_at, deleted_at)
-    return {**record, "rev": base_rev + 1, "updated_at": updated_at, "deleted_at": deleted_at}
-
-
-def _times(row: Mapping[str, Any], created_key: str, *updated_keys: str) -> tuple[str, str]:
-    created_raw = row.get(created_key)
-    updated_raw = next((row[key] for key in updated_keys if row.get(key)), None)
-    if not created_raw and not updated_raw:
-        raise InvalidInput(f"no {created_key}")
-    created = _time(created_raw) if created_raw else _time(updated_raw)
-    updated = _time(updated_raw) if updated_raw else created
-    return created, max(created, updated)
-
-
-def _convert_observation(
-    row: Mapping[str, Any], record_id: str, project: str
-) -> tuple[Record, int]:
-    base_rev = max(_count(row.get("revision_count")) or 1, 1)
-    created, updated = _times(row, "created_at", "updated_at")
-    content = _text(row.get("content"))
-    title = " ".join(_text(row.get("title")).split()) or _clip(_first_line(content))
-    scope = "personal" if _text(row.get("scope")).strip().lower() == "personal" else "project"
-    record: Record = {
-        "id": record_id,
-        "kind": _kind(_text(row.get("type"))),
-        "title": title,
-        "content": content,
-        "project": normalize_project(_text(row.get("project"))) or project,
-        "scope": scope,
-        "source": GO_SOURCE,
-        "created_at": created,
-        "updated_at": updated,
-        "rev": base_rev,
-    }
-    for key in ("topic_key", "session_id"):
-        text = _text(row.get(key)).strip()
-        if text:
-            record[key] = text
-    tool_name = _text(row.get("tool_name")).strip()
-    if tool_name:
-        record["tool_name"] = tool_name
-    duplicates = _count(row.get("duplicate_count"))
-    if duplicates is not None and duplicates > 1:
-        # Go counts the first save (a fresh row has 1); engram counts only the re-saves.
-        record["duplicate_count"] = duplicates - 1
-    files = _files(row)
-    if files:
-        record["files"] = files
-    has_text = bool(content.strip())
-    return _live_or_tombstone(record, row, base_rev, has_text), base_rev
-
-
-def _convert_session(row: Mapping[str, Any], record_id: str, project: str) -> tuple[Record, int]:
-    sid = _text(row.get("id")).strip()
-    summary = _text(row.get("summary"))
-    if not summary.strip() and _deleted_at(row) is None:
-        raise InvalidInput(_NO_SUMMARY)
-    created, updated = _times(row, "started_at", "updated_at", "ended_at")
-    session = {
-        key: _time(row[key]) if key.endswith("_at") else _text(row[key]).strip()
-        for key in ("started_at", "ended_at", "directory")
-        if row.get(key) not in (None, "")
-    }
-    session = {key: value for key, value in session.items() if value}
-    record: Record = {
-        "id": record_id,
-        "kind": "session",
-        "title": _clip(f"Session: {_summary_line(summary) or sid}"),
-        "content": summary,
-        "project": normalize_project(_text(row.get("project"))) or project,
-        "scope": "project",
-        "source": GO_SOURCE,
-        "session_id": sid,
-        "created_at": created,
-        "updated_at": updated,
-        "rev": 1,
-    }
-    if session:
-        record["session"] = session
-    return _live_or_tombstone(record, row, 1, bool(summary.strip())), 1
-
-
-def _convert_prompt(row: Mapping[str, Any], record_id: str, project: str) -> tuple[Record, int]:
-    content = _text(row.get("content"))
-    created, updated = _times(row, "created_at", "updated_at")
-    record: Record = {
-        "id": record_id,
-        "kind": "prompt",
-        "title": _clip(_first_line(content)) or "Prompt",
-        "content": content,
-        "project": normalize_project(_text(row.get("project"))) or project,
-        "scope": "project",
-        "source": GO_SOURCE,
-        "created_at": created,
-        "updated_at": updated,
-        "rev": 1,
-    }
-    session_id = _text(row.get("session_id")).strip()
-    if session_id:
-        record["session_id"] = session_id
-    return _live_or_tombstone(record, row, 1, bool(content.strip())), 1
-
-
-_CONVERTERS: Final[dict[str, Callable[[Mapping[str, Any], str, str], tuple[Record, int]]]] = {
-    "observation": _convert_observation,
-    "session": _convert_session,
-    "prompt": _convert_prompt,
-}
-
-
-def _sort_time(row: Mapping[str, Any], *keys: str) -> str:
-    """Return a row's newest time for last-writer-wins ordering ('' when none parses)."""
-    for key in keys:
-        try:
-            return _time(row.get(key))
-        except InvalidInput:
-            continue
-    return ""
-
-
-def _payload(mutation: Mapping[str, Any]) -> dict[str, Any]:
-    raw = mutation.get("payload")
-    if raw in (None, ""):
-        return {}
-    if isinstance(raw, str):
-        try:
-            raw = loads(raw, what="payload")
-        except ValueError as exc:
-            raise InvalidInput(f"payload is not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise InvalidInput("payload is not a JSON object")
-    return raw
-
-
-def _mutation_rows(
-    mutations: list[Any], latest: dict[str, dict[str, Any]], project: str, skipped: list[str]
-) -> list[tuple[str, _Row]]:
-    """Rebuild the row versions a chunk's mutation journal describes, in ``seq`` order."""
-    ordered: list[tuple[int, int, Mapping[str, Any]]] = []
-    for position, mutation in enumerate(mutations):
-        where = f"mutations[{position}]"
-        if not isinstance(mutation, Mapping):
-            skipped.append(f"{where}: not a JSON object")
-            continue
-        seq = _count(mutation.get("seq"))
-        ordered.append((seq if seq is not None else position, position, mutation))
-    rows: list[tuple[str, _Row]] = []
-    for _seq, position, mutation in sorted(ordered, key=lambda item: (item[0], item[1])):
-        where = f"mutations[{position}]"
-        entity = str(mutation.get("entity") or "").strip().lower()
-        op = str(mutation.get("op") or "").strip().lower()
-        if entity not in _GO_ENTITIES:
-            skipped.append(f"{where}: {entity or 'unnamed'} mutations are not imported")
-            continue
-        if op not in ("upsert", "delete"):
-            skipped.append(f"{where}: unknown op {op!r} (expected upsert or delete)")
-            continue
-        try:
-            payload = _payload(mutation)
-            occurred = _time(mutation.get("occurred_at"))
-        except InvalidInput as exc:
-            skipped.append(f"{where}: {exc.message}")
-            continue
-        key_field = "id" if entity == "session" else "sync_id"
-        try:
-            entity_key = _text(mutation.get("entity_key")).strip()
-            if entity_key and not payload.get(key_field):
-                payload[key_field] = entity_key
-            key = _KEYS[entity](payload, project)
-        except InvalidInput as exc:
-            skipped.append(f"{where}: {exc.message}")
-            continue
-        prior = latest.get(key)
-        created_key = "started_at" if entity == "session" else "created_at"
-        row: dict[str, Any] = {**(prior or {}), **payload, "updated_at": occurred}
-        row[created_key] = (prior or {}).get(created_key) or payload.get(created_key) or occurred
-        if op == "delete":
-            row["deleted_at"] = payload.get("deleted_at") or occurred
-        else:
-            row["deleted_at"] = None
-            if prior is not None and entity == "observation" and "revision_count" not in payload:
-                row["revision_count"] = max(_count(prior.get("revision_count")) or 1, 1) + 1
-        latest[key] = row
-        rows.append((key, _Row(entity, where, row)))
-    return rows
-
-
 def convert_go(
     obj: Mapping[str, Any],
     *,
     project: str,
     fmt: str = "go-engram-export",
     max_content_bytes: int = MAX_CONTENT_BYTES,
+    known: GoKnown | None = None,
 ) -> Converted:
-    """Convert a Go engram export or sync chunk (already parsed) into engram records."""
-    default_project = normalize_project(project)
-    skipped: list[str] = []
-    rows: list[_Row] = []
-    for entity, array in _GO_ENTITIES.items():
-        items = obj.get(array)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            skipped.append(f"{array}: not a list")
-            continue
-        for position, item in enumerate(items):
-            if isinstance(item, dict):
-                rows.append(_Row(entity, f"{array}[{position}]", item))
-            else:
-                skipped.append(f"{array}[{position}]: not a JSON object")
+    """Convert a Go engram export or sync chunk (already parsed): ``engram.sync.goimport``."""
+    from engram.sync import goimport
 
-    keyed: list[tuple[str, _Row]] = []
-    for row in rows:
-        try:
-            keyed.append((_KEYS[row.entity](row.data, default_project), row))
-        except InvalidInput as exc:
-            skipped.append(f"{row.where}: {exc.message}")
-
-    mutations = obj.get("mutations")
-    if isinstance(mutations, list) and mutations:
-        # The newest array row of each key is what a mutation's partial payload builds on.
-        latest: dict[str, dict[str, Any]] = {}
-        newest: dict[str, tuple[str, int]] = {}
-        for position, (key, row) in enumerate(keyed):
-            order = (_sort_time(row.data, "updated_at", "ended_at", "created_at"), position)
-            if key not in newest or order >= newest[key]:
-                newest[key] = order
-                latest[key] = row.data
-        keyed += _mutation_rows(mutations, latest, default_project, skipped)
-    elif mutations is not None and not isinstance(mutations, list):
-        skipped.append("mutations: not a list")
-
-    groups: dict[str, list[_Candidate]] = {}
-    unsummarised: dict[str, list[str]] = {}
-    for position, (key, row) in enumerate(keyed):
-        record_id = import_id(key)
-        try:
-            record, base_rev = _CONVERTERS[row.entity](row.data, record_id, default_project)
-            if not record.get("project", True):
-                del record["project"]
-            record = _finish(record, max_content_bytes)
-        except InvalidInput as exc:
-            if exc.message == _NO_SUMMARY:
-                unsummarised.setdefault(record_id, []).append(f"{row.where}: {exc.message}")
-            else:
-                skipped.append(f"{row.where}: {exc.message}")
-            continue
-        groups.setdefault(record_id, []).append(_Candidate(record, base_rev, position, row.where))
-    # A session is reported as having no summary only when no version of it had one.
-    for record_id, reasons in unsummarised.items():
-        if record_id not in groups:
-            skipped += reasons
-
-    records: list[Record] = []
-    for record_id in sorted(groups):
-        versions = groups[record_id]
-        # Last writer wins by updated_at (a later row of the file on a tie).
-        winner = max(versions, key=lambda c: (c.record["updated_at"], c.position))
-        record = dict(winner.record)
-        top = max(c.base_rev for c in versions)
-        # The winner outranks every other row of its id; a tombstone outranks the live ones.
-        record["rev"] = max(record["rev"], top + (1 if is_tombstone(record) else 0))
-        records.append(record)
-    return Converted(records, skipped, fmt)
+    return goimport.convert_go(
+        obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes, known=known
+    )
 
 
 # ── MCP memory ───────────────────────────────────────────────────────────────────────────────

@@ -1,0 +1,707 @@
+"""Go engram rows into engram records, under identities that survive edits and upgrades.
+
+Converts a Go engram export or sync chunk (already parsed: ``sessions``, ``observations``,
+``prompts``, maybe a ``mutations`` journal) into engram records. ``engram.sync.imports`` detects
+the format and calls ``convert_go``; ``engram.sync.goexport`` writes records back in Go's shape.
+
+What a record keeps of its Go row (docs/go-engram.md): the fields engram has its own place for
+(title, content, type as written next to the kind it ranks as, scope, topic_key, tool_name,
+session_id, times, soft delete), and in ``go`` every other field as written: ``id`` (Go's
+integer), ``sync_id``, ``revision_count``, ``duplicate_count``, ``last_seen_at``,
+``review_after``, ``pinned``, a project spelled otherwise, unknown keys, and ``session``: the
+row of its session when that session has no summary (so it is no memory of its own). Nulls are
+left out. Rows without a project keep none (nothing takes the importing folder's name); the
+conversion says how many.
+
+Which record a row is (first found wins):
+
+1. ``sync_id`` ``obs-<32 hex>``: one of engram's own memories carried through Go (the id's 128
+   bits); a row about a memory that exists (``known``) changes only its title, content, type,
+   scope and topic key, and only when the row is newer and differs, so Go's row never erases
+   engram's richer fields.
+2. A record ``known`` already (the stores' records, passed in by the service): by the row's
+   ``sync_id``, its Go row (session, creation time and Go id), its topic key (project, scope,
+   topic_key), its session and creation time or its session, creation time and content (when
+   only one record has them), or the content hash older engram versions derived ids from. So a
+   Go upgrade that fills in random sync_ids, and an upgrade of engram, duplicate nothing.
+3. Else an id derived from what does not change on an edit: the sync_id; else the topic key;
+   else project, session, creation time and Go id.
+
+Rows of one record in one document collapse into its newest version (the notes say so). Pure:
+no I/O and no clock; ``known`` learns the records converted, so the next chunk finds them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from engram.errors import InvalidInput
+from engram.model import (
+    Record,
+    is_tombstone,
+    kind_and_type,
+    loads,
+    normalize_content,
+    normalize_project,
+    type_of,
+)
+from engram.sync.imports import (
+    GO_SOURCE,
+    MAX_CONTENT_BYTES,
+    Converted,
+    _clip,
+    _count,
+    _files,
+    _finish,
+    _first_line,
+    _sha,
+    _summary_line,
+    _text,
+    _time,
+    import_id,
+)
+
+__all__ = ["GoKnown", "carried_id", "convert_go", "id_hex", "identity_keys", "sync_id_of"]
+
+_GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
+_CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
+_HEX32: Final = re.compile(r"^[0-9a-f]{32}$")
+# Keys that name a record only while one record has them (two saves in one second).
+_UNIQUE_ONLY: Final = (":at:", ":same:")
+# Row keys a record holds in its own fields; every other key of a row goes into ``go``.
+_OBS_OWN: Final = frozenset(
+    {"title", "content", "type", "scope", "topic_key", "tool_name", "session_id"}
+    | {"created_at", "updated_at", "deleted_at", "deleted", "hard_delete"}
+)
+_PROMPT_OWN: Final = frozenset(
+    {"content", "session_id", "created_at", "updated_at", "deleted_at", "deleted", "hard_delete"}
+)
+_SESSION_OWN: Final = frozenset(
+    {"id", "summary", "directory", "started_at", "ended_at", "updated_at", "deleted_at"}
+    | {"deleted", "hard_delete"}
+)
+
+
+# ── identities ───────────────────────────────────────────────────────────────────────────────
+
+
+def id_hex(record_id: str) -> str:
+    """Return an id's 128 bits as 32 hex digits (base32 or hex ids), else its sha256's first 32."""
+    text = str(record_id).strip().lower()
+    if _HEX32.match(text):
+        return text
+    if len(text) == 26:
+        try:
+            raw = base64.b32decode(text.upper() + "======")
+        except ValueError:
+            raw = b""
+        if len(raw) == 16:
+            return raw.hex()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _entity(record: Mapping[str, Any]) -> str:
+    if record.get("kind") == "prompt":
+        return "prompt"
+    if record.get("kind") == "session" and isinstance(record.get("session"), Mapping):
+        return "session"  # a Go session row: known by its session id
+    return "obs"
+
+
+def _go(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    go = record.get("go")
+    return go if isinstance(go, Mapping) else {}
+
+
+def sync_id_of(record: Mapping[str, Any]) -> str:
+    """Return the sync_id Go engram knows a memory by: Go's own, else ``obs-`` + its 32 hex."""
+    own = _go(record).get("sync_id")
+    if isinstance(own, str) and own.strip():
+        return own.strip()
+    prefix = "prompt" if record.get("kind") == "prompt" else "obs"
+    return f"{prefix}-{id_hex(str(record.get('id', '')))}"
+
+
+def carried_id(sync_id: str) -> str | None:
+    """Return the engram id a sync_id ``obs-<32 hex>`` names (engram's memory carried by Go)."""
+    match = _CARRIED.match(sync_id.strip())
+    if match is None:
+        return None
+    return base64.b32encode(bytes.fromhex(match.group(2))).decode("ascii").rstrip("=").lower()
+
+
+def _go_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
+    """Return the keys a Go row finds this record by, besides its id and sync_id."""
+    keys: list[str] = []
+    session = str(record.get("session_id") or "")
+    created = str(record.get("created_at") or "")
+    go_id = _go(record).get("id")
+    if session and created:
+        if isinstance(go_id, int) and not isinstance(go_id, bool):
+            keys.append(f"{entity}:row:{session}|{created}|{go_id}")
+        keys.append(f"{entity}:at:{session}|{created}")
+        content = record.get("content")
+        if isinstance(content, str) and content.strip():
+            keys.append(f"{entity}:same:{session}|{created}|{_sha(normalize_content(content))}")
+    topic = record.get("topic_key")
+    if entity == "obs" and topic and not is_tombstone(record):
+        project, scope = record.get("project") or "", record.get("scope") or "project"
+        keys.append(f"obs:topic:{project}|{scope}|{topic}")
+    return keys
+
+
+def identity_keys(record: Mapping[str, Any]) -> list[str]:
+    """Return every key a Go row may find this record by (its id, sync ids, natural keys)."""
+    record_id = str(record.get("id", ""))
+    keys = [f"id:{record_id}"]
+    entity = _entity(record)
+    if entity == "session":
+        return keys
+    prefix = "prompt" if entity == "prompt" else "obs"
+    for sync_id in (sync_id_of(record), f"{prefix}-{id_hex(record_id)}"):
+        if f"sync:{sync_id}" not in keys:
+            keys.append(f"sync:{sync_id}")
+    if record.get("source") == GO_SOURCE:
+        # Natural keys only for what came from Go: a new Go row never lands on a memory that
+        # engram wrote itself unless it names it by sync_id.
+        keys += _go_keys(entity, record)
+    return keys
+
+
+class GoKnown:
+    """What the stores already hold, as Go rows find it: records by id and by Go identity.
+
+    Built by the service from the project and personal stores' records; ``convert_go`` adds
+    what it converted, so the chunks of one sync find each other's rows.
+    """
+
+    def __init__(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.records: dict[str, Record] = {}
+        self._keys: dict[str, str] = {}
+        self._shared: set[str] = set()
+        self.add(records)
+
+    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Learn records (a later version of an id replaces the earlier one)."""
+        for record in records:
+            record_id = record.get("id")
+            if not isinstance(record_id, str):
+                continue
+            self.records[record_id] = dict(record)
+            for key in identity_keys(record):
+                self._put(key, record_id)
+
+    def _put(self, key: str, record_id: str) -> None:
+        if key in self._shared:
+            return
+        prior = self._keys.setdefault(key, record_id)
+        if prior != record_id and any(mark in key for mark in _UNIQUE_ONLY):
+            del self._keys[key]
+            self._shared.add(key)
+
+    def find(self, keys: Iterable[str]) -> str | None:
+        """Return the id of the first key known, or None."""
+        for key in keys:
+            found = self._keys.get(key)
+            if found is not None:
+                return found
+        return None
+
+    def get(self, record_id: str) -> Record | None:
+        """Return the record known by this id, or None."""
+        return self.records.get(record_id)
+
+
+# ── rows ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Row:
+    """One version of a Go entity: a row of an array or a row rebuilt from a mutation."""
+
+    entity: str  # observation | session | prompt
+    where: str
+    data: dict[str, Any]
+
+
+@dataclass
+class _Candidate:
+    record: Record
+    base_rev: int  # the live version's rev (a tombstone's rev is one more)
+    position: int
+    where: str
+    carried: bool
+
+
+def _legacy_key(entity: str, row: Mapping[str, Any], project: str) -> str:
+    """Return the content-hash key engram derived ids from before stable identities."""
+    sync_id = _text(row.get("sync_id")).strip()
+    name = "obs" if entity == "observation" else "prompt"
+    if sync_id:
+        return f"go-engram:{name}:{sync_id}"
+    parts = [normalize_project(_text(row.get("project"))) or project, _text(row.get("session_id"))]
+    parts[1] = parts[1].strip()
+    if entity == "observation":
+        parts += [_text(row.get("type")).strip().lower(), " ".join(_text(row.get("title")).split())]
+    parts.append(_sha(normalize_content(_text(row.get("content")))))
+    return f"go-engram:{name}:" + _sha("\x1f".join(parts))
+
+
+def _file_key(entity: str, row: Mapping[str, Any], project: str) -> str:
+    """Return the key that chains one entity's rows and mutations inside one document."""
+    if entity == "session":
+        sid = _text(row.get("id")).strip()
+        if not sid:
+            raise InvalidInput("no session id")
+        return f"session:{sid}"
+    return _legacy_key(entity, row, project)
+
+
+def _meta(row: Mapping[str, Any], own: frozenset[str], record: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a row's fields the record has no place for, as written (nulls left out)."""
+    meta = {key: value for key, value in row.items() if key not in own and value is not None}
+    raw = meta.pop("project", None)
+    if isinstance(raw, str) and raw and raw != record.get("project"):
+        meta["project"] = raw  # spelled otherwise ("Demo App"): written back as it was
+    return meta
+
+
+def _deleted_at(row: Mapping[str, Any]) -> str | None:
+    value = row.get("deleted_at")
+    if value in (None, ""):
+        return None
+    return _time(value)
+
+
+def _times(row: Mapping[str, Any], created_key: str, *updated_keys: str) -> tuple[str, str]:
+    created_raw = row.get(created_key)
+    updated_raw = next((row[key] for key in updated_keys if row.get(key)), None)
+    if not created_raw and not updated_raw:
+        raise InvalidInput(f"no {created_key}")
+    created = _time(created_raw) if created_raw else _time(updated_raw)
+    updated = _time(updated_raw) if updated_raw else created
+    return created, max(created, updated)
+
+
+def _live_or_tombstone(
+    record: Record, row: Mapping[str, Any], base_rev: int, has_text: bool
+) -> Record:
+    """Turn a converted live record into a tombstone if its row was deleted."""
+    deleted_at = _deleted_at(row)
+    if deleted_at is None:
+        if not has_text:
+            raise InvalidInput("no content")
+        return record
+    updated_at = max(record["updated_at"], deleted_at)
+    if row.get("hard_delete") or not has_text:
+        return {
+            "id": record["id"],
+            "rev": base_rev + 1,
+            "updated_at": updated_at,
+            "deleted_at": deleted_at,
+        }
+    return {**record, "rev": base_rev + 1, "updated_at": updated_at, "deleted_at": deleted_at}
+
+
+def _observation(row: Mapping[str, Any]) -> tuple[Record, int]:
+    """Return an observation row as a live record without an id, and its rev."""
+    base_rev = max(_count(row.get("revision_count")) or 1, 1)
+    created, updated = _times(row, "created_at", "updated_at")
+    content = _text(row.get("content"))
+    title = " ".join(_text(row.get("title")).split()) or _clip(_first_line(content))
+    kind, written = kind_and_type(_text(row.get("type")))
+    record: Record = {
+        "kind": kind,
+        "title": title,
+        "content": content,
+        "scope": "personal" if _text(row.get("scope")).strip().lower() == "personal" else "project",
+        "source": GO_SOURCE,
+        "created_at": created,
+        "updated_at": updated,
+        "rev": base_rev,
+    }
+    if written is not None:
+        record["type"] = written
+    project = normalize_project(_text(row.get("project")))
+    if project:
+        record["project"] = project
+    for key in ("topic_key", "session_id", "tool_name"):
+        text = _text(row.get(key)).strip()
+        if text:
+            record[key] = text
+    duplicates = _count(row.get("duplicate_count"))
+    if duplicates is not None and duplicates > 1:
+        # Go counts the first save (a fresh row has 1); engram counts only the re-saves.
+        record["duplicate_count"] = duplicates - 1
+    files = _files(row)
+    if files:
+        record["files"] = files
+    meta = _meta(row, _OBS_OWN, record)
+    if meta:
+        record["go"] = meta
+    return record, base_rev
+
+
+def _prompt(row: Mapping[str, Any]) -> tuple[Record, int]:
+    content = _text(row.get("content"))
+    created, updated = _times(row, "created_at", "updated_at")
+    record: Record = {
+        "kind": "prompt",
+        "title": _clip(_first_line(content)) or "Prompt",
+        "content": content,
+        "scope": "project",
+        "source": GO_SOURCE,
+        "created_at": created,
+        "updated_at": updated,
+        "rev": 1,
+    }
+    project = normalize_project(_text(row.get("project")))
+    if project:
+        record["project"] = project
+    session_id = _text(row.get("session_id")).strip()
+    if session_id:
+        record["session_id"] = session_id
+    meta = _meta(row, _PROMPT_OWN, record)
+    if meta:
+        record["go"] = meta
+    return record, 1
+
+
+def _session(row: Mapping[str, Any]) -> tuple[Record, int]:
+    sid = _text(row.get("id")).strip()
+    summary = _text(row.get("summary"))
+    created, updated = _times(row, "started_at", "updated_at", "ended_at")
+    session = {
+        key: _time(row[key]) if key.endswith("_at") else _text(row[key]).strip()
+        for key in ("started_at", "ended_at", "directory")
+        if row.get(key) not in (None, "")
+    }
+    record: Record = {
+        "kind": "session",
+        "title": _clip(f"Session: {_summary_line(summary) or sid}"),
+        "content": summary,
+        "scope": "project",
+        "source": GO_SOURCE,
+        "session_id": sid,
+        "session": {key: value for key, value in session.items() if value},
+        "created_at": created,
+        "updated_at": updated,
+        "rev": 1,
+    }
+    project = normalize_project(_text(row.get("project")))
+    if project:
+        record["project"] = project
+    meta = _meta(row, _SESSION_OWN, record)
+    if meta:
+        record["go"] = meta
+    return record, 1
+
+
+_CONVERTERS: Final[dict[str, Callable[[Mapping[str, Any]], tuple[Record, int]]]] = {
+    "observation": _observation,
+    "session": _session,
+    "prompt": _prompt,
+}
+
+
+def _sort_time(row: Mapping[str, Any], *keys: str) -> str:
+    """Return a row's newest time for last-writer-wins ordering ('' when none parses)."""
+    for key in keys:
+        try:
+            return _time(row.get(key))
+        except InvalidInput:
+            continue
+    return ""
+
+
+def _payload(mutation: Mapping[str, Any]) -> dict[str, Any]:
+    raw = mutation.get("payload")
+    if raw in (None, ""):
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = loads(raw, what="payload")
+        except ValueError as exc:
+            raise InvalidInput(f"payload is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidInput("payload is not a JSON object")
+    return raw
+
+
+def _mutation_rows(
+    mutations: list[Any], latest: dict[str, dict[str, Any]], project: str, skipped: list[str]
+) -> list[tuple[str, _Row]]:
+    """Rebuild the row versions a chunk's mutation journal describes, in ``seq`` order."""
+    ordered: list[tuple[int, int, Mapping[str, Any]]] = []
+    for position, mutation in enumerate(mutations):
+        if not isinstance(mutation, Mapping):
+            skipped.append(f"mutations[{position}]: not a JSON object")
+            continue
+        seq = _count(mutation.get("seq"))
+        ordered.append((seq if seq is not None else position, position, mutation))
+    rows: list[tuple[str, _Row]] = []
+    for _seq, position, mutation in sorted(ordered, key=lambda item: (item[0], item[1])):
+        where = f"mutations[{position}]"
+        entity = str(mutation.get("entity") or "").strip().lower()
+        op = str(mutation.get("op") or "").strip().lower()
+        if entity not in _GO_ENTITIES:
+            skipped.append(f"{where}: {entity or 'unnamed'} mutations are not imported")
+            continue
+        if op not in ("upsert", "delete"):
+            skipped.append(f"{where}: unknown op {op!r} (expected upsert or delete)")
+            continue
+        try:
+            payload = _payload(mutation)
+            occurred = _time(mutation.get("occurred_at"))
+            entity_key = _text(mutation.get("entity_key")).strip()
+            key_field = "id" if entity == "session" else "sync_id"
+            if entity_key and not payload.get(key_field):
+                payload[key_field] = entity_key
+            key = _file_key(entity, payload, project)
+        except InvalidInput as exc:
+            skipped.append(f"{where}: {exc.message}")
+            continue
+        prior = latest.get(key)
+        created_key = "started_at" if entity == "session" else "created_at"
+        row: dict[str, Any] = {**(prior or {}), **payload, "updated_at": occurred}
+        row[created_key] = (prior or {}).get(created_key) or payload.get(created_key) or occurred
+        if op == "delete":
+            row["deleted_at"] = payload.get("deleted_at") or occurred
+        else:
+            row["deleted_at"] = None
+            if prior is not None and entity == "observation" and "revision_count" not in payload:
+                row["revision_count"] = max(_count(prior.get("revision_count")) or 1, 1) + 1
+        latest[key] = row
+        rows.append((key, _Row(entity, where, row)))
+    return rows
+
+
+def _rows(obj: Mapping[str, Any], project: str, skipped: list[str]) -> list[_Row]:
+    """Return every row version of a document: its arrays, then its mutation journal."""
+    keyed: list[tuple[str, _Row]] = []
+    for entity, array in _GO_ENTITIES.items():
+        items = obj.get(array)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            skipped.append(f"{array}: not a list")
+            continue
+        for position, item in enumerate(items):
+            where = f"{array}[{position}]"
+            if not isinstance(item, dict):
+                skipped.append(f"{where}: not a JSON object")
+                continue
+            try:
+                keyed.append((_file_key(entity, item, project), _Row(entity, where, item)))
+            except InvalidInput as exc:
+                skipped.append(f"{where}: {exc.message}")
+    mutations = obj.get("mutations")
+    if isinstance(mutations, list) and mutations:
+        # The newest array row of each key is what a mutation's partial payload builds on.
+        latest: dict[str, dict[str, Any]] = {}
+        newest: dict[str, tuple[str, int]] = {}
+        for position, (key, row) in enumerate(keyed):
+            order = (_sort_time(row.data, "updated_at", "ended_at", "created_at"), position)
+            if key not in newest or order >= newest[key]:
+                newest[key] = order
+                latest[key] = row.data
+        keyed += _mutation_rows(mutations, latest, project, skipped)
+    elif mutations is not None and not isinstance(mutations, list):
+        skipped.append("mutations: not a list")
+    return [row for _key, row in keyed]
+
+
+# ── which record a row is ────────────────────────────────────────────────────────────────────
+
+
+def _resolve(
+    row: _Row, live: Record, seen: GoKnown, known: GoKnown | None, default_project: str
+) -> tuple[str, bool]:
+    """Return the id of the record a row is, and whether it is engram's own memory carried back.
+
+    ``default_project`` is the importing project's: older engram versions filed rows without a
+    project under it, so it is part of the content hash they derived ids from.
+    """
+    project = str(live.get("project") or "")
+    entity = "prompt" if row.entity == "prompt" else "obs"
+    sync_id = _text(row.data.get("sync_id")).strip()
+    carried = carried_id(sync_id) if sync_id else None
+    stores = [seen] if known is None else [seen, known]
+    if carried is not None:
+        for store in stores:
+            found = store.find([f"sync:{sync_id}"])
+            if found is not None:
+                return found, True
+        return carried, True
+    legacy = import_id(_legacy_key(row.entity, row.data, default_project))
+    keys = ([f"sync:{sync_id}"] if sync_id else []) + _go_keys(entity, live) + [f"id:{legacy}"]
+    for store in stores:
+        found = store.find(keys)
+        if found is not None:
+            return found, False
+    if sync_id:
+        return import_id(f"go-engram:{entity}:{sync_id}"), False
+    topic = live.get("topic_key")
+    scope = live.get("scope") or "project"
+    if entity == "obs" and topic:
+        return import_id(f"go-engram:obs:topic:{project}\x1f{scope}\x1f{topic}"), False
+    session, created = live.get("session_id"), live.get("created_at")
+    go_id = _go(live).get("id")
+    if entity == "obs" and session and created and go_id is not None:
+        return import_id(f"go-engram:obs:row:{project}\x1f{session}\x1f{created}\x1f{go_id}"), False
+    return legacy, False
+
+
+def _carry(existing: Record, incoming: Record) -> Record:
+    """Apply a Go row to engram's own memory: its core fields, only when newer and different."""
+    if is_tombstone(existing) or incoming["updated_at"] <= str(existing.get("updated_at", "")):
+        return existing
+    rev = int(existing.get("rev", 1) or 1) + 1
+    if is_tombstone(incoming):
+        return {
+            **existing,
+            "rev": rev,
+            "updated_at": incoming["updated_at"],
+            "deleted_at": incoming["deleted_at"],
+        }
+    changes: dict[str, Any] = {
+        key: incoming.get(key)
+        for key in ("title", "content", "scope", "topic_key")
+        if incoming.get(key) != existing.get(key)
+    }
+    if type_of(incoming) != type_of(existing):
+        changes["kind"], changes["type"] = incoming["kind"], incoming.get("type")
+    if not changes:
+        return existing
+    out = {**existing, **changes, "rev": rev, "updated_at": incoming["updated_at"]}
+    return {key: value for key, value in out.items() if value is not None}
+
+
+# ── the conversion ───────────────────────────────────────────────────────────────────────────
+
+
+def _bare_sessions(rows: list[_Row]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """Return the sessions no version of which has a summary: their row and where each was."""
+    summarised: set[str] = set()
+    bare: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for row in rows:
+        if row.entity != "session":
+            continue
+        sid = _text(row.data.get("id")).strip()
+        if _text(row.data.get("summary")).strip() or row.data.get("deleted_at"):
+            summarised.add(sid)
+            continue
+        kept = {
+            key: value
+            for key, value in row.data.items()
+            if key not in ("summary", "deleted_at") and value is not None
+        }
+        bare[sid] = (kept, [*bare.get(sid, ({}, []))[1], row.where])
+    return {sid: found for sid, found in bare.items() if sid not in summarised}
+
+
+def convert_go(
+    obj: Mapping[str, Any],
+    *,
+    project: str,
+    fmt: str = "go-engram-export",
+    max_content_bytes: int = MAX_CONTENT_BYTES,
+    known: GoKnown | None = None,
+) -> Converted:
+    """Convert a Go engram export or sync chunk (already parsed) into engram records.
+
+    ``known``: the records the stores hold (the service builds it); rows land on them (see the
+    module's docstring) and it learns the records converted here. ``project`` is only named in
+    the note about rows without a project: they keep none.
+    """
+    skipped: list[str] = []
+    notes: list[str] = []
+    default_project = normalize_project(project)
+    rows = _rows(obj, default_project, skipped)
+    bare = _bare_sessions(rows)
+    attached: dict[str, int] = {}
+    seen = GoKnown()
+    groups: dict[str, list[_Candidate]] = {}
+    unprojected = 0
+    quiet: dict[str, list[str]] = {}  # summary-less versions of a session summarised elsewhere
+    for position, row in enumerate(rows):
+        if row.entity == "session":
+            sid = _text(row.data.get("id")).strip()
+            if sid in bare:
+                continue
+            if not _text(row.data.get("summary")).strip() and not row.data.get("deleted_at"):
+                quiet.setdefault(import_id(f"go-engram:session:{sid}"), []).append(row.where)
+                continue
+        try:
+            live, base_rev = _CONVERTERS[row.entity](row.data)
+            if row.entity == "session":
+                record_id, carried = import_id(f"go-engram:session:{live['session_id']}"), False
+            else:
+                record_id, carried = _resolve(row, live, seen, known, default_project)
+            live["id"] = record_id
+            sid = str(live.get("session_id") or "")
+            if row.entity != "session" and sid in bare:
+                live.setdefault("go", {})["session"] = bare[sid][0]
+                attached[sid] = attached.get(sid, 0) + 1
+            record = _live_or_tombstone(live, row.data, base_rev, bool(live["content"].strip()))
+            record = _finish(record, max_content_bytes)
+        except InvalidInput as exc:
+            skipped.append(f"{row.where}: {exc.message}")
+            continue
+        if not is_tombstone(record) and not record.get("project"):
+            unprojected += 1
+        seen.add([{**live, "id": record_id}])
+        candidate = _Candidate(record, base_rev, position, row.where, carried)
+        groups.setdefault(record_id, []).append(candidate)
+
+    for sid, (_info, wheres) in sorted(bare.items()):
+        count = attached.get(sid, 0)
+        reason = (
+            f"session {sid!r} has no summary, so it is no memory; its row is kept on its "
+            f"{count} observations and prompts here for export --format go-engram"
+            if count
+            else f"session {sid!r} has no summary and nothing here belongs to it"
+        )
+        skipped += [f"{where}: {reason}" for where in wheres]
+    if unprojected:
+        rows_have = "1 row has" if unprojected == 1 else f"{unprojected} rows have"
+        notes.append(
+            f"{rows_have} no project: kept without one, not filed under this project "
+            f"({default_project!r}); recall in this store still finds them"
+        )
+
+    records: list[Record] = []
+    collapsed: list[str] = []
+    folded = 0
+    for record_id in sorted(groups):
+        versions = groups[record_id]
+        # Last writer wins by updated_at (a later row of the document on a tie).
+        winner = max(versions, key=lambda c: (c.record["updated_at"], c.position))
+        record = dict(winner.record)
+        top = max(c.base_rev for c in versions)
+        # The winner outranks every other row of its id; a tombstone outranks the live ones.
+        record["rev"] = max(record["rev"], top + (1 if is_tombstone(record) else 0))
+        existing = known.get(record_id) if known is not None else None
+        if winner.carried and existing is not None:
+            record = _carry(existing, record)
+        records.append(record)
+        wheres = [c.where for c in sorted(versions, key=lambda c: c.position)]
+        wheres += quiet.get(record_id, [])
+        if len(wheres) > 1:
+            folded += len(wheres)
+            collapsed.append("+".join(wheres))
+    if collapsed:
+        shown = "; ".join(collapsed[:10]) + (" …" if len(collapsed) > 10 else "")
+        notes.append(
+            f"collapsed {folded} rows into {len(collapsed)} "
+            f"{'memory' if len(collapsed) == 1 else 'memories'} (rows of one Go identity; "
+            f"the newest kept): {shown}"
+        )
+    if known is not None:
+        known.add(records)
+    return Converted(records, skipped, fmt, notes)
