@@ -298,7 +298,8 @@ def brief(
 ) -> Briefing:
     """Return the session-start briefing packed under a token budget (text, items, tokens).
 
-    Sections, in priority order: the memories most relevant to ``query`` (when given),
+    Sections, in priority order: the pinned memories (``engram pin``), the memories most
+    relevant to ``query`` (when given),
     active decisions, principles and pitfalls, the person's own (personal) memories, the code
     hotspots, the latest session summaries. ``budget`` defaults to ``context.budget`` in
     config.yaml.
@@ -309,15 +310,15 @@ def brief(
         raise InvalidInput(f"budget must not be negative, got {budget}")
     query = str(query or "").strip()
     scale = budget / 2000  # candidates per section grow with the budget
-    sections: list[Section] = []
+    standing = _standing(here, cache, scale)
+    sections: list[Section] = list(standing.sections[:1])  # the pinned ones, first of all
     if query:
         limit = max(1, math.ceil(8 * scale))
         hits = here.recall(query, limit=limit + 1)
         heading = f'Relevant to "{clip(query, 60)}"'
         records = [hit.record for hit in hits[:limit]]
         sections.append(Section("query", heading, records, len(hits) > limit))
-    standing = _standing(here, cache, scale)
-    sections += standing.sections
+    sections += standing.sections[1:]
     shorts = standing.shorts
     briefing = pack_context(
         project=here.name,
@@ -340,7 +341,14 @@ def _standing(here: Project, cache: StandingCache, scale: float) -> StandingCach
     key = (scale, tuple(ws.store.signature() for ws in here.workspaces()))
     if cache.key == key and monotonic() - cache.at < CACHE_SECONDS:
         return cache
-    sections: list[Section] = []
+    pinned = [
+        record
+        for ws in here.workspaces()
+        for record in ws.index.all_records()
+        if record.get("pinned") is True and record.get("status", "active") == "active"
+    ]
+    pinned.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
+    sections: list[Section] = [Section("pinned", "Pinned", pinned)]
     for name, kind, heading, size in STANDING:
         limit = max(1, math.ceil(size * scale))
         hits = here.recall("", kinds=kind, statuses="active", limit=limit + 1)

@@ -26,6 +26,7 @@ from engram.model import (
     content_hash,
     dedupe_key,
     format_time,
+    go_id_of,
     is_tombstone,
     new_id,
     normalize_fields,
@@ -41,9 +42,11 @@ __all__ = [
     "NEAR_DUPLICATE_COSINE",
     "Draft",
     "SaveResult",
+    "find_by_go_id",
     "forget",
     "remember",
     "revise",
+    "set_pinned",
     "update",
 ]
 
@@ -265,6 +268,47 @@ def forget(here: Project, ref: str, *, hard: bool = False) -> Record:
             tombstone = {**current, "rev": rev, "updated_at": stamp, "deleted_at": stamp}
         ws.write([tombstone])
     return tombstone
+
+
+def set_pinned(here: Project, ref: str, pinned: bool) -> Record:
+    """Pin a memory (``pinned: true``: every briefing shows it first) or unpin it (field gone).
+
+    Pinning a pinned memory, or unpinning one that is not, changes nothing.
+    """
+    ws, current = here.locate(ref, changing="pin" if pinned else "unpin")
+    with ws.store.lock():
+        current = ws.index.get(current["id"]) or current
+        if bool(current.get("pinned")) == pinned:
+            return current
+        record = {key: value for key, value in current.items() if key != "pinned"}
+        if pinned:
+            record["pinned"] = True
+        record["rev"] = int(current.get("rev", 1) or 1) + 1
+        record["updated_at"] = change_time(current.get("updated_at"), stamp=here.now())
+        ws.write([record])
+    return record
+
+
+def find_by_go_id(here: Project, number: int) -> Record:
+    """Return the live memory whose Go integer id (``engram.model.go_id_of``) is ``number``.
+
+    A client that parsed the id as a double (JavaScript) may send it rounded above 2**53: when
+    no id matches exactly, the one memory whose id rounds to the same double is taken.
+    """
+    close: list[Record] = []
+    for ws in here.workspaces():
+        for record in ws.index.all_records():
+            go_id = go_id_of(record)
+            if go_id == number:
+                return record
+            if float(go_id) == float(number):
+                close.append(record)
+    if len(close) == 1:
+        return close[0]
+    raise NotFound(
+        f"no memory with id {number}",
+        hint=f"{advice.cmd('recall', query='WORDS')} shows the ids",
+    )
 
 
 def revise(ws: Workspace, current: Record, fields: Mapping[str, Any], stamp: str) -> Record:

@@ -547,6 +547,46 @@ def type_of(record: Mapping[str, Any]) -> str:
     return str(record.get("kind") or "note")
 
 
+GO_ID_HEX: Final = 15  # hex digits of a Go view's integer id: 60 bits, inside Go's int64
+_HEX32_RE: Final = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _id_hex(record_id: str) -> str:
+    """Return the 32 hex digits of an id: its 128 bits (base32 or hex), else its sha256."""
+    text = str(record_id).strip().lower()
+    if _HEX32_RE.match(text):
+        return text
+    if len(text) == 26:
+        try:
+            raw = base64.b32decode(text.upper() + "======")
+        except ValueError:
+            raw = b""
+        if len(raw) == 16:
+            return raw.hex()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def go_int_id(record_id: str) -> int:
+    """Return the stable integer a Go engram view shows for an engram id.
+
+    The first ``GO_ID_HEX`` hex digits of the id's 128 bits (an id that is neither base32 nor
+    hex of 128 bits: of its sha256), as an integer: the same id always gives the same number.
+    """
+    return int(_id_hex(record_id)[:GO_ID_HEX], 16)
+
+
+def go_id_of(record: Mapping[str, Any]) -> int:
+    """Return a memory's Go integer id: the one it was imported with, else ``go_int_id``."""
+    go = record.get("go")
+    if isinstance(go, Mapping):
+        value = go.get("id")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+    return go_int_id(str(record.get("id", "")))
+
+
 def normalize_content(text: str) -> str:
     """Return content as compared for duplicates: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()

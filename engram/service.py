@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
     from engram.sync.gitmerge import Resolved, Version
+    from engram.sync.goexport import GoExport
     from engram.sync.transfer import ExportDocument
 
 Progress = Callable[[int, int], None]
@@ -193,7 +194,19 @@ class Engram:
         """Delete a memory: a tombstone that travels to other clones (hard drops the text)."""
         return memories.forget(self.here, ref, hard=hard)
 
+    def pin(self, ref: str) -> Record:
+        """Pin a memory: every session briefing shows it first, within its budget."""
+        return memories.set_pinned(self.here, ref, True)
+
+    def unpin(self, ref: str) -> Record:
+        """Unpin a memory: the briefing ranks it like any other again."""
+        return memories.set_pinned(self.here, ref, False)
+
     # -- reads -------------------------------------------------------------------------------
+
+    def by_go_id(self, number: int) -> Record:
+        """Return the memory a Go engram integer id names (imported with it, or derived)."""
+        return memories.find_by_go_id(self.here, number)
 
     def stale(self, record: Mapping[str, Any]) -> list[str]:
         """Say which of a memory's anchored files changed in git since it was written."""
@@ -352,6 +365,12 @@ class Engram:
         """Return every memory and tombstone of a store as engram's export document."""
         return transfer.export(self._scoped(scope))
 
+    def export_go(self, *, scope: str = "project") -> GoExport:
+        """Return a store's memories as the JSON file Go engram's ``engram import`` reads."""
+        from engram.sync.gotransfer import export_go
+
+        return export_go(self._scoped(scope))
+
     @in_project
     def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
         """Merge an export document into the store through the one merge function."""
@@ -359,7 +378,23 @@ class Engram:
 
     @in_project
     def import_path(self, path: Path, *, progress: Progress | None = None) -> ImportResult:
-        """Import a file or folder of another memory tool (format detected) or of engram."""
+        """Import a file or folder of another memory tool (format detected) or of engram.
+
+        A Go engram file goes through ``engram.sync.gotransfer``: its personal rows go to the
+        personal store, and its rows land on the memories both stores already hold.
+        """
+        from engram.sync.gotransfer import import_go_file
+
+        go = import_go_file(
+            self.here.ws,
+            lambda: self.here.workspace("personal"),
+            path,
+            project=self.project,
+            stores=self.here.workspaces(),
+            progress=progress,
+        )
+        if go is not None:
+            return go
         return transfer.import_path(self.here.ws, path, project=self.project, progress=progress)
 
     # -- hygiene: judge, consolidate, insights ----------------------------------------------

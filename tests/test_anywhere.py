@@ -288,9 +288,10 @@ def test_all_projects_over_mcp_and_go_engram_names(two_repos: tuple[Path, Path])
             assert (await client.ok("recall", query))["hits"] == []
             found = await client.ok("recall", {**query, "all_projects": True})
             assert [h["title"] for h in found["hits"]] == ["Ledger rounding is mine to fix"]
-            found = await client.ok("mem_search", {**query, "all_projects": True})
+            as_json = {**query, "response_format": "json"}  # Go's names answer text otherwise
+            found = await client.ok("mem_search", {**as_json, "all_projects": True})
             assert "Ledger rounding is mine to fix" in json.dumps(found)
-            assert "Ledger rounding" not in json.dumps(await client.ok("mem_search", query))
+            assert "Ledger rounding" not in json.dumps(await client.ok("mem_search", as_json))
 
     run(scenario)
 

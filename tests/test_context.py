@@ -232,8 +232,11 @@ def test_mcp_context_tool_compat_name_and_resource(tmp_path: Path) -> None:
             assert asked["tokens"] <= 400 and "## Relevant to" in asked["briefing"]
             error = await client.error("context", {"budget": 10})
             assert "at least 50" in error["message"]
-            compat = await client.ok("mem_context", {"project": "demo", "limit": 2})
-            assert compat["tokens"] <= 150 + 80 * 2
+            # Go's name answers in text, as Go does: the briefing within about 150 + 80 × limit
+            result = await client.session.call_tool("mem_context", {"project": "demo", "limit": 2})
+            compat = result.content[0].text  # type: ignore[union-attr]
+            assert not result.is_error and compat.startswith("# demo: session context")
+            assert estimate_tokens(compat) <= 150 + 80 * 2
             resource = await client.session.read_resource("engram://context")
             text = resource.contents[0].text  # type: ignore[union-attr]
             assert text.startswith("# demo: session context") and estimate_tokens(text) <= 1000

@@ -30,10 +30,12 @@ from engram.operations.memory import (
     FORGET,
     GET,
     JUDGE,
+    PIN,
     RECALL,
     RELATED,
     REMEMBER,
     TIMELINE,
+    UNPIN,
     UPDATE,
     WHY,
 )
@@ -270,6 +272,30 @@ def forget(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
 
 
 app.command("delete", help="Alias of forget.")(forget)
+
+
+@app.command()
+@options(PIN)
+def pin(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Pin a memory: every session briefing shows it first, within its budget."""
+    with open_engram(ctx) as engram:
+        record = engram.pin(values["id"])
+    if as_json:
+        emit_json(record)
+    else:
+        echo(f"{record['id']} pinned: every briefing shows it first")
+
+
+@app.command()
+@options(UNPIN)
+def unpin(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """Unpin a memory: the briefing ranks it like any other again."""
+    with open_engram(ctx) as engram:
+        record = engram.unpin(values["id"])
+    if as_json:
+        emit_json(record)
+    else:
+        echo(f"{record['id']} unpinned")
 
 
 @app.command()

@@ -57,12 +57,16 @@ class CompatNames(enum.StrEnum):
 def mcp_command(
     ctx: typer.Context,
     tools: Annotated[
-        ToolProfile,
+        str | None,
         typer.Option(
             "--tools",
-            help="Tool profile: agent (everyday tools), admin (forget and maintenance) or all.",
+            metavar="agent|admin|all|NAMES",
+            help="Tool profile: agent (everyday tools, the default), admin (forget and "
+            "maintenance), all, or as Go engram reads it a comma list of profiles and tool "
+            "names (agent,admin; mem_save,mem_search). A profile given here also offers "
+            "go-engram's names of Go's profile (Go's setup writes --tools=agent).",
         ),
-    ] = ToolProfile.agent,
+    ] = None,
     compat: Annotated[
         list[CompatNames] | None,
         typer.Option(
@@ -83,7 +87,9 @@ def mcp_command(
 ) -> None:
     """Serve this project's memory to coding agents over MCP (stdio)."""
     names = [c.value for c in compat or []]
-    _runner("mcp")(start_of(ctx), profile=tools.value, compat=names, budget=budget)
+    _runner("mcp")(
+        start_of(ctx), profile=ToolProfile.agent.value, compat=names, budget=budget, tools=tools
+    )
 
 
 def daemon_command(

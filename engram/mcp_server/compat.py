@@ -1,7 +1,10 @@
 """The go-engram and engram-rs tool names, as rows of data over the native handlers.
 
-``engram mcp --compat go-engram`` / ``--compat engram-rs`` add these names, so an agent set up
-for either tool finds its tools under their names. Each row names its native target, its own
+``engram mcp --compat go-engram`` / ``--compat engram-rs`` add these names (and a Go-style
+``--tools`` adds go-engram's, ``table.resolve_tools``), so an agent set up for either tool
+finds its tools under their names. Go engram's rows follow its newest tool contract and its
+profiles, and reach handlers of this adapter's own (``tools/go.py``: text answers with Go's
+integer ids); engram-rs's reach the native handlers. Each row names its target, its own
 parameters (checked like every tool's), how its arguments map onto the target's (``rename``,
 then ``convert``) and how the answer is reshaped (``shape``; engram-rs's shapes live in
 ``engram.compat_rs``, shared with the socket daemon). These rows are the MCP adapter's own:
@@ -33,6 +36,14 @@ _CONTENT = memory_ops.CONTENT
 _SCOPE = memory_ops.SCOPE
 
 _GO: Final = "go-engram"
+GO_RELATIONS: Final = (
+    "related",
+    "compatible",
+    "scoped",
+    "conflicts_with",
+    "supersedes",
+    "not_conflict",
+)
 _RS: Final = "engram-rs"
 _GO_TYPE = Param(
     "type",
@@ -49,14 +60,22 @@ def _go_merge_args(args: Args) -> Args:
     return {**args, "from": names}
 
 
-def _go_context_args(args: Args) -> Args:
-    """Map go-engram's mem_context onto context: ``limit`` memories become a token budget.
+def _drop(*names: str) -> Callable[[Args], Args]:
+    """Return a convert that drops arguments the target has no use for."""
+    return lambda args: {key: value for key, value in args.items() if key not in names}
+
+
+def go_context_budget(args: Args) -> int:
+    """Return mem_context's token budget: ``limit`` memories, or ``max_bytes``; compact halves.
 
     The briefing always covers this project and the personal store, so ``project`` and
     ``scope`` need no mapping.
     """
     limit = int(args.get("limit") or 20)
-    return {"budget": CONTEXT_HEADER_TOKENS + CONTEXT_ITEM_TOKENS * limit}
+    budget = CONTEXT_HEADER_TOKENS + CONTEXT_ITEM_TOKENS * limit
+    if args.get("max_bytes"):
+        budget = min(budget, int(args["max_bytes"]) // 4)
+    return budget // 2 if args.get("compact") else budget
 
 
 class Row(NamedTuple):
@@ -71,6 +90,7 @@ class Row(NamedTuple):
     shape: Shape | None
     profile: str | None  # None: the target's
     read_only: bool | None  # None: the target's
+    destructive: bool | None  # None: the target's
 
 
 def _row(
@@ -83,6 +103,7 @@ def _row(
     shape: Shape | None = None,
     profile: str | None = None,
     read_only: bool | None = None,
+    destructive: bool | None = None,
 ) -> Row:
     return Row(
         name,
@@ -94,132 +115,196 @@ def _row(
         shape,
         profile,
         read_only,
+        destructive,
     )
 
 
 _GO_LIMIT = Param(
     "limit", "integer", "Most results.", default=10, minimum=1, maximum=20, clamp=True
 )
+_GO_ID = Param("id", "id", "The observation's id (Go's integer, or an engram id).", required=True)
+_GO_RELATION = Param(
+    "relation",
+    "string",
+    "related, compatible, scoped, conflicts_with, supersedes or not_conflict.",
+    required=True,
+    enum=GO_RELATIONS,
+)
+_GO_CHOICE = Param(
+    "project_choice_reason", "string", "Accepted for Go's clients; engram needs no recovery."
+)
+_GO_TOKEN = Param("recovery_token", "string", "Accepted for Go's clients; not used.")
+_GO_SESSION = Param("session_id", "string", "Your session's id.")
 
+# Go engram's tools, its newest contract (tool-contract-v1): the parameters it declares, the
+# same required ones, the profile Go puts each in. Answers are text, as Go's are, with Go's
+# integer ids (engram.model.go_id_of); the handlers are engram.mcp_server.tools.go.
 GO_ENGRAM: Final = (
     _row(
         "mem_save",
-        "remember",
-        "Save an observation (decision, bug fix, pattern, discovery …) to project memory. "
-        "Returns its id; a known topic_key updates instead of duplicating.",
+        "go_save",
+        "Save an observation (decision, bug fix, pattern, discovery, command …) after "
+        "significant work; content as **What** / **Why** / **Where** / **Learned**. Answers its "
+        "ID and a suggested topic_key; a known topic_key updates instead of duplicating.",
         Param("title", "string", _TITLE.help, required=True),
-        Param("content", "string", _CONTENT.help, required=True),
-        _GO_TYPE._replace(default="manual"),
-        Param("session_id", "string", "Your session's id."),
+        Param("content", "string", _CONTENT.help),
+        Param("observation", "string", "Alias of content."),
+        _GO_TYPE._replace(
+            help="Any type: decision, bugfix, pattern, command, file_change … (default: manual)."
+        ),
+        _GO_SESSION,
         _GO_PROJECT,
         _SCOPE,
         _TOPIC,
-        rename={"type": "kind"},
+        Param(
+            "capture_prompt",
+            "boolean",
+            "Accepted for Go's clients; prompts are saved with mem_save_prompt.",
+        ),
+        _GO_CHOICE,
+        _GO_TOKEN,
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_search",
-        "recall",
-        "Search memory by words before starting work. Returns compact ranked hits; "
-        "mem_get_observation reads one in full.",
+        "go_search",
+        "Search memory by words before starting work. Answers ranked observations, each with "
+        "its #id, type, title and a preview; mem_get_observation reads one in full.",
         Param("query", "string", "Any words.", required=True),
-        _GO_TYPE,
-        _GO_PROJECT,
+        _GO_TYPE._replace(help="Only this type (e.g. decision, command)."),
+        _GO_PROJECT._replace(help="Only this project (default: this one)."),
         _SCOPE,
         memory_ops.ALL_PROJECTS,
         _GO_LIMIT,
-        _CURSOR,
-        rename={"type": "kind"},
+        Param(
+            "match_mode",
+            "string",
+            "Accepted for Go's clients; engram always ranks by words and meaning.",
+        ),
+        Param("response_format", "string", "text (default) or json.", enum=("text", "json")),
+        profile="agent",
+        read_only=True,
     ),
     _row(
         "mem_get_observation",
-        "get",
-        "Read one observation in full by id.",
-        _ID,
-        _CURSOR,
+        "go_get",
+        "Read one observation in full by id; include_history adds its earlier versions.",
+        _GO_ID,
+        Param("include_history", "boolean", "Also its earlier versions.", default=False),
+        Param("history_cursor", "integer", "Where the next page of history starts.", minimum=0),
+        profile="agent",
+        read_only=True,
     ),
     _row(
         "mem_update",
-        "update",
+        "go_update",
         "Change fields of an observation by id (rev+1; earlier text kept).",
-        _ID,
+        _GO_ID,
         _TITLE,
         _CONTENT,
         _GO_TYPE,
         _GO_PROJECT,
         _SCOPE,
         _TOPIC,
-        rename={"type": "kind"},
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_delete",
-        "forget",
+        "go_delete",
         "Delete an observation by id (a tombstone; hard_delete also drops its text).",
-        _ID,
+        _GO_ID,
         Param("hard_delete", "boolean", "Also drop the text.", default=False),
-        rename={"hard_delete": "hard"},
+        profile="admin",
+        read_only=False,
+        destructive=True,
     ),
     _row(
         "mem_suggest_topic_key",
-        "suggest_topic_key",
+        "go_suggest_topic_key",
         "Suggest a stable topic_key (family/segment) from a type and a title or content.",
         _GO_TYPE,
         _TITLE,
         _CONTENT,
-        rename={"type": "kind"},
+        profile="agent",
+        read_only=True,
     ),
-    _row("mem_stats", "stats", "Count memories by type, status and project."),
+    _row(
+        "mem_stats",
+        "stats",
+        "Count memories by type, status and project.",
+        _GO_PROJECT._replace(help="Accepted for Go's clients; the counts cover every store."),
+        convert=_drop("project"),
+        profile="admin",
+    ),
     _row(
         "mem_context",
-        "context",
-        "Get the memory context of earlier sessions at the start of a session: decisions, "
-        "pitfalls, hotspots and the latest session summaries, each with an id.",
+        "go_context",
+        "Get the memory context of earlier sessions at the start of a session: pinned "
+        "memories first, then decisions, pitfalls, hotspots and the latest session summaries.",
         _GO_PROJECT,
         _SCOPE,
         Param("limit", "integer", "About how many memories.", default=20, minimum=1, maximum=100),
-        convert=_go_context_args,
+        Param("compact", "boolean", "A shorter briefing (half the budget).", default=False),
+        Param("max_bytes", "integer", "At most this many bytes.", minimum=400),
+        profile="agent",
+        read_only=True,
     ),
     _row(
         "mem_timeline",
-        "timeline",
+        "go_timeline",
         "Show the observations before and after one in its session, oldest first.",
         Param("observation_id", "id", "The observation's id.", required=True),
         Param("before", "integer", "How many before.", default=5, minimum=0, maximum=50),
         Param("after", "integer", "How many after.", default=5, minimum=0, maximum=50),
-        rename={"observation_id": "id"},
+        _GO_PROJECT._replace(help="Accepted for Go's clients; the observation names it."),
+        profile="admin",
+        read_only=True,
     ),
     _row(
         "mem_session_summary",
-        "session_summary",
+        "go_session_summary",
         "Save the end-of-session summary (Goal, Instructions, Discoveries, Accomplished, "
         "Next steps, Relevant files).",
         Param("content", "string", "The summary, in markdown.", required=True),
-        Param("project", "string", "Project name.", required=True),
-        Param("session_id", "string", "The session's id."),
+        _GO_PROJECT,
+        _GO_SESSION,
+        _GO_CHOICE,
+        _GO_TOKEN,
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_session_start",
-        "session_start",
+        "go_session_start",
         "Register the start of a session.",
         Param("id", "string", "The session's id.", required=True),
-        Param("project", "string", "Project name.", required=True),
+        _GO_PROJECT,
         Param("directory", "string", "Working folder."),
-        rename={"id": "session_id"},
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_session_end",
-        "session_end",
+        "go_session_end",
         "Mark a session ended, with an optional summary.",
         Param("id", "string", "The session's id.", required=True),
         Param("summary", "string", "The session summary."),
-        rename={"id": "session_id"},
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_save_prompt",
-        "save_prompt",
+        "go_save_prompt",
         "Save a user prompt.",
         Param("content", "string", "The prompt.", required=True),
-        Param("session_id", "string", "The session's id."),
+        _GO_SESSION,
         _GO_PROJECT,
+        _GO_CHOICE,
+        _GO_TOKEN,
+        profile="agent",
+        read_only=False,
     ),
     _row(
         "mem_capture_passive",
@@ -227,9 +312,10 @@ GO_ENGRAM: Final = (
         "Extract the learnings of an agent's output (its Key Learnings section) and save "
         "each, skipping known ones.",
         Param("content", "string", "The agent's output.", required=True),
-        Param("session_id", "string", "The session's id."),
+        _GO_SESSION,
         _GO_PROJECT,
         Param("source", "string", "Where it came from.", default="capture"),
+        profile="agent",
     ),
     _row(
         "mem_merge_projects",
@@ -238,6 +324,87 @@ GO_ENGRAM: Final = (
         Param("from", "csv", "Comma-separated project names.", required=True),
         Param("to", "string", "The project to merge into.", required=True),
         convert=_go_merge_args,
+        profile="admin",
+    ),
+    _row(
+        "mem_current_project",
+        "go_current_project",
+        "Say which project this server serves and how it found it (working folder, the "
+        "client's roots, or none: the personal store). Never fails; call it first.",
+        profile="agent",
+        read_only=True,
+    ),
+    _row(
+        "mem_doctor",
+        "go_doctor",
+        "Check the memory store (read-only): each finding with its severity and check.",
+        _GO_PROJECT._replace(help="Accepted for Go's clients; this project is checked."),
+        Param("check", "string", "Only the findings of this check."),
+        profile="agent",
+        read_only=True,
+    ),
+    _row(
+        "mem_pin",
+        "go_pin",
+        "Pin an observation: every mem_context shows it first.",
+        _GO_ID,
+        profile="agent",
+        read_only=False,
+    ),
+    _row(
+        "mem_unpin",
+        "go_unpin",
+        "Unpin an observation: mem_context ranks it like any other again.",
+        _GO_ID,
+        profile="agent",
+        read_only=False,
+    ),
+    _row(
+        "mem_compare",
+        "go_compare",
+        "Record your verdict on two observations: a relation, your confidence and why. "
+        "memory_id_a supersedes / conflicts_with / relates to memory_id_b.",
+        Param("memory_id_a", "id", "The first observation's id.", required=True),
+        Param("memory_id_b", "id", "The second observation's id.", required=True),
+        _GO_RELATION,
+        Param("confidence", "number", "How sure, 0 to 1.", required=True, minimum=0, maximum=1),
+        Param("reasoning", "string", "Why, in a sentence.", required=True),
+        Param("model", "string", "Your model, kept with the verdict."),
+        profile="agent",
+        read_only=False,
+    ),
+    _row(
+        "mem_judge",
+        "go_judge",
+        "Record a verdict on a possible conflict mem_save listed: its judgment_id and a "
+        "relation, with a reason.",
+        Param("judgment_id", "string", "The judgment_id mem_save gave.", required=True),
+        _GO_RELATION,
+        Param("reason", "string", "Why, in a sentence."),
+        Param("evidence", "string", "What supports it."),
+        Param("confidence", "number", "How sure, 0 to 1 (default 1).", minimum=0, maximum=1),
+        _GO_SESSION,
+        profile="agent",
+        read_only=False,
+    ),
+    _row(
+        "mem_review",
+        "go_review",
+        "Review memories that may be out of date: action list shows those whose cited files "
+        "changed or whose review date passed; mark_reviewed confirms one as still true.",
+        Param(
+            "action",
+            "string",
+            "list or mark_reviewed.",
+            required=True,
+            enum=("list", "mark_reviewed"),
+        ),
+        Param("id", "id", "The observation to mark reviewed."),
+        Param("observation_id", "id", "Alias of id."),
+        Param("limit", "integer", "Most to list.", default=10, minimum=1, maximum=50),
+        _GO_PROJECT._replace(help="Accepted for Go's clients; this project's memories."),
+        profile="agent",
+        read_only=False,
     ),
 )
 
@@ -373,7 +540,9 @@ def _tool(row: Row, compat: str, base: Tool | None) -> Tool:
         row.params,
         row.profile if row.profile is not None else (base.profile if base else "agent"),
         row.read_only if row.read_only is not None else (base.read_only if base else True),
-        destructive=base.destructive if base else False,
+        destructive=(
+            row.destructive if row.destructive is not None else bool(base and base.destructive)
+        ),
         idempotent=base.idempotent if base else False,
         target=row.target,
         compat=compat,

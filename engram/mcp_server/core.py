@@ -25,7 +25,7 @@ from engram.config import ENGRAM_DIR, find_root
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound, NotInitialized
 from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
-from engram.mcp_server.table import COMPATS, Call, select_tools
+from engram.mcp_server.table import COMPATS, Call, resolve_tools, select_tools
 from engram.mcp_server.tools import HANDLERS
 from engram.operations import advice
 from engram.paging import CHARS_PER_TOKEN, Pages, dumps
@@ -89,11 +89,17 @@ class EngramMCP:
         profile: str = "agent",
         compat: Iterable[str] = (),
         budget: int | None = None,
+        tools: str | None = None,
     ) -> None:
         self.start = start
-        self.profile = profile
+        self.profile = profile if tools is None else tools
         self.compat = tuple(compat)
-        self.tools = select_tools(profile, self.compat)
+        # ``tools``: a --tools spec as Go engram reads it (table.resolve_tools)
+        self.tools = (
+            select_tools(profile, self.compat)
+            if tools is None
+            else resolve_tools(tools, self.compat)
+        )
         missing = sorted({tool.handler for tool in self.tools.values()} - set(HANDLERS))
         if missing:
             raise RuntimeError(f"tools without a handler: {', '.join(missing)}")
@@ -130,6 +136,14 @@ class EngramMCP:
     def project_root(self) -> Path | None:
         """Return the project to serve: the working folder's, else the first root's (or None)."""
         return project_root([self.start or Path.cwd(), *(self._roots or [])])
+
+    def project_source(self) -> tuple[str, Path | None]:
+        """Say how the project served was found: working_directory, client_roots or none."""
+        here = project_root([self.start or Path.cwd()])
+        if here is not None:
+            return "working_directory", here
+        root = self.project_root()
+        return ("client_roots", root) if root is not None else ("none", None)
 
     def wants_roots(self) -> bool:
         """Tell whether the client's roots are needed (and not known): no project here.
@@ -244,20 +258,21 @@ class EngramMCP:
     # -- what the handlers share ---------------------------------------------------------------
 
     def record(self, ref: str | int, changing: str = "") -> dict[str, Any]:
-        """Return the memory ``ref`` names; an integer id (another tool's) must match exactly.
+        """Return the memory ``ref`` names: an id or unique prefix, or a Go integer id.
 
-        ``changing`` names the change about to be made: its prefix needs 4+ characters.
+        An integer (or, from a Go engram name, a string of digits) is a Go engram id: the id
+        a memory imported from Go carries, else the one derived from its engram id
+        (``engram.model.go_int_id``). A string of digits that names no Go id is then tried as
+        an engram id prefix. ``changing`` names the change about to be made: an engram
+        prefix needs 4+ characters.
         """
+        if isinstance(ref, bool):
+            raise InvalidInput(f"not a memory id: {ref!r}")
         if isinstance(ref, int):
-            record: dict[str, Any] = {}
+            return self.engram.by_go_id(ref)
+        if isinstance(ref, str) and ref.strip().isdigit() and len(ref.strip()) <= 20:
             with contextlib.suppress(NotFound):
-                record = self.engram.get(str(ref))
-            if record.get("id") != str(ref):
-                raise NotFound(
-                    f"no memory with id {ref}",
-                    hint="engram ids are strings; recall shows them",
-                )
-            return record
+                return self.engram.by_go_id(int(ref.strip()))
         return self.engram.target(ref, changing) if changing else self.engram.get(ref)
 
     # -- resources and prompts -----------------------------------------------------------------

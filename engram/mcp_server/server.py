@@ -58,10 +58,12 @@ def run(
     profile: str = "agent",
     compat: Iterable[str] = (),
     budget: int | None = None,
+    tools: str | None = None,
 ) -> None:
     """Serve the project at or above ``start`` (default: here) over stdio until the client goes.
 
-    ``engram mcp`` calls this (the CLI declares the command's options).
+    ``engram mcp`` calls this (the CLI declares the command's options); ``tools`` is its
+    ``--tools`` as given (``table.resolve_tools``), None when not given (``profile`` then).
     """
     import logging
 
@@ -70,7 +72,7 @@ def run(
         stream=sys.stderr,
         format="engram mcp: %(levelname)s %(name)s: %(message)s",
     )
-    with EngramMCP(start, profile=profile, compat=list(compat), budget=budget) as core:
+    with EngramMCP(start, profile=profile, compat=list(compat), budget=budget, tools=tools) as core:
         if core.project_root() is None:
             print(
                 f"engram mcp: no engram store in {(start or Path.cwd()).resolve()} or above; "

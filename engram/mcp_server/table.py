@@ -29,7 +29,8 @@ COMPATS: Final = ("go-engram", "engram-rs")
 NATIVE: Final = (
     "remember", "recall", "get", "update", "suggest_topic_key", "stats", "context", "why",
     "check", "related", "timeline", "session_start", "session_summary", "session_end",
-    "save_prompt", "capture", "judge", "consolidate_preview", "insights", "forget", "export",
+    "save_prompt", "capture", "judge", "pin", "unpin", "consolidate_preview", "insights",
+    "forget", "export",
     "import", "consolidate", "consolidate_apply", "train", "insights_delete", "merge_projects",
     "sync", "reindex", "doctor",
 )  # fmt: skip
@@ -140,6 +141,38 @@ def select_tools(profile: str = "agent", compat: Iterable[str] = ()) -> dict[str
     table = tables()
     rows = [*table.native, *(tool for tool in table.compat if tool.compat in wanted)]
     return {tool.name: tool for tool in rows if tool.profile in profiles}
+
+
+def resolve_tools(spec: str, compat: Iterable[str] = ()) -> dict[str, Tool]:
+    """Return the tools ``engram mcp --tools SPEC`` offers, the way Go engram reads ``--tools``.
+
+    ``SPEC`` is ``agent``, ``admin`` or ``all``, or a comma list of those and of tool names
+    (``agent,admin``; ``mem_save,mem_search``; ``agent,mem_delete``). A profile given here
+    offers engram's tools of that profile and go-engram's names of Go's profile of that name
+    (Go engram's own setup writes ``engram mcp --tools=agent``, and the agent it sets up
+    calls ``mem_save``); ``all`` offers every engram tool and every go-engram name. A tool
+    name offers that tool, whatever its profile: engram's or any compatibility name. An empty
+    spec is ``all``, as in Go.
+    """
+    tokens = [token.strip() for token in str(spec).split(",") if token.strip()]
+    if not tokens or "all" in tokens:
+        return select_tools("all", {*compat, "go-engram"})
+    profiles = [token for token in tokens if token in PROFILES]
+    wanted = set(compat) | ({"go-engram"} if profiles else set())
+    out: dict[str, Tool] = {}
+    for profile in profiles:
+        out.update(select_tools(profile, wanted))
+    table = tables()
+    every = {tool.name: tool for tool in (*table.native, *table.compat)}
+    unknown = [token for token in tokens if token not in PROFILES and token not in every]
+    if unknown:
+        raise InvalidInput(
+            f"unknown tool or profile in --tools: {', '.join(unknown)}; use agent, admin, all "
+            "or tool names (tools/list of `engram mcp --tools all` shows them all)"
+        )
+    names = {token for token in tokens if token in every}
+    chosen = [tool for tool in every.values() if tool.name in names or tool.name in out]
+    return {tool.name: tool for tool in chosen}
 
 
 def tool_names(profile: str = "agent", compat: Iterable[str] = ()) -> list[str]:

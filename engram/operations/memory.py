@@ -407,6 +407,33 @@ JUDGE = declare(
     )
 )
 
+PIN = declare(
+    Operation(
+        "pin",
+        "Pin a memory: every session briefing shows it first, within its budget.",
+        "Pin a memory every session must see: context shows pinned memories first (within "
+        "its budget). Returns the id and pinned: true.",
+        (ID,),
+        command="pin",
+        idempotent=True,
+        result="Record",
+        only=("cli", "mcp"),
+    )
+)
+
+UNPIN = declare(
+    Operation(
+        "unpin",
+        "Unpin a memory: the briefing ranks it like any other again.",
+        "Unpin a memory: context ranks it like any other again. Returns the id and pinned: false.",
+        (ID,),
+        command="unpin",
+        idempotent=True,
+        result="Record",
+        only=("cli", "mcp"),
+    )
+)
+
 FORGET = declare(
     Operation(
         "forget",

@@ -5,6 +5,7 @@
     around.py    context, check, stats, why, related, timeline
     sessions.py  session_start, session_summary, session_end, save_prompt, capture
     admin.py     export, import, consolidation, the trainer, projects, sync, reindex, doctor
+    go.py        the handlers behind Go engram's names: text answers with Go's integer ids
 
 Importing this package registers every handler. It must not import the mcp SDK nor any other
 adapter.
@@ -12,7 +13,7 @@ adapter.
 
 from __future__ import annotations
 
-from engram.mcp_server.tools import admin, around, memory, sessions
+from engram.mcp_server.tools import admin, around, go, memory, sessions
 from engram.mcp_server.tools.registry import HANDLERS, Handler, handler
 
-__all__ = ["HANDLERS", "Handler", "admin", "around", "handler", "memory", "sessions"]
+__all__ = ["HANDLERS", "Handler", "admin", "around", "go", "handler", "memory", "sessions"]

@@ -1,4 +1,4 @@
-"""The tools over one memory: remember, recall, get, update, suggest_topic_key, judge, forget.
+"""The tools over one memory: remember, recall, get, update, suggest_topic_key, judge, pin …
 
 Each handler checks nothing itself (its tool's schema did), calls the facade once and renders
 the answer within the call's budget; hits are rendered through ``engram.operations.views``,
@@ -237,6 +237,18 @@ def judge(mcp: EngramMCP, args: Args, call: Call) -> str:
             "rev": judged.get("rev"),
         }
     )
+
+
+@handler("pin")
+def pin(mcp: EngramMCP, args: Args, call: Call) -> str:
+    record = mcp.engram.pin(mcp.record(args["id"], "pin")["id"])
+    return call.render({"id": record["id"], "pinned": True, "rev": record.get("rev")})
+
+
+@handler("unpin")
+def unpin(mcp: EngramMCP, args: Args, call: Call) -> str:
+    record = mcp.engram.unpin(mcp.record(args["id"], "unpin")["id"])
+    return call.render({"id": record["id"], "pinned": False, "rev": record.get("rev")})
 
 
 @handler("forget")
