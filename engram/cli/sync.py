@@ -70,17 +70,32 @@ def export_(
     ctx: typer.Context,
     file: Annotated[Path | None, typer.Argument(help="Write here (default: stdout).")] = None,
     *,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="engram|go-engram",
+            help="engram (default): engram's own JSON. go-engram: the file Go engram's "
+            "`engram import` reads (its types and fields as imported; no hard deletes).",
+        ),
+    ] = "engram",
     values: Values,
 ) -> None:
     """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
+    if fmt not in ("engram", "go-engram"):
+        raise InvalidInput(f"unknown export format {fmt!r}", hint="use engram or go-engram")
     with open_engram(ctx) as engram:
-        document = engram.export(scope=values["scope"])
+        if fmt == "go-engram":
+            document: Any = engram.export_go(scope=values["scope"])
+        else:
+            document = engram.export(scope=values["scope"])
     text = json.dumps(document.to_dict(), indent=2, ensure_ascii=False) + "\n"
     if file is None or str(file) == "-":
         echo(text, nl=False)
     else:
         file.write_text(text, encoding="utf-8")
-        echo(f"exported {document.count} records to {file}", err=True)
+        what = "Go engram rows" if fmt == "go-engram" else "records"
+        echo(f"exported {document.count} {what} to {file}", err=True)
 
 
 @app.command("import")
@@ -124,6 +139,8 @@ def import_(
         echo(f"skipped {error}", err=True)
     if len(result.errors) > 20:
         echo(f"… and {len(result.errors) - 20} more skipped", err=True)
+    for note in getattr(result, "notes", []):
+        echo(f"note: {note}", err=True)
 
 
 @app.command()

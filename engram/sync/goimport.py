@@ -4,14 +4,14 @@ Converts a Go engram export or sync chunk (already parsed: ``sessions``, ``obser
 ``prompts``, maybe a ``mutations`` journal) into engram records. ``engram.sync.imports`` detects
 the format and calls ``convert_go``; ``engram.sync.goexport`` writes records back in Go's shape.
 
-What a record keeps of its Go row (docs/go-engram.md): the fields engram has its own place for
-(title, content, type as written next to the kind it ranks as, scope, topic_key, tool_name,
-session_id, times, soft delete), and in ``go`` every other field as written: ``id`` (Go's
-integer), ``sync_id``, ``revision_count``, ``duplicate_count``, ``last_seen_at``,
-``review_after``, ``pinned``, a project spelled otherwise, unknown keys, and ``session``: the
-row of its session when that session has no summary (so it is no memory of its own). Nulls are
-left out. Rows without a project keep none (nothing takes the importing folder's name); the
-conversion says how many.
+What a record keeps of its Go row (docs/decisions.md, "Go engram both ways"): the fields
+engram has its own place for (title, content, type as written next to the kind it ranks as,
+scope, topic_key, tool_name, session_id, times, soft delete), and in ``go`` every other field
+as written: ``id`` (Go's integer), ``sync_id``, ``revision_count``, ``duplicate_count``,
+``last_seen_at``, ``review_after``, ``pinned``, a project spelled otherwise, unknown keys, and
+``session``: the row of its session when that session has no summary (so it is no memory of
+its own). Nulls are left out. Rows without a project keep none (nothing takes the importing
+folder's name); the conversion says how many.
 
 Which record a row is (first found wins):
 
@@ -38,16 +38,19 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import (
     Record,
+    format_time,
     is_tombstone,
     kind_and_type,
     loads,
     normalize_content,
     normalize_project,
+    parse_time,
     type_of,
 )
 from engram.sync.imports import (
@@ -582,6 +585,23 @@ def _carry(existing: Record, incoming: Record) -> Record:
     return {key: value for key, value in out.items() if value is not None}
 
 
+def _learn_sync_id(existing: Record, incoming: Record) -> Record:
+    """Give a known record the sync_id Go gave its row since (an upgrade), not a newer text.
+
+    The row is otherwise what the record holds, at the same time, so the merge could keep
+    either; one millisecond after the record's own time makes the record with the sync_id win,
+    and the next import finds nothing to change.
+    """
+    learned = _go(incoming).get("sync_id")
+    if not learned or _go(existing).get("sync_id") == learned or is_tombstone(existing):
+        return incoming
+    if incoming["updated_at"] > str(existing.get("updated_at", "")):
+        return incoming  # a newer row wins the merge anyway
+    stamp = parse_time(str(existing["updated_at"])) + timedelta(milliseconds=1)
+    go = {**_go(existing), "sync_id": learned}
+    return {**existing, "go": go, "updated_at": format_time(stamp)}
+
+
 # ── the conversion ───────────────────────────────────────────────────────────────────────────
 
 
@@ -689,6 +709,8 @@ def convert_go(
         existing = known.get(record_id) if known is not None else None
         if winner.carried and existing is not None:
             record = _carry(existing, record)
+        elif existing is not None:
+            record = _learn_sync_id(existing, record)
         records.append(record)
         wheres = [c.where for c in sorted(versions, key=lambda c: c.position)]
         wheres += quiet.get(record_id, [])

@@ -1,0 +1,229 @@
+"""engram records out as the JSON file Go engram's ``engram import`` reads.
+
+``engram export --format go-engram`` writes ``{"version": "0.1.0", "exported_at", "sessions",
+"observations", "prompts"}`` as Go's own export does: ``version`` a string (Go refuses a
+number), times as ``YYYY-MM-DD HH:MM:SS`` UTC, integer ids, and a session row for every session
+an observation or prompt names (Go's tables have a foreign key on it). A record imported from Go
+goes back with the type and every field it came with (``engram.sync.goimport`` keeps them in
+``go``); engram's own memories go out as observations whose ``sync_id`` is ``obs-`` + the 32
+hex digits of their id, so that Go's next export brings them back onto the same memory.
+
+Pure: records in, a JSON-ready document out; no I/O and no clock (the caller stamps the time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from engram.errors import InvalidInput
+from engram.model import Record, is_tombstone, parse_time, type_of
+from engram.sync.goimport import sync_id_of
+
+__all__ = ["GO_EXPORT_VERSION", "GoExport", "go_document", "go_time"]
+
+GO_EXPORT_VERSION: Final = "0.1.0"
+_GO_TIME: Final = "%Y-%m-%d %H:%M:%S"
+# Set from the record itself; the rest of ``go`` follows them as it was imported.
+_OBS_FIELDS: Final = (
+    "id",
+    "sync_id",
+    "session_id",
+    "type",
+    "title",
+    "content",
+    "tool_name",
+    "project",
+    "scope",
+    "topic_key",
+    "revision_count",
+    "duplicate_count",
+    "last_seen_at",
+    "review_after",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+)
+
+
+@dataclass
+class GoExport:
+    """A store's memories as Go engram's export document."""
+
+    document: dict[str, Any]
+
+    @property
+    def count(self) -> int:
+        """How many rows the document holds (sessions, observations and prompts)."""
+        return sum(len(self.document[key]) for key in ("sessions", "observations", "prompts"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the document as JSON-ready data."""
+        return self.document
+
+
+def go_time(value: Any) -> str | None:
+    """Return a time as Go writes it (``YYYY-MM-DD HH:MM:SS`` UTC), or None when there is none."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return parse_time(value).strftime(_GO_TIME)
+    except (InvalidInput, ValueError):
+        return None
+
+
+def _go(record: Mapping[str, Any]) -> dict[str, Any]:
+    go = record.get("go")
+    return dict(go) if isinstance(go, Mapping) else {}
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _number(rows: list[tuple[Record, dict[str, Any]]]) -> None:
+    """Give each row an integer id: the one it came with when free, else the next unused."""
+    used: set[int] = set()
+    wanting: list[dict[str, Any]] = []
+    for record, row in sorted(
+        rows, key=lambda item: (item[0].get("created_at", ""), item[0]["id"])
+    ):
+        wanted = _int(_go(record).get("id"))
+        if wanted is not None and wanted not in used:
+            used.add(wanted)
+            row["id"] = wanted
+        else:
+            wanting.append(row)
+    next_id = max(used, default=0) + 1
+    for row in wanting:
+        row["id"] = next_id
+        next_id += 1
+
+
+def _session_of(record: Mapping[str, Any]) -> str:
+    sid = record.get("session_id")
+    if isinstance(sid, str) and sid.strip():
+        return sid
+    project = record.get("project")
+    return f"engram-{project}" if project else "engram"  # Go needs one; engram may have none
+
+
+def _project(record: Mapping[str, Any], go: Mapping[str, Any]) -> str | None:
+    spelled = go.get("project")
+    if isinstance(spelled, str):
+        return spelled
+    project = record.get("project")
+    return project if isinstance(project, str) and project else None
+
+
+def _observation(record: Record) -> dict[str, Any]:
+    go = _go(record)
+    go.pop("session", None)
+    row: dict[str, Any] = {
+        "id": 0,
+        "sync_id": sync_id_of(record),
+        "session_id": _session_of(record),
+        "type": type_of(record),
+        "title": record.get("title", ""),
+        "content": record.get("content", ""),
+        "tool_name": record.get("tool_name"),
+        "project": _project(record, go),
+        "scope": record.get("scope") or "project",
+        "topic_key": record.get("topic_key"),
+        "revision_count": _int(go.get("revision_count")) or int(record.get("rev", 1) or 1),
+        "duplicate_count": _int(go.get("duplicate_count"))
+        or int(record.get("duplicate_count", 0) or 0) + 1,
+        "last_seen_at": go.get("last_seen_at"),
+        "review_after": go.get("review_after"),
+        "created_at": go_time(record.get("created_at")),
+        "updated_at": go_time(record.get("updated_at")),
+        "deleted_at": go_time(record.get("deleted_at")),
+    }
+    row = {key: value for key, value in row.items() if value is not None}
+    row.update({key: value for key, value in go.items() if key not in _OBS_FIELDS})
+    return row
+
+
+def _prompt(record: Record) -> dict[str, Any]:
+    go = _go(record)
+    row: dict[str, Any] = {
+        "id": 0,
+        "sync_id": sync_id_of(record),
+        "session_id": _session_of(record),
+        "content": record.get("content", ""),
+        "project": _project(record, go) or "",
+        "created_at": go_time(record.get("created_at")),
+    }
+    row.update({key: value for key, value in go.items() if key not in row})
+    return row
+
+
+def _session(record: Record) -> dict[str, Any]:
+    go = _go(record)
+    info = record.get("session")
+    info = info if isinstance(info, Mapping) else {}
+    row: dict[str, Any] = {
+        "id": record.get("session_id", ""),
+        "project": _project(record, go) or "",
+        "directory": info.get("directory") or "",
+        "started_at": go_time(info.get("started_at")) or go_time(record.get("created_at")),
+        "ended_at": go_time(info.get("ended_at")),
+        "summary": record.get("content", ""),
+    }
+    row = {key: value for key, value in row.items() if value is not None}
+    row.update({key: value for key, value in go.items() if key not in row})
+    return row
+
+
+def _bare_session(sid: str, members: list[tuple[Record, dict[str, Any]]]) -> dict[str, Any]:
+    """Return a session row for a session engram has no memory of: as Go had it, else made up."""
+    for record, _row in members:
+        kept = _go(record).get("session")
+        if isinstance(kept, Mapping):
+            row = {"project": "", "directory": "", **kept, "id": sid}
+            row.setdefault("started_at", go_time(record.get("created_at")))
+            return row
+    first = min(members, key=lambda item: str(item[0].get("created_at", "")))[0]
+    return {
+        "id": sid,
+        "project": first.get("project") or "",
+        "directory": "",
+        "started_at": go_time(first.get("created_at")),
+    }
+
+
+def go_document(records: Iterable[Record], *, exported_at: str) -> GoExport:
+    """Return records as Go engram's export document (hard-deleted ones are left out)."""
+    sessions: dict[str, dict[str, Any]] = {}
+    observations: list[tuple[Record, dict[str, Any]]] = []
+    prompts: list[tuple[Record, dict[str, Any]]] = []
+    for record in sorted(records, key=lambda r: str(r.get("id", ""))):
+        if "title" not in record and "content" not in record:
+            continue  # a hard delete: nothing left to write
+        if record.get("kind") == "prompt":
+            if not is_tombstone(record):  # Go's prompts have no soft delete
+                prompts.append((record, _prompt(record)))
+        elif record.get("kind") == "session" and isinstance(record.get("session"), Mapping):
+            if not is_tombstone(record) and record.get("session_id"):
+                sessions[str(record["session_id"])] = _session(record)
+        else:
+            observations.append((record, _observation(record)))
+    _number(observations)
+    _number(prompts)
+    members: dict[str, list[tuple[Record, dict[str, Any]]]] = {}
+    for record, row in observations + prompts:
+        members.setdefault(row["session_id"], []).append((record, row))
+    for sid, belonging in members.items():
+        if sid not in sessions:
+            sessions[sid] = _bare_session(sid, belonging)
+    document = {
+        "version": GO_EXPORT_VERSION,
+        "exported_at": go_time(exported_at),
+        "sessions": sorted(sessions.values(), key=lambda s: (str(s.get("started_at")), s["id"])),
+        "observations": sorted((row for _r, row in observations), key=lambda row: row["id"]),
+        "prompts": sorted((row for _r, row in prompts), key=lambda row: row["id"]),
+    }
+    return GoExport(document)
