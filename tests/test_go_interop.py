@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from engram.model import go_int_id
 from engram.service import Engram
 from engram.sync.goimport import id_hex
 from engram.sync.imports import import_id
@@ -403,6 +404,7 @@ def test_engram_memories_carried_back_keep_their_richer_fields(
     ).record
     (row,) = go_import(json.dumps(project.export_go().to_dict()))["observations"]
     assert row["sync_id"] == f"obs-{id_hex(saved['id'])}"
+    assert row["id"] == go_int_id(saved["id"])  # the number Go's MCP names show for it
 
     carried = {**row, "id": 12}  # Go gave it its own number
     same = project.import_path(write(tmp_path / "same.json", export_doc([carried])))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record, is_tombstone, parse_time, type_of
+from engram.model import Record, go_id_of, is_tombstone, parse_time, type_of
 from engram.sync.goimport import sync_id_of
 
 __all__ = ["GO_EXPORT_VERSION", "GoExport", "go_document", "go_time"]
@@ -85,14 +85,18 @@ def _int(value: Any) -> int | None:
 
 
 def _number(rows: list[tuple[Record, dict[str, Any]]]) -> None:
-    """Give each row an integer id: the one it came with when free, else the next unused."""
+    """Give each row an integer id: the one Go's names show for it when free, else the next.
+
+    ``model.go_id_of``: the Go id a record was imported with, else the one derived from its id,
+    the number Go's MCP names (``--compat go-engram``) accept for it too.
+    """
     used: set[int] = set()
     wanting: list[dict[str, Any]] = []
     for record, row in sorted(
         rows, key=lambda item: (item[0].get("created_at", ""), item[0]["id"])
     ):
-        wanted = _int(_go(record).get("id"))
-        if wanted is not None and wanted not in used:
+        wanted = go_id_of(record)
+        if wanted not in used:
             used.add(wanted)
             row["id"] = wanted
         else:
