@@ -499,20 +499,26 @@ def review(mcp: EngramMCP, args: Args, call: Call) -> str:
         if ref is None:
             raise InvalidInput("mark_reviewed needs id (or observation_id)")
         current = mcp.record(ref, "update")
-        changes: dict[str, Any] = {"reviewed_at": model.now()}
+        # What made it due is kept: the same reasons no longer list it, a new change does.
+        seen = engram.stale(current)
+        changes: dict[str, Any] = {"reviewed": {"at": model.now(), "stale": seen}}
         if current.get("files"):
-            changes["files"] = list(current["files"])  # anchors them afresh: no longer stale
+            changes["files"] = list(current["files"])  # anchored afresh to what is committed
         record = engram.update(current["id"], **changes)
-        return f"Marked reviewed: {_label(record)} (its cited files anchored afresh)."
+        return f"Marked reviewed: {_label(record)}; listed again when it changes again."
     limit = int(args.get("limit") or 10)
     now = model.now()
     records = [hit.record for hit in engram.recall("", statuses="active", limit=500)]
     stale = engram.stale_many(records)
     due = []
     for record in records:
+        raw = record.get("reviewed")
+        reviewed: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         reasons = list(stale.get(record["id"]) or [])
+        if reasons and reasons == list(reviewed.get("stale") or []):
+            reasons = []  # reviewed with exactly these changes
         after = str(record.get("review_after") or "")
-        if after and after <= now and str(record.get("reviewed_at") or "") < after:
+        if after and after <= now and str(reviewed.get("at") or "") < after:
             reasons.append(f"its review date {_when(after)} passed")
         if reasons:
             due.append((record, reasons))
