@@ -22,7 +22,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record
+from engram.model import Record, is_pinned
 from engram.operations import advice
 from engram.operations.views import clip, provenance, snippet
 
@@ -345,7 +345,7 @@ def _standing(here: Project, cache: StandingCache, scale: float) -> StandingCach
         record
         for ws in here.workspaces()
         for record in ws.index.all_records()
-        if record.get("pinned") is True and record.get("status", "active") == "active"
+        if is_pinned(record) and record.get("status", "active") == "active"
     ]
     pinned.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
     sections: list[Section] = [Section("pinned", "Pinned", pinned)]

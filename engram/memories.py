@@ -27,6 +27,7 @@ from engram.model import (
     dedupe_key,
     format_time,
     go_id_of,
+    is_pinned,
     is_tombstone,
     new_id,
     normalize_fields,
@@ -278,11 +279,16 @@ def set_pinned(here: Project, ref: str, pinned: bool) -> Record:
     ws, current = here.locate(ref, changing="pin" if pinned else "unpin")
     with ws.store.lock():
         current = ws.index.get(current["id"]) or current
-        if bool(current.get("pinned")) == pinned:
+        if is_pinned(current) == pinned:
             return current
         record = {key: value for key, value in current.items() if key != "pinned"}
         if pinned:
             record["pinned"] = True
+        elif isinstance(current.get("go"), Mapping) and "pinned" in current["go"]:
+            # Go's pin, kept on import: unpinning drops it too
+            record["go"] = {k: v for k, v in current["go"].items() if k != "pinned"}
+            if not record["go"]:
+                del record["go"]
         record["rev"] = int(current.get("rev", 1) or 1) + 1
         record["updated_at"] = change_time(current.get("updated_at"), stamp=here.now())
         ws.write([record])

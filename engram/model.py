@@ -587,6 +587,14 @@ def go_id_of(record: Mapping[str, Any]) -> int:
     return go_int_id(str(record.get("id", "")))
 
 
+def is_pinned(record: Mapping[str, Any]) -> bool:
+    """Tell whether a memory is pinned: ``pinned: true``, or Go's pin kept on import."""
+    if record.get("pinned") is True:
+        return True
+    go = record.get("go")
+    return isinstance(go, Mapping) and go.get("pinned") not in (None, False, 0, "", "0", "false")
+
+
 def normalize_content(text: str) -> str:
     """Return content as compared for duplicates: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()

@@ -301,7 +301,11 @@ def test_a_memory_imported_from_go_keeps_its_go_id(tmp_path: Path) -> None:
     repo = make_project(tmp_path / "repo")
     with Engram(repo) as engram:
         imported = engram.remember(
-            "Auth uses JWT", "**What**: tokens", kind="decision", extra={"go": {"id": 455}}
+            "Auth uses JWT",
+            "**What**: tokens",
+            kind="decision",
+            # as the Go import keeps a row's fields: its id, its pin, its review date
+            extra={"go": {"id": 455, "pinned": 1, "review_after": "2020-01-31 09:00:00"}},
         ).record
     assert go_id_of(imported) == 455
 
@@ -316,6 +320,17 @@ def test_a_memory_imported_from_go_keeps_its_go_id(tmp_path: Path) -> None:
             )
             assert rows["results"][0]["id"] == 455
             assert rows["results"][0]["sync_id"] == imported["id"]
+            briefing = await text(client, "mem_context")
+            assert re.findall(r"^## (.+)$", briefing, flags=re.MULTILINE)[0] == "Pinned"
+            assert "- #455 " in briefing
+            due = await text(client, "mem_review", {"action": "list"})
+            assert (
+                "#455 (decision) Auth uses JWT: its review date 2020-01-31 09:00:00 passed" in due
+            )
+            await text(client, "mem_review", {"action": "mark_reviewed", "observation_id": 455})
+            assert (await text(client, "mem_review", {"action": "list"})).startswith("Nothing")
+            await text(client, "mem_unpin", {"id": 455})
+            assert "## Pinned" not in await text(client, "mem_context")
 
     run(scenario)
 

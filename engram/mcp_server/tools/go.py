@@ -491,6 +491,21 @@ def judge(mcp: EngramMCP, args: Args, call: Call) -> str:
     )
 
 
+def _review_after(record: Mapping[str, Any]) -> str:
+    """Return when a memory is due for review, as an RFC 3339 time ('' when never).
+
+    Its own ``review_after``, else Go's kept on import (``YYYY-MM-DD HH:MM:SS``, UTC).
+    """
+    go = record.get("go")
+    value = record.get("review_after") or (
+        go.get("review_after") if isinstance(go, Mapping) else ""
+    )
+    text = str(value or "").strip()
+    if len(text) == 19 and text[10] == " ":
+        text = text.replace(" ", "T") + "Z"
+    return text
+
+
 @handler("go_review", own=True)
 def review(mcp: EngramMCP, args: Args, call: Call) -> str:
     engram = mcp.engram
@@ -517,7 +532,7 @@ def review(mcp: EngramMCP, args: Args, call: Call) -> str:
         reasons = list(stale.get(record["id"]) or [])
         if reasons and reasons == list(reviewed.get("stale") or []):
             reasons = []  # reviewed with exactly these changes
-        after = str(record.get("review_after") or "")
+        after = _review_after(record)
         if after and after <= now and str(reviewed.get("at") or "") < after:
             reasons.append(f"its review date {_when(after)} passed")
         if reasons:
