@@ -410,7 +410,7 @@ def test_mcp_session_tools_and_go_engram_names(tmp_path: Path) -> None:
     root = make_project(tmp_path / "repo")
 
     async def scenario() -> None:
-        async with connect(root, "--compat", "go-engram") as client:
+        async with connect(root, "--tools=agent,admin") as client:  # Go's profiles: Go's names
             names = await client.names()
             for name in (
                 "mem_timeline",
@@ -457,31 +457,42 @@ def test_mcp_session_tools_and_go_engram_names(tmp_path: Path) -> None:
             assert LOGIN_TITLES[0] in line["after"][0]
             assert line["earlier"] == 0 and line["later"] == 3
 
-            go = await client.ok("mem_session_start", {"id": "go-1", "project": "demo"})
-            assert go["session_id"] == "go-1" and go["project"] == "demo"
-            go_prompt = await client.ok(
+            # Go's names answer in text, as Go does, and name memories by Go's integer ids
+            async def go(name: str, args: dict[str, Any]) -> str:
+                result = await client.session.call_tool(name, args)
+                assert not result.is_error, result.content
+                return str(result.content[0].text)  # type: ignore[union-attr]
+
+            assert await go("mem_session_start", {"id": "go-1"}) == "Session go-1 started."
+            go_prompt = await go(
                 "mem_save_prompt", {"content": "Migrate the DB", "session_id": "go-1"}
             )
-            assert go_prompt["session_id"] == "go-1"
+            assert go_prompt.startswith("Prompt saved.\nID: ")
+            prompt_id = int(go_prompt.rsplit("ID: ", 1)[1])
             go_capture = await client.ok(
                 "mem_capture_passive", {"content": REPLY_MIGRATION, "session_id": "go-1"}
             )
             assert go_capture["extracted"] == 2 and len(go_capture["saved"]) == 2
-            go_summary = await client.ok(
+            go_summary = await go(
                 "mem_session_summary",
                 {"content": "## Goal\nMigrate the DB", "project": "demo", "session_id": "go-1"},
             )
-            assert go_summary["action"] == "created" and go_summary["session_id"] == "go-1"
-            go_line = await client.ok(
-                "mem_timeline", {"observation_id": go_prompt["id"], "before": 5, "after": 5}
+            assert go_summary.startswith('Session summary saved: "Session: Migrate the DB"')
+            go_line = await go(
+                "mem_timeline", {"observation_id": prompt_id, "before": 5, "after": 5}
             )
-            assert go_line["session_id"] == "go-1" and go_line["before"] == []
-            assert [MIGRATION_TITLES[0] in go_line["after"][0]] == [True]
-            assert "Session: Migrate the DB" in go_line["after"][-1]
-            assert all(note["id"][:8] not in item for item in go_line["after"])
-            go_end = await client.ok("mem_session_end", {"id": "go-1", "summary": "## Goal\nDone"})
-            assert go_end["session_id"] == "go-1" and go_end["ended_at"]
-            assert go_end["summary_id"] == go_summary["id"] and "summary" not in go_end
+            lines = go_line.splitlines()
+            assert lines[0] == f"Timeline around #{prompt_id} (session: go-1):"
+            assert lines[1].startswith("→ ") and f"#{prompt_id} (prompt)" in lines[1]
+            assert MIGRATION_TITLES[0] in lines[2]
+            assert "Session: Migrate the DB" in lines[-1]
+            assert "Uploads retry on 503" not in go_line
+            assert await go("mem_session_end", {"id": "go-1", "summary": "## Goal\nDone"}) == (
+                "Session go-1 ended."
+            )
+            summary_id = int(go_summary.rsplit("ID: ", 1)[1])
+            revised_summary = await go("mem_get_observation", {"id": summary_id})
+            assert "Done" in revised_summary  # the end's summary revised the session's one
 
             ended = await client.ok("session_end", {})
             assert ended["session_id"] == sid and ended["ended_at"]
