@@ -10,6 +10,7 @@ repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
 (``model.recover_line``), moves lines it cannot read to the committed
 ``quarantine/memories-*.jsonl`` (never deleting them, never into git-ignored ``state/``),
 rewrites the manifest from ``chunks/`` and moves unreadable chunks to ``quarantine/chunks/``,
+rewrites chunks of older engram versions in the form Go engram reads too,
 redacts secrets, repairs .gitignore, installs the merge driver and rebuilds a drifted index.
 Feature layer: called by the service, prints nothing.
 """
@@ -281,7 +282,7 @@ def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[F
 
 def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
     """Report each defect of ``chunks/`` and ``manifest.json``; with ``fix``, repair them."""
-    from engram.sync.audit import audit_chunks, repair_chunks
+    from engram.sync.audit import audit_chunks, repair_chunks, rewrite_legacy
     from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX
 
     audit = audit_chunks(store.dir)
@@ -316,6 +317,17 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
     # Not repairable here and harmless to the rest: sync skips these records.
     found += [Finding("warning", "chunks", problem) for problem in audit.bad_records]
     found += [Finding("warning", "chunks", problem) for problem in audit.other]
+    legacy = {
+        ident: Finding(
+            "warning",
+            "chunks",
+            f"{CHUNKS}/{ident}{SUFFIX} is in the JSON Lines form of older engram versions, "
+            f"which Go engram's sync cannot read (and stops on): {advice.cmd('doctor', fix=True)}"
+            " or `engram sync` rewrites it",
+        )
+        for ident in audit.legacy
+    }
+    found += legacy.values()
     from engram.store.quarantine import quarantine_dir
 
     kept = sorted(quarantine_dir(store.dir).glob("memories-*.jsonl"))
@@ -337,4 +349,9 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
             if finding.check == "chunks" and "hashes to" in finding.message:
                 finding.fixed = True
         found += [Finding("warning", "chunks", sentence, fixed=True) for sentence in done]
+    if fix and legacy:
+        for rewritten in rewrite_legacy(store.dir, store.scrubber):
+            if rewritten.old in legacy:
+                legacy[rewritten.old].fixed = True
+                legacy[rewritten.old].message = rewritten.sentence()
     return found

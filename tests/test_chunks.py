@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import canonical_line, parse_line
-from engram.sync import chunks
+from engram.store.redact import default_scrubber
+from engram.sync import chunkform, chunks
 from engram.sync.chunks import (
     CHUNKS,
     MANIFEST,
@@ -106,13 +107,22 @@ def test_round_trip_keeps_tombstones_unknown_fields_and_unicode(engram_dir: Path
     assert entry == ChunkEntry(entry.id, "clone-a", STAMP, 3)
     assert read_chunk(engram_dir, entry.id) == sorted(RECORDS, key=lambda r: r["id"])
     raw = gzip.decompress((engram_dir / CHUNKS / f"{entry.id}.jsonl.gz").read_bytes())
-    # Canonical JSONL sorted by id, raw UTF-8, and named by the hash of exactly these bytes.
-    assert raw == b"".join(canonical_line(r) for r in sorted(RECORDS, key=lambda r: r["id"]))
+    # ONE canonical JSON object (sorted keys, raw UTF-8, one line), named by the hash of
+    # exactly these bytes; engram's records sorted by id under "engram".
+    document = json.loads(raw)
+    assert document["engram"] == {"records": sorted(RECORDS, key=lambda r: r["id"]), "version": 1}
+    assert (
+        raw
+        == (
+            json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        ).encode()
+    )
     assert "日本語".encode() in raw
     assert entry.id == hashlib.sha256(raw).hexdigest()[:32]
     assert read_manifest(engram_dir) == [entry]
     manifest = json.loads((engram_dir / MANIFEST).read_text("utf-8"))
     assert manifest == {"version": 2, "chunks": [entry.to_dict()]}
+    assert manifest["chunks"][0]["sessions"] == 1 and manifest["chunks"][0]["prompts"] == 0
 
 
 def test_same_records_give_the_same_id_and_bytes(tmp_path: Path) -> None:
@@ -257,7 +267,7 @@ def test_hostile_manifest_ids_are_refused_one_by_one(engram_dir: Path) -> None:
 
 def test_a_symlinked_chunk_is_refused(engram_dir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.gz"
-    data = canonical_line(memory("s1"))
+    data = chunkform.render([memory("s1")], default_scrubber()).data
     outside.write_bytes(gzip.compress(data, mtime=0))  # even a valid chunk behind the link
     ident = chunk_id(data)
     (engram_dir / CHUNKS).mkdir()
@@ -620,7 +630,8 @@ def test_chunk_lines_parse_as_store_lines(engram_dir: Path) -> None:
     entry = write_chunk(engram_dir, RECORDS, created_by="a", created_at=STAMP)
     assert entry is not None
     raw = gzip.decompress((engram_dir / CHUNKS / f"{entry.id}.jsonl.gz").read_bytes())
-    parsed = [parse_line(line, path="x", lineno=n) for n, line in enumerate(raw.splitlines(), 1)]
+    items = json.loads(raw)["engram"]["records"]
+    parsed = [parse_line(canonical_line(item), path="x", lineno=n) for n, item in enumerate(items)]
     assert parsed == read_chunk(engram_dir, entry.id)
 
 

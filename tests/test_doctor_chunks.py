@@ -6,6 +6,7 @@ git-ignored ``state/``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import zlib
@@ -139,19 +140,51 @@ def test_a_misnamed_chunk_is_renamed_to_its_content_hash(project: Engram) -> Non
 
 def test_a_chunk_with_one_bad_record_is_reported_and_left_to_apply(project: Engram) -> None:
     engram_dir = store_dir(project)
+    good = record("gggg" + "g" * 22, "Good record")
+    bad = {"id": "hhhh", "title": "no kind, no dates"}
+    document = {
+        "engram": {"records": [good, bad], "version": 1},
+        "observations": [],
+        "prompts": [],
+        "sessions": [],
+    }
+    data = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    ident = chunk_id(data)
+    (engram_dir / CHUNKS).mkdir(exist_ok=True)
+    chunk_file(engram_dir, ident).write_bytes(zlib.compress(data, 9, 16 + zlib.MAX_WBITS))
+
+    fixed = project.doctor(fix=True)
+    (warning,) = [f for f in about(fixed, "chunks") if "missing required" in f.message]
+    assert warning.message.startswith(f"{CHUNKS}/{ident}{SUFFIX}:2: missing required")
+    assert chunk_file(engram_dir, ident).exists()  # the rest of it still applies
+    assert ident in {e.id for e in read_manifest(engram_dir)}  # and it is listed now
+    project.sync()
+    assert project.get("gggg")["title"] == "Good record"
+
+
+def test_a_legacy_chunk_is_flagged_and_rewritten_with_its_bad_line_kept(project: Engram) -> None:
+    """An older engram chunk (JSON Lines) breaks Go engram's sync: doctor --fix rewrites it."""
+    engram_dir = store_dir(project)
     good = canonical_line(record("gggg" + "g" * 22, "Good record"))
     bad = b'{"id":"hhhh","title":"no kind, no dates"}\n'
     data = b"".join(sorted([good, bad]))
     ident = chunk_id(data)
     (engram_dir / CHUNKS).mkdir(exist_ok=True)
-    chunk_file(engram_dir, ident).write_bytes(zlib.compress(data, 9, 16 + zlib.MAX_WBITS))
-    line = sorted([good, bad]).index(bad) + 1
+    packed = zlib.compress(data, 9, 16 + zlib.MAX_WBITS)
+    chunk_file(engram_dir, ident).write_bytes(packed)
 
-    fixed = project.doctor(fix=True)
-    (warning,) = [f for f in about(fixed, "chunks") if "missing required" in f.message]
-    assert warning.message.startswith(f"{CHUNKS}/{ident}{SUFFIX}:{line}: missing required")
-    assert chunk_file(engram_dir, ident).exists()  # the rest of it still applies
-    assert ident in {e.id for e in read_manifest(engram_dir)}  # and it is listed now
+    (flag,) = [f for f in about(project.doctor(), "chunks") if "older engram" in f.message]
+    assert flag.severity == "warning" and ident in flag.message and not flag.fixed
+
+    fixed = run_cli("doctor", "--fix", cwd=project.root)
+    assert fixed.returncode == 0, text(fixed.stdout + fixed.stderr)
+    (new,) = [e.id for e in read_manifest(engram_dir)]
+    assert new != ident and not chunk_file(engram_dir, ident).exists()
+    assert f"rewritten as {CHUNKS}/{new}{SUFFIX} (1 memories)" in text(fixed.stdout)
+    aside = engram_dir / "quarantine" / CHUNKS / f"{ident}{SUFFIX}"
+    assert aside.read_bytes() == packed  # the line no reader accepts is kept, committed
+    assert json.loads(gzip.decompress(chunk_file(engram_dir, new).read_bytes()))["engram"]
+    assert not [f for f in project.doctor() if "older engram" in f.message]
     project.sync()
     assert project.get("gggg")["title"] == "Good record"
 

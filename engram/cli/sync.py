@@ -202,6 +202,8 @@ def _exchanged(report: SyncReport) -> None:
         f"imported {len(report.imported_chunks)} chunks (added {imported.added}, "
         f"updated {imported.updated}, unchanged {imported.unchanged})"
     )
+    for rewritten in report.rewritten:
+        echo(rewritten.sentence())
     if report.exported_chunk:
         echo(f"exported {report.exported} memories as chunk {report.exported_chunk}")
     else:

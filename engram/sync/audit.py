@@ -12,6 +12,13 @@ name is re-addressed under its true name; a chunk that cannot be read at all is 
 committed ``quarantine/chunks/`` (``engram.store.quarantine``), never deleted. Every file is
 written by the store (``engram.store.files``).
 
+``rewrite_legacy`` writes each chunk of an older engram (gzip'd JSON Lines, which Go engram's
+sync cannot parse and stops on) again as ONE JSON object (``engram.sync.chunkform``): a new
+chunk with the same records (its id is its content's), its manifest entry in place of the old
+one, the old file removed (moved to ``quarantine/chunks/`` when it had records no reader
+accepts, so nothing is lost). Only engram's own chunks: a Go engram chunk is never rewritten.
+``engram sync`` runs it after its import, ``doctor`` reports such chunks and ``--fix`` runs it.
+
 ``chunk_secrets`` finds the chunks that hold what the store's scrubber would redact; with
 ``fix`` each is written again scrubbed (a chunk is named by its content: a new chunk, the old
 file and its manifest entry dropped). ``engram doctor`` reports them; ``engram sync --remote``
@@ -42,7 +49,9 @@ from engram.sync.chunks import (
     MANIFEST,
     SUFFIX,
     VERSION,
+    ChunkEntry,
     ChunkError,
+    chunk_form,
     chunk_id,
     chunk_path,
     drop_chunk,
@@ -52,7 +61,7 @@ from engram.sync.chunks import (
     load_manifest,
     manifest_bytes,
     manifest_lock,
-    parse_chunk_lines,
+    parse_chunk_data,
     read_chunk,
     write_chunk,
 )
@@ -70,6 +79,7 @@ class ChunkAudit:
     misnamed: dict[str, str] = field(default_factory=dict)  # chunk id → the id its content has
     bad_records: list[str] = field(default_factory=list)  # records sync skips, file and line
     other: list[str] = field(default_factory=list)  # symlinks, non-files, foreign names
+    legacy: list[str] = field(default_factory=list)  # chunk ids of older engram JSON Lines
     counts: dict[str, int] = field(default_factory=dict)  # chunk id → memories it holds
 
     @property
@@ -109,12 +119,14 @@ def audit_chunks(engram_dir: Path) -> ChunkAudit:
     for ident in sorted(files):
         try:
             audit.counts[ident] = _count(read_chunk(engram_dir, ident, problems=audit.bad_records))
+            if chunk_form(engram_dir, ident) == "legacy":
+                audit.legacy.append(ident)
             continue
         except ChunkError as exc:
             reason = exc.message
         try:  # readable records under the wrong name can be re-addressed
             data = inflate_chunk(engram_dir, ident)
-            records = parse_chunk_lines(data, name=f"{CHUNKS}/{ident}{SUFFIX}")
+            records = parse_chunk_data(data, name=f"{CHUNKS}/{ident}{SUFFIX}")
         except ChunkError:
             audit.broken[ident] = reason
             continue
@@ -182,6 +194,73 @@ def repair_chunks(engram_dir: Path, audit: ChunkAudit) -> list[str]:
             store_files.write_manifest(engram_dir, manifest_bytes(body))
             done.append(f"{MANIFEST} rewritten from {CHUNKS}/ ({len(chunks)} chunks listed)")
     return done
+
+
+# ── chunks of older engram versions ───────────────────────────────────────────
+
+
+@dataclass
+class Rewritten:
+    """A legacy chunk written again in the form Go engram reads too."""
+
+    old: str  # its id
+    new: str | None  # the new chunk's id (None: it held no readable record)
+    memories: int  # records carried over
+    kept: str = ""  # where the old file went, when it held records no reader accepts
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form (field names as above)."""
+        return {"old": self.old, "new": self.new, "memories": self.memories, "kept": self.kept}
+
+    def sentence(self) -> str:
+        """Say what was done, naming both files."""
+        old = f"{CHUNKS}/{self.old}{SUFFIX}"
+        done = (
+            f"rewritten as {CHUNKS}/{self.new}{SUFFIX} ({self.memories} memories)"
+            if self.new
+            else "removed (no readable record in it)"
+        )
+        where = f"; the old file moved to {self.kept}" if self.kept else ""
+        return f"{old} (older engram JSON Lines, which Go engram cannot read) {done}{where}"
+
+
+def _rewrite_one(
+    engram_dir: Path, entry: ChunkEntry, scrubber: Scrubber | None
+) -> Rewritten | None:
+    bad: list[str] = []
+    try:
+        if chunk_form(engram_dir, entry.id) != "legacy":
+            return None
+        records = read_chunk(engram_dir, entry.id, problems=bad)
+    except ChunkError:
+        return None  # unreadable or misnamed: doctor reports it (and --fix repairs it first)
+    if not isinstance(records, list):
+        return None
+    new = write_chunk(
+        engram_dir,
+        records,
+        created_by=entry.created_by,
+        created_at=entry.created_at or now(),
+        scrubber=scrubber,
+    )
+    done = Rewritten(entry.id, new.id if new else None, len(records))
+    if bad:
+        with manifest_lock(engram_dir).hold():
+            target = move_aside(engram_dir, chunk_path(engram_dir, entry.id), folder=CHUNKS)
+        done.kept = target.relative_to(engram_dir).as_posix()
+    drop_chunk(engram_dir, entry.id)  # its entry (and its file, unless just moved)
+    return done
+
+
+def rewrite_legacy(engram_dir: Path, scrubber: Scrubber | None = None) -> list[Rewritten]:
+    """Rewrite every chunk of an older engram in the form Go engram reads; return what was done.
+
+    Applying the new chunk on a clone that applied the old one changes nothing (the same
+    records through the idempotent merge). Chunks that cannot be read are left for doctor.
+    """
+    entries, _ = list_chunks(engram_dir)
+    done = [_rewrite_one(engram_dir, entry, scrubber) for entry in entries]
+    return [item for item in done if item is not None]
 
 
 # ── secrets in chunks ─────────────────────────────────────────────────────────

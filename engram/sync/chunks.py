@@ -1,9 +1,11 @@
 """Sync chunks, the manifest and the per-clone sync state: the file layer of ``engram sync``.
 
 DESIGN.md §5: an export writes one immutable, content-addressed chunk
-``.engram/chunks/<id>.jsonl.gz`` (gzip'd canonical JSON Lines of full memory versions,
-tombstones included) and lists it in ``.engram/manifest.json``
-(``{"version": 2, "chunks": [{"id", "created_by", "created_at", "memories"}]}``, sorted by id).
+``.engram/chunks/<id>.jsonl.gz`` (ONE gzip'd JSON object: full memory versions, tombstones
+included, and Go engram's view of them: ``engram.sync.chunkform``) and lists it in
+``.engram/manifest.json`` (``{"version": 2, "chunks": [{"id", "created_by", "created_at",
+"memories", "sessions", "prompts"}]}``, sorted by id). Chunks of older engram versions (gzip'd
+JSON Lines of records, "legacy") are still read.
 The ``chunks/`` folder is authoritative: a chunk file the manifest does not list is still a
 chunk. ``state/sync.json`` is this clone's own record of its id, the chunks it applied and the
 service's export cursor; it is never committed.
@@ -15,9 +17,9 @@ links, compressed and decompressed sizes are capped while streaming (gzip bombs)
 chunk whose content does not hash to its name is refused. A failure raises ``ChunkError`` naming
 the file and what is wrong; reading never changes a file.
 
-Gentleman-Programming's Go engram keeps the same layout (manifest version 1, 8-hex chunk ids)
-but a chunk holds ONE JSON object ``{sessions, observations, prompts[, mutations]}``;
-``read_chunk`` returns such an object as-is for the service to convert.
+Gentleman-Programming's Go engram keeps the same layout (8-hex chunk ids) and a chunk holds ONE
+JSON object ``{sessions, observations, prompts[, mutations]}``; ``read_chunk`` returns such an
+object as-is for the service to convert, and engram's own object (``engram`` key) as records.
 
 This module renders and checks these files; ``engram.store.files`` writes them (only the store
 writes .engram/). It decides nothing about WHICH records to export or how they merge
@@ -34,15 +36,16 @@ import re
 import stat
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import CorruptStore, InputTooLarge, InvalidInput
-from engram.model import MAX_DOCUMENT_DEPTH, canonical_line, dumps, loads, new_id, parse_line
+from engram.model import MAX_DOCUMENT_DEPTH, dumps, loads, new_id, parse_line
 from engram.store import files as store_files
 from engram.store.lock import ProcessLock
 from engram.store.redact import Scrubber, default_scrubber
+from engram.sync import chunkform
 
 MANIFEST: Final = "manifest.json"
 CHUNKS: Final = "chunks"
@@ -74,20 +77,28 @@ class ChunkError(CorruptStore):
 
 @dataclass(frozen=True)
 class ChunkEntry:
-    """One manifest entry: which chunk, who wrote it, when, and how many memories it holds."""
+    """One manifest entry: which chunk, who wrote it, when, and how many memories it holds.
+
+    ``sessions`` and ``prompts`` count the rows of Go engram's view (its manifest entries have
+    them, and its summary adds them up); they do not take part in comparisons.
+    """
 
     id: str
     created_by: str
     created_at: str
     memories: int
+    sessions: int = field(default=0, compare=False)
+    prompts: int = field(default=0, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the entry as the JSON object the manifest stores."""
+        """Return the entry as the JSON object the manifest stores (Go engram's keys)."""
         return {
             "id": self.id,
             "created_by": self.created_by,
             "created_at": self.created_at,
             "memories": self.memories,
+            "sessions": self.sessions,
+            "prompts": self.prompts,
         }
 
 
@@ -97,10 +108,10 @@ def is_chunk_id(value: Any) -> bool:
 
 
 def chunk_id(data: bytes) -> str:
-    """Return the content address of a chunk: sha256 of its UNCOMPRESSED JSONL, 32 hex chars.
+    """Return the content address of a chunk: sha256 of its UNCOMPRESSED bytes, 32 hex chars.
 
     The uncompressed bytes, not the gzip file, because compressed bytes depend on the zlib
-    version and level of the machine that wrote them, while the canonical JSONL of the same
+    version and level of the machine that wrote them, while the canonical JSON of the same
     records is the same everywhere: two clones exporting the same versions name the chunk alike.
     128 bits keep ids collision-free across every clone without coordination, and a reader can
     verify that a teammate's chunk holds what its name promises.
@@ -227,13 +238,19 @@ def parse_manifest(data: bytes, *, name: str = MANIFEST) -> dict[str, Any]:
     return _check_manifest(value, name=name)
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _entry_from(raw: Mapping[str, Any]) -> ChunkEntry:
-    by, at, count = raw.get("created_by"), raw.get("created_at"), raw.get("memories")
+    by, at = raw.get("created_by"), raw.get("created_at")
     return ChunkEntry(
         id=str(raw["id"]),
         created_by=by if isinstance(by, str) else "",
         created_at=at if isinstance(at, str) else "",
-        memories=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+        memories=_count(raw.get("memories")),
+        sessions=_count(raw.get("sessions")),
+        prompts=_count(raw.get("prompts")),
     )
 
 
@@ -362,22 +379,6 @@ def _chunks_dir(engram_dir: Path) -> Path:
     return folder
 
 
-def _chunk_bytes(records: Sequence[Mapping[str, Any]], scrubber: Scrubber) -> tuple[bytes, int]:
-    """Return the canonical JSONL of records (sorted by id, scrubbed) and how many lines."""
-    lines = set()
-    for record in records:
-        if not isinstance(record.get("id"), str):
-            raise InvalidInput(f"cannot export a record without a string id: {record!r:.200}")
-        line = canonical_line(scrubber.record(record)[0])  # committed: no secret goes in
-        try:  # never write a chunk that a reader (this one) would refuse
-            parse_line(line, path="export", lineno=0)
-        except CorruptStore as exc:
-            raise InvalidInput(f"cannot export record {record['id']!r}: {exc.message}") from exc
-        lines.add((record["id"], line))
-    ordered = sorted(lines)
-    return b"".join(line for _, line in ordered), len(ordered)
-
-
 def manifest_lock(engram_dir: Path) -> ProcessLock:
     """Return the lock every writer of ``chunks/`` and ``manifest.json`` holds."""
     return ProcessLock(
@@ -398,15 +399,17 @@ def write_chunk(
     Records (and ``created_by``) are scrubbed of secrets with ``scrubber`` (default: the
     built-in rules) on the way in, as the store scrubs memories.jsonl.
 
-    Records are written as canonical JSONL sorted by id, gzip'd with mtime 0 (the same records
-    give the same bytes). Two versions of one id are both kept (the merge function reconciles
-    them on import); identical records are written once. Nothing to write: None. A chunk id
-    that exists already is not rewritten, and a manifest that lists it is not touched.
+    Records are written as ``engram.sync.chunkform`` renders them (ONE JSON object Go engram
+    reads too, canonical), gzip'd with mtime 0 (the same records give the same bytes). Two
+    versions of one id are both kept (the merge function reconciles them on import); identical
+    records are written once. Nothing to write: None. A chunk id that exists already is not
+    rewritten, and a manifest that lists it is not touched.
     """
     if not records:
         return None
     scrubber = scrubber if scrubber is not None else default_scrubber()
-    data, count = _chunk_bytes(records, scrubber)
+    rendered = chunkform.render(records, scrubber)
+    data = rendered.data
     created_by = scrubber.text(created_by)[0]
     if len(data) > MAX_CHUNK_BYTES:
         raise InvalidInput(
@@ -439,7 +442,14 @@ def write_chunk(
             store_files.write_chunk(engram_dir, path.name, packed)
         if ident in by_id:
             return _entry_from(by_id[ident])
-        entry = ChunkEntry(ident, created_by, created_at, count)
+        entry = ChunkEntry(
+            ident,
+            created_by,
+            created_at,
+            rendered.memories,
+            sessions=rendered.sessions,
+            prompts=rendered.prompts,
+        )
         by_id[ident] = entry.to_dict()
         # Unsafe entries are dropped on rewrite: no reader would accept them anyway.
         updated = {
@@ -500,8 +510,11 @@ def list_chunks(engram_dir: Path) -> tuple[list[ChunkEntry], list[str]]:
     return entries, problems
 
 
-def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | None:
-    """Return the object of a Go engram chunk, or None when the data is not one."""
+def _document(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | None:
+    """Return the ONE JSON object a chunk holds (engram's or Go engram's), or None for JSONL.
+
+    None: older engram JSON Lines (several lines, or one record: it has an ``id``).
+    """
     if data[:4096].lstrip()[:1] != b"{":
         return None
     try:
@@ -510,9 +523,13 @@ def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | No
         if b"\n" in data.strip() or chunk_id(data) == ident:
             return None  # engram's JSON Lines: each line is checked on its own later
         raise ChunkError(exc.message, path=name) from exc
-    except ValueError:  # several lines (JSONL) or not JSON: not a Go chunk
+    except ValueError:  # several lines (JSONL) or not JSON: not one object
         return None
-    if not isinstance(value, dict) or "id" in value or not any(k in value for k in GO_KEYS):
+    if not isinstance(value, dict) or "id" in value:
+        return None
+    if chunkform.is_engram_object(value):
+        return value
+    if not any(k in value for k in GO_KEYS):
         return None
     for key in GO_KEYS:
         if value.get(key) is not None and not isinstance(value[key], list):
@@ -521,6 +538,66 @@ def _go_chunk(data: bytes, *, name: str, ident: str = "") -> dict[str, Any] | No
                 path=name,
             )
     return value
+
+
+def chunk_form(engram_dir: Path, chunk: str) -> str:
+    """Return what a chunk file holds: ``engram`` (ONE object), ``legacy`` (JSONL) or ``go``.
+
+    Usually told from its first bytes, without inflating the rest: the canonical object starts
+    with ``{"engram":{``, Go engram's with ``{"sessions":``. Raises ChunkError when the file
+    cannot be read; says nothing about whether its content is sound (``read_chunk`` does).
+    """
+    name = _rel(chunk) if is_chunk_id(chunk) else f"{CHUNKS}/{chunk!r}"
+    path = chunk_path(engram_dir, chunk)
+    _chunks_dir(engram_dir)
+    raw = _read_limited(path, name=name, limit=MAX_COMPRESSED_BYTES)
+    if raw is None:
+        raise ChunkError(f"{name}: no such chunk file", path=name)
+    try:
+        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, len(chunkform.PREFIX))
+    except zlib.error as exc:
+        raise ChunkError(f"{name}: not valid gzip: {exc}", path=name) from exc
+    if head == chunkform.PREFIX:
+        return "engram"
+    if head.startswith(chunkform.GO_PREFIX):
+        return "go"
+    value = _document(_gunzip(raw, name=name), name=name, ident=chunk)
+    if value is None:
+        return "legacy"
+    return "engram" if chunkform.is_engram_object(value) else "go"
+
+
+def _engram_records(
+    value: Mapping[str, Any],
+    *,
+    name: str,
+    problems: list[str] | None,
+    lines: list[int] | None,
+) -> list[dict[str, Any]]:
+    """Check and return the records of engram's chunk object (numbered from 1 like lines)."""
+    try:
+        items = chunkform.records_of(value, name=name)
+    except InvalidInput as exc:
+        raise ChunkError(exc.message, path=name) from exc
+    records = []
+    for number, item in enumerate(items, 1):
+        try:
+            records.append(parse_line(chunkform.record_line(item), path=name, lineno=number))
+            if lines is not None:
+                lines.append(number)
+        except CorruptStore as exc:
+            if problems is None:
+                raise ChunkError(exc.message, path=name, line=number) from exc
+            problems.append(f"{exc.message}; record skipped")
+    return records
+
+
+def _check_hash(data: bytes, chunk: str, *, name: str, why: str) -> None:
+    actual = chunk_id(data)
+    if actual != chunk:
+        raise ChunkError(
+            f"{name}: content hashes to {actual}, not to its name; refused ({why})", path=name
+        )
 
 
 def read_chunk(
@@ -532,11 +609,15 @@ def read_chunk(
 ) -> list[dict[str, Any]] | dict[str, Any]:
     """Read and verify one chunk by id: its records, or a Go engram chunk's object as-is.
 
+    engram's records come from its chunk object's ``engram.records`` (Go's view beside them is
+    not read) or from an older engram chunk's JSON Lines.
+
     The id must be a chunk id, the file a regular file (never followed through a symlink) in
     ``chunks/`` (itself no symlink); the compressed size is capped by MAX_COMPRESSED_BYTES and
     the decompressed size by MAX_CHUNK_BYTES while inflating. An engram chunk's content must
-    hash to its id and every line must be a valid record within the JSON limits of
-    ``engram.model`` (errors name file and line). With ``problems`` given, a bad line is
+    hash to its id and every record must be valid within the JSON limits of ``engram.model``
+    (errors name file and line: the record's number in the object). With ``problems`` given, a
+    bad line is
     appended there as a sentence naming file and line and skipped, so one hostile record does
     not keep the rest of a chunk from applying; a chunk that is unreadable as a whole still
     raises. ``lines``, when given, receives the line number of each record returned (so that
@@ -544,16 +625,23 @@ def read_chunk(
     """
     name = _rel(chunk)
     data = inflate_chunk(engram_dir, chunk)
-    go = _go_chunk(data, name=name, ident=chunk)
-    if go is not None:
-        return go
-    actual = chunk_id(data)
-    if actual != chunk:
-        raise ChunkError(
-            f"{name}: content hashes to {actual}, not to its name; refused (altered or misnamed)",
-            path=name,
-        )
+    value = _document(data, name=name, ident=chunk)
+    if value is not None and not chunkform.is_engram_object(value):
+        return value  # Go engram's: its own ids, not our hash
+    _check_hash(data, chunk, name=name, why="altered or misnamed")
+    if value is not None:
+        return _engram_records(value, name=name, problems=problems, lines=lines)
     return parse_chunk_lines(data, name=name, problems=problems, lines=lines)
+
+
+def parse_chunk_data(data: bytes, *, name: str) -> list[dict[str, Any]]:
+    """Return the records of engram chunk bytes (either form), verifying no hash; or raise."""
+    value = _document(data, name=name)
+    if value is None:
+        return parse_chunk_lines(data, name=name)
+    if not chunkform.is_engram_object(value):
+        raise ChunkError(f"{name}: a Go engram chunk, not engram's records", path=name)
+    return _engram_records(value, name=name, problems=None, lines=None)
 
 
 def inflate_chunk(engram_dir: Path, chunk: str) -> bytes:
@@ -611,14 +699,10 @@ def verify_chunk_file(chunk: str, raw: bytes, *, name: str) -> None:
             path=name,
         )
     data = _gunzip(raw, name=name)
-    if _go_chunk(data, name=name) is not None:
+    value = _document(data, name=name)
+    if value is not None and not chunkform.is_engram_object(value):
         return
-    actual = chunk_id(data)
-    if actual != chunk:
-        raise ChunkError(
-            f"{name}: content hashes to {actual}, not to its name; refused (altered or torn)",
-            path=name,
-        )
+    _check_hash(data, chunk, name=name, why="altered or torn")
 
 
 def store_chunk(engram_dir: Path, chunk: str, raw: bytes, *, name: str) -> bool:

@@ -1,12 +1,13 @@
 """The sync exchange over one workspace: chunks in and out, and a git remote (``engram sync``).
 
 DESIGN.md §5. ``sync_local`` imports the chunks this clone has not applied (every one in one
-merge, through ``engram.sync.transfer.merge_in``) and exports this clone's journalled changes as
-one new chunk. ``sync`` with a remote also fetches the store's branch (``engram.sync.remote``),
-merges its memories three-way and its chunks and manifest in, exports, commits the store's
-committed files on the branch and pushes (never forced; a remote that moved meanwhile is
-fetched and merged again, three times, then a ``SyncError``). ``sync_status`` says what is
-pending either way.
+merge, through ``engram.sync.transfer.merge_in``), rewrites chunks of older engram versions in
+the form Go engram reads too (``engram.sync.audit.rewrite_legacy``) and exports this clone's
+journalled changes as one new chunk. ``sync`` with a remote also fetches the store's branch
+(``engram.sync.remote``), merges its memories three-way and its chunks and manifest in,
+exports, commits the store's committed files on the branch and pushes (never forced; a remote
+that moved meanwhile is fetched and merged again, three times, then a ``SyncError``).
+``sync_status`` says what is pending either way.
 
 Files are the store's to write: memories through the workspace (``Workspace.write``, which
 keeps the index in step), chunks, the manifest and the sync state through
@@ -28,6 +29,7 @@ from engram.store import MEMORIES, MemoryStore
 from engram.store import files as store_files
 from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
+from engram.sync.audit import Rewritten, rewrite_legacy
 from engram.sync.chunks import ChunkEntry, SyncState
 from engram.sync.transfer import ImportResult, Progress, chunk_records, merge3_in, merge_in
 from engram.workspace import Workspace
@@ -85,6 +87,7 @@ class SyncReport:
     exported: int  # memories in the exported chunk
     exported_chunk: str | None  # its id (None: nothing to export)
     remote: RemoteSync | None = None  # only a sync with a remote
+    rewritten: list[Rewritten] = field(default_factory=list)  # older engram chunks rewritten
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form; ``remote`` only for a sync with a remote."""
@@ -95,6 +98,7 @@ class SyncReport:
             "imported": self.imported.to_dict(),
             "exported": self.exported,
             "exported_chunk": self.exported_chunk,
+            "rewritten": [item.to_dict() for item in self.rewritten],
         }
         if self.remote is not None:
             out["remote"] = self.remote.to_dict()
@@ -277,6 +281,7 @@ def sync_local(
     """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
     state = chunks_mod.SyncState(ws.store.dir)
     applied, totals, problems = _import_chunks(ws, state, project=project, progress=progress)
+    rewritten = _rewrite_legacy(ws, state)
     exported = _export_changes(ws, state, root=root)
     return SyncReport(
         scope=ws.scope,
@@ -285,7 +290,22 @@ def sync_local(
         imported=totals,
         exported=exported.memories if exported else 0,
         exported_chunk=exported.id if exported else None,
+        rewritten=rewritten,
     )
+
+
+def _rewrite_legacy(ws: Workspace, state: SyncState) -> list[Rewritten]:
+    """Rewrite older engram chunks as Go engram reads them; a new one is applied if its old was.
+
+    Its records are the old chunk's, already merged here: applying it again would change
+    nothing, so it is marked applied rather than read again.
+    """
+    done = rewrite_legacy(ws.store.dir, ws.store.scrubber)
+    fresh = [item.new for item in done if item.new and item.old in state.applied]
+    if fresh:
+        state.mark_applied(fresh)
+        state.save()
+    return done
 
 
 def _import_chunks(

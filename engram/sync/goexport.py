@@ -20,8 +20,9 @@ from typing import Any, Final
 from engram.errors import InvalidInput
 from engram.model import Record, go_id_of, is_tombstone, parse_time, type_of
 from engram.sync.goimport import sync_id_of
+from engram.sync.imports import GO_SOURCE
 
-__all__ = ["GO_EXPORT_VERSION", "GoExport", "go_document", "go_time"]
+__all__ = ["GO_EXPORT_VERSION", "GoExport", "go_chunk_rows", "go_document", "go_time"]
 
 GO_EXPORT_VERSION: Final = "0.1.0"
 _GO_TIME: Final = "%Y-%m-%d %H:%M:%S"
@@ -231,3 +232,55 @@ def go_document(records: Iterable[Record], *, exported_at: str) -> GoExport:
         "prompts": sorted((row for _r, row in prompts), key=lambda row: row["id"]),
     }
     return GoExport(document)
+
+
+def _for_go(record: Mapping[str, Any]) -> bool:
+    """Tell whether a sync chunk's Go view carries a record (see ``go_chunk_rows``)."""
+    if record.get("source") != GO_SOURCE:
+        return True
+    if record.get("kind") in ("session", "prompt"):
+        return False
+    own = _go(record).get("sync_id")
+    return isinstance(own, str) and bool(own.strip())
+
+
+def go_chunk_rows(records: Iterable[Record]) -> dict[str, list[dict[str, Any]]]:
+    """Return records as the ``sessions``, ``observations`` and ``prompts`` of a Go sync chunk.
+
+    Go engram's view of the records a sync chunk holds, which Go reads while ignoring engram's
+    own copy next to it (``engram.sync.chunkform``). Rows as ``go_document`` writes them, with
+    three differences. A tombstone (hard ones too, with empty title and content) is an
+    observation row with ``deleted_at``: Go soft-deletes the row it has under that ``sync_id``
+    and creates nothing when it has none. Records that came from Go are not repeated, except
+    observations whose Go ``sync_id`` is known: they go out under it, and Go updates its own row
+    (a record Go knows by no ``sync_id``, a Go session or prompt, would make a copy there). A
+    session row is written for each session a live row names; one made up for engram's
+    memories, never one Go had and engram kept no row of (Go's import would overwrite its
+    directory; its own chunks carry it).
+    """
+    observations: list[tuple[Record, dict[str, Any]]] = []
+    prompts: list[tuple[Record, dict[str, Any]]] = []
+    for record in sorted(records, key=lambda r: str(r.get("id", ""))):
+        if not _for_go(record):
+            continue
+        if record.get("kind") == "prompt":
+            if not is_tombstone(record):  # Go's prompts have no soft delete
+                prompts.append((record, _prompt(record)))
+            continue
+        observations.append((record, _observation(record)))
+    _number(observations)
+    _number(prompts)
+    members: dict[str, list[tuple[Record, dict[str, Any]]]] = {}
+    for record, row in observations + prompts:
+        if is_tombstone(record):
+            continue  # a delete names no session Go must have
+        kept = _go(record).get("session")
+        if record.get("source") == GO_SOURCE and not isinstance(kept, Mapping):
+            continue  # Go's own session: in Go's store and its chunks already
+        members.setdefault(row["session_id"], []).append((record, row))
+    sessions = [_bare_session(sid, belonging) for sid, belonging in members.items()]
+    return {
+        "sessions": sorted(sessions, key=lambda s: (str(s.get("started_at")), s["id"])),
+        "observations": sorted((row for _r, row in observations), key=lambda row: row["id"]),
+        "prompts": sorted((row for _r, row in prompts), key=lambda row: row["id"]),
+    }
