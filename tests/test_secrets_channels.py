@@ -534,10 +534,13 @@ def chunk_file(channel: Any, prefix: str, stamp: str) -> tuple[str, bytes]:
         }
         for n, text in enumerate(channel.texts())
     ]
-    data = b"".join(
-        json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-        for r in sorted(lines, key=lambda r: r["id"])
-    )
+    document = {  # ONE object, as engram writes a chunk (Go's view beside its records)
+        "engram": {"records": sorted(lines, key=lambda r: r["id"]), "version": 1},
+        "observations": [],
+        "prompts": [],
+        "sessions": [],
+    }
+    data = json.dumps(document, sort_keys=True, separators=(",", ":")).encode() + b"\n"
     return f"{chunk_id(data)}.jsonl.gz", zlib.compress(data, 9, 16 + zlib.MAX_WBITS)
 
 
