@@ -287,6 +287,8 @@ def test_import_detects_go_engram_and_mcp_memory_files(tmp_path: Path) -> None:
             "unchanged": 1,
             "skipped": 0,
             "errors": [],
+            "notes": [],
+            "personal": 0,
         }
         graph_out = json.loads(run_cli("import", str(graph), "--json", cwd=engram.root).stdout)
         assert (graph_out["format"], graph_out["added"]) == ("mcp-memory", 2)

@@ -612,8 +612,12 @@ def _bare_sessions(rows: list[_Row]) -> dict[str, tuple[dict[str, Any], list[str
     for row in rows:
         if row.entity != "session":
             continue
-        sid = _text(row.data.get("id")).strip()
-        if _text(row.data.get("summary")).strip() or row.data.get("deleted_at"):
+        try:
+            sid = _text(row.data.get("id")).strip()
+            summary = _text(row.data.get("summary")).strip()
+        except InvalidInput:
+            continue  # not text: the row's own conversion reports it as skipped
+        if summary or row.data.get("deleted_at"):
             summarised.add(sid)
             continue
         kept = {
