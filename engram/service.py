@@ -555,8 +555,11 @@ class Engram:
     ) -> SyncReport:
         """Import the sync chunks not applied here, export this clone's changes (and ``remote``)."""
         from engram.sync import exchange
+        from engram.sync.gotransfer import GoRoute
 
         ws = self._scoped(scope)
+        # Go engram chunks' personal rows go to the personal store, as an import sends them.
+        route = GoRoute(self.here.workspaces, lambda: self.here.workspace("personal"))
         return exchange.sync(
             ws,
             root=self.root,
@@ -564,6 +567,7 @@ class Engram:
             remote=remote,
             branch=branch,
             progress=progress,
+            route=route,
         )
 
     def sync_status(self, *, scope: str = "project") -> SyncStatus:

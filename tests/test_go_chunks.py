@@ -361,3 +361,62 @@ def test_a_legacy_chunk_is_rewritten_scrubbed(project: Engram) -> None:
     raw = gzip.decompress(chunk_file(engram_dir, rewritten.new).read_bytes())
     assert key.encode() not in raw and b"Deploy key" in raw
     assert report.to_dict()["rewritten"] == [rewritten.to_dict()]
+
+
+def test_sync_reports_left_out_rows_routes_personal_ones_and_edits_update(
+    project: Engram,
+) -> None:
+    """`engram sync` of Go chunks: skipped rows and notes said, personal rows to ENGRAM_HOME."""
+    engram_dir = project.project_ws.store.dir
+    go = GoStore()
+    bare = {"id": "go-s9", "project": "demo", "started_at": "2026-03-04 05:06:07"}
+    shared = {**_go_row("obs-aaaa1111", "Pin the Go toolchain"), "id": 11}
+    mine = {**_go_row("obs-bbbb2222", "My editor keybindings", scope="personal"), "id": 12}
+    old = {**_go_row("", "An old row without sync_id"), "id": 31}
+    del old["sync_id"]
+    first = go.sync_export(
+        engram_dir, sessions=[_go_session(), bare], observations=[shared, mine, old]
+    )
+
+    synced = run_cli("sync", cwd=project.root)
+    out, err = synced.stdout.decode(), synced.stderr.decode()
+    assert synced.returncode == 0, out + err
+    # Three rows saved in one second of one session are three memories (ids 11, 12, 31).
+    assert re.search(r"imported 1 chunks \(added 3, updated 0, unchanged 0, skipped 2\)", out), out
+    name = f"{CHUNKS}/{first}{SUFFIX}"
+    assert f"skipped {name}: " in err and "session 'go-s9' has no summary" in err, err
+    assert "session 'go-s1' has no summary, so it is no memory" in err, err
+    assert "note: 1 row of scope personal went to the personal store" in err, err
+
+    committed = project.project_ws.store.path.read_text("utf-8")
+    assert "Pin the Go toolchain" in committed and "An old row without sync_id" in committed
+    assert "keybindings" not in committed  # a personal row never reaches the project's git
+    personal = project.personal()
+    assert personal is not None
+    assert [r["title"] for r in personal.store.read_all()] == ["My editor keybindings"]
+
+    # Go edits two rows (the old one now with the random sync_id an upgrade gives it) and
+    # syncs again: engram updates both memories, forks none, and moves none between stores.
+    edited = {
+        **shared,
+        "title": "Pin the Go toolchain to 1.23",
+        "updated_at": "2026-03-05 00:00:00",
+    }
+    upgraded = {**old, "sync_id": "obs-cccc3333", "content": "Go saved: now with sync_id"}
+    upgraded["updated_at"] = "2026-03-05 00:00:00"
+    personal_edit = {**mine, "content": "vim, always", "updated_at": "2026-03-05 00:00:00"}
+    go.sync_export(
+        engram_dir, sessions=[_go_session()], observations=[edited, upgraded, personal_edit]
+    )
+    report = project.sync()
+    assert report.problems == []
+    assert (report.imported.added, report.imported.updated) == (0, 3), report.imported.to_dict()
+    assert report.imported.personal == 1
+    live = [r for r in project.project_ws.store.read_all() if not r.get("deleted")]
+    assert sorted(r["title"] for r in live) == [
+        "An old row without sync_id",
+        "Pin the Go toolchain to 1.23",
+    ]
+    assert [r["content"] for r in personal.store.read_all()] == ["vim, always"]
+    as_json = run_cli("sync", "--json", cwd=project.root)
+    assert json.loads(as_json.stdout)["imported"]["notes"] == []  # nothing new: nothing said

@@ -135,11 +135,16 @@ def import_(
         f"{result.format}: added {result.added}, updated {result.updated}, "
         f"unchanged {result.unchanged}, skipped {len(result.errors)}"
     )
-    for error in result.errors[:20]:
+    _left_out(result.errors, getattr(result, "notes", []))
+
+
+def _left_out(errors: list[str], notes: list[str]) -> None:
+    """Print (to stderr) the items an import skipped, the first 20, and what it noted."""
+    for error in errors[:20]:
         echo(f"skipped {error}", err=True)
-    if len(result.errors) > 20:
-        echo(f"… and {len(result.errors) - 20} more skipped", err=True)
-    for note in getattr(result, "notes", []):
+    if len(errors) > 20:
+        echo(f"… and {len(errors) - 20} more skipped", err=True)
+    for note in notes:
         echo(f"note: {note}", err=True)
 
 
@@ -200,8 +205,10 @@ def _exchanged(report: SyncReport) -> None:
     imported = report.imported
     echo(
         f"imported {len(report.imported_chunks)} chunks (added {imported.added}, "
-        f"updated {imported.updated}, unchanged {imported.unchanged})"
+        f"updated {imported.updated}, unchanged {imported.unchanged}, "
+        f"skipped {len(imported.errors)})"
     )
+    _left_out(imported.errors, imported.notes)
     for rewritten in report.rewritten:
         echo(rewritten.sentence())
     if report.exported_chunk:

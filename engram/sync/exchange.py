@@ -31,7 +31,8 @@ from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
 from engram.sync.audit import Rewritten, rewrite_legacy
 from engram.sync.chunks import ChunkEntry, SyncState
-from engram.sync.transfer import ImportResult, Progress, chunk_records, merge3_in, merge_in
+from engram.sync.gotransfer import GoImportResult, GoRoute
+from engram.sync.transfer import ImportResult, Progress, merge3_in
 from engram.workspace import Workspace
 
 __all__ = ["Pulled", "RemoteSync", "SyncReport", "SyncStatus", "sync", "sync_local", "sync_status"]
@@ -83,7 +84,7 @@ class SyncReport:
     scope: str
     problems: list[str]
     imported_chunks: list[str]
-    imported: ImportResult
+    imported: GoImportResult  # skipped rows (each with its chunk and reason) and notes too
     exported: int  # memories in the exported chunk
     exported_chunk: str | None  # its id (None: nothing to export)
     remote: RemoteSync | None = None  # only a sync with a remote
@@ -131,6 +132,7 @@ def sync(
     remote: str | None = None,
     branch: str | None = None,
     progress: Progress | None = None,
+    route: GoRoute | None = None,
 ) -> SyncReport:
     """Import the sync chunks not applied here, export this clone's changes as a chunk.
 
@@ -138,10 +140,11 @@ def sync(
     and chunks in, commit the result on the branch and push it (never forced; a remote that
     moved meanwhile is fetched and merged again). ``root`` is the project's work tree (its git
     user names the chunk's author; a project store's repository), ``project`` the name a Go
-    engram chunk's records are given. Returns what was done.
+    engram chunk's records are given, ``route`` where its rows land (default: all in ``ws``).
+    Returns what was done.
     """
     if remote is None:
-        return sync_local(ws, root=root, project=project, progress=progress)
+        return sync_local(ws, root=root, project=project, progress=progress, route=route)
     from engram.sync import remote as remote_mod
 
     branch = branch or remote_mod.DEFAULT_BRANCH
@@ -151,7 +154,7 @@ def sync(
         for attempt in range(1, ATTEMPTS + 1):
             fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
             pulled, remote_problems = _merge_remote(ws, fetched.files, fetched.base)
-            local = sync_local(ws, root=root, project=project, progress=progress)
+            local = sync_local(ws, root=root, project=project, progress=progress, route=route)
             files, unfit = _committed_files(ws, fetched.files)
             parents = [p for p in (fetched.local_tip, fetched.tip) if p]
             author = remote_mod.author_of(repo_root)
@@ -276,11 +279,22 @@ def _committed_files(
 
 
 def sync_local(
-    ws: Workspace, *, root: Path, project: str, progress: Progress | None = None
+    ws: Workspace,
+    *,
+    root: Path,
+    project: str,
+    progress: Progress | None = None,
+    route: GoRoute | None = None,
 ) -> SyncReport:
-    """Import unapplied chunks, then export this clone's journalled changes as a chunk."""
+    """Import unapplied chunks, then export this clone's journalled changes as a chunk.
+
+    ``route``: where Go engram chunks' rows land (default: every row in ``ws``).
+    """
     state = chunks_mod.SyncState(ws.store.dir)
-    applied, totals, problems = _import_chunks(ws, state, project=project, progress=progress)
+    route = route or GoRoute(lambda: [ws])
+    applied, totals, problems = _import_chunks(
+        ws, state, project=project, progress=progress, route=route
+    )
     rewritten = _rewrite_legacy(ws, state)
     exported = _export_changes(ws, state, root=root)
     return SyncReport(
@@ -309,34 +323,49 @@ def _rewrite_legacy(ws: Workspace, state: SyncState) -> list[Rewritten]:
 
 
 def _import_chunks(
-    ws: Workspace, state: SyncState, *, project: str, progress: Progress | None
-) -> tuple[list[str], ImportResult, list[str]]:
+    ws: Workspace,
+    state: SyncState,
+    *,
+    project: str,
+    progress: Progress | None,
+    route: GoRoute,
+) -> tuple[list[str], GoImportResult, list[str]]:
     """Merge every chunk not applied here in one merge; return the chunks, counts, problems."""
+    from engram.sync.gotransfer import merge_chunks
+
     entries, problems = chunks_mod.list_chunks(ws.store.dir)
     problems = list(problems) + list(state.problems)
     applied: list[str] = []
     records: list[Any] = []
+    go_chunks: list[tuple[str, Mapping[str, Any]]] = []
     where: list[tuple[str, int]] = []
     pending = [entry for entry in entries if entry.id not in state.applied]
     for number, entry in enumerate(pending, start=1):
         if progress is not None:
             progress(number, len(pending))
+        name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
         try:
             numbers: list[int] = []
             chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=problems, lines=numbers)
-            found = chunk_records(chunk, project=project)
         except EngramError as exc:
             problems.append(exc.message)
             continue
-        records += found
-        name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
-        where += [(name, line) for line in numbers or range(1, len(found) + 1)]
+        if isinstance(chunk, list):
+            records += chunk
+            where += [(name, line) for line in numbers or range(1, len(chunk) + 1)]
+        else:
+            go_chunks.append((name, chunk))  # Go engram's: converted after engram's records
         applied.append(entry.id)
-    # Every chunk in one merge: memories.jsonl is rewritten once, not once per chunk.
-    totals = (
-        merge_in(ws, records, label="chunks", from_clone=True, where=where)
-        if records
-        else ImportResult()
+    # engram's chunks in one merge, Go's in one more: not one rewrite of the store per chunk.
+    totals = merge_chunks(
+        ws,
+        records,
+        go_chunks,
+        route=route,
+        project=project,
+        label="chunks",
+        where=where,
+        from_clone=True,
     )
     if applied:
         state.mark_applied(applied)

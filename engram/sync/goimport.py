@@ -207,11 +207,15 @@ class GoKnown:
             del self._keys[key]
             self._shared.add(key)
 
-    def find(self, keys: Iterable[str]) -> str | None:
-        """Return the id of the first key known, or None."""
+    def find(
+        self, keys: Iterable[str], accept: Callable[[str, Record], bool] | None = None
+    ) -> str | None:
+        """Return the id of the first key known (whose record ``accept(key, record)``), or None."""
         for key in keys:
             found = self._keys.get(key)
-            if found is not None:
+            if found is None:
+                continue
+            if accept is None or accept(key, self.records.get(found, {})):
                 return found
         return None
 
@@ -543,8 +547,22 @@ def _resolve(
         return carried, True
     legacy = import_id(_legacy_key(row.entity, row.data, default_project))
     keys = ([f"sync:{sync_id}"] if sync_id else []) + _go_keys(entity, live) + [f"id:{legacy}"]
+    go_id = _go(live).get("id")
     for store in stores:
-        found = store.find(keys)
+
+        def same_row(key: str, record: Record, store: GoKnown = store) -> bool:
+            # Two sync_ids are two rows (an upgrade fills one in only where there was none),
+            # and so are two Go ids of one document: a natural key never joins them.
+            if key.startswith(("sync:", "obs:topic:")):
+                return True
+            theirs = _go(record)
+            kept = theirs.get("sync_id")
+            their_sync = kept.strip() if isinstance(kept, str) else ""
+            if sync_id and their_sync and their_sync != sync_id:
+                return False
+            return not (store is seen and go_id is not None and theirs.get("id") != go_id)
+
+        found = store.find(keys, same_row)
         if found is not None:
             return found, False
     if sync_id:
@@ -629,6 +647,24 @@ def _bare_sessions(rows: list[_Row]) -> dict[str, tuple[dict[str, Any], list[str
     return {sid: found for sid, found in bare.items() if sid not in summarised}
 
 
+def _quiet_session(row: _Row, bare: Mapping[str, object], quiet: dict[str, list[str]]) -> bool:
+    """Say whether a session row makes no record: summary-less (noted in ``quiet``) or bare.
+
+    A row whose id or summary is not text makes a record attempt, whose conversion skips it.
+    """
+    try:
+        sid = _text(row.data.get("id")).strip()
+        summary = _text(row.data.get("summary")).strip()
+    except InvalidInput:
+        return False
+    if sid in bare:
+        return True
+    if not summary and not row.data.get("deleted_at"):
+        quiet.setdefault(import_id(f"go-engram:session:{sid}"), []).append(row.where)
+        return True
+    return False
+
+
 def convert_go(
     obj: Mapping[str, Any],
     *,
@@ -654,13 +690,8 @@ def convert_go(
     unprojected = 0
     quiet: dict[str, list[str]] = {}  # summary-less versions of a session summarised elsewhere
     for position, row in enumerate(rows):
-        if row.entity == "session":
-            sid = _text(row.data.get("id")).strip()
-            if sid in bare:
-                continue
-            if not _text(row.data.get("summary")).strip() and not row.data.get("deleted_at"):
-                quiet.setdefault(import_id(f"go-engram:session:{sid}"), []).append(row.where)
-                continue
+        if row.entity == "session" and _quiet_session(row, bare, quiet):
+            continue
         try:
             live, base_rev = _CONVERTERS[row.entity](row.data)
             if row.entity == "session":

@@ -1,11 +1,13 @@
 """Go engram's files into the project and personal stores, and the stores out in Go's shape.
 
-``import_go_file`` is ``engram import`` for a Go engram export or sync chunk: it converts with
-what both stores already hold (``GoKnown``: so a row lands on the memory it is, whatever its
-sync_id became), sends ``scope: personal`` rows to the personal store (ENGRAM_HOME) and the rest
-to the project's, merges each through ``engram.sync.transfer.merge_in`` (the one merge
-function) and reports every row left out and every note of the conversion. A memory already in
-one store stays in it. ``export_go`` is ``engram export --format go-engram``.
+``import_go_file`` is ``engram import`` for a Go engram export or sync chunk, or a folder of
+chunks (engram's, Go engram's or both): it converts with what both stores already hold
+(``GoKnown``: so a row lands on the memory it is, whatever its sync_id became), sends
+``scope: personal`` rows to the personal store (ENGRAM_HOME) and the rest to the project's,
+merges each through ``engram.sync.transfer.merge_in`` (the one merge function) and reports every
+row left out and every note of the conversion. A memory already in one store stays in it.
+``merge_chunks`` does the same for the chunks an ``engram sync`` applies (``GoRoute``: one view
+of the stores per sync). ``export_go`` is ``engram export --format go-engram``.
 
 This module reads records and writes only through the workspaces; it imports no service or
 adapter.
@@ -13,19 +15,30 @@ adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engram.errors import InvalidInput
+from engram import config as config_mod
+from engram.errors import EngramError, InvalidInput
 from engram.model import Record, now
 from engram.sync.goexport import GoExport, go_document
 from engram.sync.goimport import GoKnown
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
 
-__all__ = ["GO_FORMATS", "GoImportResult", "export_go", "import_go_file", "known_of", "merge_go"]
+__all__ = [
+    "GO_FORMATS",
+    "GoImportResult",
+    "GoRoute",
+    "export_go",
+    "import_folder",
+    "import_go_file",
+    "known_of",
+    "merge_chunks",
+    "merge_go",
+]
 
 GO_FORMATS: Final = ("go-engram-export", "go-engram-chunk")
 
@@ -40,6 +53,36 @@ class GoImportResult(ImportResult):
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {**super().to_dict(), "personal": self.personal, "notes": self.notes}
+
+    def add(self, part: ImportResult) -> None:
+        """Count another merge's result in this one."""
+        self.added += part.added
+        self.updated += part.updated
+        self.unchanged += part.unchanged
+        self.errors += part.errors
+        if isinstance(part, GoImportResult):
+            self.personal += part.personal
+            self.notes += part.notes
+
+
+@dataclass
+class GoRoute:
+    """Where the Go rows of one import or sync land, and what the stores hold as Go rows see it.
+
+    ``stores`` returns the workspaces that exist (project, personal); they are read once, when
+    the first Go row is converted. ``personal`` opens the personal store for ``scope: personal``
+    rows; None keeps every row in the store merged into (a sync of the personal store itself).
+    """
+
+    stores: Callable[[], Iterable[Workspace]]
+    personal: Callable[[], Workspace] | None = None
+    _known: tuple[GoKnown, dict[str, str]] | None = field(default=None, init=False, repr=False)
+
+    def known(self) -> tuple[GoKnown, dict[str, str]]:
+        """Return what the stores hold (read on the first call) and which store holds each id."""
+        if self._known is None:
+            self._known = known_of(self.stores())
+        return self._known
 
 
 def known_of(workspaces: Iterable[Workspace]) -> tuple[GoKnown, dict[str, str]]:
@@ -56,34 +99,129 @@ def known_of(workspaces: Iterable[Workspace]) -> tuple[GoKnown, dict[str, str]]:
 
 def merge_go(
     ws: Workspace,
-    personal: Callable[[], Workspace],
+    personal: Callable[[], Workspace] | None,
     records: Iterable[Record],
     *,
     where: dict[str, str],
     label: str,
+    from_clone: bool = False,
     progress: Progress | None = None,
 ) -> GoImportResult:
-    """Merge converted Go records: each into the store that holds it, else by its scope."""
+    """Merge converted Go records: each into the store that holds it, else by its scope.
+
+    ``personal`` None (or ``ws`` the personal store): every record goes into ``ws``.
+    ``from_clone``: the records are another clone's changes (a sync chunk), not this clone's.
+    """
     ours: list[Record] = []
     theirs: list[Record] = []
     for record in records:
         home = where.get(str(record.get("id"))) or str(record.get("scope") or "project")
-        (theirs if home == "personal" else ours).append(record)
+        mine = personal is None or ws.scope == "personal" or home != "personal"
+        (ours if mine else theirs).append(record)
     result = GoImportResult()
-    parts: list[ImportResult] = [merge_in(ws, ours, label=label, progress=progress)]
-    if theirs:
-        mine = merge_in(personal(), theirs, label=label)
-        result.personal = mine.added + mine.updated
-        parts.append(mine)
+    result.add(merge_in(ws, ours, label=label, from_clone=from_clone, progress=progress))
+    if theirs and personal is not None:
+        moved = merge_in(personal(), theirs, label=label, from_clone=from_clone)
+        result.add(moved)
+        result.personal = moved.added + moved.updated
         result.notes.append(
             f"{len(theirs)} {'row' if len(theirs) == 1 else 'rows'} of scope personal went to "
             "the personal store (ENGRAM_HOME), not the project's"
         )
-    for part in parts:
-        result.added += part.added
-        result.updated += part.updated
-        result.unchanged += part.unchanged
-        result.errors += part.errors
+    return result
+
+
+def merge_chunks(
+    ws: Workspace,
+    records: Sequence[Any],
+    go_chunks: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    route: GoRoute,
+    project: str,
+    label: str,
+    where: Sequence[tuple[str, int]] | None = None,
+    from_clone: bool = False,
+    progress: Progress | None = None,
+) -> GoImportResult:
+    """Merge the records of engram chunks, then convert and merge the Go chunks among them.
+
+    ``go_chunks``: (file name, parsed object) of each Go engram chunk, in the manifest's order.
+    engram's records go in first, so Go rows that are engram memories carried back find them;
+    every Go chunk is converted against the same view of the stores (which learns each chunk's
+    rows, so a later chunk's edit lands on an earlier chunk's row). Rows the conversion left
+    out are counted as skipped, with their chunk and reason; its notes are kept.
+    """
+    from engram.sync.imports import convert_go
+
+    result = GoImportResult(format="chunks")
+    if records:
+        result.add(
+            merge_in(
+                ws, records, label=label, from_clone=from_clone, where=where, progress=progress
+            )
+        )
+    if not go_chunks:
+        return result
+    known, homes = route.known()
+    max_bytes = int(ws.config.number("store.max_content_bytes"))
+    converted: list[Record] = []
+    for name, chunk in go_chunks:
+        found = convert_go(
+            chunk, project=project, fmt="go-engram-chunk", max_content_bytes=max_bytes, known=known
+        )
+        result.errors += [f"{name}: {why}" for why in found.skipped]
+        result.notes += [f"{name}: {note}" for note in found.notes]
+        converted += found.records
+    result.add(
+        merge_go(
+            ws,
+            route.personal,
+            converted,
+            where=homes,
+            label=label,
+            from_clone=from_clone,
+            progress=progress,
+        )
+    )
+    return result
+
+
+def import_folder(
+    ws: Workspace,
+    path: Path,
+    *,
+    project: str,
+    route: GoRoute,
+    progress: Progress | None = None,
+) -> GoImportResult:
+    """Import every chunk of a store folder (engram's, Go engram's or both) in one merge."""
+    from engram.sync import chunks as chunks_mod
+
+    folder = path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
+    entries, problems = chunks_mod.list_chunks(folder)
+    if not entries and not problems:
+        raise InvalidInput(
+            f"{path}: no manifest.json or chunks/ to import",
+            hint="give a file (an export) or a folder holding manifest.json and chunks/",
+        )
+    records: list[Any] = []
+    go_chunks: list[tuple[str, Mapping[str, Any]]] = []
+    skipped = list(problems)
+    for entry in entries:
+        try:
+            found = chunks_mod.read_chunk(folder, entry.id, problems=skipped)
+        except EngramError as exc:
+            skipped.append(exc.message)
+            continue
+        if isinstance(found, list):
+            records += found
+        else:
+            go_chunks.append((f"chunks/{entry.id}{chunks_mod.SUFFIX}", found))
+    result = merge_chunks(
+        ws, records, go_chunks, route=route, project=project, label=str(path), progress=progress
+    )
+    result.errors = skipped + result.errors
+    result.format = "chunks"
     return result
 
 
@@ -96,14 +234,15 @@ def import_go_file(
     stores: Iterable[Workspace],
     progress: Progress | None = None,
 ) -> GoImportResult | None:
-    """Import a Go engram export or chunk file; None when the file is something else.
+    """Import a Go engram export or chunk file, or a store folder; None for any other file.
 
     ``stores``: the workspaces that exist (project, personal), whose records rows may land on.
     """
     from engram.sync.imports import convert, detect
 
     if path.is_dir():
-        return None
+        route = GoRoute(lambda: stores, personal)
+        return import_folder(ws, path, project=project, route=route, progress=progress)
     try:
         data = path.read_bytes()
         fmt = detect(data, str(path))

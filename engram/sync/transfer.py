@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from engram import config as config_mod
 from engram.errors import EngramError, InvalidInput
 from engram.model import Record, format_time, is_tombstone, normalize_fields, now
 from engram.workspace import Workspace
@@ -34,7 +33,6 @@ __all__ = [
     "ExportDocument",
     "ImportResult",
     "Progress",
-    "chunk_records",
     "export",
     "import_document",
     "import_path",
@@ -135,7 +133,10 @@ def import_path(
     from engram.sync.imports import convert
 
     if path.is_dir():
-        return _import_folder(ws, path, project=project, progress=progress)
+        from engram.sync.gotransfer import GoRoute, import_folder
+
+        route = GoRoute(lambda: [ws])  # no personal store given: every row stays in this one
+        return import_folder(ws, path, project=project, route=route, progress=progress)
     max_bytes = int(ws.config.number("store.max_content_bytes"))
     try:
         data = path.read_bytes()
@@ -158,43 +159,6 @@ def _same_but_times(current: Record, incoming: Record) -> bool:
     return {k: v for k, v in current.items() if k not in times} == {
         k: v for k, v in incoming.items() if k not in times
     }
-
-
-def _import_folder(
-    ws: Workspace, path: Path, *, project: str, progress: Progress | None
-) -> ImportResult:
-    """Import every chunk of a store folder (engram's or Go engram's) in one merge."""
-    from engram.sync import chunks as chunks_mod
-
-    folder = path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
-    entries, problems = chunks_mod.list_chunks(folder)
-    if not entries and not problems:
-        raise InvalidInput(
-            f"{path}: no manifest.json or chunks/ to import",
-            hint="give a file (an export) or a folder holding manifest.json and chunks/",
-        )
-    records: list[Any] = []
-    skipped = list(problems)
-    for entry in entries:
-        try:
-            found = chunks_mod.read_chunk(folder, entry.id, problems=skipped)
-            records += chunk_records(found, project=project)
-        except EngramError as exc:
-            skipped.append(exc.message)
-    result = merge_in(ws, records, label=str(path), progress=progress)
-    result.errors = skipped + result.errors
-    result.format = "chunks"
-    return result
-
-
-def chunk_records(data: Any, *, project: str) -> list[Any]:
-    """Return the records a chunk holds (a Go engram chunk is converted first, for ``project``)."""
-    if isinstance(data, list):
-        return data
-    from engram.sync.imports import convert_go
-
-    converted = convert_go(data, project=project, fmt="go-engram-chunk")
-    return list(converted.records)
 
 
 # -- merging in -----------------------------------------------------------------------------
