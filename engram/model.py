@@ -551,7 +551,7 @@ GO_ID_HEX: Final = 15  # hex digits of a Go view's integer id: 60 bits, inside G
 _HEX32_RE: Final = re.compile(r"^[0-9a-f]{32}$")
 
 
-def _id_hex(record_id: str) -> str:
+def id_hex(record_id: str) -> str:
     """Return the 32 hex digits of an id: its 128 bits (base32 or hex), else its sha256."""
     text = str(record_id).strip().lower()
     if _HEX32_RE.match(text):
@@ -572,7 +572,7 @@ def go_int_id(record_id: str) -> int:
     The first ``GO_ID_HEX`` hex digits of the id's 128 bits (an id that is neither base32 nor
     hex of 128 bits: of its sha256), as an integer: the same id always gives the same number.
     """
-    return int(_id_hex(record_id)[:GO_ID_HEX], 16)
+    return int(id_hex(record_id)[:GO_ID_HEX], 16)
 
 
 def go_id_of(record: Mapping[str, Any]) -> int:

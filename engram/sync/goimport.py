@@ -34,7 +34,6 @@ no I/O and no clock; ``known`` learns the records converted, so the next chunk f
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from engram.errors import InvalidInput
 from engram.model import (
     Record,
     format_time,
+    id_hex,
     is_tombstone,
     kind_and_type,
     loads,
@@ -73,7 +73,6 @@ __all__ = ["GoKnown", "carried_id", "convert_go", "id_hex", "identity_keys", "sy
 
 _GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
 _CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
-_HEX32: Final = re.compile(r"^[0-9a-f]{32}$")
 # Keys that name a record only while one record has them (two saves in one second).
 _UNIQUE_ONLY: Final = (":at:", ":same:")
 # Row keys a record holds in its own fields; every other key of a row goes into ``go``.
@@ -91,21 +90,6 @@ _SESSION_OWN: Final = frozenset(
 
 
 # ── identities ───────────────────────────────────────────────────────────────────────────────
-
-
-def id_hex(record_id: str) -> str:
-    """Return an id's 128 bits as 32 hex digits (base32 or hex ids), else its sha256's first 32."""
-    text = str(record_id).strip().lower()
-    if _HEX32.match(text):
-        return text
-    if len(text) == 26:
-        try:
-            raw = base64.b32decode(text.upper() + "======")
-        except ValueError:
-            raw = b""
-        if len(raw) == 16:
-            return raw.hex()
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _entity(record: Mapping[str, Any]) -> str:
