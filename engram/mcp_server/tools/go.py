@@ -2,8 +2,10 @@
 
 Go engram answers in text ("Memory saved: …", "Found 3 memories: …", "Suggested topic_key:
 …") and names observations by integers, so an agent set up for it reads these answers as it
-reads Go's. Each handler maps Go's arguments onto the facade (a Go type through
-``engram.model.kind_and_type``, so ``command`` or a user's own type is kept as written), and
+reads Go's. Each handler maps Go's arguments onto the facade as ``engram.compat_go`` does for
+every adapter that speaks Go's names (a Go type through ``engram.model.kind_and_type``, so
+``command`` or a user's own type is kept as written; the same save, update and search filters
+as ``engram serve --compat go-engram``), and
 names memories by ``engram.model.go_id_of``: the id a memory imported from Go carries, else the
 one derived from its engram id. Ids coming in go through ``EngramMCP.record``, which takes
 both. Answers are cut to the call's budget and say so.
@@ -22,11 +24,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram import model
+from engram import compat_go, model
 from engram.errors import EngramError, InvalidInput
 from engram.mcp_server.compat import go_context_budget
 from engram.mcp_server.tools.registry import Args, handler
-from engram.model import go_id_of, kind_and_type, type_of
+from engram.model import go_id_of, type_of
 from engram.operations.views import clip
 from engram.paging import estimate_tokens
 
@@ -55,11 +57,6 @@ def _fit(text: str, call: Call) -> str:
     return text[: max(call.chars - len(note), 0)] + note
 
 
-def _kind_type(value: Any) -> tuple[str, str | None]:
-    """Return Go's type as engram's kind and the type kept as written (None: the kind)."""
-    return kind_and_type(value, default="note")
-
-
 def _label(record: Mapping[str, Any]) -> str:
     """Return ``#N (type) title``, the way Go names an observation."""
     return f"#{go_id_of(record)} ({type_of(record)}) {record.get('title', '')}"
@@ -75,22 +72,9 @@ def _when(value: Any) -> str:
 
 @handler("go_save", own=True)
 def save(mcp: EngramMCP, args: Args, call: Call) -> str:
-    content = args.get("content")
-    if content is None:
-        content = args.get("observation")
-    kind, typ = _kind_type(args.get("type"))
+    title, content, draft = compat_go.observation_draft(args, project=args.get("project"))
     engram = mcp.engram
-    result = engram.remember(
-        str(args["title"]),
-        str(content or ""),
-        kind=kind,
-        scope=args.get("scope") or "project",
-        topic_key=args.get("topic_key"),
-        session_id=args.get("session_id"),
-        project=args.get("project"),
-        source="agent",
-        extra={"type": typ} if typ else None,
-    )
+    result = engram.remember(title, content, **draft)
     record = result.record
     lines = [
         f'Memory saved: "{record.get("title", "")}" ({type_of(record)})',
@@ -106,7 +90,7 @@ def save(mcp: EngramMCP, args: Args, call: Call) -> str:
         lines.append(f"topic_key: {record['topic_key']}")
     else:
         suggested = engram.suggest_topic_key(
-            kind=type_of(record), title=str(record.get("title", "")), content=str(content or "")
+            kind=type_of(record), title=str(record.get("title", "")), content=content
         )
         lines.append(f"Suggested topic_key: {suggested}")
     if result.redactions:
@@ -139,23 +123,12 @@ def _records(mcp: EngramMCP, ids: Iterable[str]) -> list[dict[str, Any]]:
 @handler("go_update", own=True)
 def update(mcp: EngramMCP, args: Args, call: Call) -> str:
     current = mcp.record(args["id"], "update")
-    changes = {
-        key: args[key]
-        for key in ("title", "content", "project", "topic_key")
-        if args.get(key) is not None
-    }
-    if args.get("type"):
-        kind, typ = _kind_type(args["type"])
-        changes["kind"] = kind
-        if typ or current.get("type"):
-            changes["type"] = typ or kind
-    scope = args.get("scope")
-    if scope is not None and scope != current.get("scope", "project"):
-        raise InvalidInput(
-            f"memory {go_id_of(current)} is in the {current.get('scope', 'project')} store; "
-            "mem_update cannot move it",
-            hint="save it again with mem_save and the other scope, then mem_delete this one",
-        )
+    changes = compat_go.update_changes(
+        current,
+        args,
+        project=args.get("project"),
+        hint="save it again with mem_save and the other scope, then mem_delete this one",
+    )
     record = mcp.engram.update(current["id"], **changes)
     if record.get("rev") == current.get("rev"):
         return f"Memory #{go_id_of(record)} unchanged: it already had these values."
@@ -201,21 +174,11 @@ def unpin(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("go_search", own=True)
 def search(mcp: EngramMCP, args: Args, call: Call) -> str:
-    filters: dict[str, Any] = {}
-    written = str(args.get("type") or "").strip()
-    kind, typ = _kind_type(written) if written else ("", None)
-    if kind and not typ:
-        filters["kinds"] = kind
-    if args.get("scope"):
-        filters["scopes"] = args["scope"]
-    if args.get("all_projects"):
-        filters["all_projects"] = True
-    elif args.get("project"):
-        filters["projects"] = args["project"]
+    filters, typ = compat_go.search_filters(args, project=args.get("project"))
     limit = int(args.get("limit") or 10)
-    wanted = limit if not typ else limit * 5  # a foreign type is filtered after ranking
+    wanted = limit if not typ else limit * compat_go.FOREIGN_TYPE_FACTOR
     hits = mcp.engram.recall(str(args["query"]), limit=wanted, **filters)
-    records = [hit.record for hit in hits if not typ or type_of(hit.record) == typ][:limit]
+    records = compat_go.of_type((hit.record for hit in hits), typ, limit)
     if args.get("response_format") == "json":
         rows = [
             {
@@ -308,12 +271,8 @@ def context(mcp: EngramMCP, args: Args, call: Call) -> str:
 def _go_briefing(mcp: EngramMCP, tokens: int) -> str:
     """Return the session briefing packed in ``tokens``, naming memories by Go's ids."""
     briefing = mcp.engram.context(budget=tokens)
-    text = briefing.text
     records = _records(mcp, [item.id for item in briefing.items])
-    for item, record in zip(briefing.items, records, strict=False):
-        if item.id == record["id"]:
-            text = text.replace(f"- {item.short_id} ", f"- #{go_id_of(record)} ", 1)
-    return text
+    return compat_go.with_go_ids(briefing.text, briefing.items, records)
 
 
 @handler("go_timeline", own=True)
