@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
@@ -26,6 +26,7 @@ from engram.cli.app import (
     text_arg,
 )
 from engram.cli.options import OPTIONAL, Values, options
+from engram.compat_go import own_project
 from engram.errors import InvalidInput
 from engram.operations.memory import CHECK, CONTEXT
 from engram.operations.sessions import (
@@ -37,6 +38,9 @@ from engram.operations.sessions import (
     SUMMARY_SECTIONS,
 )
 
+if TYPE_CHECKING:
+    from engram.service import Engram
+
 SESSION: Final = {"short": "-s"}
 PIPED: Final = "'-' or a pipe reads standard input."
 
@@ -46,11 +50,26 @@ PIPED: Final = "'-' or a pipe reads standard input."
 def context(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Print the session-start briefing: overview, decisions, pitfalls, hotspots, sessions."""
     with open_engram(ctx) as engram:
+        _same_project(engram, values["project"])
         briefing = engram.context(budget=values["budget"], query=values["query"] or "")
     if as_json:
         emit_json(briefing.to_dict())
     else:
         echo(briefing.text)
+
+
+def _same_project(engram: Engram, named: str | None) -> None:
+    """Refuse a PROJECT (Go engram's `context PROJECT`) that is not this repository's.
+
+    Go's plugins name a project by its folder's base name: that name is this project's too.
+    """
+    if own_project(named, project=engram.project, root=engram.root) is None:
+        return
+    raise InvalidInput(
+        f"PROJECT {named!r} is not this repository's project ({engram.project!r})",
+        hint="engram briefs the project of the repository it runs in: run "
+        "`engram -C PATH context` in that project's repository",
+    )
 
 
 @app.command()

@@ -26,6 +26,9 @@ from engram.cli.app import (
     warn_problems,
 )
 from engram.cli.options import REQUIRED, Values, options
+from engram.compat_go import FOREIGN_TYPE_FACTOR
+from engram.errors import InvalidInput
+from engram.model import kind_and_type, normalize_kind, type_of
 from engram.operations.memory import (
     FORGET,
     GET,
@@ -59,7 +62,8 @@ def remember(
     content = values["content"]
     if content == "-" or (content is None and stdin_has_data()):
         content = read_stdin()
-    fields = values.keywords("title", "content")
+    fields = values.keywords("title", "content", "type", "topic")
+    fields.update(_go_save_fields(values))
     with open_engram(ctx) as engram:
         result = engram.remember(values["title"], content or "", source=source, **fields)
         offer_driver(engram)
@@ -83,16 +87,59 @@ def remember(
         echo(f"marked {rid} as superseded", err=True)
 
 
-app.command("save", help="Alias of remember.")(remember)
+app.command("save", help="Alias of remember (Go engram's save: TITLE MSG, --type, --topic).")(
+    remember
+)
+
+
+def _go_type(written: str, *, default: str = "note") -> tuple[str, str | None]:
+    """Return Go engram's --type as a kind and the type kept as written (None: the kind)."""
+    try:
+        return kind_and_type(written, default=default)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--type: {exc.message}", hint=exc.hint) from exc
+
+
+def _go_save_fields(values: Values) -> dict[str, Any]:
+    """Return the fields Go engram's save flags set: --type as kind and type, --topic."""
+    out: dict[str, Any] = {}
+    topic = values["topic"]
+    if topic is not None:
+        if values["topic_key"] not in (None, topic):
+            raise InvalidInput(
+                f"--topic {topic!r} and --topic-key {values['topic_key']!r} differ",
+                hint="--topic is Go engram's name for --topic-key: give one of them",
+            )
+        out["topic_key"] = topic
+    written = values["type"]
+    if written is not None:
+        chosen = values["kind"] if values["kind"] not in (None, "note") else "note"
+        kind, typ = _go_type(written, default=chosen)
+        if typ is None and chosen != "note" and kind != normalize_kind(chosen):
+            raise InvalidInput(
+                f"--type {written!r} and --kind {chosen!r} name different kinds",
+                hint="give one of them (--type is Go engram's name)",
+            )
+        out["kind"] = kind
+        if typ is not None:
+            out["extra"] = {"type": typ}
+    return out
 
 
 @app.command()
 @options(RECALL)
 def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Search memories, best first (ranked by relevance, kind, importance, status, age)."""
-    query, offset = values["query"] or "", values["offset"]
+    query, offset, limit = values["query"] or "", values["offset"], values["limit"]
+    filters = values.filters()
+    typ = _type_filter(values["type"], filters)
     with open_engram(ctx) as engram:
-        hits = engram.recall(query, **values.filters(), limit=values["limit"], offset=offset)
+        if typ is None:
+            hits = engram.recall(query, **filters, limit=limit, offset=offset)
+        else:  # a type engram does not rank by: filtered after ranking, as Go engram's MCP does
+            wanted = (offset + limit) * FOREIGN_TYPE_FACTOR
+            every = engram.recall(query, **filters, limit=wanted, offset=0)
+            hits = [hit for hit in every if type_of(hit.record) == typ][offset : offset + limit]
         found = engram.stale_many(hit.record for hit in hits)
         views = [HitView.of(hit, stale=found.get(hit.id, ())) for hit in hits]
         warn_problems(engram)
@@ -114,7 +161,25 @@ def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
             echo(f"    {stale_note(view.stale)}")
 
 
-app.command("search", help="Alias of recall.")(recall)
+app.command("search", help="Alias of recall (Go engram's search: --type, --project, --limit).")(
+    recall
+)
+
+
+def _type_filter(written: str | None, filters: dict[str, Any]) -> str | None:
+    """Apply Go engram's --type: a kind joins the kind filter; return any other type (or None)."""
+    if written is None or not written.strip():
+        return None
+    kind, typ = _go_type(written)
+    if typ is not None:
+        return typ
+    if filters.get("kinds"):
+        raise InvalidInput(
+            f"--type {written!r} and --kind both filter by kind",
+            hint="give one of them (--type is Go engram's name)",
+        )
+    filters["kinds"] = [kind]
+    return None
 
 
 @app.command()

@@ -134,6 +134,26 @@ RECALL_FILTERS: Final = (
     ),
 )
 
+# Go engram's CLI flags (`engram save TITLE MSG --type T --project P --topic K`), offered by
+# the CLI only: the other adapters take Go's names through their own Go surfaces.
+GO_TYPE = Param(
+    "type",
+    "string",
+    "Go engram's type: a kind (as --kind), or any other type (command, file_change …) kept "
+    "as written, ranked as --kind.",
+    only=("cli",),
+)
+GO_SAVE_FLAGS: Final = (
+    GO_TYPE,
+    Param(
+        "project",
+        "string",
+        "The project it belongs to (default: this repository's).",
+        only=("cli",),
+    ),
+    Param("topic", "string", "Go engram's name for --topic-key.", only=("cli",)),
+)
+
 REMEMBER = declare(
     Operation(
         "remember",
@@ -153,6 +173,7 @@ REMEMBER = declare(
             STATUS,
             LINKS,
             Param("session_id", "string", "Your session's id, if you have one.", flag="session"),
+            *GO_SAVE_FLAGS,
         ),
         command="remember",
         result="SaveResult",
@@ -174,6 +195,10 @@ RECALL = declare(
                 argument=True,
             ),
             *RECALL_FILTERS,
+            GO_TYPE._replace(
+                help="Only this type (Go engram's --type): a kind, or a type kept as written "
+                "(command, file_change …)."
+            ),
             Param(
                 "limit",
                 "integer",
@@ -268,6 +293,14 @@ CONTEXT = declare(
         "with query the memories most relevant to it), within a token budget. Each line has "
         "an id for get.",
         (
+            Param(
+                "project",
+                "string",
+                "This repository's project name (Go engram's `context PROJECT`); another "
+                "project's briefing comes from its own repository (engram -C PATH context).",
+                argument=True,
+                only=("cli",),
+            ),
             Param("query", "string", "Words of the task at hand (optional).", short="-q"),
             Param(
                 "budget",
