@@ -24,6 +24,7 @@ MCP_BUDGET = 4000  # engram.mcp_server.DEFAULT_BUDGET
 HTTP_HOST = "127.0.0.1"  # engram.http_api.DEFAULT_HOST
 HTTP_PORT = 7437  # engram.http_api.DEFAULT_PORT
 HTTP_TOKEN_ENV = "ENGRAM_HTTP_TOKEN"  # engram.http_api.TOKEN_ENV
+HTTP_PORT_ENV = "ENGRAM_PORT"  # engram.http_api.PORT_ENV
 _RUNNERS: dict[str, str] = {}
 
 
@@ -52,6 +53,10 @@ class ToolProfile(enum.StrEnum):
 class CompatNames(enum.StrEnum):
     go_engram = "go-engram"
     engram_rs = "engram-rs"
+
+
+class RouteCompat(enum.StrEnum):
+    go_engram = "go-engram"
 
 
 def mcp_command(
@@ -134,20 +139,39 @@ def daemon_command(
 
 def serve_command(
     ctx: typer.Context,
-    port: Annotated[int, typer.Option(help="TCP port to listen on.", min=0, max=65535)] = (
-        HTTP_PORT
-    ),
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help=f"TCP port to listen on (default {HTTP_PORT}; with --compat go-engram, "
+            f"{HTTP_PORT_ENV} when set, as Go engram's plugins read it).",
+            min=0,
+            max=65535,
+            show_default=False,
+        ),
+    ] = None,
     host: Annotated[
         str,
         typer.Option(help=f"Address to bind; other than loopback needs {HTTP_TOKEN_ENV} set."),
     ] = HTTP_HOST,
+    compat: Annotated[
+        list[RouteCompat] | None,
+        typer.Option(
+            "--compat",
+            metavar="go-engram",
+            help="Also serve Go engram's HTTP routes (its Claude Code and OpenCode plugins "
+            "call them): /sessions, /observations, /prompts, /timeline and more. Where a "
+            "path is also engram's (/health, /search, /context, /stats, /export, /import, "
+            "POST /sessions, POST /prompts), Go's shape is served there.",
+        ),
+    ] = None,
 ) -> None:
     """Serve this project's memory over HTTP (REST + OpenAPI at /docs)."""
 
     def ready(url: str) -> None:
         echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
 
-    _runner("serve")(start_of(ctx), host=host, port=port, ready=ready)
+    names = [c.value for c in compat or []]
+    _runner("serve")(start_of(ctx), host=host, port=port, ready=ready, compat=names)
 
 
 def tui_command(

@@ -10,7 +10,8 @@ precise; memories are open JSON objects (unknown fields are kept). The package:
     declared.py   request models and query-parameter sets built from the declarations
     models.py     every request and response model
     deps.py       the facade (one call at a time, in a worker thread), path parameters
-    routers/      one router per area: memories, search, graph, agents, sessions, sync, …
+    routers/      one router per area: memories, search, graph, agents, sessions, sync, …, and
+                  goengram (Go engram's routes, under ``engram serve --compat go-engram``)
     app.py        create_app: the app, its guard and handlers, the routers
     serve.py      serve (uvicorn) and ``python -m engram.http_api``
 
@@ -23,8 +24,15 @@ re-exports.
 from __future__ import annotations
 
 from engram.http_api.app import create_app
-from engram.http_api.defaults import DEFAULT_HOST, DEFAULT_PORT, MAX_BODY_BYTES, TOKEN_ENV
-from engram.http_api.errors import ServeError, status_for
+from engram.http_api.defaults import (
+    COMPATS,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    MAX_BODY_BYTES,
+    PORT_ENV,
+    TOKEN_ENV,
+)
+from engram.http_api.errors import GoRouteError, ServeError, status_for
 from engram.http_api.guard import (
     check_exposure,
     cross_origin_write,
@@ -32,13 +40,16 @@ from engram.http_api.guard import (
     host_name,
     is_loopback,
 )
-from engram.http_api.serve import serve
+from engram.http_api.serve import port_for, serve
 
 __all__ = [
+    "COMPATS",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "MAX_BODY_BYTES",
+    "PORT_ENV",
     "TOKEN_ENV",
+    "GoRouteError",
     "ServeError",
     "check_exposure",
     "create_app",
@@ -46,6 +57,7 @@ __all__ = [
     "host_allowed",
     "host_name",
     "is_loopback",
+    "port_for",
     "serve",
     "status_for",
 ]

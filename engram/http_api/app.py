@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engram.http_api.defaults import DEFAULT_HOST, MAX_BODY_BYTES, TOKEN_ENV
+from engram.http_api.defaults import COMPATS, DEFAULT_HOST, MAX_BODY_BYTES, TOKEN_ENV
+from engram.http_api.errors import ServeError
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from fastapi import APIRouter, FastAPI
 
 
 def create_app(
@@ -25,12 +26,20 @@ def create_app(
     token: str | None = None,
     max_body: int = MAX_BODY_BYTES,
     host: str = DEFAULT_HOST,
+    compat: Sequence[str] = (),
 ) -> FastAPI:
     """Return the API over the project at ``root`` (default: found from the working directory).
 
     ``token`` defaults to ``ENGRAM_HTTP_TOKEN``; when set, requests need it as a bearer token.
     ``host`` is the address served: Host headers naming it (or loopback) are accepted.
+    ``compat`` names other tools whose routes are served too (``go-engram``): where one of
+    theirs has the method and path of one of engram's, theirs is served there.
     """
+    unknown = sorted(set(compat) - set(COMPATS))
+    if unknown:
+        raise ServeError(
+            f"unknown --compat {', '.join(unknown)}", hint=f"use one of: {', '.join(COMPATS)}"
+        )
     from fastapi import FastAPI
 
     from engram.http_api import errors
@@ -61,12 +70,29 @@ def create_app(
     app.state.facade = facade
     errors.install(app)
     app.add_middleware(Guard, token=token, max_body=max_body, host=host)
-    for router in ROUTERS:
+    routers: list[APIRouter] = list(ROUTERS)
+    if "go-engram" in compat:
+        from engram.http_api.routers import goengram
+
+        routers = [goengram.router, *(_without(r, goengram.router) for r in ROUTERS)]
+    for router in routers:
         document_routes(router.routes)
         app.include_router(router)
     if token:
         _declare_bearer(app)
     return app
+
+
+def _without(router: APIRouter, first: APIRouter) -> APIRouter:
+    """Return ``router`` without the routes whose method and path ``first`` serves."""
+    from fastapi import APIRouter
+
+    def served(route: Any) -> set[tuple[str, str]]:
+        return {(method, route.path) for method in getattr(route, "methods", None) or ()}
+
+    taken = set().union(*(served(route) for route in first.routes))
+    kept = [route for route in router.routes if not served(route) & taken]
+    return APIRouter(tags=list(router.tags), routes=kept)
 
 
 def _declare_bearer(app: FastAPI) -> None:

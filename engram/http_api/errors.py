@@ -4,6 +4,8 @@ Every error is ``{"error": {"code", "message", "hint"}}``: NotFound 404, Invalid
 request validation 422, every other ``EngramError`` (AmbiguousId, LockTimeout, CorruptStore …)
 409, an unknown route 404, a wrong method 405. A 500 means a bug in engram: it is logged with its
 traceback, and the client gets no traceback. ``ServeError`` is the server refusing to start.
+Go engram's routes (``--compat go-engram``) answer as Go's server does: ``GoRouteError`` is
+sent as ``{"error": "message"}`` with its status (400 bad input, 404 unknown id).
 
 This module imports fastapi only in ``install`` (and the handlers it installs), so that the
 package can say what is missing when the optional extra is not installed.
@@ -40,6 +42,15 @@ class ServeError(EngramError):
     hint = f"bind to {DEFAULT_HOST}, or set {TOKEN_ENV} to a long random secret"
 
 
+class GoRouteError(Exception):
+    """A Go engram route's failure, sent in Go's shape: ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 def status_for(exc: EngramError) -> int:
     """Return the HTTP status an engram error maps to."""
     if isinstance(exc, NotFound):
@@ -60,6 +71,7 @@ def install(app: FastAPI) -> None:
     from starlette.exceptions import HTTPException
 
     app.add_exception_handler(EngramError, _engram_error)  # type: ignore[arg-type]
+    app.add_exception_handler(GoRouteError, _go_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _bug)
@@ -78,6 +90,10 @@ async def _engram_error(_: Request, exc: EngramError) -> JSONResponse:
         key: advice.render(value, advice.OPERATION_NAMES) for key, value in exc.to_dict().items()
     }
     return _json({"error": body}, status_for(exc))
+
+
+async def _go_error(_: Request, exc: GoRouteError) -> JSONResponse:
+    return _json({"error": exc.message}, exc.status)
 
 
 async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -2,18 +2,20 @@
 
 The server refuses a non-loopback address without a token before anything is opened, and says
 what to install when the optional extra ``engram-git[http]`` (fastapi, uvicorn) is missing.
+Under ``--compat go-engram`` with no port given, the port is ``ENGRAM_PORT`` when set: the one
+Go engram's plugins call.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from engram.errors import EngramError
 from engram.http_api.app import create_app
-from engram.http_api.defaults import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
+from engram.http_api.defaults import COMPATS, DEFAULT_HOST, DEFAULT_PORT, PORT_ENV, TOKEN_ENV
 from engram.http_api.errors import ServeError
 from engram.http_api.guard import check_exposure
 
@@ -22,16 +24,18 @@ def serve(
     root: Path | None = None,
     *,
     host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
+    port: int | None = None,
     ready: Callable[[str], None] | None = None,
+    compat: Sequence[str] = (),
 ) -> None:
     """Serve the API until interrupted; refuse a non-loopback host without a token.
 
     ``engram serve`` calls this (the CLI declares the command's options); ``ready`` gets the URL
-    just before the server starts.
+    just before the server starts. ``compat`` names other tools whose routes are served too.
     """
     token = os.environ.get(TOKEN_ENV, "").strip() or None
     check_exposure(host, token)
+    port = port_for(port, compat)
     try:
         import fastapi  # noqa: F401  (create_app needs it: say so before opening anything)
         import uvicorn
@@ -40,7 +44,7 @@ def serve(
             f"the HTTP API needs fastapi and uvicorn ({exc.name} is missing)",
             hint="pip install 'engram-git[http]'",
         ) from exc
-    app = create_app(root, token=token, host=host)
+    app = create_app(root, token=token, host=host, compat=compat)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
     )
@@ -51,13 +55,29 @@ def serve(
     server.run()
 
 
+def port_for(port: int | None, compat: Sequence[str] = ()) -> int:
+    """Return the port to serve: the one given, else ENGRAM_PORT under go-engram, else 7437."""
+    if port is not None:
+        return port
+    written = os.environ.get(PORT_ENV, "").strip()
+    if "go-engram" not in compat or not written:
+        return DEFAULT_PORT
+    if not written.isdigit() or not 0 < int(written) < 65536:
+        raise ServeError(
+            f"{PORT_ENV}={written[:20]!r} is not a port (1-65535)",
+            hint=f"set {PORT_ENV} to a port number, or pass --port",
+        )
+    return int(written)
+
+
 def main(argv: list[str]) -> int:
     """Run ``python -m engram.http_api [--host H] [--port P] [-C DIR]`` in the project here."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m engram.http_api")
     parser.add_argument("--host", default=DEFAULT_HOST)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--compat", action="append", choices=COMPATS, default=[])
     parser.add_argument("-C", dest="directory", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -65,7 +85,7 @@ def main(argv: list[str]) -> int:
         print(f"serving {url}", file=sys.stderr, flush=True)
 
     try:
-        serve(args.directory, host=args.host, port=args.port, ready=ready)
+        serve(args.directory, host=args.host, port=args.port, ready=ready, compat=args.compat)
     except EngramError as exc:
         print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
         return 1

@@ -85,6 +85,11 @@ class SessionLog:
         found = self._read().get(session_id)
         return {"id": session_id, **found} if found is not None else None
 
+    def entries(self) -> list[dict[str, Any]]:
+        """Return every logged session (its id among its fields), oldest start first."""
+        found = [{"id": sid, **entry} for sid, entry in self._read().items()]
+        return sorted(found, key=lambda s: (str(s.get("started_at", "")), s["id"]))
+
     def _key(self, session_id: str) -> str:
         """Return the id the log files a session under: scrubbed, as a memory's session_id is."""
         return self.scrubber.text(session_id)[0]

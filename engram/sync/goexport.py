@@ -22,7 +22,15 @@ from engram.model import Record, go_id_of, is_tombstone, parse_time, type_of
 from engram.sync.goimport import sync_id_of
 from engram.sync.imports import GO_SOURCE
 
-__all__ = ["GO_EXPORT_VERSION", "GoExport", "go_chunk_rows", "go_document", "go_time"]
+__all__ = [
+    "GO_EXPORT_VERSION",
+    "GoExport",
+    "go_chunk_rows",
+    "go_document",
+    "go_observation",
+    "go_prompt",
+    "go_time",
+]
 
 GO_EXPORT_VERSION: Final = "0.1.0"
 _GO_TIME: Final = "%Y-%m-%d %H:%M:%S"
@@ -181,6 +189,16 @@ def _session(record: Record) -> dict[str, Any]:
     row = {key: value for key, value in row.items() if value is not None}
     row.update({key: value for key, value in go.items() if key not in row})
     return row
+
+
+def go_observation(record: Record) -> dict[str, Any]:
+    """Return one memory as Go's observation row, numbered by its own Go id (``go_id_of``)."""
+    return {**_observation(record), "id": go_id_of(record)}
+
+
+def go_prompt(record: Record) -> dict[str, Any]:
+    """Return one prompt memory as Go's prompt row, numbered by its own Go id."""
+    return {**_prompt(record), "id": go_id_of(record)}
 
 
 def _bare_session(sid: str, members: list[tuple[Record, dict[str, Any]]]) -> dict[str, Any]:

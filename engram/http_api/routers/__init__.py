@@ -10,6 +10,8 @@
     hygiene   /consolidate/preview
 
 ``ROUTERS`` is the order the app includes them in (and the order of the OpenAPI document).
+``goengram`` (Go engram's routes) is not among them: ``create_app`` puts it first under
+``--compat go-engram``, without the routes of these at the same method and path.
 """
 
 from __future__ import annotations
