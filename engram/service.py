@@ -552,8 +552,13 @@ class Engram:
         remote: str | None = None,
         branch: str | None = None,
         progress: Progress | None = None,
+        export: bool = True,
+        only_project: str | None = None,
     ) -> SyncReport:
-        """Import the sync chunks not applied here, export this clone's changes (and ``remote``)."""
+        """Import the sync chunks not applied here, export this clone's changes (and ``remote``).
+
+        ``export=False`` only imports; ``only_project`` exports that project's changes only.
+        """
         from engram.sync import exchange
         from engram.sync.gotransfer import GoRoute
 
@@ -568,6 +573,8 @@ class Engram:
             branch=branch,
             progress=progress,
             route=route,
+            export=export,
+            only_project=only_project,
         )
 
     def sync_status(self, *, scope: str = "project") -> SyncStatus:

@@ -23,6 +23,7 @@ from engram.cli.app import (
     read_stdin,
 )
 from engram.cli.options import Values, options
+from engram.compat_go import own_project
 from engram.errors import InvalidInput
 from engram.operations.admin import EXPORT, SYNC
 
@@ -155,6 +156,7 @@ def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     from engram.sync.exchange import SyncStatus  # loaded by the sync itself
 
     scope = "personal" if values["personal"] else "project"
+    _go_flags(values)
     update_bar, close_bar = progress("importing chunks")
     try:
         with open_engram(ctx) as engram:
@@ -167,7 +169,7 @@ def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     if isinstance(report, SyncStatus):
         _pending(report)
     else:
-        _exchanged(report)
+        _exchanged(report, import_only=values["import_only"])
     for problem in report.problems:
         echo(f"warning: {problem}", err=True)
 
@@ -179,11 +181,43 @@ def _sync(engram: Engram, values: Values, scope: str, bar: Any) -> SyncReport | 
         report = engram.sync_status(scope=scope)
     else:
         report = engram.sync(
-            scope=scope, remote=values["remote"], branch=values["branch"], progress=bar
+            scope=scope,
+            remote=values["remote"],
+            branch=values["branch"],
+            progress=bar,
+            export=not values["import_only"],
+            only_project=_only_project(engram, values),
         )
     if scope == "project":
         offer_driver(engram)
     return report
+
+
+def _go_flags(values: Values) -> None:
+    """Refuse Go engram's sync flags where they contradict each other or engram's own."""
+    if values["import_only"] and values["remote"]:
+        raise InvalidInput(
+            "--import only reads the chunks in this clone; it does not go with --remote",
+            hint="run `engram sync --import`, or `engram sync --remote NAME` to exchange both ways",
+        )
+    project = values["project"]
+    if project is not None and not project.strip():
+        raise InvalidInput("--project: no project name given", hint="pass --project NAME")
+    if values["all_projects"] and project is not None:
+        raise InvalidInput(
+            f"--all and --project {project!r} contradict each other",
+            hint="--all exports every project's changes, --project only one: give one of them",
+        )
+
+
+def _only_project(engram: Engram, values: Values) -> str | None:
+    """Return the project whose changes alone are exported (None: every project's)."""
+    project = values["project"]
+    if project is None or values["all_projects"]:
+        return None
+    # Go's default project is the folder's base name: it names this project too.
+    named = own_project(project, project=engram.project, root=engram.root)
+    return engram.project if named is None else named
 
 
 def _pending(report: SyncStatus) -> None:
@@ -200,7 +234,7 @@ def _pending(report: SyncStatus) -> None:
     )
 
 
-def _exchanged(report: SyncReport) -> None:
+def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
     """Print what a sync imported, exported and exchanged with the remote."""
     imported = report.imported
     echo(
@@ -213,6 +247,8 @@ def _exchanged(report: SyncReport) -> None:
         echo(rewritten.sentence())
     if report.exported_chunk:
         echo(f"exported {report.exported} memories as chunk {report.exported_chunk}")
+    elif import_only:
+        echo("import only (--import): no chunk written")
     else:
         echo("nothing to export")
     far = report.remote

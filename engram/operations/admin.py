@@ -157,6 +157,31 @@ SYNC = declare(
             Param("branch", "string", "The branch carrying the store (engram-memories)."),
             Param("personal", "boolean", "Sync the personal store instead.", default=False),
             Param("status", "boolean", "Only report what is pending.", default=False),
+            # Go engram's sync flags (its plugins run `engram sync --import`), CLI only.
+            Param(
+                "import_only",
+                "boolean",
+                "Only import others' chunks; write no chunk (Go engram's --import).",
+                default=False,
+                flag="import",
+                only=("cli",),
+            ),
+            Param(
+                "all_projects",
+                "boolean",
+                "Export every project's changes (Go engram's --all): what engram's sync does "
+                "anyway; personal memories stay in the personal store (--personal).",
+                default=False,
+                flag="all",
+                only=("cli",),
+            ),
+            Param(
+                "project",
+                "string",
+                "Export only this project's changes (Go engram's --project); the others wait "
+                "for the next sync.",
+                only=("cli",),
+            ),
         ),
         command="sync",
         profile="admin",

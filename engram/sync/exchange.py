@@ -24,7 +24,7 @@ from typing import Any
 
 from engram import config as config_mod
 from engram.errors import EngramError, SyncError
-from engram.model import now
+from engram.model import normalize_project, now
 from engram.store import MEMORIES, MemoryStore
 from engram.store import files as store_files
 from engram.store.journal import ChangeJournal
@@ -133,6 +133,8 @@ def sync(
     branch: str | None = None,
     progress: Progress | None = None,
     route: GoRoute | None = None,
+    export: bool = True,
+    only_project: str | None = None,
 ) -> SyncReport:
     """Import the sync chunks not applied here, export this clone's changes as a chunk.
 
@@ -141,10 +143,13 @@ def sync(
     moved meanwhile is fetched and merged again). ``root`` is the project's work tree (its git
     user names the chunk's author; a project store's repository), ``project`` the name a Go
     engram chunk's records are given, ``route`` where its rows land (default: all in ``ws``).
-    Returns what was done.
+    ``export`` and ``only_project`` as for ``sync_local``. Returns what was done.
     """
+    local_args: dict[str, Any] = {"export": export, "only_project": only_project}
     if remote is None:
-        return sync_local(ws, root=root, project=project, progress=progress, route=route)
+        return sync_local(
+            ws, root=root, project=project, progress=progress, route=route, **local_args
+        )
     from engram.sync import remote as remote_mod
 
     branch = branch or remote_mod.DEFAULT_BRANCH
@@ -154,7 +159,9 @@ def sync(
         for attempt in range(1, ATTEMPTS + 1):
             fetched = remote_mod.fetch(repo_root, ws.store.dir, remote, branch)
             pulled, remote_problems = _merge_remote(ws, fetched.files, fetched.base)
-            local = sync_local(ws, root=root, project=project, progress=progress, route=route)
+            local = sync_local(
+                ws, root=root, project=project, progress=progress, route=route, **local_args
+            )
             files, unfit = _committed_files(ws, fetched.files)
             parents = [p for p in (fetched.local_tip, fetched.tip) if p]
             author = remote_mod.author_of(repo_root)
@@ -285,18 +292,23 @@ def sync_local(
     project: str,
     progress: Progress | None = None,
     route: GoRoute | None = None,
+    export: bool = True,
+    only_project: str | None = None,
 ) -> SyncReport:
     """Import unapplied chunks, then export this clone's journalled changes as a chunk.
 
     ``route``: where Go engram chunks' rows land (default: every row in ``ws``).
+    ``export=False`` only imports (Go engram's ``sync --import``): no chunk is written and no
+    older chunk rewritten. ``only_project`` exports only the changes of that project's
+    memories (a tombstone naming no project goes too); the rest wait for a later export.
     """
     state = chunks_mod.SyncState(ws.store.dir)
     route = route or GoRoute(lambda: [ws])
     applied, totals, problems = _import_chunks(
         ws, state, project=project, progress=progress, route=route
     )
-    rewritten = _rewrite_legacy(ws, state)
-    exported = _export_changes(ws, state, root=root)
+    rewritten = _rewrite_legacy(ws, state) if export else []
+    exported = _export_changes(ws, state, root=root, only=only_project) if export else None
     return SyncReport(
         scope=ws.scope,
         problems=problems,
@@ -373,13 +385,24 @@ def _import_chunks(
     return applied, totals, problems
 
 
-def _export_changes(ws: Workspace, state: SyncState, *, root: Path) -> ChunkEntry | None:
-    """Write this clone's changes since its cursor as one chunk; return its entry (or None)."""
+def _export_changes(
+    ws: Workspace, state: SyncState, *, root: Path, only: str | None = None
+) -> ChunkEntry | None:
+    """Write this clone's changes since its cursor as one chunk; return its entry (or None).
+
+    ``only``: just the memories of that project; the other changes are journalled again
+    after the cursor, so the next export carries them.
+    """
     exported: ChunkEntry | None = None
     journal = ChangeJournal(ws.store.state_dir)
     with ws.store.lock():
         offset = state.get("journal_offset")
         ids, end = journal.since(offset if isinstance(offset, int) else 0)
+        left: list[str] = []
+        if ids and only is not None:
+            found = ws.index.get_many(ids)
+            left = [rid for rid in ids if rid in found and not _of_project(found[rid], only)]
+            ids = [rid for rid in ids if rid not in set(left)]
         if ids:
             records = list(ws.index.get_many(ids).values())
             author = config_mod.git_user_name(root) or state.clone_id
@@ -394,8 +417,17 @@ def _export_changes(ws: Workspace, state: SyncState, *, root: Path) -> ChunkEntr
                 state.mark_applied([exported.id])
         if ids or end != offset:
             state.set("journal_offset", journal.compact(end))
+            journal.append(left)
             state.save()
     return exported
+
+
+def _of_project(record: Mapping[str, Any], project: str) -> bool:
+    """Tell whether a record belongs to ``project`` (a tombstone naming none does)."""
+    named = record.get("project")
+    if not named:
+        return "deleted_at" in record
+    return normalize_project(str(named)) == normalize_project(project)
 
 
 def sync_status(ws: Workspace) -> SyncStatus:
