@@ -794,3 +794,26 @@ def test_candidate_records_say_inferred_and_reapplied(history: History) -> None:
     assert dns["reverted_sha"] == shas["dns"]
     assert dns["reapplied_by"] == reapply
     assert candidate_id(reapply) not in records
+
+
+def test_a_body_line_naming_a_commit_this_clone_lacks_falls_back_to_the_subject(
+    history: History,
+) -> None:
+    # A revert made on the pull request's branch names that branch's commit; the squash
+    # merge that landed is another commit, and the branch commit is not in the clone.
+    history.commit("Initial", {"wheel.py": b"1\n"})
+    landed = history.commit("Cache downloaded wheels (#5089)", {"wheel.py": b"2\n"})
+    gone = "7d92915f3dec3e7e76fa4c5ec5af7c17e3ca176c"
+    revert = history.commit(
+        f'Revert "Cache downloaded wheels" (#6470)\n\nThis reverts commit {gone}.\n',
+        {"wheel.py": b"1\n"},
+    )
+    lone = history.commit(
+        f'Revert "Something never here" (#6471)\n\nThis reverts commit {gone[:-1]}0.\n',
+        {"wheel.py": b"3\n"},
+    )
+    found = {candidate.sha: candidate for candidate in scan(history).candidates}
+    assert (found[revert].reverted_sha, found[revert].inferred) == (landed, True)
+    assert f"names {gone[:12]}, which this clone does not have" in found[revert].content
+    # No subject matches either: the line's commit is kept as named, not inferred.
+    assert (found[lone].reverted_sha, found[lone].inferred) == (f"{gone[:-1]}0", False)

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "GitScan", "scan_history"]
 
 CACHE_FILE: Final = "git-history.json"
-_CACHE_VERSION: Final = 3  # 3: reverts resolved by subject ("u")
+_CACHE_VERSION: Final = 4  # 3: reverts resolved by subject ("u"); 4: also a body line's absent sha
 _TITLE_CHARS: Final = 119
 _CONTENT_BYTES: Final = 2000
 _FILES_IN_CONTENT: Final = 12
@@ -710,6 +710,26 @@ class _Walk:
             subject = self.window_subject(sha, node)
             if subject is not None:
                 nearest[subject] = nearest[subject_key(subject)] = sha
+        for at in waiting:  # no subject matched: a body line's commit is still the best guess
+            node = nodes[window[at]]
+            if node.pending is not None and node.commit is not None:
+                found, pending = _candidate(self, window[at], node, node.commit, absent_ok=True)
+                if found is not None:
+                    node.candidate, node.pending = found, pending
+
+    def has_commit(self, sha: str) -> bool:
+        """Tell whether a commit is in this clone: read by the walk, or in the object store."""
+        from dulwich.objects import Commit
+
+        if sha in self.nodes:
+            return True
+        if len(sha) not in (40, 64):
+            return False  # a prefix that resolved to no one commit here
+        errors: tuple[type[BaseException], ...] = (*self.errors, ValueError, AssertionError)
+        try:
+            return isinstance(self.store[cast(Any, sha.encode("ascii"))], Commit)
+        except errors:  # dulwich asserts on a name that is no sha
+            return False
 
     def window_subject(self, sha: str, node: _Node) -> str | None:
         """Return the subject of a commit of the window, read again if it came from the cache."""
@@ -818,13 +838,21 @@ def _fixed_what(subject: str) -> str:
 
 
 def _candidate(
-    walk: _Walk, sha: str, node: _Node, commit: Commit, inferred: str | None = None
+    walk: _Walk,
+    sha: str,
+    node: _Node,
+    commit: Commit,
+    inferred: str | None = None,
+    *,
+    absent_ok: bool = False,
 ) -> tuple[Candidate | None, str | None]:
     """Build the candidate a commit stands for, if it is a revert, reapply or fix-again.
 
     Returns (candidate, None), or (None, sought subject) for a revert without a ``This reverts
-    commit`` line: ``_Walk.resolve_pending`` finds the commit of that subject and calls back
-    with it as ``inferred``.
+    commit`` line, or whose line names a commit this clone does not have (a pull request's
+    branch commit, when the squash-merged one landed): ``_Walk.resolve_pending`` finds the
+    commit of that subject and calls back with it as ``inferred``, or, when none has it, with
+    ``absent_ok`` (the line's commit is taken as named).
     """
     message = commit.message
     first = message.split(b"\n", 1)[0]
@@ -843,10 +871,12 @@ def _candidate(
         return None, None
     kind, target = found
     parsed = parse_revert(subject) if kind in ("revert", "reapply") else None
-    if parsed is not None and target is None:
-        if inferred is None:
+    named = target  # what the body line says, if it has one
+    if parsed is not None:
+        if inferred is not None:
+            target = inferred
+        elif target is None or not (absent_ok or walk.has_commit(walk.resolve(target))):
             return None, parsed[2]
-        target = inferred
     author = commit.author.decode("utf-8", "replace").rsplit(" <", 1)[0].strip()
     date = format_time(datetime.fromtimestamp(commit.author_time, UTC))
     assert node.changes is not None
@@ -870,9 +900,15 @@ def _candidate(
             f"- reverted: {reverted_sha}" + (f' ("{_shorten(known, 200)}")' if known else "")
         )
         if inferred is not None:
+            why = (
+                "the message has no `This reverts commit` line"
+                if named is None
+                else f"its `This reverts commit` line names {named[:12]}, which this clone "
+                "does not have"
+            )
             meta.append(
-                "- inferred: the message has no `This reverts commit` line; the reverted "
-                "commit is the nearest earlier one with the quoted subject"
+                f"- inferred: {why}; the reverted commit is the nearest earlier one with the "
+                "quoted subject"
             )
     else:
         title = _shorten(f"Fixed again: {_fixed_what(subject)}", _TITLE_CHARS)
