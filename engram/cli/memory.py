@@ -8,6 +8,7 @@ commands under a second name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,7 +28,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import REQUIRED, Values, options
 from engram.compat_go import FOREIGN_TYPE_FACTOR
-from engram.errors import InvalidInput
+from engram.errors import InvalidInput, NotFound
 from engram.model import kind_and_type, normalize_kind, type_of
 from engram.operations.memory import (
     FORGET,
@@ -46,6 +47,7 @@ from engram.operations.views import HitView, stale_note
 
 if TYPE_CHECKING:
     from engram.graph import Summary, TimelineEntry
+    from engram.service import Engram
 
 STDIN = "'-' or a pipe reads standard input."
 
@@ -187,7 +189,7 @@ def _type_filter(written: str | None, filters: dict[str, Any]) -> str | None:
 def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Show one memory in full."""
     with open_engram(ctx) as engram:
-        record = engram.get(values["id"])
+        record = engram.get(_go_ref(engram, values["id"]))
         stale = engram.stale(record)
     if as_json:
         emit_json({**record, "stale": stale} if stale else record)
@@ -224,6 +226,18 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
 
 
 app.command("show", help="Alias of get.")(get)
+
+
+def _go_ref(engram: Engram, ref: str) -> str:
+    """Return the id a reference names: Go engram's integer id (`timeline 455`), else ``ref``.
+
+    A string of digits that names no Go id stays an engram id prefix, as the MCP names read it.
+    """
+    text = ref.strip()
+    if text.isdigit() and len(text) <= 20:
+        with contextlib.suppress(NotFound):
+            return str(engram.by_go_id(int(text))["id"])
+    return ref
 
 
 def _history(record: dict[str, Any]) -> None:
@@ -404,7 +418,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def timeline(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Show what happened before and after a memory in its session (else its project)."""
     with open_engram(ctx) as engram:
-        data = engram.timeline(values["id"], before=values["before"], after=values["after"])
+        ref = _go_ref(engram, values["id"])
+        data = engram.timeline(ref, before=values["before"], after=values["after"])
         shorts = engram.short_ids([item.id for item in [data.memory, *data.before, *data.after]])
     if as_json:
         emit_json(data.to_dict())

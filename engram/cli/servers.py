@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from engram.cli.app import app, echo, start_of
+from engram.errors import InvalidInput
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -139,6 +140,16 @@ def daemon_command(
 
 def serve_command(
     ctx: typer.Context,
+    port_given: Annotated[
+        int | None,
+        typer.Argument(
+            metavar="PORT",
+            help="The port as Go engram's `serve PORT` gives it (same as --port).",
+            min=0,
+            max=65535,
+            show_default=False,
+        ),
+    ] = None,
     port: Annotated[
         int | None,
         typer.Option(
@@ -170,6 +181,10 @@ def serve_command(
     def ready(url: str) -> None:
         echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
 
+    if port_given is not None:
+        if port not in (None, port_given):
+            raise InvalidInput(f"PORT {port_given} and --port {port} differ", hint="give one")
+        port = port_given
     names = [c.value for c in compat or []]
     _runner("serve")(start_of(ctx), host=host, port=port, ready=ready, compat=names)
 
