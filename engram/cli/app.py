@@ -140,6 +140,15 @@ def group(name: str, help: str) -> typer.Typer:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
+def _version(wanted: bool) -> None:
+    """Print engram's version and stop (``--version``, ``-v``: Go engram's names for it)."""
+    if wanted:
+        from engram.service import version_info
+
+        echo(f"engram {version_info()['engram']}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -149,6 +158,17 @@ def _root(
             "-C", help="Run as if engram was started in PATH (like git -C).", metavar="PATH"
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-v",
+            callback=_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print engram's version and exit (`engram version` lists its libraries too).",
+        ),
+    ] = False,
 ) -> None:
     """Git-native, file-first memory for AI coding agents."""
     ctx.obj = {"dir": directory}
