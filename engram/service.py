@@ -381,10 +381,21 @@ class Engram:
         """Import a file or folder of another memory tool (format detected) or of engram.
 
         A Go engram file goes through ``engram.sync.gotransfer``: its personal rows go to the
-        personal store, and its rows land on the memories both stores already hold.
+        personal store, and its rows land on the memories both stores already hold. Plain rows
+        and folders of Markdown notes go through ``engram.sync.plaintransfer``.
         """
         from engram.sync.gotransfer import import_go_file
+        from engram.sync.plaintransfer import import_plain
 
+        plain = import_plain(
+            self.here.ws,
+            lambda: self.here.workspace("personal"),
+            path,
+            project=self.project,
+            progress=progress,
+        )
+        if plain is not None:
+            return plain
         go = import_go_file(
             self.here.ws,
             lambda: self.here.workspace("personal"),

@@ -6,7 +6,9 @@ Three foreign formats are read (REFERENCE.md), besides engram's own export:
   ``exported_at``, ``sessions``, ``observations``, ``prompts``);
 - ``go-engram-chunk``: one of its sync chunks (``chunks/<id>.jsonl.gz``: the same object,
   gzip'd, without ``exported_at``, maybe with a ``mutations`` journal);
-- ``mcp-memory``: the knowledge-graph JSON Lines of the MCP reference "memory" server.
+- ``mcp-memory``: the knowledge-graph JSON Lines of the MCP reference "memory" server;
+- ``plain``: rows of ``{title, content, ...}`` as JSON Lines, a JSON array or
+  ``{"memories": [...]}`` (``engram.sync.plain``, which also reads folders of Markdown notes).
 
 Every id is derived from what the item is (Go's ``sync_id``, else a natural key; an MCP
 entity's name), never drawn at random, and no time is read from the clock: converting the same
@@ -55,7 +57,7 @@ TITLE_CHARS: Final = 120
 EPOCH: Final = "1970-01-01T00:00:00.000Z"
 GO_SOURCE: Final = "import:go-engram"
 MCP_SOURCE: Final = "import:mcp-memory"
-FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory")
+FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory", "plain")
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 _GO_ARRAYS: Final = ("sessions", "observations", "prompts")
@@ -63,7 +65,8 @@ _FILE_KEYS: Final = ("files", "file", "file_path", "path", "paths")
 _EXPECTED: Final = (
     "expected an engram export ({'format': 'engram', 'memories': [...]}), a Go engram export or "
     "sync chunk ({'sessions', 'observations', 'prompts'}, maybe gzip'd), or an MCP memory "
-    "JSONL file (lines of {'type': 'entity' | 'relation', ...})"
+    "JSONL file (lines of {'type': 'entity' | 'relation', ...}), or plain rows of "
+    "{'title', 'content', ...} (JSON Lines, a JSON array, or {'memories': [...]})"
 )
 
 
@@ -198,20 +201,30 @@ def _gunzip(data: bytes, name: str) -> bytes:
     return bytes(out)
 
 
-def _json_object(payload: bytes, name: str) -> dict[str, Any] | None:
+_NOT_JSON: Final = object()
+
+
+def _json_value(payload: bytes, name: str) -> Any:
+    """Return the one JSON value the bytes hold, or ``_NOT_JSON``."""
     try:
         text = payload.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return None
+        return _NOT_JSON
     try:
         value = loads(text, what=name or "input", max_depth=MAX_DOCUMENT_DEPTH)
     except InputTooLarge as exc:
-        if _looks_mcp(payload):
-            return None  # JSON Lines: each line is parsed, and bounded, on its own
+        if _looks_mcp(payload) or _looks_plain(payload):
+            return _NOT_JSON  # JSON Lines: each line is parsed, and bounded, on its own
         raise InvalidInput(exc.message, hint=exc.hint) from exc
     except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return _NOT_JSON
+    return value
+
+
+def _looks_plain(payload: bytes) -> bool:
+    from engram.sync.plain import looks_plain_lines
+
+    return looks_plain_lines(payload)
 
 
 def _looks_mcp(payload: bytes) -> bool:
@@ -232,10 +245,13 @@ def _looks_mcp(payload: bytes) -> bool:
     return False
 
 
-def _sniff(data: bytes, name: str) -> tuple[str, bytes, dict[str, Any] | None]:
-    """Return (format, the decompressed bytes, the parsed object when the file is one)."""
+def _sniff(data: bytes, name: str) -> tuple[str, bytes, Any]:
+    """Return (format, the decompressed bytes, the parsed value when the file is one)."""
+    from engram.sync.plain import plain_rows
+
     payload = _gunzip(data, name) if data[:2] == _GZIP_MAGIC else data
-    obj = _json_object(payload, name)
+    value = _json_value(payload, name)
+    obj = value if isinstance(value, dict) else None
     if obj is not None:
         if obj.get("format") == "engram" or (
             obj.get("version") == 1 and isinstance(obj.get("memories"), list)
@@ -246,11 +262,15 @@ def _sniff(data: bytes, name: str) -> tuple[str, bytes, dict[str, Any] | None]:
             # gzip'd, and only a chunk carries a mutation journal.
             export = "mutations" not in obj and ("exported_at" in obj or "version" in obj)
             return ("go-engram-export" if export else "go-engram-chunk"), payload, obj
-    elif _looks_mcp(payload):
+    elif value is _NOT_JSON and _looks_mcp(payload):
         return "mcp-memory", payload, None
+    if value is not _NOT_JSON and plain_rows(value) is not None:
+        return "plain", payload, value  # a JSON array, {"memories": [...]}, {"records": [...]}
+    if _looks_plain(payload):
+        return "plain", payload, None  # JSON Lines of rows (one line is one JSON object too)
     raise InvalidInput(
         f"{name or 'input'}: not a file engram can import; {_EXPECTED}",
-        hint="pass an engram, Go engram or MCP memory export file",
+        hint="pass an engram, Go engram or MCP memory export file, or plain rows of notes",
     )
 
 
@@ -274,7 +294,18 @@ def convert(
         return convert_mcp_memory(
             payload, project=project, stamp=stamp, max_content_bytes=max_content_bytes
         )
-    assert obj is not None  # every other format is one JSON object
+    if fmt == "plain":
+        from engram.sync.plain import convert_plain
+
+        return convert_plain(
+            payload,
+            obj,
+            name=name,
+            project=project,
+            stamp=stamp,
+            max_content_bytes=max_content_bytes,
+        )
+    assert isinstance(obj, dict)  # every other format is one JSON object
     if fmt == "engram":
         records: list[Record] = []
         skipped: list[str] = []
