@@ -408,6 +408,27 @@ class Engram:
             return go
         return transfer.import_path(self.here.ws, path, project=self.project, progress=progress)
 
+    @in_project
+    def import_go(self, data: bytes, *, name: str = "the request body") -> ImportResult:
+        """Import the bytes of a Go engram export or chunk as ``import_path`` imports its file."""
+        from engram.sync.gotransfer import import_go_data
+
+        result = import_go_data(
+            self.here.ws,
+            lambda: self.here.workspace("personal"),
+            data,
+            name,
+            project=self.project,
+            stores=self.here.workspaces(),
+        )
+        if result is None:
+            raise InvalidInput(
+                f"{name} is not a Go engram export or sync chunk",
+                hint="send the JSON of Go engram's `engram export` (sessions, observations, "
+                "prompts)",
+            )
+        return result
+
     # -- hygiene: judge, consolidate, insights ----------------------------------------------
 
     def judge(

@@ -34,6 +34,7 @@ __all__ = [
     "GoRoute",
     "export_go",
     "import_folder",
+    "import_go_data",
     "import_go_file",
     "known_of",
     "merge_chunks",
@@ -238,26 +239,45 @@ def import_go_file(
 
     ``stores``: the workspaces that exist (project, personal), whose records rows may land on.
     """
-    from engram.sync.imports import convert, detect
-
     if path.is_dir():
         route = GoRoute(lambda: stores, personal)
         return import_folder(ws, path, project=project, route=route, progress=progress)
     try:
         data = path.read_bytes()
-        fmt = detect(data, str(path))
-    except (OSError, InvalidInput):
+    except OSError:
+        return None  # the general import reports it
+    return import_go_data(
+        ws, personal, data, str(path), project=project, stores=stores, progress=progress
+    )
+
+
+def import_go_data(
+    ws: Workspace,
+    personal: Callable[[], Workspace],
+    data: bytes,
+    name: str,
+    *,
+    project: str,
+    stores: Iterable[Workspace],
+    progress: Progress | None = None,
+) -> GoImportResult | None:
+    """Import the bytes of a Go engram export or chunk (``name`` in messages); None otherwise.
+
+    What ``import_go_file`` does with a file's bytes: the HTTP route ``POST /import`` of
+    ``engram serve --compat go-engram`` sends its request body here.
+    """
+    from engram.sync.imports import convert, detect
+
+    try:
+        fmt = detect(data, name)
+    except InvalidInput:
         return None  # the general import reports it
     if fmt not in GO_FORMATS:
         return None
     known, where = known_of(stores)
     max_bytes = int(ws.config.number("store.max_content_bytes"))
-    converted = convert(
-        data, name=str(path), project=project, max_content_bytes=max_bytes, known=known
-    )
-    result = merge_go(
-        ws, personal, converted.records, where=where, label=str(path), progress=progress
-    )
+    converted = convert(data, name=name, project=project, max_content_bytes=max_bytes, known=known)
+    result = merge_go(ws, personal, converted.records, where=where, label=name, progress=progress)
     result.errors = list(converted.skipped) + result.errors
     result.notes = list(converted.notes) + result.notes
     result.format = converted.format

@@ -22,10 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from fastapi import APIRouter, Query, Request
@@ -35,8 +33,9 @@ from engram import compat_go
 from engram.errors import EngramError, InvalidInput, NotFound
 from engram.http_api.deps import Api
 from engram.http_api.errors import GoRouteError
-from engram.model import go_id_of, is_tombstone, type_of
-from engram.sync.goexport import go_observation, go_prompt, go_time
+from engram.model import go_id_of, is_tombstone, now, type_of
+from engram.sync.goexport import go_document, go_observation, go_prompt, go_time
+from engram.sync.goimport import sync_id_of
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -158,6 +157,16 @@ class _View:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     observations: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
+    created: dict[str, str] = field(default_factory=dict)  # sync_id: engram's exact time
+
+    def newest(self, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return rows newest first (Go's times are whole seconds: engram's own break ties)."""
+
+        def key(row: dict[str, Any]) -> tuple[str, str, int]:
+            exact = self.created.get(str(row.get("sync_id")), "")
+            return str(row.get("created_at", "")), exact, int(row["id"])
+
+        return sorted(rows, key=key, reverse=True)
 
 
 def _view(engram: Engram) -> _View:
@@ -165,7 +174,9 @@ def _view(engram: Engram) -> _View:
     view = _View()
     scopes = ["project"] + (["personal"] if engram.personal() is not None else [])
     for scope in scopes:
-        document = engram.export_go(scope=scope).to_dict()
+        records = engram.export(scope=scope).memories
+        view.created.update((sync_id_of(r), str(r.get("created_at", ""))) for r in records)
+        document = go_document(records, exported_at=now()).to_dict()
         for session in document["sessions"]:
             view.sessions.setdefault(str(session["id"]), dict(session))
         view.observations += [row for row in document["observations"] if not row.get("deleted_at")]
@@ -185,10 +196,6 @@ def _in_project(row: Mapping[str, Any], wanted: str, engram: Engram) -> bool:
     if named is None:
         return own is None
     return own is not None and own.strip().lower() == named.strip().lower()
-
-
-def _newest(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda row: (str(row.get("created_at", "")), row["id"]), reverse=True)
 
 
 # -- health, sessions ---------------------------------------------------------------------------
@@ -319,12 +326,13 @@ async def passive_capture(request: Request, api: Api) -> dict[str, int]:
 def _recent_observations(
     engram: Engram, project: str, scope: str, limit: int
 ) -> list[dict[str, Any]]:
+    view = _view(engram)
     rows = [
         row
-        for row in _view(engram).observations
+        for row in view.observations
         if _in_project(row, project, engram) and (not scope or row.get("scope") == scope)
     ]
-    return _newest(rows)[:limit]
+    return view.newest(rows)[:limit]
 
 
 @router.get("/observations/recent")
@@ -474,8 +482,9 @@ def _prompt_out(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _recent_prompts(engram: Engram, project: str, limit: int) -> list[dict[str, Any]]:
-    rows = [row for row in _view(engram).prompts if _in_project(row, project, engram)]
-    return [_prompt_out(row) for row in _newest(rows)[:limit]]
+    view = _view(engram)
+    rows = [row for row in view.prompts if _in_project(row, project, engram)]
+    return [_prompt_out(row) for row in view.newest(rows)[:limit]]
 
 
 @router.get("/prompts/recent")
@@ -539,17 +548,7 @@ _TABLES: Final = ("sessions", "observations", "prompts")
 
 
 def _import(engram: Engram, raw: bytes) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="engram-go-import-") as folder:
-        path = Path(folder) / "go-engram-export.json"
-        path.write_bytes(raw)
-        result = engram.import_path(path).to_dict()
-
-    def said(text: object) -> str:
-        return str(text).replace(str(path), "the request body")
-
-    for key in ("errors", "skipped", "notes"):
-        if isinstance(result.get(key), list):
-            result[key] = [said(item) for item in result[key]]
+    result: dict[str, Any] = engram.import_go(raw, name="the request body").to_dict()
     return result
 
 
