@@ -107,7 +107,9 @@ def import_(
         typer.Argument(
             metavar="FILE|DIR",
             help="An engram export, a Go engram export or chunk, an MCP memory JSONL file, "
-            "a folder with manifest.json and chunks/, or - for stdin.",
+            "plain rows of {title, content, kind, tags, files} (JSON Lines, a JSON array or "
+            '{"memories": [...]}), a folder of Markdown notes (basic-memory, an Obsidian '
+            "vault), a folder with manifest.json and chunks/, or - for stdin.",
         ),
     ],
     as_json: JsonOpt = False,
