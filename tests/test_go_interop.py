@@ -512,3 +512,30 @@ def test_go_to_engram_to_go_keeps_every_field(project: Engram, tmp_path: Path) -
     assert back["observations"] == rows
     assert back["prompts"] == prompts
     assert back["sessions"] == document["sessions"]
+
+
+def test_a_session_exported_for_go_comes_back_onto_its_summary(
+    project: Engram, tmp_path: Path
+) -> None:
+    """export --format go-engram, then import of that file: no second session memory."""
+    project.session_start("s1", directory=str(project.root))
+    project.remember("Use SQLite", "It is embedded.", kind="decision", session_id="s1")
+    project.session_end("s1", summary="## Goal\nPick a database\n\n## Accomplished\nSQLite")
+    out = tmp_path / "go.json"
+    assert run_cli("export", "--format", "go-engram", str(out), cwd=project.root).returncode == 0
+    (session,) = json.loads(out.read_text("utf-8"))["sessions"]
+    assert session["id"] == "s1" and "SQLite" in session["summary"]
+    before = project.project_ws.store.path.read_bytes()
+    for _ in range(2):
+        done = run_cli("import", str(out), cwd=project.root)
+        assert done.returncode == 0, done.stderr
+        assert b"added 0, updated 0, unchanged 2, skipped 0" in done.stdout, done.stdout
+    assert project.project_ws.store.path.read_bytes() == before
+    # A Go clone's newer summary of that session revises engram's summary memory.
+    newer = {**session, "summary": "## Goal\nPick a database\n\n## Accomplished\nSQLite, WAL on"}
+    newer["ended_at"] = "2999-01-01 00:00:00"
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"version": "0.1.0", "sessions": [newer]}), "utf-8")
+    assert b"updated 1" in run_cli("import", str(later), cwd=project.root).stdout
+    sessions = [r for r in project.project_ws.store.read_all() if r.get("kind") == "session"]
+    assert len(sessions) == 1 and "WAL on" in sessions[0]["content"]

@@ -148,6 +148,9 @@ def identity_keys(record: Mapping[str, Any]) -> list[str]:
     keys = [f"id:{record_id}"]
     entity = _entity(record)
     if entity == "session":
+        session = record.get("session_id")
+        if isinstance(session, str) and session.strip():
+            keys.append(f"session:{session.strip()}")  # Go's row of it, whoever wrote it
         return keys
     prefix = "prompt" if entity == "prompt" else "obs"
     for sync_id in (sync_id_of(record), f"{prefix}-{id_hex(record_id)}"):
@@ -631,7 +634,21 @@ def _bare_sessions(rows: list[_Row]) -> dict[str, tuple[dict[str, Any], list[str
     return {sid: found for sid, found in bare.items() if sid not in summarised}
 
 
-def _quiet_session(row: _Row, bare: Mapping[str, object], quiet: dict[str, list[str]]) -> bool:
+def _session_record(sid: str, known: GoKnown | None) -> tuple[str, bool]:
+    """Return the id of the record a Go session row is, and whether it is engram's own.
+
+    engram's summary of that session when the stores hold one (so a session exported with
+    ``export --format go-engram`` comes back onto its summary), else the id its session id gives.
+    """
+    found = known.find([f"session:{sid}"]) if known is not None and sid else None
+    if found is not None and known is not None:
+        return found, (known.get(found) or {}).get("source") != GO_SOURCE
+    return import_id(f"go-engram:session:{sid}"), False
+
+
+def _quiet_session(
+    row: _Row, bare: Mapping[str, object], quiet: dict[str, list[str]], known: GoKnown | None
+) -> bool:
     """Say whether a session row makes no record: summary-less (noted in ``quiet``) or bare.
 
     A row whose id or summary is not text makes a record attempt, whose conversion skips it.
@@ -644,7 +661,7 @@ def _quiet_session(row: _Row, bare: Mapping[str, object], quiet: dict[str, list[
     if sid in bare:
         return True
     if not summary and not row.data.get("deleted_at"):
-        quiet.setdefault(import_id(f"go-engram:session:{sid}"), []).append(row.where)
+        quiet.setdefault(_session_record(sid, known)[0], []).append(row.where)
         return True
     return False
 
@@ -674,12 +691,12 @@ def convert_go(
     unprojected = 0
     quiet: dict[str, list[str]] = {}  # summary-less versions of a session summarised elsewhere
     for position, row in enumerate(rows):
-        if row.entity == "session" and _quiet_session(row, bare, quiet):
+        if row.entity == "session" and _quiet_session(row, bare, quiet, known):
             continue
         try:
             live, base_rev = _CONVERTERS[row.entity](row.data)
             if row.entity == "session":
-                record_id, carried = import_id(f"go-engram:session:{live['session_id']}"), False
+                record_id, carried = _session_record(str(live["session_id"]), known)
             else:
                 record_id, carried = _resolve(row, live, seen, known, default_project)
             live["id"] = record_id
