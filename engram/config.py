@@ -84,6 +84,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "consolidate": {"llm_command": "", "llm_timeout_seconds": 60, "near_threshold": 0.88},
     "trainer": {"timeout_seconds": 300, "min_cluster": 3},
     "daemon": {"auto": True},
+    "serve": {"compat": []},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -177,6 +178,12 @@ daemon:
   # own (`engram daemon` still runs one); false in your own ~/.engram/config.yaml turns it off
   # in every project, ENGRAM_DAEMON=off in one environment.
   auto: true
+
+serve:
+  # Other tools' HTTP routes `engram serve` offers when no --compat is given. [go-engram]: the
+  # plain `engram serve` that Go engram's Claude Code and OpenCode plugins start when nothing
+  # answers them serves Go's routes (and reads ENGRAM_PORT), as `--compat go-engram` does.
+  compat: []
 """
 
 

@@ -606,3 +606,55 @@ def test_engram_port_is_read_only_under_compat(monkeypatch: pytest.MonkeyPatch) 
         port_for(None, ["go-engram"])
     monkeypatch.delenv("ENGRAM_PORT")
     assert port_for(None, ["go-engram"]) == 7437
+
+
+def test_the_plain_serve_gos_plugins_start_serves_gos_routes_when_the_project_says_so(
+    tmp_path: Path, home: Path
+) -> None:
+    """serve.compat: [go-engram] in config.yaml: `engram serve` (no flag) is Go's server."""
+    root = _repo(tmp_path / "mixed")
+    config = root / ".engram" / "config.yaml"
+    text = config.read_text("utf-8")
+    assert "\nserve:\n" in text and "  compat: []\n" in text  # as init writes it
+    config.write_text(text.replace("  compat: []\n", "  compat: [go-engram]\n"), "utf-8")
+    port = _free_port()
+    log = (tmp_path / "plain.log").open("wb")
+    # What session-start.sh runs when nothing answers: `engram serve`, ENGRAM_PORT set.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram", "serve"],
+        cwd=root,
+        env=_env(home, ENGRAM_PORT=str(port)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as api:
+            deadline = time.monotonic() + START_SECONDS
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    if api.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            assert api.get("/health").json()["service"] == "engram"
+            _session(api, "plain-1", root)
+            saved = api.post(
+                "/observations",
+                json={
+                    "session_id": "plain-1",
+                    "title": "Ran it",
+                    "content": "x",
+                    "type": "command",
+                },
+            )
+            assert saved.status_code == 201, saved.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+    assert [r["title"] for r in _records(root) if r.get("type") == "command"] == ["Ran it"]
+
+    config.write_text(config.read_text("utf-8").replace("[go-engram]", "[mem0]"), encoding="utf-8")
+    refused = _engram(root, home, "serve")
+    assert refused.returncode != 0
+    assert "setting 'serve.compat' names 'mem0'; known: go-engram" in refused.stderr

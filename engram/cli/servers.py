@@ -172,7 +172,8 @@ def serve_command(
             help="Also serve Go engram's HTTP routes (its Claude Code and OpenCode plugins "
             "call them): /sessions, /observations, /prompts, /timeline and more. Where a "
             "path is also engram's (/health, /search, /context, /stats, /export, /import, "
-            "POST /sessions, POST /prompts), Go's shape is served there.",
+            "POST /sessions, POST /prompts), Go's shape is served there. Not given: the "
+            "project's serve.compat setting.",
         ),
     ] = None,
 ) -> None:

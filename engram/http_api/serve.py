@@ -3,7 +3,8 @@
 The server refuses a non-loopback address without a token before anything is opened, and says
 what to install when the optional extra ``engram-git[http]`` (fastapi, uvicorn) is missing.
 Under ``--compat go-engram`` with no port given, the port is ``ENGRAM_PORT`` when set: the one
-Go engram's plugins call.
+Go engram's plugins call. Without ``--compat``, the project's ``serve.compat`` setting names the
+routes served: a team whose Go engram plugins start a plain ``engram serve`` sets it once.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ def serve(
     """Serve the API until interrupted; refuse a non-loopback host without a token.
 
     ``engram serve`` calls this (the CLI declares the command's options); ``ready`` gets the URL
-    just before the server starts. ``compat`` names other tools whose routes are served too.
+    just before the server starts. ``compat`` names other tools whose routes are served too
+    (none given: the project's ``serve.compat`` setting).
     """
     token = os.environ.get(TOKEN_ENV, "").strip() or None
     check_exposure(host, token)
+    compat = compat or configured_compat(root)
     port = port_for(port, compat)
     try:
         import fastapi  # noqa: F401  (create_app needs it: say so before opening anything)
@@ -53,6 +56,27 @@ def serve(
         where = f"[{host}]" if ":" in host else host
         ready(f"http://{where}:{port}")
     server.run()
+
+
+def configured_compat(root: Path | None) -> tuple[str, ...]:
+    """Return the routes the project's ``serve.compat`` setting names (none outside a project)."""
+    from engram import config
+    from engram.errors import ConfigError, NotInitialized
+
+    try:
+        found = config.find_root(root)
+    except NotInitialized:
+        return ()  # create_app says what is missing
+    value = config.load(found).get("serve.compat")
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ConfigError(f"setting 'serve.compat' must be a list of names, got {value!r}")
+    unknown = [name for name in names if name not in COMPATS]
+    if unknown:
+        raise ConfigError(
+            f"setting 'serve.compat' names {unknown[0]!r}; known: {', '.join(COMPATS)}"
+        )
+    return tuple(names)
 
 
 def port_for(port: int | None, compat: Sequence[str] = ()) -> int:
