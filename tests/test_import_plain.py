@@ -215,6 +215,24 @@ def test_an_obsidian_vault_imports(repo: Path, tmp_path: Path) -> None:
     assert recalled(repo, "tokens") == ["Auth rewrite"]
 
 
+def test_a_documentation_folder_takes_each_pages_heading_as_its_title(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A docs/ folder (no front matter, no vault): a page's `# Heading` is its title."""
+    docs = tmp_path / "docs"
+    write(docs / "tutorial" / "options-autocompletion.md", "# CLI Option autocompletion\n\nTab.")
+    write(docs / "release-notes.md", "Latest changes, newest first.\n\n## 0.9\n")
+    write(docs / "vault-like.md", "---\ntitle: From front matter\n---\n# Other heading\nText.")
+    result, _ = import_twice(repo, str(docs))
+    assert (result["format"], result["added"]) == ("markdown", 3)
+    by_title = {m["title"]: m["content"] for m in memories(repo)}
+    assert by_title == {
+        "CLI Option autocompletion": "Tab.",
+        "release-notes": "Latest changes, newest first.\n\n## 0.9",
+        "From front matter": "# Other heading\nText.",
+    }
+
+
 def test_a_broken_front_matter_names_its_file_and_the_rest_imports(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -414,19 +414,24 @@ def _body_tags(body: str) -> list[str]:
 def _note(
     note: Note, meta: Mapping[str, Any], body: str, *, project: str, fmt: str, max_bytes: int
 ) -> Record:
-    """Convert one note: title from front matter or the file name, the body as content."""
+    """Convert one note: its title, the body as content.
+
+    The title is the front matter's; else, in a folder of notes that is no Obsidian vault, the
+    note's leading ``# Heading`` (documentation's title); else the file name (a vault's title).
+    A leading heading that is the title is not repeated in the content (basic-memory writes one).
+    """
     stem = note.path.rsplit("/", 1)[-1]
     stem = stem[: -len(".md")] if stem.lower().endswith(".md") else stem
     title = _text(meta.get("title"), "title").strip() if meta.get("title") is not None else ""
-    title = title or stem
     content = body.strip()
     lines = content.split("\n", 1)
     heading = lines[0].strip()
-    if (
-        heading.startswith("# ")
-        and " ".join(heading[2:].split()).casefold() == " ".join(title.split()).casefold()
-    ):
-        content = lines[1].strip() if len(lines) > 1 else ""  # basic-memory repeats the title
+    heading = " ".join(heading[2:].split()) if heading.startswith("# ") else ""
+    if not title and heading and fmt != "obsidian":
+        title = heading
+    title = title or stem
+    if heading and heading.casefold() == " ".join(title.split()).casefold():
+        content = lines[1].strip() if len(lines) > 1 else ""
     row: dict[str, Any] = {
         key: value
         for key, value in meta.items()
