@@ -2,7 +2,8 @@
 
 One ``Engram`` is opened when the app is made and closed when it stops. The OpenAPI document at
 ``/openapi.json`` describes every request and response; with a token it declares the bearer
-scheme too. fastapi is imported when an app is made, not when this module is.
+scheme too. ``/docs`` and ``/redoc`` render it from files installed with the extra (apidocs).
+fastapi is imported when an app is made, not when this module is.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def create_app(
         )
     from fastapi import FastAPI
 
-    from engram.http_api import errors
+    from engram.http_api import apidocs, errors
     from engram.http_api.declared import document_routes
     from engram.http_api.deps import Facade
     from engram.http_api.guard import Guard
@@ -51,6 +52,7 @@ def create_app(
     from engram.service import Engram, version_info
 
     token = (token if token is not None else os.environ.get(TOKEN_ENV, "")).strip() or None
+    assets = apidocs.asset_folder()  # before the store is opened: missing files are said first
     facade = Facade(Engram.open(root), version_info()["engram"])
 
     @contextlib.asynccontextmanager
@@ -65,10 +67,13 @@ def create_app(
         lifespan=lifespan,
         responses=error_responses(token=bool(token)),
         redirect_slashes=False,
+        docs_url=None,  # apidocs serves /docs and /redoc from installed files, not a CDN
+        redoc_url=None,
     )
     app.state.engram = facade.engram
     app.state.facade = facade
     errors.install(app)
+    apidocs.install(app, assets)
     app.add_middleware(Guard, token=token, max_body=max_body, host=host)
     routers: list[APIRouter] = list(ROUTERS)
     if "go-engram" in compat:

@@ -5,11 +5,15 @@ what to install when the optional extra ``engram-git[http]`` (fastapi, uvicorn) 
 Under ``--compat go-engram`` with no port given, the port is ``ENGRAM_PORT`` when set: the one
 Go engram's plugins call. Without ``--compat``, the project's ``serve.compat`` setting names the
 routes served: a team whose Go engram plugins start a plain ``engram serve`` sets it once.
+The port is bound before the store is opened, so a busy port is one line naming it and
+``--port``, not uvicorn's log.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,15 +51,44 @@ def serve(
             f"the HTTP API needs fastapi and uvicorn ({exc.name} is missing)",
             hint="pip install 'engram-git[http]'",
         ) from exc
-    app = create_app(root, token=token, host=host, compat=compat)
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    if ready is not None:
-        where = f"[{host}]" if ":" in host else host
-        ready(f"http://{where}:{port}")
-    server.run()
+    listening = bind(host, port)  # before opening the store: a busy port is said in one line
+    with listening:
+        app = create_app(root, token=token, host=host, compat=compat)
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+        )
+        server = uvicorn.Server(config)
+        if ready is not None:
+            where = f"[{host}]" if ":" in host else host
+            ready(f"http://{where}:{listening.getsockname()[1]}")
+        server.run(sockets=[listening])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Return a listening socket on ``host``:``port``; a port in use is a ServeError naming it.
+
+    uvicorn would log its own traceback-like line after the server said it was serving; the
+    socket is bound here, as uvicorn binds it, and handed to it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host.strip("[]"), port))
+        listening.listen(2048)
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServeError(
+                f"port {port} on {host} is in use: pass --port to serve on another",
+                hint=f"stop what listens on port {port}, or run engram serve --port PORT",
+            ) from exc
+        raise ServeError(
+            f"cannot listen on {host} port {port}: {exc.strerror or exc}",
+            hint="pass another --host or --port",
+        ) from exc
+    listening.set_inheritable(True)
+    return listening
 
 
 def configured_compat(root: Path | None) -> tuple[str, ...]:
