@@ -75,7 +75,7 @@ class NotInitialized(EngramError):
 
 class InvalidInput(EngramError):
     code = "invalid_input"
-    hint = "see `engram COMMAND --help`"
+    hint = "check the value against the command's help"
 
 
 class InputTooLarge(InvalidInput, ValueError):

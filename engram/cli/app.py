@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType
 
 from engram.errors import EngramError, InvalidInput
 from engram.terminal import json_c1, visible
@@ -83,12 +84,20 @@ def rich_text(text: object) -> str:
 
 
 @contextlib.contextmanager
-def boundary() -> Iterator[None]:
-    """The CLI's one error boundary: message and hint on stderr, non-zero exit, no traceback."""
+def boundary(command: Callable[[], str] | None = None) -> Iterator[None]:
+    """The CLI's one error boundary: message and hint on stderr, non-zero exit, no traceback.
+
+    ``command`` tells the path of the command that ran (``session start``): a wrong input's
+    hint names its ``--help``.
+    """
     try:
         yield
     except EngramError as exc:
-        fail(exc.message, exc.hint)
+        hint = exc.hint
+        path = command() if command is not None else ""
+        if isinstance(exc, InvalidInput) and hint == InvalidInput.hint and path:
+            hint = f"see `engram {path} --help`"
+        fail(exc.message, hint)
     except BrokenPipeError:
         # The reader went away (e.g. `engram recall x | head`): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -102,11 +111,86 @@ def boundary() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def placeholder(param: TyperArgument | TyperOption) -> str:
+    """Return what help shows for a value: N for a number, else the parameter's name (FILES)."""
+    annotation = param.type_descriptor.annotation
+    if annotation is int:
+        return "N"
+    if annotation is float:
+        return "NUMBER"
+    return (param.name or "value").upper().replace("_", "-")
+
+
+class EngramCommand(TyperCommand):
+    """A command whose help names each value by a placeholder (``--files FILES``, ``ID``).
+
+    Typer writes a value's Python type instead (``<list[str]>``, ``<int range>``) and braces a
+    required argument in the usage line (``{ID}``); engram's help reads as its README does.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if not isinstance(param, TyperArgument | TyperOption):
+                continue
+            flag = isinstance(param, TyperOption) and (param.is_flag or param.count)
+            if param.metavar is None and not flag:
+                param.metavar = placeholder(param)
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """Return the usage line's pieces: ``ID`` when required, ``[CONTENT]`` when not."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or placeholder(param)
+                dots = "..." if param.nargs != 1 and "..." not in name else ""
+                pieces.append(f"{name}{dots}" if param.required else f"[{name}]{dots}")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """Write the Arguments and Options sections, an argument by its placeholder alone."""
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(param, TyperArgument):
+                arguments.append((param.metavar or placeholder(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class EngramTyper(typer.Typer):
+    """A typer app whose commands are ``EngramCommand`` unless a command names its own class."""
+
+    def command(
+        self, name: str | None = None, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        """Register a command, as ``typer.Typer.command`` does, with engram's help."""
+        kwargs["cls"] = kwargs.get("cls") or EngramCommand
+        return super().command(name, **kwargs)
+
+
 class EngramGroup(TyperGroup):
     """The command group with engram's one error boundary."""
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
-        with boundary():
+        def path() -> str:
+            words = [ctx.invoked_subcommand or ""]
+            at: Any = ctx
+            while at.parent is not None:
+                words.insert(0, at.info_name or "")
+                at = at.parent
+            return " ".join(words).strip()
+
+        with boundary(path):
             return super().invoke(ctx)
 
 
@@ -118,7 +202,7 @@ def fail(message: str, hint: str = "") -> NoReturn:
     raise typer.Exit(1)
 
 
-app = typer.Typer(
+app = EngramTyper(
     cls=EngramGroup,
     name="engram",
     help="Git-native, file-first memory for AI coding agents.",
@@ -132,7 +216,7 @@ app = typer.Typer(
 
 def group(name: str, help: str) -> typer.Typer:
     """Return a command group added to ``app`` (``engram NAME …``), with the error boundary."""
-    sub = typer.Typer(cls=EngramGroup, help=help, no_args_is_help=True, rich_markup_mode=None)
+    sub = EngramTyper(cls=EngramGroup, help=help, no_args_is_help=True, rich_markup_mode=None)
     app.add_typer(sub, name=name)
     return sub
 

@@ -223,7 +223,12 @@ def main() -> None:
         return
     function, kwargs = fast
     try:
-        with boundary():
+        with boundary(lambda: named(kwargs)):
             function(**kwargs)
     except typer.Exit as exit_:
         raise SystemExit(exit_.exit_code) from None
+
+
+def named(kwargs: dict[str, Any]) -> str:
+    """Return the name of the command a fast call runs (its context's), for a hint."""
+    return next((v.command.name or "" for v in kwargs.values() if isinstance(v, typer.Context)), "")

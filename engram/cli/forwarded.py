@@ -26,7 +26,7 @@ import typer
 from engram import config as config_mod
 from engram import reach
 from engram.cli.app import LENT, Lent, StdinNeeded, app, boundary
-from engram.cli.fast import FAST_COMMANDS, fast_command
+from engram.cli.fast import FAST_COMMANDS, fast_command, named
 from engram.errors import EngramError, InvalidInput
 from engram.operations.params import Param
 
@@ -83,7 +83,7 @@ def _run(argv: list[str]) -> int:
     if fast is not None:
         function, kwargs = fast
         try:
-            with boundary():
+            with boundary(lambda: named(kwargs)):
                 function(**kwargs)
         except typer.Exit as exit_:
             return exit_.exit_code

@@ -123,6 +123,18 @@ def cli_params(
     return tuple(out)
 
 
+_PLACEHOLDERS: Final[Mapping[str, str]] = {"id": "ID", "integer": "N", "number": "NUMBER"}
+_NAMED: Final[Mapping[str, str]] = {"query": "WORDS"}  # what a name alone would not say
+
+
+def placeholder(param: Param) -> str:
+    """Return the help's placeholder of a declared value: ID, N, WORDS, else FILES, KIND …"""
+    if param.type in _PLACEHOLDERS:
+        return _PLACEHOLDERS[param.type]
+    name = param.wire if not param.argument else param.name
+    return _NAMED.get(name, name.upper().replace("_", "-"))
+
+
 def _limits(param: Param) -> dict[str, Any]:
     if param.type not in ("integer", "number"):
         return {}
@@ -140,11 +152,13 @@ def parameter(param: Param) -> inspect.Parameter:
     needed = param.required and param.type != "boolean"
     value = ... if needed else default(param)  # typer reads ... as "required"
     info: Any
+    metavar = None if param.type == "boolean" else placeholder(param)
     if param.argument:
-        metavar = "ID" if param.type == "id" else None  # as the README writes it
         info = typer.Argument(value, help=param.help, metavar=metavar, **_limits(param))
     else:
-        info = typer.Option(value, *option_names(param), help=param.help, **_limits(param))
+        info = typer.Option(
+            value, *option_names(param), help=param.help, metavar=metavar, **_limits(param)
+        )
     hint = base if needed or value is not None else base | None
     return inspect.Parameter(
         param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=hint
