@@ -83,6 +83,9 @@ def create_app(
     for router in routers:
         document_routes(router.routes)
         app.include_router(router)
+    from engram.http_api.web import pages
+
+    pages.install(app)  # the web page at / (no route of the API's there)
     if token:
         _declare_bearer(app)
     return app
