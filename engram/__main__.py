@@ -7,6 +7,7 @@ adapter that serves each, and the CLI imports it only when that command runs. So
 --help``, ``engram check`` and ``engram recall`` load no MCP SDK, event loop, web framework or
 textual. ``engram hook AGENT EVENT``, which an agent runs on every edit, goes straight to its
 adapter without the CLI (typer is a tenth of a second); ``engram hook --help`` still reaches it.
+So does ``engram textconv FILE``, which git's diff driver runs for each side of every diff.
 ``main`` is the ``engram`` console script and ``python -m engram``.
 
 The thin client: an ``engram recall``, ``search``, ``check``, ``context``, ``get``, ``why``,
@@ -73,6 +74,10 @@ def main() -> None:
         from engram.hooks import main as hook
 
         raise SystemExit(hook(args[1:]))
+    if len(args) == 2 and args[0] == "textconv" and not args[1].startswith("-"):
+        from engram.sync.gitdiff import textconv_main  # git runs it per side of every diff
+
+        raise SystemExit(textconv_main(args[1:]))
     status = forward(args)
     if status is not None:
         raise SystemExit(status)

@@ -4,14 +4,15 @@ Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, o
 canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), .gitignore
 keeps index/ and state/ out of git, no secrets sit anywhere engram keeps text (memories,
 chunks, quarantine, state, index: ``engram.secrets_audit``), which memories keep a
-concurrent edit (``conflicts``), the git merge driver is set up, and the index agrees with the
-file. ``fix`` rewrites the file canonically, merges duplicate ids with the one merge function,
-repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
+concurrent edit (``conflicts``), the git merge and diff drivers are set up, and the index
+agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids with the one
+merge function, repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
 (``model.recover_line``), moves lines it cannot read to the committed
 ``quarantine/memories-*.jsonl`` (never deleting them, never into git-ignored ``state/``),
 rewrites the manifest from ``chunks/`` and moves unreadable chunks to ``quarantine/chunks/``,
 rewrites chunks of older engram versions in the form Go engram reads too,
-redacts secrets, repairs .gitignore, installs the merge driver and rebuilds a drifted index.
+redacts secrets, repairs .gitignore, installs the merge and diff drivers and rebuilds a drifted
+index.
 Feature layer: called by the service, prints nothing.
 """
 
@@ -73,7 +74,7 @@ def run_checks(
     findings += check_secrets(store, index, fix=fix)
     findings += _check_config(config)  # 3b. after the scan above, which ran the patterns
     findings += _check_conflicts(store)  # 4. the merge function's losing text
-    if driver_command is not None:  # 5. the git merge driver
+    if driver_command is not None:  # 5. the git merge and diff drivers
         findings += _check_driver(config, driver_command, fix=fix)
     drift, live = _check_index(store, index, fix=fix)  # 6. index drift
     findings += drift
@@ -231,19 +232,20 @@ def _check_conflicts(store: MemoryStore) -> list[Finding]:
 
 
 def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Finding]:
-    """Check the git merge driver is set up (a fresh clone has .gitattributes, not its config)."""
+    """Check the git merge and diff drivers are set up (a fresh clone has .gitattributes only)."""
     from engram.sync.gitmerge import check_setup, install, runs
 
     setup = check_setup(config.root)
     if not setup.repo:
         return []
+    findings: list[Finding] = []
     if setup.attributes and setup.driver:
-        if runs(setup.command):
-            return []
-        message = (
-            f"the configured merge driver does not run here ({setup.command!r}: its program is"
-            " not found): every git merge of .engram/ falls back to conflicts"
-        )
+        if not runs(setup.command):
+            message = (
+                f"the configured merge driver does not run here ({setup.command!r}: its program"
+                " is not found): every git merge of .engram/ falls back to conflicts"
+            )
+            findings.append(Finding("warning", "git", message))
     else:
         missing = [
             name
@@ -254,11 +256,33 @@ def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Fin
             f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
             "missing): git merges of .engram/ fall back to line merges"
         )
-    finding = Finding("warning", "git", message)
-    if fix:
+        findings.append(Finding("warning", "git", message))
+    if setup.diff_attribute and setup.diff:
+        if not runs(setup.diff_command):
+            message = (
+                f"the configured diff driver does not run here ({setup.diff_command!r}: its "
+                "program is not found): git diff of memories.jsonl fails"
+            )
+            findings.append(Finding("warning", "git", message))
+    else:
+        missing = [
+            name
+            for name, ok in (
+                ("diff=engram in .gitattributes", setup.diff_attribute),
+                ("textconv", setup.diff),
+            )
+            if not ok
+        ]
+        message = (
+            f"the engram diff driver is not set up in this clone ({', '.join(missing)} "
+            "missing): git diff, log -p and show print memories.jsonl as raw JSON lines"
+        )
+        findings.append(Finding("warning", "git", message))
+    if fix and findings:
         install(config.root, driver_command)
-        finding.fixed = True
-    return [finding]
+        for finding in findings:
+            finding.fixed = True
+    return findings
 
 
 def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[Finding], int]:

@@ -1,9 +1,10 @@
-"""engram's side of the project's git repository: the merge driver, its setup, a memory's log.
+"""engram's side of the project's git repository: the merge and diff drivers, a memory's log.
 
-It owns how git runs engram's merge driver (``driver_command``: this installation, quoted),
-reporting and installing .gitattributes and the driver's config, rebuilding conflicted .engram
-files after a merge, and reading one memory's versions from the commits. The git work lives in
-``engram.sync.gitmerge``; this module chooses the scrubber, the paths and the ids. It must not
+It owns how git runs engram's merge and diff drivers (``driver_command``: this installation,
+quoted), reporting and installing .gitattributes and the drivers' config, rebuilding conflicted
+.engram files after a merge, reading one memory's versions from the commits, and comparing two
+versions of a store (``diff``). The git work lives in ``engram.sync.gitmerge`` and
+``engram.sync.gitdiff``; this module chooses the scrubber, the paths and the ids. It must not
 import the service or an adapter.
 """
 
@@ -24,9 +25,10 @@ from engram.workspace import make_scrubber
 
 if TYPE_CHECKING:
     from engram.project import Project
+    from engram.sync.gitdiff import MemoryDiff
     from engram.sync.gitmerge import Resolved, Version
 
-__all__ = ["GitSetup", "driver_command", "log", "merge_driver", "resolve", "setup"]
+__all__ = ["GitSetup", "diff", "driver_command", "log", "merge_driver", "resolve", "setup"]
 
 
 @dataclass
@@ -37,6 +39,8 @@ class GitSetup:
     attributes: bool  # .gitattributes has engram's lines
     driver: bool  # the repository's config names the merge driver
     installed: list[str] = field(default_factory=list)  # what this call wrote
+    diff_attribute: bool = False  # .gitattributes has diff=engram on memories.jsonl
+    diff: bool = False  # the repository's config names the diff driver (textconv)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form (field names as above)."""
@@ -56,10 +60,10 @@ def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> in
 
 
 def setup(root: Path, *, install: bool = False, command: str | None = None) -> GitSetup:
-    """Report (and with ``install`` write) .gitattributes and the merge driver's config.
+    """Report (and with ``install`` write) .gitattributes and the merge and diff drivers' config.
 
-    The driver runs ``engram merge-driver``: the engram found on PATH now (quoted), else plain
-    ``engram``. The repo's config is local to the clone, never committed.
+    The drivers run ``engram merge-driver`` and ``engram textconv`` of this installation
+    (``driver_command``). The repo's config is local to the clone, never committed.
     """
     from engram.sync.gitmerge import check_setup
     from engram.sync.gitmerge import install as install_driver
@@ -68,7 +72,9 @@ def setup(root: Path, *, install: bool = False, command: str | None = None) -> G
         command = driver_command()
     done = install_driver(root, command) if install else []
     found = check_setup(root)
-    return GitSetup(found.repo, found.attributes, found.driver, done)
+    return GitSetup(
+        found.repo, found.attributes, found.driver, done, found.diff_attribute, found.diff
+    )
 
 
 def resolve(here: Project) -> list[Resolved]:
@@ -84,19 +90,29 @@ def log(here: Project, ref: str, *, limit: int = 50) -> list[Version]:
     from engram.sync.gitmerge import memory_log
 
     try:
-        rid = here.locate(ref, include_deleted=True)[1]["id"]
+        rid, known = here.locate(ref, include_deleted=True)[1]["id"], True
     except NotFound:
-        rid = check_id(ref)  # gone from the file now: its full id still finds its past
+        rid, known = check_id(ref), False  # gone from the file now: its full id finds its past
     store = here.ws.store.path
     try:
         path = store.resolve().relative_to(_work_tree(here.root)).as_posix()
     except ValueError:
         path = f"{config_mod.ENGRAM_DIR}/memories.jsonl"
-    return memory_log(here.root, rid, limit=limit, path=path)
+    versions = memory_log(here.root, rid, limit=limit, path=path)
+    if not versions and not known:
+        raise NotFound(f"no memory with id {ref}, in {path} or in its committed history")
+    return versions
+
+
+def diff(store_file: Path, spec: str | None = None) -> MemoryDiff:
+    """Compare two versions of a store's memories.jsonl (``A..B``, ``A``, or HEAD to the file)."""
+    from engram.sync.gitdiff import memory_diff
+
+    return memory_diff(store_file, spec)
 
 
 def driver_command() -> str:
-    """Return how git should run this engram for the merge driver, quoted for git's shell.
+    """Return how git should run this engram for its drivers, quoted for git's shell.
 
     This installation's own ``engram`` script when it has one (a virtualenv that is not active
     when git merges: the bare name would not be found), else the one on PATH, else this

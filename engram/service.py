@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from engram.session import Capture, Session
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
+    from engram.sync.gitdiff import MemoryDiff
     from engram.sync.gitmerge import Resolved, Version
     from engram.sync.goexport import GoExport
     from engram.sync.transfer import ExportDocument
@@ -554,9 +555,22 @@ class Engram:
 
         return merge_driver(base, ours, theirs, pathname)
 
+    @staticmethod
+    def textconv(args: list[str]) -> int:
+        """git's diff driver for memories.jsonl: print ``args``' file as readable blocks."""
+        from engram.sync.gitdiff import textconv_main
+
+        return textconv_main(args)
+
+    def diff(self, spec: str | None = None, *, scope: str = "project") -> MemoryDiff:
+        """List the memories added, changed and forgotten between two versions of a store."""
+        from engram.repo import diff
+
+        return diff(self._scoped(scope).store.path, spec)
+
     @in_project
     def git_setup(self, *, install: bool = False, command: str | None = None) -> GitSetup:
-        """Report (and with ``install`` write) .gitattributes and the merge driver's config."""
+        """Report (and with ``install`` write) .gitattributes and the drivers' config."""
         from engram.repo import setup
 
         return setup(self.root, install=install, command=command)

@@ -89,16 +89,21 @@ def test_install_fresh_repo_twice(tmp_path: Path) -> None:
     Repo.init(str(tmp_path)).close()
     assert check_setup(tmp_path) == Setup(attributes=False, driver=False, repo=True)
     done = install(tmp_path / ".")
-    assert len(done) == 2
-    assert check_setup(tmp_path) == Setup(attributes=True, driver=True, repo=True)
+    assert len(done) == 3
+    assert check_setup(tmp_path) == Setup(
+        attributes=True, driver=True, repo=True, diff_attribute=True, diff=True
+    )
     assert (tmp_path / ".gitattributes").read_text() == "".join(f"{a}\n" for a in ATTRIBUTES)
     with Repo(str(tmp_path)) as repo:
         config = repo.get_config()
         assert config.get((b"merge", b"engram"), b"driver") == b"engram merge-driver %O %A %B %P"
         assert config.get((b"merge", b"engram"), b"name") == b"engram memories"
+        assert config.get((b"diff", b"engram"), b"textconv") == b"engram textconv"
+        assert config.get((b"diff", b"engram"), b"cachetextconv") == b"true"
         assert config.get((b"core",), b"bare") == b"false"  # other settings survive
     assert install(tmp_path) == []  # idempotent
     assert (tmp_path / ".gitattributes").read_text().count("merge=engram") == 2
+    assert (tmp_path / ".gitattributes").read_text().count("diff=engram") == 1
 
 
 def test_install_keeps_existing_attributes_and_line_endings(tmp_path: Path) -> None:
@@ -109,10 +114,10 @@ def test_install_keeps_existing_attributes_and_line_endings(tmp_path: Path) -> N
     sub = tmp_path / "src"
     sub.mkdir()
     done = install(sub, command="/opt/engram")
-    assert any("1 line" in sentence for sentence in done)
+    assert any("1 attribute line" in sentence for sentence in done)
     assert (tmp_path / ".gitattributes").read_bytes() == (
         b"*.png binary\r\n.engram/manifest.json   merge=engram\r\n*.sh text eol=lf\r\n"
-        b".engram/memories.jsonl merge=engram\r\n"
+        b".engram/memories.jsonl merge=engram diff=engram\r\n"
     )
     assert check_setup(sub).attributes
     assert install(sub, command="/opt/engram") == []
@@ -130,10 +135,12 @@ def test_git_file_pointing_elsewhere(tmp_path: Path) -> None:
     work.mkdir()
     (work / ".git").write_text("gitdir: ../gitdir\n")
     assert check_setup(work) == Setup(attributes=False, driver=False, repo=True)
-    assert len(install(work)) == 2
+    assert len(install(work)) == 3
     assert (work / ".gitattributes").exists()
     assert b'[merge "engram"]' in (tmp_path / "gitdir" / "config").read_bytes()
-    assert check_setup(work) == Setup(attributes=True, driver=True, repo=True)
+    assert check_setup(work) == Setup(
+        attributes=True, driver=True, repo=True, diff_attribute=True, diff=True
+    )
 
 
 # --- merge_driver ----------------------------------------------------------------------------
@@ -683,10 +690,10 @@ def test_linked_worktree_shares_the_config(tmp_path: Path) -> None:
     git(main, "commit", "-q", "--allow-empty", "-m", "root")
     git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
     done = install(tmp_path / "wt")
-    assert len(done) == 2
+    assert len(done) == 3
     assert (tmp_path / "wt" / ".gitattributes").exists()  # the linked work tree's root
     assert not (main / ".gitattributes").exists()
-    assert check_setup(main) == Setup(attributes=False, driver=True, repo=True)
+    assert check_setup(main) == Setup(attributes=False, driver=True, repo=True, diff=True)
     assert git(main, "config", "--get", "merge.engram.name").stdout == "engram memories\n"
 
 

@@ -404,9 +404,11 @@ def test_doctor_says_when_the_configured_merge_driver_does_not_run(project: Engr
 
     install(project.root, "engram-gone-from-this-machine")
     assert not runs(check_setup(project.root).command)
-    (finding,) = [f for f in project.doctor() if f.check == "git"]
-    assert finding.severity == "warning" and "does not run here" in finding.message
-    assert "engram-gone-from-this-machine" in finding.message
+    merge, diff = [f for f in project.doctor() if f.check == "git"]
+    for finding in (merge, diff):
+        assert finding.severity == "warning" and "does not run here" in finding.message
+        assert "engram-gone-from-this-machine" in finding.message
+    assert "merge driver" in merge.message and "diff driver" in diff.message
     fixed = [f for f in project.doctor(fix=True) if f.check == "git"]
     assert fixed and all(f.fixed for f in fixed)
     assert runs(check_setup(project.root).command)  # this installation's engram now

@@ -1,7 +1,7 @@
-"""The commands that move memories between stores: sync, export, import, resolve, log …
+"""The commands that move memories between stores: sync, export, import, resolve, log, diff …
 
-Also the git merge driver and obsidian-export. They call the facade and render its reports;
-an export goes to the file the user names.
+Also the git merge and diff drivers and obsidian-export. They call the facade and render its
+reports; an export goes to the file the user names.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from engram.operations.admin import EXPORT, SYNC
 if TYPE_CHECKING:
     from engram.service import Engram
     from engram.sync.exchange import SyncReport, SyncStatus
+    from engram.sync.gitdiff import FieldChange, MemoryDiff
 
 
 @app.command("obsidian-export")
@@ -275,6 +276,92 @@ def merge_driver(
     from engram.service import Engram
 
     raise typer.Exit(Engram.merge_driver(base, ours, theirs, pathname))
+
+
+@app.command("textconv", hidden=True)
+def textconv(
+    path: Annotated[str, typer.Argument(metavar="FILE", help="A memories.jsonl version.")],
+) -> None:
+    """git diff driver for memories.jsonl (installed by `engram init`): print readable blocks."""
+    from engram.service import Engram
+
+    raise typer.Exit(Engram.textconv([path]))
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    revisions: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[A..B]",
+            help="Two revisions A..B, or A alone (A against the working tree); "
+            "default: HEAD against the working tree.",
+        ),
+    ] = None,
+    personal: Annotated[
+        bool,
+        typer.Option("--personal", help="The personal store (ENGRAM_HOME as a git repository)."),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List memories added, changed (field by field) and forgotten between two versions."""
+    with open_engram(ctx) as engram:
+        found = engram.diff(revisions, scope="personal" if personal else "project")
+    for problem in found.problems:
+        echo(f"warning: skipped {problem.message}", err=True)
+    if as_json:
+        emit_json(found.to_dict())
+        return
+    _print_diff(found)
+
+
+_MARKS = {"added": "+", "changed": "~", "forgotten": "-"}
+_CLIP = 100  # characters of a one-line value shown before and after
+
+
+def _print_diff(found: MemoryDiff) -> None:
+    """Render a MemoryDiff for a person: a summary line, then one line per memory."""
+    counts = ", ".join(
+        f"{found.count(change)} {change}" for change in ("added", "changed", "forgotten")
+    )
+    echo(f"{found.old} → {found.new} ({found.path}): {counts}")
+    if not found.changes:
+        echo("no memory changed")
+    for item in found.changes:
+        how = f" ({item.how})" if item.how else ""
+        title = item.title.replace("\n", " ")
+        echo(f"{_MARKS[item.change]} {item.id[:8]}  {item.kind or '-':<12} {title}{how}")
+        for change in item.fields:
+            for line in _field_lines(change):
+                echo(f"    {line}")
+
+
+def _short(value: Any) -> str:
+    """Return a field's value on one clipped line (lists joined, absent as (none))."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        text = ", ".join(value) or "(empty)"
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
+
+
+def _field_lines(change: FieldChange) -> list[str]:
+    """Render one field's change: old → new, or a compact line diff of a long text."""
+    from engram.sync.gitdiff import text_diff
+
+    old, new = change.old, change.new
+    texts = isinstance(old, str | None) and isinstance(new, str | None)
+    if texts and any("\n" in (value or "") for value in (old, new)):
+        return [f"{change.field}:", *("  " + line for line in text_diff(old or "", new or ""))]
+    if texts and max(len(old or ""), len(new or "")) > _CLIP // 2:
+        return [f"{change.field}:", f"  was: {_short(old)}", f"  now: {_short(new)}"]
+    return [f"{change.field}: {_short(old)} → {_short(new)}"]
 
 
 @app.command()

@@ -4,7 +4,9 @@ DESIGN.md §4: git merges ``.engram/memories.jsonl`` and ``.engram/manifest.json
 ``engram merge-driver %O %A %B %P``, which calls the one merge function
 (``engram.sync.merge.merge3``); the manifest merges as a set union of its chunks. ``install``
 writes the two ``.gitattributes`` lines and the ``[merge "engram"]`` section of the repository's
-own config; ``check_setup`` tells what is there. ``resolve`` turns a conflicted ``.engram/``
+own config, and the diff driver that shows memories as readable blocks (``diff=engram`` on
+memories.jsonl, ``[diff "engram"] textconv``: ``engram.sync.gitdiff``); ``check_setup`` tells
+what is there. ``resolve`` turns a conflicted ``.engram/``
 (git's three index stages, or conflict markers committed by a hosted merge or a rebase made
 without the driver) into a clean, canonical, staged file. ``memory_log`` lists the versions of
 one memory across the commits reachable from HEAD.
@@ -76,15 +78,18 @@ __all__ = [
 ]
 
 ATTRIBUTES: Final = (
-    ".engram/memories.jsonl merge=engram",
+    ".engram/memories.jsonl merge=engram diff=engram",
     ".engram/manifest.json merge=engram",
 )
+MERGE_ATTRIBUTE: Final = "merge=engram"
+DIFF_ATTRIBUTE: Final = "diff=engram"
 DRIVER_NAME: Final = "engram"
 DRIVER_LABEL: Final = "engram memories"
 MEMORIES_PATH: Final = ".engram/memories.jsonl"
 MANIFEST_PATH: Final = ".engram/manifest.json"
 MANIFEST_VERSION: Final = 2
 _SECTION: Final = (b"merge", DRIVER_NAME.encode())
+_DIFF_SECTION: Final = (b"diff", DRIVER_NAME.encode())
 _MARKERS: Final = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
 _FILE_MODE: Final = 0o100644
 
@@ -96,10 +101,13 @@ _FILE_MODE: Final = 0o100644
 class Setup:
     """What of the git integration is installed in a repository."""
 
-    attributes: bool  # .gitattributes at the work-tree root has both ATTRIBUTES lines
+    attributes: bool  # .gitattributes at the work-tree root sets merge=engram on both files
     driver: bool  # the repository's config has [merge "engram"] with a driver command
     repo: bool  # a git work tree was found at or above the root
     command: str = field(default="", compare=False)  # that driver command, as configured
+    diff_attribute: bool = False  # .gitattributes sets diff=engram on memories.jsonl
+    diff: bool = False  # the repository's config has [diff "engram"] with a textconv command
+    diff_command: str = field(default="", compare=False)  # that textconv command, as configured
 
 
 def _discover(root: Path) -> Repo | None:
@@ -115,26 +123,30 @@ def _discover(root: Path) -> Repo | None:
         return None
 
 
-def _attribute_lines(text: str) -> set[tuple[str, ...]]:
-    return {tuple(line.split()) for line in text.splitlines() if line.strip()}
+def _attributes_by_pattern(text: str) -> dict[str, set[str]]:
+    """Return the attributes each pattern of a .gitattributes text sets (its lines together)."""
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words and not words[0].startswith("#"):
+            found.setdefault(words[0], set()).update(words[1:])
+    return found
 
 
-def _missing_attributes(path: Path) -> list[str]:
+def _missing_attributes(path: Path) -> list[tuple[str, list[str]]]:
+    """Return each pattern of ATTRIBUTES with the attributes .gitattributes lacks for it."""
     try:
         text = path.read_bytes().decode("utf-8", "replace")
     except FileNotFoundError:
         text = ""
-    present = _attribute_lines(text)
-    return [line for line in ATTRIBUTES if tuple(line.split()) not in present]
-
-
-def _driver_command(repo: Repo) -> str | None:
-    try:
-        value = repo.get_config().get(_SECTION, b"driver")
-    except KeyError:
-        return None
-    text = value.decode("utf-8", "replace").strip() if isinstance(value, bytes) else ""
-    return text or None
+    present = _attributes_by_pattern(text)
+    missing = []
+    for line in ATTRIBUTES:
+        pattern, *wanted = line.split()
+        lacking = [word for word in wanted if word not in present.get(pattern, set())]
+        if lacking:
+            missing.append((pattern, lacking))
+    return missing
 
 
 def check_setup(root: Path) -> Setup:
@@ -148,9 +160,18 @@ def check_setup(root: Path) -> Setup:
     if found is None:
         return Setup(attributes=False, driver=False, repo=False)
     top, parser = found
-    attributes = not _missing_attributes(top / ".gitattributes")
+    lacking = {word for _, words in _missing_attributes(top / ".gitattributes") for word in words}
     driver = parser.get(f'merge "{DRIVER_NAME}"', "driver", fallback="").strip().strip('"')
-    return Setup(attributes=attributes, driver=bool(driver), repo=True, command=driver)
+    textconv = parser.get(f'diff "{DRIVER_NAME}"', "textconv", fallback="").strip().strip('"')
+    return Setup(
+        attributes=MERGE_ATTRIBUTE not in lacking,
+        driver=bool(driver),
+        repo=True,
+        command=driver,
+        diff_attribute=DIFF_ATTRIBUTE not in lacking,
+        diff=bool(textconv),
+        diff_command=textconv,
+    )
 
 
 def runs(command: str) -> bool:
@@ -170,7 +191,7 @@ def runs(command: str) -> bool:
 
 
 def install(root: Path, command: str = "engram") -> list[str]:
-    """Write the missing .gitattributes lines and merge driver config; say what was done."""
+    """Write the missing .gitattributes lines, merge and diff driver config; say what was done."""
     repo = _discover(Path(root))
     if repo is None:
         return []
@@ -179,64 +200,103 @@ def install(root: Path, command: str = "engram") -> list[str]:
         attributes = Path(repo.path) / ".gitattributes"
         missing = _missing_attributes(attributes)
         if missing:
-            _append_lines(attributes, missing)
-            done.append(f"added {len(missing)} line(s) to {attributes}: " + "; ".join(missing))
+            _add_attributes(attributes, missing)
+            said = "; ".join(f"{pattern} {' '.join(words)}" for pattern, words in missing)
+            done.append(f"added {len(missing)} attribute line(s) to {attributes}: {said}")
         wanted = f"{command} merge-driver %O %A %B %P"
+        textconv = f"{command} textconv"
         config = repo.get_config()
-        current = _driver_command(repo)
-        if current != wanted or _config_value(config, b"name") != DRIVER_LABEL:
+        changed = False
+        current = _config_value(config, _SECTION, b"driver")
+        if current != wanted or _config_value(config, _SECTION, b"name") != DRIVER_LABEL:
             config.set(_SECTION, b"name", DRIVER_LABEL.encode())
             config.set(_SECTION, b"driver", wanted.encode())
-            _write_config(config, wanted.encode())
+            changed = True
             verb = "registered" if current is None else "updated"
             done.append(
                 f'{verb} the git merge driver [merge "{DRIVER_NAME}"] in {config.path}: '
                 f"driver = {wanted}"
             )
+        current = _config_value(config, _DIFF_SECTION, b"textconv")
+        if current != textconv or _config_value(config, _DIFF_SECTION, b"cachetextconv") != "true":
+            # git caches each blob's rendering under refs/notes/textconv/engram, keyed by this
+            # command: a changed command (another installation) renders every blob again.
+            config.set(_DIFF_SECTION, b"textconv", textconv.encode())
+            config.set(_DIFF_SECTION, b"cachetextconv", b"true")
+            changed = True
+            verb = "registered" if current is None else "updated"
+            done.append(
+                f'{verb} the git diff driver [diff "{DRIVER_NAME}"] in {config.path}: '
+                f"textconv = {textconv} (git diff, log -p and show print memories as blocks)"
+            )
+        if changed:
+            commands = ((_SECTION, b"driver", wanted), (_DIFF_SECTION, b"textconv", textconv))
+            _write_config(config, [(sec, key, value.encode()) for sec, key, value in commands])
     return done
 
 
-def _write_config(config: Any, driver: bytes) -> None:
-    """Write the config through dulwich, quoting a driver that holds ``;``.
+def _write_config(config: Any, commands: list[tuple[tuple[bytes, bytes], bytes, bytes]]) -> None:
+    """Write the config through dulwich, quoting each command value that holds ``;``.
 
     dulwich quotes a value with ``#`` but not one with ``;``, which git reads as the start of a
-    comment: the driver command would be cut there. Such a line is rewritten quoted.
+    comment: the command would be cut there. Such a line is rewritten quoted.
     """
     from dulwich.file import GitFile
 
     buffer = io.BytesIO()
     config.write_to_file(buffer)
     data = buffer.getvalue()
-    escaped = driver.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\t", b"\\t")
-    escaped = escaped.replace(b'"', b'\\"')
-    plain = b"\tdriver = " + escaped + b"\n"
-    header = data.find(b'[merge "' + DRIVER_NAME.encode() + b'"]')
-    at = data.find(plain, max(header, 0))
-    if b";" in driver and at >= 0:
-        data = data[:at] + b'\tdriver = "' + escaped + b'"\n' + data[at + len(plain) :]
+    for section, key, value in commands:
+        data = _quoted(data, section, key, value)
     with GitFile(config.path, "wb") as handle:
         handle.write(data)
 
 
-def _config_value(config: Any, name: bytes) -> str | None:
+def _quoted(data: bytes, section: tuple[bytes, bytes], key: bytes, value: bytes) -> bytes:
+    """Return config bytes with ``key = value`` of section quoted when value holds ``;``."""
+    escaped = value.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\t", b"\\t")
+    escaped = escaped.replace(b'"', b'\\"')
+    plain = b"\t" + key + b" = " + escaped + b"\n"
+    header = data.find(b"[" + section[0] + b' "' + section[1] + b'"]')
+    at = data.find(plain, max(header, 0))
+    if b";" in value and at >= 0:
+        quoted = b"\t" + key + b' = "' + escaped + b'"\n'
+        data = data[:at] + quoted + data[at + len(plain) :]
+    return data
+
+
+def _config_value(config: Any, section: tuple[bytes, bytes], name: bytes) -> str | None:
     try:
-        value = config.get(_SECTION, name)
+        value = config.get(section, name)
     except KeyError:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else None
 
 
-def _append_lines(path: Path, lines: list[str]) -> None:
-    """Append lines to a text file, keeping its content and its line endings."""
+def _add_attributes(path: Path, missing: list[tuple[str, list[str]]]) -> None:
+    """Add attributes to .gitattributes, keeping its content and its line endings.
+
+    A pattern that has a line already gets the attributes appended to its last line (an older
+    engram's ``.engram/memories.jsonl merge=engram`` gains ``diff=engram``); a new one a line.
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         data = b""
     newline = b"\r\n" if b"\r\n" in data else b"\n"
-    if data and not data.endswith(b"\n"):
-        data += newline
-    data += b"".join(line.encode("utf-8") + newline for line in lines)
-    _write_file(path, data)
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        lines[-1] += newline
+    for pattern, words in missing:
+        added = " ".join(words).encode("utf-8")
+        at = [n for n, line in enumerate(lines) if line.split()[:1] == [pattern.encode()]]
+        if at:
+            line = lines[at[-1]]
+            body = line.rstrip(b"\r\n")
+            lines[at[-1]] = body + b" " + added + line[len(body) :]
+        else:
+            lines.append(pattern.encode("utf-8") + b" " + added + newline)
+    _write_file(path, b"".join(lines))
 
 
 # --- the merge driver ------------------------------------------------------------------------
