@@ -76,6 +76,11 @@ def _same_project(engram: Engram, named: str | None) -> None:
 @options(CHECK, files={**OPTIONAL, "note": "Comma-separated or repeated."})
 def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Check before editing: pitfalls, decisions, hotspots and reverts that bear on these files."""
+    if not values["files"] and not values["text"]:
+        # Nothing to check: a usage error, as typer gives for a missing option.
+        raise typer.BadParameter(
+            "none given; name the files about to be edited, or give --text", param_hint="--files"
+        )
     with open_engram(ctx) as engram:
         result = engram.check(
             values["files"] or [], text=values["text"] or "", budget=values["budget"]

@@ -28,6 +28,8 @@ from engram.terminal import json_c1, visible
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from rich.console import Console
+
     from engram.service import Engram
 
 
@@ -308,9 +310,24 @@ def offer_driver(engram: Engram) -> None:
         )
 
 
+def stdout_console() -> Console:
+    """Return a rich console for stdout; in a pipe or file, one wide enough never to wrap a line.
+
+    Rich takes 80 columns (or $COLUMNS) when stdout is no terminal, and would break a table's
+    cells mid-phrase for a reader that has no width at all (``engram stats | less``, a grep).
+    """
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=_PIPE_WIDTH, no_color=True, highlight=False)
+
+
+_PIPE_WIDTH = 10_000
+
+
 def table(headers: list[str], rows: list[list[str]]) -> None:
     """Print rows as a rich table (plain columns when stdout is not a terminal)."""
-    from rich.console import Console
     from rich.table import Table
 
     drawn = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -318,7 +335,7 @@ def table(headers: list[str], rows: list[list[str]]) -> None:
         drawn.add_column(header)
     for row in rows:
         drawn.add_row(*(rich_text(cell) for cell in row))
-    Console().print(drawn)
+    stdout_console().print(drawn)
 
 
 def read_stdin() -> str:

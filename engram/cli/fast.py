@@ -227,6 +227,8 @@ def main() -> None:
             function(**kwargs)
     except typer.Exit as exit_:
         raise SystemExit(exit_.exit_code) from None
+    except typer.TyperException:
+        app()  # a usage error, refused before the command did anything: typer shows it
 
 
 def named(kwargs: dict[str, Any]) -> str:

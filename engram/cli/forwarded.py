@@ -87,6 +87,8 @@ def _run(argv: list[str]) -> int:
                 function(**kwargs)
         except typer.Exit as exit_:
             return exit_.exit_code
+        except typer.TyperException as exc:  # a usage error: typer shows it, in process
+            raise InvalidInput(f"typer explains this line ({exc}): run in process") from exc
         return 0
     command = typer.main.get_command(app)
     try:

@@ -24,6 +24,7 @@ from engram.cli.app import (
     read_stdin,
     rich_text,
     stdin_has_data,
+    stdout_console,
     warn_problems,
 )
 from engram.cli.options import REQUIRED, Values, options
@@ -385,10 +386,9 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(data.to_dict())
         return
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = stdout_console()
     for store in data.stores:
         console.print(
             f"[bold]{rich_text(store.scope)} store[/] {rich_text(store.path)} "
