@@ -20,7 +20,7 @@ import sys
 import textwrap
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +78,7 @@ class Group:
 class LayerMap:
     groups: Mapping[str, Group]
     third_party: Mapping[str, frozenset[str]]  # top-level package -> groups that may import it
+    reexports: Mapping[str, frozenset[str]] = field(default_factory=dict)  # name -> it may import
 
     def place(self, module: str) -> str | None:
         """Return the group of ``module``: its exact name first, else the longest pattern."""
@@ -118,7 +119,8 @@ def load_map(path: Path = LAYERS) -> LayerMap:
     third = {top: frozenset(homes) for top, homes in data["third_party"].items()}
     for top, homes in third.items():
         assert homes <= set(groups), f"{path.name}: {top} lives in unknown groups"
-    return LayerMap(groups, third)
+    reexports = {name: frozenset(targets) for name, targets in data.get("reexports", {}).items()}
+    return LayerMap(groups, third, reexports)
 
 
 # -- reading a package --------------------------------------------------------------------------
@@ -265,6 +267,8 @@ def violations(
                 problems.append(f"{where}: imports {imported}, no module of {top}")
                 continue
             other = placed[target]
+            if target in layers.reexports.get(name, ()):
+                continue  # the package's front door hands out what it names (docs/layers.toml)
             if other is not None and other not in allowed:
                 problems.append(
                     f"{where}: {group} imports {target} ({other}); "
@@ -341,6 +345,47 @@ def test_the_checker_reports_each_planted_violation(tmp_path: Path) -> None:
     for message in expected:
         assert any(line.startswith(message) for line in found), (message, found)
     assert len(found) == len(expected), found  # the clean modules report nothing
+
+
+def test_the_front_door_may_hand_out_only_what_the_map_names(tmp_path: Path) -> None:
+    package = tmp_path / "engram"
+    files = {
+        "__init__.py": (
+            "def __getattr__(name):\n"
+            "    from engram.service import Engram\n"
+            "    from engram.cli import app\n"
+        ),
+        "service.py": "",
+        "cli.py": "",
+        "errors.py": "from engram.service import Engram\n",
+    }
+    package.mkdir()
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
+    found = violations(package, load_map(), allowed_writes={})
+    assert [line.partition(";")[0] for line in found] == [
+        "engram:3: leaves imports engram.cli (cli)",
+        "engram.errors:1: leaves imports engram.service (service)",
+    ]
+
+
+def test_import_engram_is_cheap_and_hands_out_the_facade() -> None:
+    code = (
+        "import sys, engram\n"
+        "assert 'engram.service' not in sys.modules, 'import engram loaded the facade'\n"
+        "from engram import Engram\n"
+        "import engram.service\n"
+        "assert Engram is engram.service.Engram\n"
+        "try:\n"
+        "    engram.Nothing\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "module 'engram' has no attribute 'Nothing'"
 
 
 def test_writes_are_found_in_every_form(tmp_path: Path) -> None:
