@@ -48,9 +48,12 @@ __all__ = [
     "FieldChange",
     "MemoryChange",
     "MemoryDiff",
+    "compare",
+    "earlier",
     "memory_diff",
     "parse_version",
     "split_range",
+    "text_diff",
     "textconv",
     "textconv_main",
 ]
@@ -389,7 +392,10 @@ def _block(record: Record, duplicate: int = 0) -> list[str]:
             lines.append(f"{name}: {_one_line(record[name])}")
     shown = {"id", "content", "deleted_at", *FIRST}
     for name in sorted(record.keys() - shown):
-        lines.append(f"{_one_line(name)}: {_one_line(record[name])}")
+        value = record[name]
+        if name == "history" and isinstance(value, list):
+            value = earlier(value)  # the earlier texts are the diff's own "-" lines
+        lines.append(f"{_one_line(name)}: {_one_line(value)}")
     content = record.get("content")
     if isinstance(content, str) and content:
         lines.append("")
@@ -398,6 +404,13 @@ def _block(record: Record, duplicate: int = 0) -> list[str]:
         lines.append(f"content: {_one_line(content)}")
     lines.append("")
     return lines
+
+
+def earlier(history: list[Any]) -> str:
+    """Summarise a memory's ``history`` (its earlier versions) on one short line."""
+    revs = [str(item["rev"]) for item in history if isinstance(item, dict) and "rev" in item]
+    count = f"{len(history)} earlier version{'' if len(history) == 1 else 's'}"
+    return f"{count} (rev {', '.join(revs)})" if revs else count
 
 
 def textconv(data: bytes, name: str = "memories.jsonl") -> str:
