@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -115,6 +116,9 @@ def test_docs_pages_name_only_this_server_and_each_asset_is_served(
     response = served.client.get(path)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
+    policy = response.headers["content-security-policy"]  # what a script asks for stays here
+    assert "default-src 'self'" in policy and "connect-src 'self'" in policy
+    assert not re.search(r"https?:|\*|//", policy), policy
     page = response.text
     assert "cdn" not in page.lower() and "fonts.googleapis" not in page
     assert not re.search(r"(?:https?:)?//[a-z0-9]", page, re.IGNORECASE), page  # nothing remote
@@ -251,3 +255,64 @@ def test_a_busy_port_is_one_line_naming_it(tmp_path: Path, how: str) -> None:
     assert lines[0] == f"error: port {port} on 127.0.0.1 is in use: pass --port to serve on another"
     assert lines[1].startswith("hint: ") and "--port" in lines[1]
     assert "Errno" not in done.stderr and "serving" not in done.stderr
+
+
+# -- in a real browser, with no network --------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def chromium() -> Iterator[Any]:
+    """Playwright's Chromium launcher, pointed at Debian's /usr/bin/chromium."""
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium: apt-get install chromium (CI's .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    runner = sync_api.sync_playwright().start()
+    try:
+        yield runner.chromium
+    finally:
+        runner.stop()
+
+
+def test_the_docs_render_in_a_browser_with_no_network(
+    served: Served, chromium: Any, tmp_path: Path
+) -> None:
+    """Every request but to this server is refused: Swagger UI and ReDoc still draw the API."""
+    browser = chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox", "--disable-gpu"]
+    )
+    blocked: list[str] = []
+    errors: list[str] = []
+    own = urlsplit(served.url).netloc
+
+    def only_this_server(route: Any) -> None:
+        if urlsplit(route.request.url).netloc == own:
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    shots = Path(os.environ.get("ENGRAM_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.route("**/*", only_this_server)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{served.url}/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=30_000)
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        assert "/memories" in {p.strip() for p in paths}, paths
+        assert len(paths) >= 20  # every operation, not a fragment
+        assert page.locator(".info .title").inner_text().startswith("engram")
+        page.screenshot(path=str(shots / "api-docs.png"))
+
+        page.goto(f"{served.url}/redoc")
+        page.wait_for_selector("[data-section-id^='tag/'], [data-section-id^='operation/']")
+        text = page.locator("body").inner_text()
+        assert "engram" in text and "/memories" in text
+        page.screenshot(path=str(shots / "api-redoc.png"))
+    finally:
+        browser.close()
+    assert not blocked, blocked  # nothing was asked of any other host
+    assert not errors, errors

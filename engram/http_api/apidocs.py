@@ -5,8 +5,9 @@ blank, and a page that loads scripts from elsewhere runs code nobody here review
 come from the ``fastapi-offline`` package (part of the ``engram-git[http]`` extra), which ships
 Swagger UI's bundle and stylesheet and ReDoc's standalone script; they are served from
 ``ASSETS`` below, and the pages name nothing but this server. Swagger UI's validator badge is
-off (it would send the document's address to a public validator). The guard stays in front of
-these routes as of every other. It must not import another adapter.
+off (it would send the document's address to a public validator), and a Content-Security-Policy
+keeps the browser from loading anything from elsewhere (ReDoc's sidebar asks a CDN for a logo).
+The guard stays in front of these routes too. It must not import another adapter.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from engram.http_api.errors import ServeError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.responses import HTMLResponse
 
 DOCS: Final = "/docs"
 REDOC: Final = "/redoc"
@@ -31,6 +33,14 @@ FILES: Final = {  # served name -> media type; nothing else in the package is se
     "favicon.png": "image/png",
 }
 HINT: Final = "pip install 'engram-git[http]'"
+# The pages may load nothing from elsewhere, whatever the scripts ask: ReDoc's sidebar asks a
+# CDN for a logo. Inline script (Swagger UI's start-up) and styles, blob workers (ReDoc's
+# search) and data: images (icons) are the pages' own.
+POLICY: Final = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
 
 
 def asset_folder() -> Path:
@@ -52,29 +62,33 @@ def install(app: FastAPI, folder: Path) -> None:
     from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
-    from starlette.responses import FileResponse, HTMLResponse, Response
+    from starlette.responses import FileResponse, Response
 
     title = f"{app.title} {app.version}"
     openapi = app.openapi_url or "/openapi.json"
 
     async def swagger(_: Request) -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=openapi,
-            title=f"{title}: API docs",
-            swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS}/favicon.png",
-            oauth2_redirect_url=None,
-            swagger_ui_parameters={"validatorUrl": None},
+        return _confined(
+            get_swagger_ui_html(
+                openapi_url=openapi,
+                title=f"{title}: API docs",
+                swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
+                swagger_css_url=f"{ASSETS}/swagger-ui.css",
+                swagger_favicon_url=f"{ASSETS}/favicon.png",
+                oauth2_redirect_url=None,
+                swagger_ui_parameters={"validatorUrl": None},
+            )
         )
 
     async def redoc(_: Request) -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url=openapi,
-            title=f"{title}: API reference",
-            redoc_js_url=f"{ASSETS}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS}/favicon.png",
-            with_google_fonts=False,
+        return _confined(
+            get_redoc_html(
+                openapi_url=openapi,
+                title=f"{title}: API reference",
+                redoc_js_url=f"{ASSETS}/redoc.standalone.js",
+                redoc_favicon_url=f"{ASSETS}/favicon.png",
+                with_google_fonts=False,
+            )
         )
 
     async def asset(request: Request) -> Response:
@@ -86,3 +100,9 @@ def install(app: FastAPI, folder: Path) -> None:
     app.add_route(DOCS, swagger, methods=["GET"], include_in_schema=False)
     app.add_route(REDOC, redoc, methods=["GET"], include_in_schema=False)
     app.add_route(f"{ASSETS}/{{name}}", asset, methods=["GET"], include_in_schema=False)
+
+
+def _confined(page: HTMLResponse) -> HTMLResponse:
+    """Return the page with the policy that keeps the browser on this server."""
+    page.headers["Content-Security-Policy"] = POLICY
+    return page
