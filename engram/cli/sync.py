@@ -294,7 +294,7 @@ def diff(
     revisions: Annotated[
         str | None,
         typer.Argument(
-            metavar="[A..B]",
+            metavar="A..B",
             help="Two revisions A..B, or A alone (A against the working tree); "
             "default: HEAD against the working tree.",
         ),
