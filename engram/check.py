@@ -41,6 +41,7 @@ from engram.index.records import cite_columns
 from engram.model import Record
 from engram.operations import advice
 from engram.operations.views import clip, provenance
+from engram.plural import counted
 from engram.project import records_of
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def pack_check(
     if not total:
         header = f"{check} {shown}: nothing known about these files."
     else:
-        header = f"{check} {shown}: {total} findings."
+        header = f"{check} {shown}: {counted(total, 'finding')}."
     header = clip(header, room) if room > 0 else ""
     frame = frame_line()
     if total and header and len(header) + 1 + len(frame) <= room:

@@ -26,6 +26,7 @@ from engram.errors import CorruptStore
 from engram.index.db import Index
 from engram.model import is_tombstone, now, recover_line
 from engram.operations import advice
+from engram.plural import counted
 from engram.store import GITIGNORE, MemoryStore
 from engram.store.files import write_gitignore
 from engram.store.quarantine import keep_lines
@@ -83,7 +84,8 @@ def run_checks(
             Finding(
                 "ok",
                 "all",
-                f"{store.path}: {live} memories, canonical, index in step, no secrets found",
+                f"{store.path}: {counted(live, 'memory')}, canonical, index in step, "
+                "no secrets found",
             )
         )
     return findings
@@ -296,7 +298,9 @@ def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[F
     if not drift:
         return [], len(live)
     finding = Finding(
-        "error", "index", f"the index disagrees with memories.jsonl on {len(drift)} memories"
+        "error",
+        "index",
+        f"the index disagrees with memories.jsonl on {counted(len(drift), 'memory')}",
     )
     if fix:
         index.rebuild()
@@ -317,7 +321,7 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
                 "error",
                 "manifest",
                 f"{audit.manifest_error} ({advice.cmd('doctor', fix=True)} rebuilds it from the "
-                f"{len(audit.unlisted)} chunk(s) in {CHUNKS}/)",
+                f"{counted(len(audit.unlisted), 'chunk')} in {CHUNKS}/)",
             )
         )
     found += [Finding("warning", "manifest", problem) for problem in audit.entry_problems]
@@ -360,7 +364,8 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
             Finding(
                 "warning",
                 "quarantine",
-                f"{len(kept)} file(s) in {quarantine_dir(store.dir)} hold lines set aside by "
+                f"{counted(len(kept), 'file')} in {quarantine_dir(store.dir)} "
+                f"{'holds' if len(kept) == 1 else 'hold'} lines set aside by "
                 "an earlier `doctor --fix`: repair and move them back into memories.jsonl, or "
                 "delete them",
             )

@@ -145,13 +145,13 @@ def test_sync_import_all_and_project_as_go_means_them(shop: Path, tmp_path: Path
 
     # --project exports that project's changes only; the rest wait.
     out = ok(shop, "sync", "--project", "shop")
-    assert "exported 1 memories as chunk" in out
+    assert "exported 1 memory as chunk" in out
     [text] = chunk_texts(shop)
     assert "Shop decision" in text and "Billing note" not in text
-    assert "1 changed memories to export" in ok(shop, "sync", "--status")
+    assert "1 changed memory to export" in ok(shop, "sync", "--status")
 
     # --all exports every project's changes.
-    assert "exported 1 memories as chunk" in ok(shop, "sync", "--all")
+    assert "exported 1 memory as chunk" in ok(shop, "sync", "--all")
     assert sum("Billing note" in text for text in chunk_texts(shop)) == 1
     assert "nothing to export" in ok(shop, "sync", "--all")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 import engram
 from engram import errors, rpc
 from engram.__main__ import app
+from engram.plural import counted
 from tests.conftest import run_cli
 from tests.helpers.processes import wait_for
 
@@ -164,3 +166,97 @@ def test_check_without_files_through_a_daemon_is_the_same_usage_error(tmp_path: 
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)
+
+
+def test_counted_makes_the_noun_agree() -> None:
+    assert [counted(n, "finding") for n in (0, 1, 2)] == ["0 findings", "1 finding", "2 findings"]
+    assert counted(1, "memory") == "1 memory" and counted(3, "memory") == "3 memories"
+    assert counted(2, "match") == "2 matches" and counted(2, "key") == "2 keys"
+    assert counted(2, "memory version") == "2 memory versions"
+    assert counted(2, "changed memory", "changed memories") == "2 changed memories"
+
+
+def test_the_counts_users_see_most_are_in_the_singular_for_one(tmp_path: Path) -> None:
+    root = _git_repo(tmp_path / "repo")
+    assert run_cli("init", "--project", "shop", cwd=root).returncode == 0
+    saved = run_cli("remember", "Never round cents", "-k", "pitfall", "-f", "cart.py", cwd=root)
+    assert saved.returncode == 0, saved.stderr
+
+    def out(*args: str) -> str:
+        result = run_cli(*args, cwd=root)
+        assert result.returncode == 0, (args, result.stderr)
+        return result.stdout.decode()
+
+    assert ": 1 memory, canonical," in out("doctor")
+    assert out("check", "-f", "cart.py").splitlines()[0].endswith(": 1 finding.")
+    assert "  1 memory, 0 tombstones, 0 links," in out("stats")
+    assert "1 changed memory to export" in out("sync", "--status")
+    synced = out("sync")
+    assert "imported 0 chunks (" in synced and "exported 1 memory as chunk" in synced
+    assert "(1 memory version)" in out("sync", "--status")
+    other = run_cli("remember", "Prices are in cents", "-f", "cart.py", cwd=root)
+    assert other.returncode == 0
+    assert out("check", "-f", "cart.py").splitlines()[0].endswith(": 2 findings.")
+
+
+def _skipped_lines(stderr: bytes) -> list[str]:
+    return [line for line in stderr.decode().splitlines() if line.startswith("skipped ")]
+
+
+def test_an_import_with_many_bad_lines_counts_them_and_names_the_first(tmp_path: Path) -> None:
+    root = _git_repo(tmp_path / "repo")
+    assert run_cli("init", "--project", "shop", cwd=root).returncode == 0
+    rows = []
+    for number in range(1, 31):
+        if number % 6 == 1:  # lines 1, 7, 13, 19, 25: good
+            rows.append(json.dumps({"title": f"good {number}", "content": f"body {number}"}))
+        elif number % 2:
+            rows.append(json.dumps({"kind": "note"}))  # neither title nor content
+        else:
+            rows.append("{not json")
+    source = tmp_path / "notes.jsonl"
+    source.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    result = run_cli("import", str(source), cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip().endswith("added 5, updated 0, unchanged 0, skipped 25")
+    lines = _skipped_lines(result.stderr)
+    assert lines[0] == "skipped 25 items; the first 10:"
+    named = [int(re.findall(r"notes\.jsonl:(\d+): ", line)[0]) for line in lines[1:]]
+    assert named == [2, 3, 4, 5, 6, 8, 9, 10, 11, 12]  # the real lines, in order
+    assert "skipped notes.jsonl:3: missing title and content" in [
+        line.replace(str(tmp_path) + "/", "") for line in lines
+    ]
+    assert "… and 15 more (--json lists every one)" in result.stderr.decode()
+    listed = json.loads(run_cli("import", str(source), "--json", cwd=root).stdout)
+    assert listed["skipped"] == 25 and len(listed["errors"]) == 25 and listed["unchanged"] == 5
+
+
+def test_a_one_line_json_document_names_bad_records_by_index(tmp_path: Path) -> None:
+    root = _git_repo(tmp_path / "repo")
+    assert run_cli("init", "--project", "shop", cwd=root).returncode == 0
+    rows: list[object] = [{"title": "first", "content": "kept"}]
+    rows += [{"kind": "note"}] * 12 + [{"title": "last", "content": "kept too"}]
+    array = tmp_path / "rows.json"
+    array.write_text(json.dumps(rows), encoding="utf-8")  # one line
+    result = run_cli("import", str(array), cwd=root)
+    assert result.returncode == 0, result.stderr
+    lines = _skipped_lines(result.stderr)
+    assert lines[0] == "skipped 12 items; the first 10:"
+    assert [re.findall(r"records\[(\d+)\]", line)[0] for line in lines[1:]] == [
+        str(n) for n in range(1, 11)
+    ]
+    assert not any(re.search(r"rows\.json:\d", line) for line in lines)
+    # engram's own export, on one line, with bad records: by index in memories, not a line.
+    exported = run_cli("export", cwd=root)
+    document = json.loads(exported.stdout)
+    good = document["memories"][0]
+    document["memories"] = [7, good, {**good, "id": ""}, {"title": "no id"}]
+    broken = tmp_path / "export.json"
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    again = run_cli("import", str(broken), cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.decode().strip().endswith("skipped 3")
+    named = [line.replace(str(tmp_path) + "/", "") for line in _skipped_lines(again.stderr)]
+    assert [line.split(": ")[1] for line in named] == ["memories[0]", "memories[2]", "memories[3]"]
+    assert all(line.startswith("skipped export.json: memories[") for line in named)
+    assert not any(re.search(r"export\.json:\d", line) for line in named)

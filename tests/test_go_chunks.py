@@ -382,7 +382,7 @@ def test_sync_reports_left_out_rows_routes_personal_ones_and_edits_update(
     out, err = synced.stdout.decode(), synced.stderr.decode()
     assert synced.returncode == 0, out + err
     # Three rows saved in one second of one session are three memories (ids 11, 12, 31).
-    assert re.search(r"imported 1 chunks \(added 3, updated 0, unchanged 0, skipped 2\)", out), out
+    assert re.search(r"imported 1 chunk \(added 3, updated 0, unchanged 0, skipped 2\)", out), out
     name = f"{CHUNKS}/{first}{SUFFIX}"
     assert f"skipped {name}: " in err and "session 'go-s9' has no summary" in err, err
     assert "session 'go-s1' has no summary, so it is no memory" in err, err

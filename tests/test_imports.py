@@ -606,11 +606,8 @@ def test_convert_returns_an_engram_export_as_is() -> None:
     memory = {"id": "abc", "kind": "note", "title": "t", "rev": 1, "weird": [1]}
     document = {"format": "engram", "version": 1, "memories": [memory, "junk"]}
     result = convert(json.dumps(document).encode(), name="export.json", project="demo")
-    assert (result.records, result.skipped, result.format) == (
-        [memory],
-        ["memories[1]: not a JSON object"],
-        "engram",
-    )
+    # Every item, "junk" too: the merge skips it, named by its index (memories[1]).
+    assert (result.records, result.skipped, result.format) == ([memory, "junk"], [], "engram")
 
 
 # ── details of the Go conversion ─────────────────────────────────────────────────────────────

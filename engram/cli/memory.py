@@ -45,6 +45,7 @@ from engram.operations.memory import (
     WHY,
 )
 from engram.operations.views import HitView, stale_note
+from engram.plural import counted
 
 if TYPE_CHECKING:
     from engram.graph import Summary, TimelineEntry
@@ -395,8 +396,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             f"({store.file_bytes:,} bytes, backend {rich_text(store.backend)})"
         )
         console.print(
-            f"  {store.memories} memories, {store.tombstones} tombstones, "
-            f"{store.links} links, {store.indexed} in the full-text index"
+            f"  {counted(store.memories, 'memory')}, {counted(store.tombstones, 'tombstone')}, "
+            f"{counted(store.links, 'link')}, {store.indexed} in the full-text index"
         )
         kinds = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         kinds.add_column("kind")

@@ -7,8 +7,9 @@ reports; an export goes to the file the user names.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -26,6 +27,7 @@ from engram.cli.options import Values, options
 from engram.compat_go import own_project
 from engram.errors import InvalidInput
 from engram.operations.admin import EXPORT, SYNC
+from engram.plural import counted
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -56,7 +58,7 @@ def obsidian_export(
                 emit_json(result.to_dict())
             else:
                 echo(
-                    f"{vault}: {len(result.written)} notes written, "
+                    f"{vault}: {counted(len(result.written), 'note')} written, "
                     f"{len(result.removed)} removed, {result.unchanged} unchanged"
                 )
             if not watch:
@@ -142,14 +144,30 @@ def import_(
     _left_out(result.errors, getattr(result, "notes", []))
 
 
+FIRST_SKIPPED: Final = 10  # how many skipped items an import names before it only counts
+
+
 def _left_out(errors: list[str], notes: list[str]) -> None:
-    """Print (to stderr) the items an import skipped, the first 20, and what it noted."""
-    for error in errors[:20]:
+    """Print (to stderr) how many items an import skipped, the first few in order, its notes.
+
+    In order of file, then line or index (``notes.jsonl:3`` before ``notes.jsonl:12``), so that
+    the first ones shown are the first ones to fix.
+    """
+    first = sorted(errors, key=_in_order)[:FIRST_SKIPPED]
+    if len(errors) > FIRST_SKIPPED:
+        echo(f"skipped {counted(len(errors), 'item')}; the first {len(first)}:", err=True)
+    for error in first:
         echo(f"skipped {error}", err=True)
-    if len(errors) > 20:
-        echo(f"… and {len(errors) - 20} more skipped", err=True)
+    if len(errors) > FIRST_SKIPPED:
+        more = len(errors) - len(first)
+        echo(f"… and {more} more (--json lists every one)", err=True)
     for note in notes:
         echo(f"note: {note}", err=True)
+
+
+def _in_order(error: str) -> list[tuple[int, str]]:
+    """Sort key of a skipped item's sentence: its numbers (line, index) compared as numbers."""
+    return [(int(part), "") if part.isdigit() else (0, part) for part in re.split(r"(\d+)", error)]
 
 
 @app.command()
@@ -226,14 +244,14 @@ def _only_project(engram: Engram, values: Values) -> str | None:
 def _pending(report: SyncStatus) -> None:
     """Print what ``sync --status`` found: chunks, contributors and what is pending."""
     echo(
-        f"{report.scope} store: {report.chunks} chunks "
-        f"({report.memories_in_chunks} memory versions), clone {report.clone_id[:8]}"
+        f"{report.scope} store: {counted(report.chunks, 'chunk')} "
+        f"({counted(report.memories_in_chunks, 'memory version')}), clone {report.clone_id[:8]}"
     )
     for who, count in report.contributors.items():
         echo(f"  {who}: {count}")
     echo(
-        f"pending: {len(report.pending_import)} chunks to import, "
-        f"{report.pending_export} changed memories to export"
+        f"pending: {counted(len(report.pending_import), 'chunk')} to import, "
+        f"{counted(report.pending_export, 'changed memory', 'changed memories')} to export"
     )
 
 
@@ -241,7 +259,7 @@ def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
     """Print what a sync imported, exported and exchanged with the remote."""
     imported = report.imported
     echo(
-        f"imported {len(report.imported_chunks)} chunks (added {imported.added}, "
+        f"imported {counted(len(report.imported_chunks), 'chunk')} (added {imported.added}, "
         f"updated {imported.updated}, unchanged {imported.unchanged}, "
         f"skipped {len(imported.errors)})"
     )
@@ -249,7 +267,7 @@ def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
     for rewritten in report.rewritten:
         echo(rewritten.sentence())
     if report.exported_chunk:
-        echo(f"exported {report.exported} memories as chunk {report.exported_chunk}")
+        echo(f"exported {counted(report.exported, 'memory')} as chunk {report.exported_chunk}")
     elif import_only:
         echo("import only (--import): no chunk written")
     else:
@@ -259,7 +277,8 @@ def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
         pulled = far.pulled.memories
         echo(
             f"{far.url} ({far.branch}): pulled {pulled.added} new and "
-            f"{pulled.updated} changed memories, pushed {far.head[:10]}"
+            f"{counted(pulled.updated, 'changed memory', 'changed memories')}, "
+            f"pushed {far.head[:10]}"
         )
         for lock in far.cleared_locks:
             echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
@@ -380,8 +399,9 @@ def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         echo("nothing to resolve")
     for item in resolved:
         echo(
-            f"resolved {item.path}: {item.records} entries, "
-            f"{item.conflicts} memories keep a concurrent edit (engram doctor lists them)"
+            f"resolved {item.path}: {counted(item.records, 'entry')}, "
+            f"{counted(item.conflicts, 'memory')} {'keeps' if item.conflicts == 1 else 'keep'} "
+            "a concurrent edit (engram doctor lists them)"
         )
 
 

@@ -307,14 +307,8 @@ def convert(
         )
     assert isinstance(obj, dict)  # every other format is one JSON object
     if fmt == "engram":
-        records: list[Record] = []
-        skipped: list[str] = []
-        for position, item in enumerate(obj.get("memories") or []):
-            if isinstance(item, dict):
-                records.append(item)
-            else:
-                skipped.append(f"memories[{position}]: not a JSON object")
-        return Converted(records, skipped, "engram")
+        # Every item, objects or not: the merge names each one it skips by its index.
+        return Converted(list(obj.get("memories") or []), [], "engram")
     return convert_go(
         obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes, known=known
     )

@@ -147,7 +147,9 @@ def import_path(
     converted = convert(
         data, name=str(path), project=project, stamp=stamp, max_content_bytes=max_bytes
     )
-    result = merge_in(ws, converted.records, label=str(path), progress=progress)
+    # A JSON document has no line per item (it may be one line): name items by index.
+    label = f"{path}: memories" if converted.format == "engram" else str(path)
+    result = merge_in(ws, converted.records, label=label, progress=progress)
     result.errors = list(converted.skipped) + result.errors
     result.format = converted.format
     return result
@@ -245,6 +247,8 @@ def _skipped(
     """Return the sentence that reports a skipped item, naming where it came from."""
     message = getattr(exc, "message", str(exc))
     if where is None:
+        # The check names the item as line position+1 of label (see merge_in): an index it is.
+        message = message.removeprefix(f"{label}:{position + 1}: ")
         return f"{label}[{position}]: {message}"
     path, lineno = where[position]
     if not message.startswith(f"{path}:"):  # name the chunk file and line
