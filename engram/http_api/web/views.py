@@ -247,7 +247,7 @@ def session(engram: Engram, ref: str) -> dict[str, Any]:
         "session_id": timeline.session_id,
         "logged": dict(timeline.session or {}),
         "summary": summary,
-        "rows": [Row.of(_day(e.created_at, minutes=True), e.to_dict()) for e in entries],
+        "entries": [Row.of(_day(e.created_at), e.to_dict()) for e in entries],
         "earlier": timeline.earlier,
         "later": timeline.later,
     }
