@@ -110,15 +110,20 @@ class Engram:
 
     @classmethod
     def init(
-        cls, path: Path | None = None, project: str | None = None
+        cls, path: Path | None = None, project: str | None = None, *, git: bool = True
     ) -> tuple[Engram, list[Path]]:
-        """Create .engram/ in ``path`` (default: the git work tree here); keep what exists."""
+        """Create .engram/ in ``path`` (default: the git work tree here); keep what exists.
+
+        ``git``: also install the merge and diff drivers (``git_setup(install=True)``; a caller
+        that reports what they changed passes False and calls it itself).
+        """
         root = config_mod.find_repo_root(path) if path is None else path.resolve()
         root.mkdir(parents=True, exist_ok=True)
         name = normalize_project(project or "") or config_mod.detect_project(root)
         created = init_layout(root / config_mod.ENGRAM_DIR, name)
         engram = cls(root)
-        engram.git_setup(install=True)
+        if git:
+            engram.git_setup(install=True)
         return engram, created
 
     def close(self) -> None:

@@ -260,3 +260,42 @@ def test_a_one_line_json_document_names_bad_records_by_index(tmp_path: Path) -> 
     assert [line.split(": ")[1] for line in named] == ["memories[0]", "memories[2]", "memories[3]"]
     assert all(line.startswith("skipped export.json: memories[") for line in named)
     assert not any(re.search(r"export\.json:\d", line) for line in named)
+
+
+def test_init_says_what_it_changed_in_git_and_warns_outside_git(tmp_path: Path) -> None:
+    root = _git_repo(tmp_path / "repo")
+    first = run_cli("init", "--project", "shop", cwd=root)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout.decode().splitlines()
+    attributes = [line for line in out if ".gitattributes" in line]
+    assert attributes == [
+        f"added 2 attribute lines to {root.resolve() / '.gitattributes'}: "
+        ".engram/memories.jsonl merge=engram diff=engram; .engram/manifest.json merge=engram"
+    ]
+    config = [line for line in out if str(Path(".git") / "config") in line]
+    assert [line.split(" [")[0] for line in config] == [
+        "registered the git merge driver",
+        "registered the git diff driver",
+    ]
+    text = (root / ".git" / "config").read_text(encoding="utf-8")
+    assert '[merge "engram"]' in text and '[diff "engram"]' in text
+    assert b"warning" not in first.stderr
+    # Run again: nothing changes, so nothing is said about git's files.
+    again = run_cli("init", cwd=root)
+    assert again.returncode == 0 and b".gitattributes" not in again.stdout
+    assert b".git/config" not in again.stdout
+    # A hand-removed driver is put back, and said so.
+    (root / ".git" / "config").write_text(text.split('[merge "engram"]')[0], encoding="utf-8")
+    repaired = run_cli("init", cwd=root).stdout.decode()
+    assert "registered the git merge driver" in repaired and ".gitattributes" not in repaired
+    data = json.loads(run_cli("init", "--json", cwd=root).stdout)
+    assert data["git"]["repo"] and data["git"]["driver"] and data["git"]["installed"] == []
+
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    alone = run_cli("init", "--project", "solo", cwd=outside)  # tmp_path is in no repo
+    assert alone.returncode == 0
+    err = alone.stderr.decode()
+    assert f"warning: {outside.resolve()} is not inside a git repository" in err
+    assert "hint: run `git init` here, then `engram init` again" in err
+    assert not (outside / ".gitattributes").exists()

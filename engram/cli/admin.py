@@ -15,7 +15,10 @@ from engram.errors import EngramError, InvalidInput
 from engram.operations.admin import DOCTOR
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from engram.indexing import IndexSummary
+    from engram.repo import GitSetup
 
 
 @app.command()
@@ -29,9 +32,10 @@ def init(
     """Create .engram/ here (config.yaml, memories.jsonl, .gitignore), then index ADRs and git."""
     from engram.service import Engram
 
-    engram, created = Engram.init(start_of(ctx), project)
+    engram, created = Engram.init(start_of(ctx), project, git=False)
     with engram:
         root = engram.root
+        git = engram.git_setup(install=True)  # what it changes in .gitattributes, .git/config
         if as_json:
             try:
                 indexed: dict[str, Any] = engram.index_project().to_dict()
@@ -42,6 +46,7 @@ def init(
                     "root": str(root),
                     "project": engram.project,
                     "created": [str(p.relative_to(root)) for p in created],
+                    "git": git.to_dict(),
                     "indexed": indexed,
                 }
             )
@@ -52,6 +57,7 @@ def init(
         else:
             echo(f"{root / '.engram'} already set up")
         echo(f"project: {engram.project}")
+        _git_said(git, root)
         # Day one: read what the project already knows. A failure here never fails init.
         try:
             summary = engram.index_project()
@@ -60,6 +66,19 @@ def init(
         else:
             for line in _index_summary(summary):
                 echo(line)
+
+
+def _git_said(git: GitSetup, root: Path) -> None:
+    """Say what init changed in git's files (.gitattributes, .git/config), or why it did not."""
+    for change in git.installed:
+        echo(change)
+    if not git.repo:
+        echo(
+            f"warning: {root} is not inside a git repository: its memories are shared with no "
+            "one, and no merge driver is set up",
+            err=True,
+        )
+        echo("hint: run `git init` here, then `engram init` again", err=True)
 
 
 def _index_summary(summary: IndexSummary) -> list[str]:

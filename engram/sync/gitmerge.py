@@ -51,6 +51,7 @@ import orjson
 
 from engram.errors import CorruptStore, EngramError, InvalidInput
 from engram.model import Record, canonical_line, dumps, format_time, has_float, parse_line
+from engram.plural import counted
 from engram.store import files as store_files
 from engram.store.atomic import atomic_write
 from engram.store.jsonl import MemoryStore, scrub_lines
@@ -202,7 +203,7 @@ def install(root: Path, command: str = "engram") -> list[str]:
         if missing:
             _add_attributes(attributes, missing)
             said = "; ".join(f"{pattern} {' '.join(words)}" for pattern, words in missing)
-            done.append(f"added {len(missing)} attribute line(s) to {attributes}: {said}")
+            done.append(f"added {counted(len(missing), 'attribute line')} to {attributes}: {said}")
         wanted = f"{command} merge-driver %O %A %B %P"
         textconv = f"{command} textconv"
         config = repo.get_config()
