@@ -177,10 +177,13 @@ def serve_command(
         ),
     ] = None,
 ) -> None:
-    """Serve this project's memory over HTTP (REST + OpenAPI at /docs)."""
+    """Serve this project's memory over HTTP: a web page at /, REST + OpenAPI at /docs."""
 
     def ready(url: str) -> None:
-        echo(f"engram serving {url} (API docs at {url}/docs; Ctrl-C stops it)", err=True)
+        echo(
+            f"engram serving {url} (web page at {url}/, API docs at {url}/docs; Ctrl-C stops it)",
+            err=True,
+        )
 
     if port_given is not None:
         if port not in (None, port_given):
