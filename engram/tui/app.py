@@ -232,16 +232,46 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
-class SupersedeScreen(ModalScreen[str | None]):
-    """Pick the memory the current one supersedes, by id prefix (Enter applies)."""
+INACTIVE = ("archived", "superseded", "rejected")  # statuses nobody reads as current
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+def supersede_warning(current: Mapping[str, Any], target: Mapping[str, Any]) -> str:
+    """Return why ``current`` superseding ``target`` is likely a mistake ("" when it is not).
+
+    A memory no longer current (archived, superseded, rejected) that supersedes an active one
+    leaves the project with neither: the active one turns superseded behind a memory that is
+    itself out of use.
+    """
+    status = str(current.get("status") or "active")
+    target_status = str(target.get("status") or "active")
+    if status in INACTIVE and target_status not in INACTIVE:
+        return (
+            f"this memory is {status} and “{target.get('title', '')}” is {target_status}: "
+            f"it would be superseded by a memory that is itself out of use"
+        )
+    return ""
+
+
+class SupersedeScreen(ModalScreen[str | None]):
+    """Pick the memory the current one supersedes: by id prefix, or by search (Enter applies).
+
+    Typed words that are no memory's id search the memories as the search screen does; ↓ moves
+    into the results, and Enter takes the highlighted one. Picking an active memory while the
+    current one is archived, superseded or rejected asks first.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("down", "results", "Results", show=False),
+    ]
 
     def __init__(self, engram: Engram, current: Mapping[str, Any]) -> None:
         super().__init__()
         self.engram = engram
         self.current = current
         self.target: str | None = None
+        self.found: dict[str, Mapping[str, Any]] = {}  # id → record, of the results shown
+        self.row_ids: list[str] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -249,39 +279,99 @@ class SupersedeScreen(ModalScreen[str | None]):
                 Text(f"Which memory does “{self.current.get('title', '')}” supersede?"),
                 id="question",
             )
-            yield Input(placeholder="id or id prefix", id="target")
+            yield Input(placeholder="id, id prefix, or words to search", id="target")
+            yield memory_table("candidates", "score")
             yield Static("", id="preview")
-            yield Label("enter: supersede it   escape: cancel")
+            yield Label("enter: supersede it   ↓: the results   escape: cancel")
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        preview = self.query_one("#preview", Static)
-        self.target = None
-        prefix = event.value.strip()
-        if not prefix:
-            preview.update("")
+        typed = event.value.strip()
+        table = self.query_one("#candidates", DataTable)
+        self.found = {}
+        self.row_ids = fill(table, [])
+        self.pick(None)
+        if not typed:
             return
         try:
-            record = self.engram.get(prefix)
+            record = self.engram.get(typed)
         except EngramError as exc:
-            preview.update(Text(exc.message))
+            missed = exc.message
+        else:
+            self.found = {str(record["id"]): record}
+            self.row_ids = fill(table, [("id", record)])
+            self.pick(str(record["id"]))
             return
-        if record["id"] == self.current["id"]:
-            preview.update(Text("that is this memory: a memory cannot supersede itself"))
+        try:
+            hits = self.engram.recall(typed, limit=10)
+        except EngramError as exc:
+            self.show(exc.message)
             return
-        self.target = str(record["id"])
-        preview.update(
-            Text(
-                f"{short(record['id'])} {record.get('kind', '')} “{record.get('title', '')}” "
-                f"({record.get('status', 'active')}) will become superseded"
-            )
+        rows = [hit for hit in hits if hit.record.get("id") != self.current.get("id")]
+        self.found = {str(hit.record["id"]): hit.record for hit in rows}
+        self.row_ids = fill(table, ((f"{hit.score:.2f}", hit.record) for hit in rows))
+        if self.row_ids:
+            self.pick(self.row_ids[0])
+        else:
+            self.show(f"{missed}; no memory matches these words either")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        index = event.cursor_row
+        if 0 <= index < len(self.row_ids):
+            self.pick(self.row_ids[index])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.apply()
+
+    def show(self, message: str) -> None:
+        self.query_one("#preview", Static).update(Text(message))
+
+    def pick(self, rid: str | None) -> None:
+        """Make ``rid`` the memory to supersede and say what would happen (None: no pick)."""
+        self.target = None
+        if rid is None:
+            self.show("")
+            return
+        record = self.found[rid]
+        if rid == self.current.get("id"):
+            self.show("that is this memory: a memory cannot supersede itself")
+            return
+        self.target = rid
+        said = (
+            f"{short(rid)} {record.get('kind', '')} “{record.get('title', '')}” "
+            f"({record.get('status', 'active')}) will become superseded"
         )
+        warning = supersede_warning(self.current, record)
+        self.show(f"{said}\nwarning: {warning}" if warning else said)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if self.target is not None:
-            self.dismiss(self.target)
-        else:
-            self.notify("type the id (or a unique prefix) of another memory", severity="warning")
+        self.apply()
+
+    def apply(self) -> None:
+        """Supersede the picked memory; ask first when the warning applies."""
+        target = self.target
+        if target is None:
+            self.notify(
+                "type the id (or a unique prefix) of another memory, or words to find it",
+                severity="warning",
+            )
+            return
+        warning = supersede_warning(self.current, self.found[target])
+        if not warning:
+            self.dismiss(target)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.dismiss(target)
+
+        self.app.push_screen(ConfirmScreen(f"Warning: {warning}. Supersede it anyway?"), answered)
+
+    def action_results(self) -> None:
+        table = self.query_one("#candidates", DataTable)
+        if table.row_count:
+            table.focus()
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -304,12 +394,22 @@ class DashboardScreen(MemoryScreen):
                 "Pitfall candidates (enter opens, then c confirms, x rejects)", classes="heading"
             )
             yield memory_table("candidates", "source")
-            yield Label("Recent sessions", classes="heading")
+            yield Label("Recent sessions (tab moves between the lists)", classes="heading")
             yield memory_table("sessions", "created")
         yield Footer()
 
     def on_screen_resume(self, _: events.ScreenResume) -> None:
         self.tui.guard(self.reload)
+        if not isinstance(self.focused, DataTable):
+            self.focus_lists()
+
+    def focus_lists(self) -> None:
+        """Focus the first list that has rows (candidates, else sessions): enter opens its row."""
+        for table in self.query(DataTable):
+            if table.row_count:
+                table.focus()
+                return
+        self.query_one("#candidates", DataTable).focus()
 
     def reload(self) -> None:
         """Read the counts, hotspots, candidates and sessions again."""
@@ -484,6 +584,8 @@ class DetailScreen(MemoryScreen):
             return is_candidate(self.record)
         if action == "archive":
             return self.record.get("status") != "archived"
+        if action == "links":  # the key of the list shown would show it again
+            return parameters[:1] != (self.mode,)
         return True
 
     def action_back(self) -> None:
@@ -499,6 +601,7 @@ class DetailScreen(MemoryScreen):
     def action_links(self, mode: str) -> None:
         self.tui.guard(lambda: self.show_links(mode))
         self.query_one("#links", DataTable).focus()
+        self.refresh_bindings()
 
     def action_confirm(self) -> None:
         self.change_status("active", "Confirmed")
@@ -589,6 +692,20 @@ class EngramApp(App[None]):
     def _blocked(self) -> bool:
         """Say whether a dialog is open (app keys wait until it is answered)."""
         return isinstance(self.screen, ModalScreen)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # A key the footer shows must do something where it is shown: none waits for a dialog,
+        # d is not offered on the dashboard, nor / while the search box has the keys.
+        if action in ("search", "dashboard") and self._blocked():
+            return False
+        if action == "dashboard":
+            return not isinstance(self.screen, DashboardScreen)
+        if action == "search":
+            return not isinstance(self.screen.focused, Input)
+        return True
+
+    def on_descendant_focus(self, _: events.DescendantFocus) -> None:
+        self.refresh_bindings()  # what / and the screen's keys do depends on the focus
 
     def action_search(self) -> None:
         if self._blocked():
