@@ -73,7 +73,9 @@ def _same_project(engram: Engram, named: str | None) -> None:
 
 
 @app.command()
-@options(CHECK, files={**OPTIONAL, "note": "Comma-separated or repeated."})
+@options(
+    CHECK, files={**OPTIONAL, "note": "Comma-separated or repeated; needed unless --text is given."}
+)
 def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Check before editing: pitfalls, decisions, hotspots and reverts that bear on these files."""
     if not values["files"] and not values["text"]:
