@@ -200,6 +200,7 @@ def test_templates_and_static_files_are_package_data() -> None:
         "search.html",
         "memory.html",
         "session.html",
+        "login.html",
         "error.html",
     ]
     for name in names:
@@ -471,3 +472,71 @@ def test_hostile_memory_text_runs_nothing_and_breaks_no_markup(
     assert "<script>alert(7)</script>" in page.input_value("#q")
     assert page.locator("main img, main script").count() == 0
     time.sleep(0.3)  # a script that had slipped through would have raised its dialog by now
+
+
+# -- a server with a token: the browser signs in once ---------------------------------------------
+
+
+def test_a_token_server_lets_a_person_sign_in_and_keeps_the_api_bearer_only(
+    tmp_path: Path, chromium: Any, shots: Path
+) -> None:
+    root, home = tmp_path / "repo", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    env = dict(_env(home), ENGRAM_HTTP_TOKEN="s3cret-token-for-the-team")
+    _run(["git", "init", "-q"], root, env)
+    _engram(root, env, "init", "--project", "guarded")
+    _engram(root, env, "remember", "Deploys need a token", "Behind the team's token.")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram", "serve", "--port", str(port)],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    browser = None
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        page_get = httpx.get(f"{url}/ui/search?q=deploys", headers={"accept": "text/html"})
+        assert page_get.status_code == 303
+        assert page_get.headers["location"] == "/ui/login?next=%2Fui%2Fsearch%3Fq%3Ddeploys"
+        assert httpx.get(f"{url}/memories").status_code == 401  # the API: bearer, as ever
+        assert httpx.get(f"{url}/ui/static/style.css").status_code == 200  # no data in it
+
+        browser = Browser(chromium)
+        page = browser.context.new_page()
+        page.goto(f"{url}/")
+        assert page.url == f"{url}/ui/login?next=%2F"
+        page.fill("input[name=token]", "a guess")
+        page.click("button[type=submit]")
+        assert "not this server's token" in page.inner_text("main")
+        page.fill("input[name=token]", "s3cret-token-for-the-team")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{url}/")
+        assert "1" in page.inner_text("main") and "Project guarded" in page.inner_text("main")
+        page.screenshot(path=str(shots / "signed-in.png"))
+        cookies = {c["name"]: c for c in browser.context.cookies()}
+        cookie = cookies["engram_web"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert "s3cret" not in cookie["value"]  # an HMAC of the token, not the token
+        # The cookie opens the pages, never the API (a script's request there needs the bearer).
+        jar = {"engram_web": cookie["value"]}
+        assert httpx.get(f"{url}/memories", cookies=jar).status_code == 401
+        assert httpx.get(f"{url}/", cookies=jar).status_code == 200
+        bearer = {"authorization": "Bearer s3cret-token-for-the-team"}
+        assert httpx.get(f"{url}/memories", headers=bearer).status_code == 200
+    finally:
+        if browser is not None:
+            browser.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

@@ -85,7 +85,7 @@ def create_app(
         app.include_router(router)
     from engram.http_api.web import pages
 
-    pages.install(app)  # the web page at / (no route of the API's there)
+    pages.install(app, token=token)  # the web page at / (no route of the API's there)
     if token:
         _declare_bearer(app)
     return app

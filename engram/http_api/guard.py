@@ -8,7 +8,11 @@ not the server's own, or whose ``Sec-Fetch-Site`` is neither ``same-origin`` nor
 that are not browsers (curl, agents) send no ``Origin`` and are unaffected.
 
 With a token set, every request but ``GET /health`` must carry ``Authorization: Bearer <token>``
-(compared in constant time), else 401; a body over the limit gets 413, and one nested deeper
+(compared in constant time), else 401. A browser cannot send that header, so the pages people
+open (the web page under ``/`` and ``/ui/``, the API docs) also take the sign-in cookie
+``/ui/login`` sets once the token is typed there (``web_cookie``: an HMAC of the token, so the
+server keeps no session); a browser asking for a page without it is sent to that form. A body
+over the limit gets 413, and one nested deeper
 than ``model.MAX_JSON_DEPTH`` 422, before any parser sees it. The server binds to 127.0.0.1
 unless told otherwise, and ``check_exposure`` refuses any other address without a token.
 
@@ -17,12 +21,13 @@ This is pure ASGI and the standard library: cheap, and it knows nothing of the r
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from engram.errors import InputTooLarge
 from engram.http_api.defaults import DEFAULT_HOST, TOKEN_ENV
@@ -31,6 +36,35 @@ from engram.model import MAX_JSON_DEPTH, json_depth_exceeded
 
 WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})
 WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+WEB_COOKIE: Final = "engram_web"
+LOGIN_PATH: Final = "/ui/login"
+# The pages a person opens in a browser: the sign-in cookie stands for the token there only.
+_PAGES: Final = ("/ui/", "/docs", "/redoc")
+
+
+def web_cookie(token: str | bytes) -> str:
+    """Return the sign-in cookie's value for a token: an HMAC of it, never the token itself."""
+    key = token.encode() if isinstance(token, str) else token
+    return hmac.new(key, b"engram web sign-in", hashlib.sha256).hexdigest()
+
+
+def is_page(path: str) -> bool:
+    """Tell whether a path is one of the pages people open in a browser."""
+    return path == "/" or path == "/openapi.json" or path.startswith(_PAGES)
+
+
+def _open(path: str) -> bool:
+    """Tell whether a path needs no token: liveness, the sign-in form and the page's style."""
+    return path in ("/health", LOGIN_PATH) or path.startswith("/ui/static/")
+
+
+def _cookie(headers: Mapping[bytes, bytes], name: str) -> bytes:
+    """Return a cookie's value from the request's Cookie header (empty when absent)."""
+    for part in headers.get(b"cookie", b"").split(b";"):
+        key, _, value = part.strip().partition(b"=")
+        if key == name.encode():
+            return value.strip()
+    return b""
 
 
 def is_loopback(host: str) -> bool:
@@ -102,6 +136,7 @@ class Guard:
     ) -> None:
         self.app = app
         self.expected = token.encode() if token else None
+        self.signed_in = web_cookie(token).encode() if token else None
         self.max_body = max_body
         self.host = host
 
@@ -161,11 +196,24 @@ class Guard:
         ):
             shown = (origin or fetch_site or b"").decode("latin-1")[:100]
             return 403, _cross_origin(shown), []
-        if self.expected is not None and scope.get("path") != "/health":
+        path = str(scope.get("path", ""))
+        if self.expected is not None and not _open(path):
             scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
             right = hmac.compare_digest(given.strip(), self.expected)  # constant time
-            if scheme.lower() != b"bearer" or not right:
-                return 401, _unauthorized(), [(b"www-authenticate", b"Bearer")]
+            if scheme.lower() == b"bearer" and right:
+                return None
+            if is_page(path) and self.signed_in is not None:
+                if hmac.compare_digest(_cookie(headers, WEB_COOKIE), self.signed_in):
+                    return None
+                if scope.get("method") == "GET" and b"text/html" in headers.get(b"accept", b""):
+                    back = path + (
+                        f"?{scope['query_string'].decode('latin-1')}"
+                        if scope.get("query_string")
+                        else ""
+                    )
+                    where = f"{LOGIN_PATH}?next={quote(back, safe='')}".encode("latin-1")
+                    return 303, _unauthorized(), [(b"location", where)]
+            return 401, _unauthorized(), [(b"www-authenticate", b"Bearer")]
         return None
 
     def _too_large(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from engram.errors import EngramError, InvalidInput
 from engram.http_api.deps import Api
 from engram.http_api.errors import status_for
+from engram.http_api.guard import LOGIN_PATH, WEB_COOKIE, web_cookie
 from engram.http_api.models import SearchParams
 from engram.http_api.web import views
 from engram.http_api.web.assets import render, static_file
@@ -33,6 +34,7 @@ from engram.model import KINDS, SCOPES, STATUSES
 
 CSRF_FIELD: Final = "csrf"
 KEY_STATE: Final = "web_form_key"
+TOKEN_STATE: Final = "web_token"
 SEARCH_LIMIT: Final = 20
 MAX_FORM_FIELDS: Final = 20
 HEADERS: Final = {
@@ -67,16 +69,18 @@ STATUS_DONE: Final = {
 router = APIRouter(include_in_schema=False)
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, *, token: str | None = None) -> None:
     """Serve the web page on ``app``, with a fresh form key for this server's pages.
 
-    Without jinja2 (an install without the ``http`` extra's templates) ``/`` says what to
-    install, and the API is served as ever.
+    ``token``: the server's, which ``/ui/login`` takes from a person once and answers with the
+    guard's sign-in cookie. Without jinja2 (an install without the ``http`` extra's templates)
+    ``/`` says what to install, and the API is served as ever.
     """
     if importlib.util.find_spec("jinja2") is None:
         app.add_api_route("/", _no_templates, methods=["GET"], include_in_schema=False)
         return
     setattr(app.state, KEY_STATE, secrets.token_urlsafe(32))
+    setattr(app.state, TOKEN_STATE, token or "")
     app.include_router(router)
 
 
@@ -225,11 +229,16 @@ async def _form(request: Request) -> dict[str, str]:
     return dict(pairs)
 
 
+def _local(target: str, default: str) -> str:
+    """Return ``target`` when it is a path of this server, else ``default`` (no open redirect)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    return target
+
+
 def _next(form: Mapping[str, str], default: str, done: str) -> str:
     """Return where to go after a change: the form's ``next`` when it is a path here."""
-    target = form.get("next", "")
-    if not target.startswith("/") or target.startswith("//") or "\\" in target:
-        target = default
+    target = _local(form.get("next", ""), default)
     path, _, query = target.partition("?")
     kept = [(k, v) for k, v in parse_qsl(query) if k != "done"]
     return f"{path}?{urlencode([*kept, ('done', done)])}"
@@ -294,6 +303,49 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
     except EngramError as exc:
         return failed(request, exc)
     return RedirectResponse(_next(form, default, done), status_code=303, headers=HEADERS)
+
+
+def _back(target: str) -> str:
+    """Return where a sign-in goes next: a path of this server (never the form itself)."""
+    target = _local(target, "/")
+    return "/" if target.startswith(LOGIN_PATH) else target
+
+
+@router.get(LOGIN_PATH, response_class=HTMLResponse)
+async def login_form(request: Request) -> Response:
+    """The sign-in form of a server with a token (without one, nothing to sign in to)."""
+    target = _back(request.query_params.get("next", "/"))
+    if not getattr(request.app.state, TOKEN_STATE):
+        return RedirectResponse(target, status_code=303, headers=HEADERS)
+    return page(request, "login.html", next=target, wrong=False)
+
+
+@router.post(LOGIN_PATH, response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    """Check the token typed in and set the sign-in cookie the guard takes for the pages."""
+    token: str = getattr(request.app.state, TOKEN_STATE)
+    try:
+        form = await _form(request)
+    except (EngramError, ValueError) as exc:
+        message = exc.message if isinstance(exc, EngramError) else "too many form fields"
+        return page(request, "error.html", status=422, message=message, hint="")
+    target = _back(form.get("next", "/"))
+    if not token:
+        return RedirectResponse(target, status_code=303, headers=HEADERS)
+    if not hmac.compare_digest(form.get(CSRF_FIELD, "").encode(), _key(request).encode()):
+        return page(request, "login.html", status=403, next=target, wrong=False)
+    if not hmac.compare_digest(form.get("token", "").strip().encode(), token.encode()):
+        return page(request, "login.html", status=401, next=target, wrong=True)
+    done = RedirectResponse(target, status_code=303, headers=HEADERS)
+    done.set_cookie(
+        WEB_COOKIE,
+        web_cookie(token),
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
+    return done
 
 
 @router.get("/ui/static/{name}")
