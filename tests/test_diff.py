@@ -441,3 +441,25 @@ def test_textconv_is_stable_light_and_never_raises(tmp_path: Path) -> None:
     assert (
         done.returncode == 1 and b"cannot read" in done.stderr and b"Traceback" not in done.stderr
     )
+
+
+def test_a_fresh_clone_is_told_to_install_both_drivers(tmp_path: Path) -> None:
+    """git config is not cloned: a teammate's clone has the attributes, not the drivers."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q")
+    engram(origin, "init")
+    engram(origin, "remember", "Use SQLite", "Embedded, no server.")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "engram")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    said = run_cli("remember", "Pin deps", "Lock files.", cwd=clone, env=IDENTITY)
+    hint = said.stderr.decode()
+    assert "the merge driver (git merges of .engram/)" in hint, hint
+    assert "nor the diff driver (readable memories in git diff, log -p and show)" in hint, hint
+    assert "engram doctor --fix" in hint
+    engram(clone, "doctor", "--fix")
+    again = run_cli("remember", "Cap retries", "Three at most.", cwd=clone, env=IDENTITY)
+    assert b"hint:" not in again.stderr, again.stderr
+    assert "+title: Use SQLite" in git(clone, "show", "HEAD", "--", MEMORIES)  # via textconv

@@ -300,12 +300,22 @@ def warn_problems(engram: Engram) -> None:
 
 
 def offer_driver(engram: Engram) -> None:
-    """Say so when this clone lacks the merge driver its .gitattributes asks for (a fresh clone)."""
+    """Say so when this clone lacks the drivers its .gitattributes asks for (a fresh clone).
+
+    git config is not cloned: a teammate's clone has the attributes and not the drivers.
+    """
     setup = engram.git_setup()
-    if setup.repo and setup.attributes and not setup.driver:
+    if not setup.repo:
+        return
+    missing = []
+    if setup.attributes and not setup.driver:
+        missing.append("the merge driver (git merges of .engram/)")
+    if setup.diff_attribute and not setup.diff:
+        missing.append("the diff driver (readable memories in git diff, log -p and show)")
+    if missing:
         echo(
-            "hint: git merges of .engram/ need the engram merge driver, which this clone does not "
-            "have yet: run `engram doctor --fix` to install it",
+            f"hint: this clone does not have engram's {' nor '.join(missing)} yet: run "
+            "`engram doctor --fix` to install them",
             err=True,
         )
 
