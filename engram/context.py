@@ -25,6 +25,7 @@ from engram.errors import InvalidInput
 from engram.model import Record, is_pinned
 from engram.operations import advice
 from engram.operations.views import clip, provenance, snippet
+from engram.plural import counted
 
 if TYPE_CHECKING:
     from engram.project import Project
@@ -140,7 +141,7 @@ def overview(project: str, counts: Mapping[str, Any]) -> str:
         return f"{project}: no memories saved yet."
     kinds = ", ".join(f"{k} {n}" for k, n in dict(counts.get("by_kind") or {}).items())
     statuses = ", ".join(f"{k} {n}" for k, n in dict(counts.get("by_status") or {}).items())
-    return f"{project}: {total} memories ({kinds}); status: {statuses}."
+    return f"{project}: {counted(total, 'memory')} ({kinds}); status: {statuses}."
 
 
 def memory_line(item: BriefingItem) -> str:

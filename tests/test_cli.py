@@ -235,7 +235,7 @@ def test_export_import_files(repo: Path, tmp_path: Path) -> None:
     invoke("-C", str(repo), "remember", "Exported", "text")
     target = tmp_path / "out.json"
     code, _, err = invoke("-C", str(repo), "export", str(target))
-    assert code == 0 and "exported 1 records" in err
+    assert code == 0 and "exported 1 record to" in err
     other = tmp_path / "other"
     other.mkdir()
     invoke("-C", str(other), "init")

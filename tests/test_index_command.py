@@ -191,7 +191,7 @@ def test_cli_index_summary(repo: Path) -> None:
     result = runner.invoke(app, ["-C", str(repo), "init"])
     assert result.exit_code == 0, result.output
     assert "ADRs (docs/adr): 2 found, 2 new" in result.stdout
-    assert "git: 12 commits walked, 1 hotspots, 1 new pitfall candidates" in result.stdout
+    assert "git: 12 commits walked, 1 hotspot, 1 new pitfall candidate " in result.stdout
     result = runner.invoke(app, ["-C", str(repo), "index"])
     assert "git: no new commits since" in result.stdout
     assert result.stdout.rstrip().endswith("wrote 0 memories")

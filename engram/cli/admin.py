@@ -13,6 +13,7 @@ from engram.cli.app import JsonOpt, app, echo, emit_json, open_engram, progress,
 from engram.cli.options import Values, options
 from engram.errors import EngramError, InvalidInput
 from engram.operations.admin import DOCTOR
+from engram.plural import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -102,12 +103,13 @@ def _index_summary(summary: IndexSummary) -> list[str]:
             lines.append(f"git: no new commits since {git.head[:10]}")
         else:
             lines.append(
-                f"git: {git.commits} commits walked, {len(git.hotspots)} hotspots, "
-                f"{git.candidates_new} new pitfall candidates "
+                f"git: {counted(git.commits, 'commit')} walked, "
+                f"{counted(len(git.hotspots), 'hotspot')}, "
+                f"{counted(git.candidates_new, 'new pitfall candidate')} "
                 f"({git.candidates_found} found)"
             )
         lines += [f"  note: {problem}" for problem in git.problems]
-    lines.append(f"{verb} {summary.writes} memories")
+    lines.append(f"{verb} {counted(summary.writes, 'memory')}")
     return lines
 
 
@@ -144,7 +146,7 @@ def index(
         emit_json({"search_index": search.to_dict(), **summary.to_dict()})
         return
     if rebuild:
-        echo(f"rebuilt the search index: {search.records} records")
+        echo(f"rebuilt the search index: {counted(search.records, 'record')}")
     else:
         echo(f"search index up to date ({search.changed} changed)")
     for line in _index_summary(summary):

@@ -25,6 +25,7 @@ from engram.cli.app import (
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
 from engram.operations.admin import INSIGHTS_DELETE, TRAIN
+from engram.plural import counted
 
 if TYPE_CHECKING:
     from engram.consolidate import Applied
@@ -105,7 +106,7 @@ def _applied(result: Applied, dry_run: bool, as_json: bool) -> None:
         emit_json(result.to_dict())
         return
     verb = "would change" if dry_run else "changed"
-    echo(f"{verb} {result.changed} memories ({result.recommendations} groups)")
+    echo(f"{verb} {counted(result.changed, 'memory')} ({counted(result.recommendations, 'group')})")
     for change in result.changes:
         state = "deleted" if change.get("deleted_at") else change.get("status", "active")
         echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
@@ -131,8 +132,8 @@ def train(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
         emit_json(report.to_dict())
     else:
         echo(
-            f"{len(report.insights)} insights ({report.written or 0} new or changed), "
-            f"{len(report.recommendations)} recommendations for consolidation"
+            f"{counted(len(report.insights), 'insight')} ({report.written or 0} new or changed), "
+            f"{counted(len(report.recommendations), 'recommendation')} for consolidation"
         )
     for problem in report.problems:
         echo(f"error: {problem}", err=True)
@@ -236,7 +237,7 @@ def projects_consolidate(
     for merge in done:
         verb = "would merge" if merge.dry_run else "merged"
         count = sum(merge.moved.values())
-        echo(f"{verb} {', '.join(merge.sources)} into {merge.into} ({count} memories)")
+        echo(f"{verb} {', '.join(merge.sources)} into {merge.into} ({counted(count, 'memory')})")
 
 
 @projects_app.command("prune")
@@ -278,4 +279,4 @@ def projects_merge(
         return
     verb = "would move" if dry_run else "moved"
     count = sum(result.moved.values())
-    echo(f"{verb} {count} memories from {', '.join(result.sources)} to {result.into}")
+    echo(f"{verb} {counted(count, 'memory')} from {', '.join(result.sources)} to {result.into}")

@@ -98,8 +98,8 @@ def export_(
         echo(text, nl=False)
     else:
         file.write_text(text, encoding="utf-8")
-        what = "Go engram rows" if fmt == "go-engram" else "records"
-        echo(f"exported {document.count} {what} to {file}", err=True)
+        what = "Go engram row" if fmt == "go-engram" else "record"
+        echo(f"exported {counted(document.count, what)} to {file}", err=True)
 
 
 @app.command("import")

@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, Static
 
 from engram.errors import EngramError, NotFound
+from engram.plural import counted
 from engram.service import Engram
 from engram.terminal import visible
 
@@ -80,7 +81,7 @@ def counts_text(stats: Stats) -> str:
     where = f" ({' · '.join(stores)})" if len(stores) > 1 else ""
     return "\n".join(
         [
-            f"Project {stats.project}: {total} memories{where}",
+            f"Project {stats.project}: {counted(total, 'memory')}{where}",
             f"By kind:   {line(by_kind)}",
             f"By status: {line(by_status)}",
         ]
@@ -94,10 +95,14 @@ def hotspots_text(record: Mapping[str, Any] | None, limit: int = 10) -> str:
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     if not spots:
         return "No hotspots yet (engram index --git finds them)."
-    lines = [f"{s.get('path', '')}  ({s.get('changes', '?')} changes)" for s in spots[:limit]]
+    lines = [f"{s.get('path', '')}  ({_changes(s.get('changes'))})" for s in spots[:limit]]
     if len(spots) > limit:
         lines.append(f"… and {len(spots) - limit} more")
     return "\n".join(lines)
+
+
+def _changes(count: object) -> str:
+    return counted(count, "change") if isinstance(count, int) else f"{count or '?'} changes"
 
 
 def why_rows(lineage: Lineage) -> list[Row]:
@@ -488,7 +493,7 @@ class SearchScreen(MemoryScreen):
         what = f"for “{query.strip()}”" if query.strip() else "(best first, no query)"
         self.query_one("#summary", Static).update(
             Text(
-                f"{len(hits)} result{'' if len(hits) == 1 else 's'} {what}"
+                f"{counted(len(hits), 'result')} {what}"
                 " · enter opens the highlighted one, ↓ moves into the list"
             )
         )
