@@ -40,7 +40,7 @@ from engram.index.query import file_matches
 from engram.index.records import cite_columns
 from engram.model import Record
 from engram.operations import advice
-from engram.operations.views import clip, provenance
+from engram.operations.views import clip, is_candidate, provenance
 from engram.plural import counted
 from engram.project import records_of
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 GIVE_UP: Final = 16  # findings in a row that do not fit before packing stops looking
 TITLE_CHARS: Final = 100
-CANDIDATE_TAGS: Final = frozenset({"revert", "fix-again"})
 _WINDOW = re.compile(r"in the last (\d+)")
 _ID_IN_TEXT: Final = re.compile(r"\b[a-z2-7]{26}\b")
 
@@ -129,14 +128,6 @@ class Findings:
             "findings": [finding.to_dict() for finding in self.findings],
             "text": self.text,
         }
-
-
-def is_candidate(record: Mapping[str, Any]) -> bool:
-    """Tell whether a record is a pitfall candidate mined from git (revert or fix-again)."""
-    if record.get("kind") != "pitfall" or record.get("status") != "proposed":
-        return False
-    tags = {str(tag).lower() for tag in record.get("tags") or []}
-    return bool(tags & CANDIDATE_TAGS) and str(record.get("source") or "").startswith("git:")
 
 
 def _matches(record: Mapping[str, Any], wanted: Sequence[str]) -> list[str]:

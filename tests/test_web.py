@@ -201,6 +201,7 @@ def test_templates_and_static_files_are_package_data() -> None:
         "memory.html",
         "session.html",
         "login.html",
+        "confirm.html",
         "error.html",
     ]
     for name in names:
@@ -540,3 +541,23 @@ def test_a_token_server_lets_a_person_sign_in_and_keeps_the_api_bearer_only(
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_superseding_by_a_memory_out_of_use_asks_first(site: Site) -> None:
+    """As the TUI does: a superseded memory superseding an active one needs a second yes."""
+    old, hostile = site.ids["old"], site.ids["hostile"]
+    assert site.stored(old)["status"] == "superseded"
+    before = site.stored(old)
+    page = httpx.get(f"{site.url}/ui/memories/{old}").text
+    key = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    url = f"{site.url}/ui/memories/{old}/supersede"
+    asked = httpx.post(url, data={"target": hostile, "csrf": key})
+    assert asked.status_code == 409
+    assert "This memory is superseded and" in asked.text and "itself out of use" in asked.text
+    assert '<input type="hidden" name="confirm" value="yes">' in asked.text
+    assert "<script>alert(1)</script>" not in asked.text  # the target's title, escaped
+    assert site.stored(old) == before
+    done = httpx.post(url, data={"target": hostile, "csrf": key, "confirm": "yes"})
+    assert done.status_code == 303
+    links = site.stored(old).get("links") or []
+    assert {"rel": "supersedes", "to": hostile} in links

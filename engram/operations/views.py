@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 TITLE_CHARS: Final = 160
+INACTIVE: Final = ("archived", "superseded", "rejected")  # statuses nobody reads as current
 SNIPPET_CHARS: Final = 200
 STALE_NOTE: Final = "may be stale: "
 
@@ -140,6 +141,36 @@ def snippet(text: str, limit: int) -> str:
 def _flat(text: str) -> str:
     """Return ``plain(text)`` on one line (cached: recall shows the same memories again)."""
     return " ".join(plain(text).split())
+
+
+def is_candidate(record: Mapping[str, Any]) -> bool:
+    """Tell whether a record is a pitfall candidate mined from git (a revert or a fix-again).
+
+    The git indexer proposes them (``engram index``: kind pitfall, status proposed, source
+    ``git:<sha>``); a person confirms one (active) or rejects it.
+    """
+    return (
+        record.get("kind") == "pitfall"
+        and record.get("status") == "proposed"
+        and str(record.get("source") or "").startswith("git:")
+    )
+
+
+def supersede_warning(current: Mapping[str, Any], target: Mapping[str, Any]) -> str:
+    """Return why ``current`` superseding ``target`` is likely a mistake ("" when it is not).
+
+    A memory no longer current (archived, superseded, rejected) that supersedes an active one
+    leaves the project with neither: the active one turns superseded behind a memory that is
+    itself out of use.
+    """
+    status = str(current.get("status") or "active")
+    target_status = str(target.get("status") or "active")
+    if status in INACTIVE and target_status not in INACTIVE:
+        return (
+            f"this memory is {status} and “{target.get('title', '')}” is {target_status}: "
+            f"it would be superseded by a memory that is itself out of use"
+        )
+    return ""
 
 
 def provenance(record: Mapping[str, Any]) -> str:

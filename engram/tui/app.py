@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, Static
 
 from engram.errors import EngramError, NotFound
+from engram.operations.views import is_candidate, supersede_warning
 from engram.plural import counted
 from engram.service import Engram
 from engram.terminal import visible
@@ -50,15 +51,6 @@ Row = tuple[str, Mapping[str, Any]]  # (relation label, memory summary with id/k
 def short(rid: object) -> str:
     """Return the first characters of an id, as tables show it."""
     return str(rid)[:SHORT]
-
-
-def is_candidate(record: Mapping[str, Any]) -> bool:
-    """Say whether a memory is a pitfall candidate the git indexer proposed."""
-    return (
-        record.get("kind") == "pitfall"
-        and record.get("status") == "proposed"
-        and str(record.get("source") or "").startswith("git:")
-    )
 
 
 def counts_text(stats: Stats) -> str:
@@ -235,26 +227,6 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
-
-
-INACTIVE = ("archived", "superseded", "rejected")  # statuses nobody reads as current
-
-
-def supersede_warning(current: Mapping[str, Any], target: Mapping[str, Any]) -> str:
-    """Return why ``current`` superseding ``target`` is likely a mistake ("" when it is not).
-
-    A memory no longer current (archived, superseded, rejected) that supersedes an active one
-    leaves the project with neither: the active one turns superseded behind a memory that is
-    itself out of use.
-    """
-    status = str(current.get("status") or "active")
-    target_status = str(target.get("status") or "active")
-    if status in INACTIVE and target_status not in INACTIVE:
-        return (
-            f"this memory is {status} and “{target.get('title', '')}” is {target_status}: "
-            f"it would be superseded by a memory that is itself out of use"
-        )
-    return ""
 
 
 class SupersedeScreen(ModalScreen[str | None]):

@@ -31,6 +31,7 @@ from engram.http_api.models import SearchParams
 from engram.http_api.web import views
 from engram.http_api.web.assets import render, static_file
 from engram.model import KINDS, SCOPES, STATUSES
+from engram.operations.views import is_candidate, supersede_warning
 
 CSRF_FIELD: Final = "csrf"
 KEY_STATE: Final = "web_form_key"
@@ -273,7 +274,7 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
                     f"form field 'status': {status!r} is not one of {', '.join(STATUS_DONE)}"
                 )
             done = STATUS_DONE[status]
-            if status == "active" and views.is_candidate(record):
+            if status == "active" and is_candidate(record):
                 done = "confirmed"
             await api.call(engram.update, rid, status=status)
         elif action in ("pin", "unpin"):
@@ -283,6 +284,18 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
             target = await api.call(engram.get, form.get("target", "").strip() or "?")
             if target["id"] == rid:
                 raise InvalidInput("a memory cannot supersede itself", hint="name another one")
+            warning = supersede_warning(record, target)
+            if warning and form.get("confirm") != "yes":  # asked first, as the TUI asks
+                return page(
+                    request,
+                    "confirm.html",
+                    status=409,
+                    message=warning[0].upper() + warning[1:] + ".",
+                    action=f"/ui/memories/{rid}/supersede",
+                    fields={"target": str(target["id"]), "next": form.get("next", "")},
+                    button="Supersede it anyway",
+                    back=default,
+                )
             links = [dict(link) for link in record.get("links") or []]
             links.append({"rel": "supersedes", "to": str(target["id"])})
             await api.call(engram.update, rid, links=links)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, NotFound
 from engram.model import is_pinned
-from engram.operations.views import HitView, provenance
+from engram.operations.views import HitView, is_candidate, provenance
 
 if TYPE_CHECKING:
     from engram.graph import Lineage
@@ -28,15 +28,6 @@ RELATED: Final = 10
 AROUND: Final = 5
 VERSIONS: Final = 20
 SESSION_AROUND: Final = 200
-
-
-def is_candidate(record: Mapping[str, Any]) -> bool:
-    """Tell whether a memory is a pitfall candidate the git indexer proposed (as the TUI does)."""
-    return (
-        record.get("kind") == "pitfall"
-        and record.get("status") == "proposed"
-        and str(record.get("source") or "").startswith("git:")
-    )
 
 
 @dataclass
