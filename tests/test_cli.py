@@ -527,6 +527,9 @@ def test_fast_path_prints_what_typer_prints(
     argv = ["-C", str(root), *args]
     assert fast_command(argv) is not None
     monkeypatch.setattr(sys, "argv", ["engram", *argv])
+    # click names the program from __main__: under `python -m pytest` that would be
+    # "python -m pytest.engram"; the console script's __main__ has no package.
+    monkeypatch.setattr(sys.modules["__main__"], "__package__", None, raising=False)
     with pytest.raises(SystemExit) as exited:
         main()
         raise SystemExit(0)
