@@ -348,6 +348,38 @@ def test_import_reports_bad_items_and_keeps_the_rest(project: Engram) -> None:
     assert [e.split(":")[0] for e in result.errors] == ["memories[1]", "memories[2]"]
     with pytest.raises(InvalidInput):
         project.import_({"format": "other"})
+
+
+def test_import_refuses_a_rev_or_time_the_merge_cannot_order(project: Engram) -> None:
+    """A rev of "a" or a time of "nope" would break every clone's merge: refused, named."""
+
+    def item(**fields: object) -> dict[str, object]:
+        base = {"id": new_id(), "kind": "note", "title": "t", "content": "c", "rev": 1}
+        base.update(created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z")
+        return {**base, **fields}
+
+    bad = [
+        item(rev="a"),
+        item(rev=0),
+        item(rev=True),
+        item(updated_at="nope"),
+        item(created_at=20260101),
+        item(deleted_at="yesterday"),
+    ]
+    fine = item(updated_at="2026-01-01T01:00:00+01:00")  # another RFC 3339 spelling
+    result = project.import_({"format": "engram", "version": 1, "memories": [*bad, fine]})
+    assert result.added == 1
+    assert [e.split(": ", 2)[1] for e in result.errors] == [
+        "field 'rev'",
+        "field 'rev'",
+        "field 'rev'",
+        "field 'updated_at'",
+        "field 'created_at'",
+        "field 'deleted_at'",
+    ], result.errors
+    assert "'nope' is not an RFC 3339 time" in result.errors[3]
+    (stored,) = project.project_ws.store.read_all()
+    assert stored["updated_at"] == "2026-01-01T00:00:00.000Z"  # as engram writes its own
     with pytest.raises(InvalidInput):
         project.import_([1, 2])
 

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import EngramError, InvalidInput
-from engram.model import Record, format_time, is_tombstone, normalize_fields, now
+from engram.model import (
+    Record,
+    format_time,
+    is_tombstone,
+    normalize_fields,
+    now,
+    parse_time,
+)
 from engram.workspace import Workspace
 
 __all__ = [
@@ -232,6 +239,7 @@ def _checked(ws: Workspace, item: Any, *, path: str, lineno: int, max_bytes: int
     record = parse_line(
         json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
     )
+    _check_stamps(record)
     # Tombstones too: one whose id is a secret is skipped here, with its reason.
     # Before normalising as well: lower-casing a tag must not hide a key.
     ws.scrub(record)
@@ -239,6 +247,29 @@ def _checked(ws: Workspace, item: Any, *, path: str, lineno: int, max_bytes: int
         record = normalize_fields(record, max_content_bytes=max_bytes)
         ws.scrub(record)
     return record
+
+
+def _check_stamps(record: Record) -> None:
+    """Refuse a record whose rev or times the merge cannot order; write its times canonically.
+
+    The one merge function compares ``rev`` as a number and the times as instants: a ``rev``
+    of ``"a"`` or an ``updated_at`` of ``"nope"`` would enter the store and break the merge of
+    every clone that meets it. A time in another RFC 3339 spelling is written as engram writes
+    its own (UTC, milliseconds, ``Z``).
+    """
+    rev = record.get("rev")
+    if isinstance(rev, bool) or not isinstance(rev, int) or rev < 1:
+        raise InvalidInput(f"field 'rev': {str(rev)[:40]!r} is not a positive integer")
+    for key in ("created_at", "updated_at", "deleted_at"):
+        value = record.get(key)
+        if value is None and key != "updated_at":
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput(f"field {key!r}: {str(value)[:40]!r} is not a time")
+        try:
+            record[key] = format_time(parse_time(value))
+        except (InvalidInput, OverflowError, ValueError):
+            raise InvalidInput(f"field {key!r}: {value[:40]!r} is not an RFC 3339 time") from None
 
 
 def _skipped(
