@@ -32,6 +32,8 @@ from engram.store.files import write_gitignore
 from engram.store.quarantine import keep_lines
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from engram.store.jsonl import Scan
 
 
@@ -240,51 +242,55 @@ def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Fin
     setup = check_setup(config.root)
     if not setup.repo:
         return []
-    findings: list[Finding] = []
-    if setup.attributes and setup.driver:
-        if not runs(setup.command):
-            message = (
-                f"the configured merge driver does not run here ({setup.command!r}: its program"
-                " is not found): every git merge of .engram/ falls back to conflicts"
-            )
-            findings.append(Finding("warning", "git", message))
-    else:
-        missing = [
-            name
-            for name, ok in ((".gitattributes lines", setup.attributes), ("driver", setup.driver))
-            if not ok
-        ]
-        message = (
-            f"the engram merge driver is not set up in this clone ({', '.join(missing)} "
-            "missing): git merges of .engram/ fall back to line merges"
-        )
-        findings.append(Finding("warning", "git", message))
-    if setup.diff_attribute and setup.diff:
-        if not runs(setup.diff_command):
-            message = (
-                f"the configured diff driver does not run here ({setup.diff_command!r}: its "
-                "program is not found): git diff of memories.jsonl fails"
-            )
-            findings.append(Finding("warning", "git", message))
-    else:
-        missing = [
-            name
-            for name, ok in (
-                ("diff=engram in .gitattributes", setup.diff_attribute),
-                ("textconv", setup.diff),
-            )
-            if not ok
-        ]
-        message = (
-            f"the engram diff driver is not set up in this clone ({', '.join(missing)} "
-            "missing): git diff, log -p and show print memories.jsonl as raw JSON lines"
-        )
-        findings.append(Finding("warning", "git", message))
+    findings = [
+        *_driver_finding(
+            "merge",
+            {".gitattributes lines": setup.attributes, "driver": setup.driver},
+            setup.command,
+            broken="every git merge of .engram/ falls back to conflicts",
+            unset="git merges of .engram/ fall back to line merges",
+            runs=runs,
+        ),
+        *_driver_finding(
+            "diff",
+            {"diff=engram in .gitattributes": setup.diff_attribute, "textconv": setup.diff},
+            setup.diff_command,
+            broken="git diff of memories.jsonl fails",
+            unset="git diff, log -p and show print memories.jsonl as raw JSON lines",
+            runs=runs,
+        ),
+    ]
     if fix and findings:
         install(config.root, driver_command)
         for finding in findings:
             finding.fixed = True
     return findings
+
+
+def _driver_finding(
+    which: str,
+    parts: dict[str, bool],
+    command: str,
+    *,
+    broken: str,
+    unset: str,
+    runs: Callable[[str], bool],
+) -> list[Finding]:
+    """Return the finding about one git driver: missing parts, or a command that cannot run."""
+    missing = [name for name, ok in parts.items() if not ok]
+    if missing:
+        message = (
+            f"the engram {which} driver is not set up in this clone ({', '.join(missing)} "
+            f"missing): {unset}"
+        )
+    elif not runs(command):
+        message = (
+            f"the configured {which} driver does not run here ({command!r}: its program is not "
+            f"found): {broken}"
+        )
+    else:
+        return []
+    return [Finding("warning", "git", message)]
 
 
 def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[Finding], int]:
