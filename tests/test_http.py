@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,15 +28,9 @@ from engram.http_api import (
 )
 from engram.operations import advice
 from engram.service import Engram
+from tests.helpers.serving import Served, free_port
 
-START_SECONDS = 60.0  # generous: a cold interpreter on a busy 2-core machine
 TOKEN = "s3cret-token-for-tests"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -54,47 +46,20 @@ def _make_project(root: Path, name: str = "demo") -> Path:
     return root
 
 
-class Server:
+class Server(Served):
     """``python -m engram.http_api`` serving one project on a free loopback port."""
 
     def __init__(self, root: Path, home: Path, *, token: str | None = None) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        port = free_port()
         extra = {"ENGRAM_HTTP_TOKEN": token} if token else {}
-        self.log = root.parent / f"server-{self.port}.log"
-        self._log = self.log.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engram.http_api", "--port", str(self.port)],
+        super().__init__(
+            [sys.executable, "-m", "engram.http_api", "--port", str(port)],
             cwd=root,
             env=_env(home, **extra),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            port=port,
+            log=root.parent / f"server-{port}.log",
+            token=token,
         )
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if self.client.get("/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"server did not start: {self.log.read_text()}")
-
-    def stop(self) -> str:
-        """Stop the server; return what it logged."""
-        self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self._log.close()
-        return self.log.read_text()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,8 +24,8 @@ from typer.testing import CliRunner
 
 from engram.model import go_int_id
 from engram.service import Engram
+from tests.helpers.serving import Served, free_port
 
-START_SECONDS = 60.0
 TOKEN = "a-long-random-token-for-go-tests"
 # Go's structs, as encoding/json marshals them (omitempty fields may be absent).
 OBSERVATION = {
@@ -50,12 +49,6 @@ LEARNINGS = (
     "1. The session cookie needs SameSite=Lax or the OAuth redirect loops forever\n"
     "2. Staging tokens expire after fifteen minutes, so retry once on a 401\n"
 )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -84,44 +77,22 @@ def _engram(root: Path, home: Path, *args: str) -> subprocess.CompletedProcess[s
     )
 
 
-class GoServer:
+class GoServer(Served):
     """``engram serve --compat go-engram`` on the port ENGRAM_PORT names (no --port given)."""
 
     def __init__(self, root: Path, home: Path, *, token: str | None = None) -> None:
-        self.root = root
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        extra = {"ENGRAM_PORT": str(self.port)}
+        port = free_port()
+        extra = {"ENGRAM_PORT": str(port)}
         if token:
             extra["ENGRAM_HTTP_TOKEN"] = token
-        self.log = root.parent / f"go-server-{self.port}.log"
-        self._log = self.log.open("wb")
-        self.proc = subprocess.Popen(
+        super().__init__(
             [sys.executable, "-m", "engram", "serve", "--compat", "go-engram"],
             cwd=root,
             env=_env(home, **extra),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            port=port,
+            log=root.parent / f"go-server-{port}.log",
+            token=token,
         )
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if self.client.get("/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"server did not start: {self.log.read_text()}")
-
-    def stop(self) -> str:
-        self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self._log.close()
-        return self.log.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -617,41 +588,26 @@ def test_the_plain_serve_gos_plugins_start_serves_gos_routes_when_the_project_sa
     text = config.read_text("utf-8")
     assert "\nserve:\n" in text and "  compat: []\n" in text  # as init writes it
     config.write_text(text.replace("  compat: []\n", "  compat: [go-engram]\n"), "utf-8")
-    port = _free_port()
-    log = (tmp_path / "plain.log").open("wb")
+    port = free_port()
     # What session-start.sh runs when nothing answers: `engram serve`, ENGRAM_PORT set.
-    proc = subprocess.Popen(
+    plain = Served(
         [sys.executable, "-m", "engram", "serve"],
         cwd=root,
         env=_env(home, ENGRAM_PORT=str(port)),
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        port=port,
+        log=tmp_path / "plain.log",
     )
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as api:
-            deadline = time.monotonic() + START_SECONDS
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    if api.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
-            assert api.get("/health").json()["service"] == "engram"
-            _session(api, "plain-1", root)
-            saved = api.post(
-                "/observations",
-                json={
-                    "session_id": "plain-1",
-                    "title": "Ran it",
-                    "content": "x",
-                    "type": "command",
-                },
-            )
-            assert saved.status_code == 201, saved.text
+        api = plain.client
+        assert api.get("/health").json()["service"] == "engram"
+        _session(api, "plain-1", root)
+        saved = api.post(
+            "/observations",
+            json={"session_id": "plain-1", "title": "Ran it", "content": "x", "type": "command"},
+        )
+        assert saved.status_code == 201, saved.text
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        assert "Traceback" not in plain.stop()
     assert [r["title"] for r in _records(root) if r.get("type") == "command"] == ["Ran it"]
 
     config.write_text(config.read_text("utf-8").replace("[go-engram]", "[mem0]"), encoding="utf-8")

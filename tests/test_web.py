@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,9 +30,9 @@ import pytest
 
 import engram
 from engram.http_api.web import assets
+from tests.helpers.serving import Served, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
-START_SECONDS = 60.0
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -77,12 +76,6 @@ with Engram.open() as e:
            "summary": summary.record["id"]}
 print(json.dumps(out))
 """
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -133,36 +126,18 @@ class Site:
         _engram(self.root, env, "index")
         _run(["git", "add", "-A"], self.root, env)
         _run(["git", "commit", "-q", "-m", "Remember the money decisions"], self.root, env)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = base / "serve.log"
-        self._log = self.log.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engram", "serve", "--port", str(self.port)],
+        port = free_port()
+        self.server = Served(
+            [sys.executable, "-m", "engram", "serve", "--port", str(port)],
             cwd=self.root,
             env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            port=port,
+            log=base / "serve.log",
         )
-        self._wait()
-
-    def _wait(self) -> None:
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"engram serve did not start: {self.log.read_text()}")
+        self.url = self.server.url
 
     def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self._log.close()
-        return self.log.read_text()
+        return self.server.stop()
 
     def stored(self, rid: str) -> dict[str, Any]:
         """Return a memory's line in .engram/memories.jsonl as the store wrote it."""
@@ -488,25 +463,17 @@ def test_a_token_server_lets_a_person_sign_in_and_keeps_the_api_bearer_only(
     _run(["git", "init", "-q"], root, env)
     _engram(root, env, "init", "--project", "guarded")
     _engram(root, env, "remember", "Deploys need a token", "Behind the team's token.")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(
+    server = Served(
         [sys.executable, "-m", "engram", "serve", "--port", str(port)],
         cwd=root,
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        port=port,
+        log=tmp_path / "serve.log",
     )
     browser = None
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
         page_get = httpx.get(f"{url}/ui/search?q=deploys", headers={"accept": "text/html"})
         assert page_get.status_code == 303
         assert page_get.headers["location"] == "/ui/login?next=%2Fui%2Fsearch%3Fq%3Ddeploys"
@@ -538,9 +505,7 @@ def test_a_token_server_lets_a_person_sign_in_and_keeps_the_api_bearer_only(
     finally:
         if browser is not None:
             browser.close()
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        assert "Traceback" not in server.stop()
 
 
 def test_superseding_by_a_memory_out_of_use_asks_first(site: Site) -> None:
