@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 import importlib.util
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode
 
@@ -119,14 +119,21 @@ def failed(request: Request, exc: EngramError) -> HTMLResponse:
     return page(request, "error.html", status=status_for(exc), message=exc.message, hint=exc.hint)
 
 
+async def shown(
+    request: Request, api: Api, template: str, view: Callable[..., Mapping[str, Any]], *args: Any
+) -> HTMLResponse:
+    """Return the page ``template`` makes of one view (a facade call), or its error page."""
+    try:
+        data = await api.call(view, api.engram, *args)
+    except EngramError as exc:
+        return failed(request, exc)
+    return page(request, template, **data)
+
+
 @router.get("/", response_class=HTMLResponse)
 async def dashboard(request: Request, api: Api) -> HTMLResponse:
     """The dashboard: counts, hotspots, pitfall candidates, recent sessions."""
-    try:
-        data = await api.call(views.dashboard, api.engram)
-    except EngramError as exc:
-        return failed(request, exc)
-    return page(request, "dashboard.html", **data)
+    return await shown(request, api, "dashboard.html", views.dashboard)
 
 
 def search_arguments(pairs: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -203,21 +210,13 @@ def _without(pairs: list[tuple[str, str]], name: str) -> list[tuple[str, str]]:
 @router.get("/ui/memories/{ref}", response_class=HTMLResponse)
 async def memory(request: Request, ref: str, api: Api) -> HTMLResponse:
     """One memory: fields, text, why, related, timeline, versions, staleness, actions."""
-    try:
-        data = await api.call(views.memory, api.engram, ref)
-    except EngramError as exc:
-        return failed(request, exc)
-    return page(request, "memory.html", **data)
+    return await shown(request, api, "memory.html", views.memory, ref)
 
 
 @router.get("/ui/memories/{ref}/session", response_class=HTMLResponse)
 async def session(request: Request, ref: str, api: Api) -> HTMLResponse:
     """The session a memory belongs to: its log entry, summary, memories in order."""
-    try:
-        data = await api.call(views.session, api.engram, ref)
-    except EngramError as exc:
-        return failed(request, exc)
-    return page(request, "session.html", **data)
+    return await shown(request, api, "session.html", views.session, ref)
 
 
 async def _form(request: Request) -> dict[str, str]:
