@@ -41,7 +41,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -260,7 +259,14 @@ def _engram_hook(engram: Engram, args: dict[str, Any]) -> Any:
     spec = hook_spec(args["agent"], args["event"])
     if spec is None:
         raise InvalidInput(f"no engram hook {args['agent']} {args['event']}")
-    event = event_of(args["payload"], fallback_cwd=args["cwd"] or str(engram.root))
+    from engram.hooking.payload import cwd_of
+
+    fallback = args["cwd"] or str(engram.root)
+    store = reach.find_store(cwd_of(args["payload"], fallback_cwd=fallback))
+    if store != os.path.realpath(engram.root):
+        # A hook of another store (its client misdirected here) is never answered from this one.
+        raise InvalidInput(f"the hook's folder is not in the store this daemon serves: {store}")
+    event = event_of(args["payload"], fallback_cwd=fallback)
     return {"output": engram.hook(spec, event)}
 
 
@@ -441,6 +447,8 @@ class _Server:
         self.idle = idle  # seconds without a request after which the daemon leaves
         self.last = time.monotonic()  # when the last request or connection came or ended
         self.requests = 0  # answered since the daemon started
+        # What a client checks before it sends anything (engram.reach.open_daemon).
+        self.hello = {"store": os.path.realpath(engram.root), "pid": os.getpid()}
 
     def stats(self) -> dict[str, Any]:
         """Return the daemon's connections and what each holds."""
@@ -453,6 +461,11 @@ class _Server:
         }
 
     async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = reach.peer_uid(writer.get_extra_info("socket"))
+        if peer is not None and peer != os.getuid():
+            log.warning("refused a connection from uid %d", peer)
+            writer.close()  # only this user's processes talk to this user's daemon
+            return
         task = asyncio.current_task()
         if task is not None:
             self.connections.add(task)
@@ -534,6 +547,8 @@ class _Server:
                 line = rpc.encode(rpc.failure(decoded))
             elif decoded.method == STATUS_METHOD:
                 line = rpc.encode(rpc.ok(decoded.id, self.stats()))
+            elif decoded.method == reach.HELLO:
+                line = rpc.encode(rpc.ok(decoded.id, self.hello))
             else:
                 line = await loop.run_in_executor(
                     self.executor, dispatch, self.engram, decoded, self.methods
@@ -543,6 +558,8 @@ class _Server:
                 await writer.drain()  # waits while the client does not read its answers
             except (ConnectionError, OSError):
                 return  # the client is gone; its reader ends on its own
+            if not isinstance(decoded, RpcError) and decoded.method == reach.HELLO:
+                continue  # a client's check of who answers, not a request
             conn.answered += 1
             self.requests += 1
             self.last = time.monotonic()
@@ -652,13 +669,17 @@ def _prepare_socket(path: Path, default: bool) -> None:
     folder = path.parent
     if not folder.is_dir():
         folder.mkdir(mode=0o700, parents=True)
-    if default and folder.parent == Path(tempfile.gettempdir()):
-        # The short fallback lives in a shared folder: it must be ours and private.
-        info = folder.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if default:
+        # Clients connect only through a folder of this user's that no one else may write
+        # (engram.reach.unsafe_socket): state/ is made private; a shared fallback must be.
+        info = folder.lstat()
+        if info.st_uid == os.getuid() and folder.name == "state":
+            os.chmod(folder, stat.S_IMODE(info.st_mode) & 0o700)
+        reason = reach.private_folder(os.fspath(folder))
+        if reason is not None:
             raise DaemonError(
-                f"{folder} is not a private folder of this user",
-                hint="remove it, or pass --socket PATH",
+                f"{reason}: the daemon's socket needs a private folder of this user",
+                hint=f"remove {folder}, or pass --socket PATH",
             )
     try:
         info = path.lstat()
@@ -696,9 +717,15 @@ def serve(
     engram_dir = root / ENGRAM_DIR
     if not engram_dir.is_dir():
         raise NotInitialized(f"no {ENGRAM_DIR}/ in {root}")
-    from engram.store.local import refuse_links
+    from engram.store.local import refuse_links, tracked_local
 
     refuse_links(engram_dir)  # the lock and the socket go in state/: never through a link
+    tracked = tracked_local(engram_dir)
+    if tracked:  # local state a repository commits is a teammate's (or a stranger's), not ours
+        raise DaemonError(
+            f"git tracks local state of {engram_dir}: {', '.join(tracked[:5])}",
+            hint="run engram doctor --fix (it untracks them: git rm -r --cached)",
+        )
     settings = Settings(root) if first_use else None
     if settings is not None and settings.off():
         return

@@ -24,7 +24,7 @@ import sys
 TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, Final
+    from typing import IO, Any, Final
 
 ENGRAM_DIR: Final = ".engram"  # engram.config.ENGRAM_DIR, without importing the settings
 OFF_MARKER: Final = ("state", "daemon.off")  # left by a daemon its settings turned off
@@ -57,36 +57,162 @@ def find_store(folder: str) -> str | None:
 def socket_path(engram_dir: str) -> str:
     """Return the daemon socket of a store: ``state/engram.sock``, or a short path if too long.
 
-    A Unix socket path holds at most 107 bytes. A store deeper than that gets
-    ``<tmp>/engram-<uid>/<hash of the store's path>.sock`` instead, which every process
-    computes alike, so a client still finds its daemon.
+    A Unix socket path holds at most 107 bytes. A store deeper than that gets a socket named by
+    the hash of the store's path in a folder only this user may use: ``$XDG_RUNTIME_DIR/engram``
+    when the runtime folder is this user's and private, else ``<tmp>/engram-<uid>``. Every
+    process computes the same path, so a client still finds its daemon.
     """
     engram_dir = os.path.abspath(engram_dir)
     path = os.path.join(engram_dir, "state", SOCKET_NAME)
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
         return path
     import hashlib
-    import tempfile
 
     digest = hashlib.sha256(os.fsencode(os.path.realpath(engram_dir))).hexdigest()[:20]
-    return os.path.join(tempfile.gettempdir(), f"engram-{os.getuid()}", f"{digest}.sock")
+    return os.path.join(short_folder(), f"{digest}.sock")
+
+
+def short_folder() -> str:
+    """Return the private folder of this user's short socket paths (it may not exist yet)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime) and private_folder(runtime) is None:
+        return os.path.join(runtime, "engram")
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"engram-{os.getuid()}")
+
+
+def private_folder(folder: str) -> str | None:
+    """Return why ``folder`` is not a real folder of this user that no one else may write.
+
+    None when it is. A socket in a folder another user owns or may write to can be swapped
+    for theirs (as ssh-agent and tmux check for theirs).
+    """
+    import stat
+
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        return f"{folder}: {exc.strerror}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a folder" + (" (a link)" if stat.S_ISLNK(info.st_mode) else "")
+    if info.st_uid != os.getuid():
+        return f"{folder} belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
+    if info.st_mode & 0o022:
+        return f"{folder} may be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def unsafe_socket(path: str) -> str | None:
+    """Return why the socket file ``path`` is not one this user's daemon made (None: it is).
+
+    It must be a socket itself (never a link to one), owned by this user, in a folder of this
+    user's that no one else may write to. The peer's credentials are checked once connected.
+    """
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if not stat.S_ISSOCK(info.st_mode):
+        return f"{path} is not a socket" + (" (a link)" if stat.S_ISLNK(info.st_mode) else "")
+    if info.st_uid != os.getuid():
+        return f"{path} belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
+    return private_folder(os.path.dirname(path))
 
 
 def socket_of(root: str) -> str:
     """Return where the daemon of the store in the folder ``root`` listens.
 
     The socket its running daemon wrote in its lock file (``PID SOCKET``: one started with
-    ``--socket`` listens elsewhere), else the default one (``socket_path``).
+    ``--socket`` listens elsewhere), else the default one (``socket_path``). The lock is taken
+    only when this user's daemon wrote it (owned by this user, a regular file only its owner
+    may read or write, as the daemon makes it): a file a repository commits there names
+    nothing. Either way the socket is checked before anything is sent (``connect``).
     """
     engram_dir = os.path.join(root, ENGRAM_DIR)
+    holder: list[str] = []
     try:
-        with open(os.path.join(engram_dir, *LOCK), "rb") as handle:
-            holder = handle.read(4096).decode("utf-8", "replace").split(maxsplit=1)
+        fd = os.open(os.path.join(engram_dir, *LOCK), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        holder = []
+        fd = -1
+    if fd >= 0:
+        try:
+            import stat
+
+            info = os.fstat(fd)
+            if (
+                stat.S_ISREG(info.st_mode)
+                and info.st_uid == os.getuid()
+                and not info.st_mode & 0o077
+            ):
+                holder = os.read(fd, 4096).decode("utf-8", "replace").split(maxsplit=1)
+        except OSError:
+            holder = []
+        finally:
+            os.close(fd)
     if len(holder) == 2 and os.path.isabs(holder[1].strip()):
         return holder[1].strip()
     return socket_path(engram_dir)
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """Return the uid of the process at the other end of a Unix socket (None: unknown here).
+
+    Linux tells it with ``SO_PEERCRED``; elsewhere None, and the socket file's owner, checked
+    before connecting, is all there is.
+    """
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    size = struct.calcsize("3i")
+    try:
+        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, size))
+    except OSError:
+        return None
+    return int(uid)
+
+
+HELLO: Final = "engram_hello"  # the daemon's first answer: the store it serves
+HELLO_MAX: Final = 64 * 1024  # bytes of its answer line read at most
+
+
+def open_daemon(root: str, timeout: float) -> tuple[socket.socket, IO[bytes]] | None:
+    """Return a connection to the daemon of the store in ``root``, proven to be it; else None.
+
+    Proven before a request carries anything: the socket file is this user's (``unsafe_socket``),
+    the process that accepted runs as this user (its peer credentials), and it answers
+    ``engram_hello`` with this very store (its real path). A socket another user planted, a
+    lock file a repository committed, or the daemon of another store of this user's all give
+    None, and the caller answers in process. The connection comes with its reader.
+    """
+    path = socket_of(root)
+    if unsafe_socket(path) is not None:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    reader = None
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        peer = peer_uid(sock)
+        if peer is not None and peer != os.getuid():
+            raise OSError(f"{path} is served by uid {peer}")
+        sock.sendall(json.dumps({"id": 0, "method": HELLO, "params": {}}).encode() + b"\n")
+        reader = sock.makefile("rb")
+        response = json.loads(reader.readline(HELLO_MAX) or b"null")
+        data = response.get("data") if isinstance(response, dict) else None
+        store = data.get("store") if isinstance(data, dict) else None
+        if not isinstance(store, str) or store != os.path.realpath(root):
+            raise OSError(f"{path} serves another store ({store!r})")
+    except (OSError, ValueError):
+        if reader is not None:
+            reader.close()
+        sock.close()
+        return None
+    return sock, reader
 
 
 def call(
@@ -94,24 +220,23 @@ def call(
 ) -> Any:
     """Return the data of the daemon's answer to one request, or None when none answers.
 
-    None also when the daemon refuses (an older daemon without the method, a bad request):
-    the caller then does the work itself. One request line of ``engram.rpc``'s protocol, one
-    response line; ``connect`` and ``answer`` bound the waits, in seconds.
+    None also when the daemon refuses (an older daemon without the method, a bad request) or
+    cannot be proven to be this store's (``open_daemon``): the caller then does the work
+    itself. One request line of ``engram.rpc``'s protocol, one response line; ``connect`` and
+    ``answer`` bound the waits, in seconds.
     """
-    path = socket_of(root)
-    if not os.path.exists(path):
+    opened = open_daemon(root, connect)
+    if opened is None:
         return None
+    sock, reader = opened
     request = {"id": 1, "method": method, "params": params}
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(connect)
-            sock.connect(path)
+        with sock, reader:
             sock.settimeout(answer)
             sock.sendall(json.dumps(request, ensure_ascii=False).encode("utf-8") + b"\n")
-            with sock.makefile("rb") as reader:
-                response = json.loads(reader.readline() or b"null")
+            response = json.loads(reader.readline() or b"null")
     except (OSError, ValueError):
-        return None  # absent, restarting, busy past the wait
+        return None  # restarting, busy past the wait
     if not isinstance(response, dict) or not response.get("ok"):
         return None
     return response.get("data")
@@ -198,7 +323,8 @@ def start(root: str) -> None:
     """
     import subprocess
 
-    if accepting(socket_of(root)) or turned_off(root):
+    path = socket_of(root)
+    if (unsafe_socket(path) is None and accepting(path)) or turned_off(root):
         return
 
     subprocess.Popen(  # its own session: a terminal or agent that dies does not take it
@@ -214,17 +340,21 @@ def start(root: str) -> None:
     )
 
 
-# What of a process's environment can change an answer: engram's settings (but the switches of
-# the daemon and the hooks themselves), where the person's files are, the time zone, and who
-# writes. A daemon answers a command line only for a caller whose environment says the same.
+# What of a process's environment can change an answer: the engram variables a forwarded command
+# reads (where the personal store is, who writes, the consolidation command), where the person's
+# files are, the time zone, and who writes. A daemon answers a command line only for a caller
+# whose environment says the same. Every other variable, another tool's ENGRAM_* among them (Go
+# engram's ENGRAM_DATA_DIR), neither decides nor travels: a token never reaches the socket.
+ANSWER_VARIABLES: Final = ("ENGRAM_HOME", "ENGRAM_AUTHOR", "ENGRAM_CONSOLIDATE_LLM_COMMAND")
 ANSWER_ENVIRONMENT: Final = ("HOME", "XDG_CONFIG_HOME", "TZ", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL")
 SWITCHES: Final = frozenset({DAEMON_SWITCH, IDLE_SETTING, "ENGRAM_HOOKS"})
+# engram's variables that no forwarded command reads (the HTTP server's).
+SERVER_ONLY: Final = frozenset({"ENGRAM_PORT", "ENGRAM_HTTP_TOKEN"})
 
 
 def environment() -> dict[str, str]:
     """Return the part of this process's environment that can change an answer."""
+    environ = os.environ
     return {
-        name: value
-        for name, value in os.environ.items()
-        if (name.startswith("ENGRAM_") and name not in SWITCHES) or name in ANSWER_ENVIRONMENT
+        name: environ[name] for name in (*ANSWER_VARIABLES, *ANSWER_ENVIRONMENT) if name in environ
     }

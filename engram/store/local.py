@@ -8,6 +8,10 @@ there, ``refuse_links`` looks at the two folders and their entries, two levels d
 is remove it, and engram makes a real folder or file again. The store folder itself may be a
 link (a user's own choice, e.g. a dotfiles checkout).
 
+A commit can also carry files into them (``git add -f``): a lock naming another socket, a clone
+id or a sync cursor that is a teammate's, not this clone's. ``tracked_local`` names them (git
+is asked); the daemon refuses to serve over them and ``engram doctor`` reports them.
+
 This module only looks; it creates, removes and follows nothing.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 from typing import Final
 
@@ -65,3 +70,23 @@ def _refuse(path: Path) -> None:
         hint=f"remove the link (rm {path}) and run the command again: engram makes a real "
         "folder or file in its place; if the repository commits it, remove it from git too",
     )
+
+
+def tracked_local(engram_dir: Path) -> list[str]:
+    """Return the files under state/ and index/ that git tracks, relative to the repository.
+
+    [] when ``engram_dir`` is in no git work tree (a personal store) or git cannot be run.
+    """
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--full-name", "--", *LOCAL],
+            cwd=engram_dir,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    return sorted(os.fsdecode(name) for name in done.stdout.split(b"\0") if name)
