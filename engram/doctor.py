@@ -71,6 +71,7 @@ def run_checks(
     findings = _check_file(store, fix=fix)  # 1. the canonical file
     findings += _check_chunks(store, fix=fix)  # 1b. sync chunks and the manifest
     findings += _check_gitignore(store, fix=fix)  # 2. git hygiene
+    findings += _check_tracked_local(store, fix=fix)  # 2b. local state a commit carries
     # 3. Secrets anywhere engram keeps text (written by hand, by an older tool, by a teammate).
     from engram.secrets_audit import check_secrets
 
@@ -184,6 +185,28 @@ def _check_gitignore(store: MemoryStore, *, fix: bool) -> list[Finding]:
         fixed_text = fixed_text or GITIGNORE
         write_gitignore(store.dir, fixed_text)
         finding.fixed = True
+    return [finding]
+
+
+def _check_tracked_local(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    """Check git tracks nothing under state/ and index/; with ``fix``, untrack them."""
+    from engram.store.local import tracked_local, untrack_local
+
+    tracked = tracked_local(store.dir)
+    if not tracked:
+        return []
+    shown = ", ".join(tracked[:5]) + (f" and {len(tracked) - 5} more" if len(tracked) > 5 else "")
+    finding = Finding(
+        "error",
+        "git",
+        f"git tracks local state: {shown}. engram takes no local state from a committed file "
+        "(a lock there could name another socket): no daemon serves this store until they are "
+        "untracked",
+    )
+    if fix:
+        untrack_local(store.dir)
+        finding.fixed = True
+        finding.message += "; untracked them (git rm --cached): commit the removal"
     return [finding]
 
 

@@ -90,3 +90,17 @@ def tracked_local(engram_dir: Path) -> list[str]:
     if done.returncode != 0:
         return []
     return sorted(os.fsdecode(name) for name in done.stdout.split(b"\0") if name)
+
+
+def untrack_local(engram_dir: Path) -> None:
+    """Have git stop tracking state/ and index/ (the files stay; the removal is to commit)."""
+    done = subprocess.run(
+        ["git", "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *LOCAL],
+        cwd=engram_dir,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip()
+        raise UnsafePath(f"git rm --cached failed in {engram_dir}: {message}")
