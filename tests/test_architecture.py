@@ -495,3 +495,249 @@ def test_check_recall_and_context_import_no_adapter_nor_async_stack(project: Eng
     loaded = json.loads(done.stderr.splitlines()[-1])
     heavy = [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(ADAPTERS)]
     assert heavy == []
+
+
+# -- house rules: sizes, circles, private names -------------------------------------------------
+
+MODULE_LINES = 800  # a module past this is usually two things: split it where a reader would
+FUNCTION_LINES = 80
+# Each exception names its reason; a module or function that no longer needs one fails the test,
+# so the list only shrinks.
+LONG_MODULES: dict[str, str] = {
+    "engram.indexer.adr": "to split (issue 29): the parser and the memory it becomes",
+    "engram.indexer.git": "to split (issue 29): walking history and reading reverts",
+    "engram.indexer.anchors": "to split (issue 29): anchors in text and in code",
+    "engram.sync.chunks": "to split (issue 29): chunk files and the manifest",
+    "engram.model": "to split (issue 29): record rules, the bounded JSON reader, Go ids",
+    "engram.index.records": "to split (issue 29): the records table and its queries",
+    "engram.store.redact": "to split (issue 29): the patterns and the walk over a record",
+    "engram.sync.gitmerge": "to split (issue 29): git setup, the driver, a memory's history",
+    "engram.daemon": "to split (issue 29): the server and its methods",
+}
+# Past 1000 lines even an exception does not hold (issue 29 splits these two first).
+OVER_1000: frozenset[str] = frozenset({"engram.indexer.adr", "engram.indexer.git"})
+LONG_FUNCTIONS: dict[str, str] = {
+    "engram.indexer.git:_candidate": "to split (issue 29): one revert's evidence, step by step",
+    "engram.sync.goimport:convert_go": "to split (issue 29): one Go document's parts in turn",
+    "engram.sync.imports:convert_mcp_memory": "to split (issue 29): entities, then relations",
+}
+# Import circles at run time (imports inside functions count, TYPE_CHECKING ones do not), each
+# as its sorted members; the list only shrinks.
+KNOWN_CIRCLES: dict[tuple[str, ...], str] = {
+    ("engram.sync.goimport", "engram.sync.imports", "engram.sync.plain"): "formats/ (issue 29)",
+    ("engram.sync.gotransfer", "engram.sync.transfer"): "formats/ (issue 29)",
+    ("engram.doctor", "engram.secrets_audit"): "Finding in its own module (issue 29)",
+    ("engram.mcp_server.compat", "engram.mcp_server.table"): "one of them owns the names",
+}
+# A private name (_x) imported from another module: importer -> that module; the list only
+# shrinks.
+KNOWN_PRIVATE_IMPORTS: dict[str, str] = {
+    "engram.sync.goimport": "engram.sync.imports",
+    "engram.sync.plain": "engram.sync.imports",
+}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Return the ids of the nodes under ``if TYPE_CHECKING:`` (imports that never run)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+            if name == "TYPE_CHECKING":
+                for child in node.body:
+                    inside |= {id(sub) for sub in ast.walk(child)}
+    return inside
+
+
+def runtime_graph(package: Path) -> dict[str, set[str]]:
+    """Return, for every module, the modules of the package it imports when it runs."""
+    found = modules(package)
+    known = set(found)
+    graph: dict[str, set[str]] = {name: set() for name in found}
+    for name, path in found.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _type_checking_nodes(tree)
+        own = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = own.split(".")[: len(own.split(".")) - node.level + 1]
+                    base = ".".join([*parts, node.module] if node.module else parts)
+                targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+            for target in targets:
+                owner = _owner(target, known)
+                if owner is not None and owner != name:
+                    graph[name].add(owner)
+    return graph
+
+
+def circles(graph: Mapping[str, set[str]]) -> list[tuple[str, ...]]:
+    """Return the import circles of a graph: its strongly connected parts of two or more."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+
+    def visit(start: str) -> None:  # Tarjan's, with an explicit stack (no recursion limit)
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(tuple(sorted(part)))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return sorted(found)
+
+
+def private_imports(package: Path) -> dict[str, set[str]]:
+    """Return, per module, the other modules it imports a private ``_name`` from."""
+    found = modules(package)
+    known = set(found)
+    out: dict[str, set[str]] = {}
+    for name, path in found.items():
+        own = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = own.split(".")[: len(own.split(".")) - node.level + 1]
+                base = ".".join([*parts, node.module] if node.module else parts)
+            source = _owner(base, known)
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    continue  # a module, not a name in one
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and source is not None and source != name:
+                    out.setdefault(name, set()).add(source)
+    return out
+
+
+def oversized(package: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Return the modules over MODULE_LINES and the functions over FUNCTION_LINES."""
+    long_modules: dict[str, int] = {}
+    long_functions: dict[str, int] = {}
+    for name, path in modules(package).items():
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MODULE_LINES:
+            long_modules[name] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    long_functions[f"{name}:{node.name}"] = length
+    return long_modules, long_functions
+
+
+def house_breaches(
+    package: Path,
+    *,
+    long_modules: Mapping[str, str],
+    long_functions: Mapping[str, str],
+    known_circles: Mapping[tuple[str, ...], str],
+    known_private: Mapping[str, str],
+) -> list[str]:
+    """Return every breach of the house rules in ``package``, and every exception now unused."""
+    problems: list[str] = []
+    modules_over, functions_over = oversized(package)
+    for name, lines in modules_over.items():
+        if name not in long_modules:
+            problems.append(f"{name}: {lines} lines, over {MODULE_LINES}: split it")
+        elif lines > 1000 and name not in OVER_1000:
+            problems.append(f"{name}: {lines} lines, over 1000 even with an exception")
+    for name, lines in functions_over.items():
+        if name not in long_functions:
+            problems.append(f"{name}: a function of {lines} lines, over {FUNCTION_LINES}")
+    found = circles(runtime_graph(package))
+    problems += [f"import circle: {' <-> '.join(c)}" for c in found if c not in known_circles]
+    for importer, sources in sorted(private_imports(package).items()):
+        for source in sorted(sources):
+            if known_private.get(importer) != source:
+                problems.append(f"{importer}: imports a private name from {source}")
+    unused = [name for name in long_modules if name not in modules_over]
+    unused += [name for name in long_functions if name not in functions_over]
+    unused += [" <-> ".join(c) for c in known_circles if c not in found]
+    privates = private_imports(package)
+    unused += [f"{i} from {s}" for i, s in known_private.items() if s not in privates.get(i, ())]
+    problems += [f"{name}: an exception no longer needed: remove it" for name in unused]
+    return problems
+
+
+def test_modules_and_functions_stay_short_with_no_circle_and_no_private_import() -> None:
+    found = house_breaches(
+        PACKAGE,
+        long_modules=LONG_MODULES,
+        long_functions=LONG_FUNCTIONS,
+        known_circles=KNOWN_CIRCLES,
+        known_private=KNOWN_PRIVATE_IMPORTS,
+    )
+    assert found == []
+    assert all(LONG_MODULES.values()) and all(LONG_FUNCTIONS.values())
+
+
+def test_the_house_rules_report_each_planted_breach(tmp_path: Path) -> None:
+    package = tmp_path / "engram"
+    body = "\n".join(f"x{i} = {i}" for i in range(MODULE_LINES + 1))
+    function = "def long():\n" + "".join(f"    y{i} = {i}\n" for i in range(FUNCTION_LINES))
+    files = {
+        "__init__.py": "",
+        "big.py": body + "\n",
+        "funcs.py": function,
+        "a.py": "def f():\n    from engram import b\n",
+        "b.py": "from engram.a import f\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engram import d\n",
+        "d.py": "import engram.c\n",
+        "pub.py": "from engram.a import _hidden\nfrom . import _own\n",
+        "_own.py": "",
+    }
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    found = house_breaches(
+        package,
+        long_modules={"engram.gone": "split long ago"},
+        long_functions={},
+        known_circles={},
+        known_private={},
+    )
+    assert found == [
+        f"engram.big: {MODULE_LINES + 1} lines, over {MODULE_LINES}: split it",
+        f"engram.funcs:long: a function of {FUNCTION_LINES + 1} lines, over {FUNCTION_LINES}",
+        "import circle: engram.a <-> engram.b",  # inside a function counts; TYPE_CHECKING not
+        "engram.pub: imports a private name from engram.a",  # a private module is its own
+        "engram.gone: an exception no longer needed: remove it",
+    ]
