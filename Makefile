@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench bench-retrieval clean
+.PHONY: demo test test-fast lint typecheck bench bench-retrieval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
+	$(BIN)/ruff format --check engram tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# The edit loop: lint, then the suite without the stress tests (marked slow) on every core.
+test-fast: $(STAMP)
+	$(BIN)/ruff check engram tests benchmarks
+	$(BIN)/python -m pytest -q -x -m "not slow" -n auto -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
