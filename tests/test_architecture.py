@@ -527,7 +527,6 @@ KNOWN_CIRCLES: dict[tuple[str, ...], str] = {
     ("engram.sync.goimport", "engram.sync.imports", "engram.sync.plain"): "formats/ (issue 29)",
     ("engram.sync.gotransfer", "engram.sync.transfer"): "formats/ (issue 29)",
     ("engram.doctor", "engram.secrets_audit"): "Finding in its own module (issue 29)",
-    ("engram.mcp_server.compat", "engram.mcp_server.table"): "one of them owns the names",
 }
 # A private name (_x) imported from another module: importer -> that module; the list only
 # shrinks.

@@ -17,9 +17,10 @@ re-exports.
 
 from __future__ import annotations
 
+from engram.mcp_server.catalog import select_tools, tool_names
 from engram.mcp_server.core import DEFAULT_BUDGET, MIN_BUDGET, EngramMCP
 from engram.mcp_server.server import run, serve
-from engram.mcp_server.table import COMPATS, PROFILES, Call, Tool, select_tools, tool_names
+from engram.mcp_server.table import COMPATS, PROFILES, Call, Tool
 from engram.operations.memory import RECALL_LIMIT, RECALL_MAX
 from engram.paging import decode_cursor, encode_cursor
 

@@ -1,7 +1,7 @@
 """The go-engram and engram-rs tool names, as rows of data over the native handlers.
 
 ``engram mcp --compat go-engram`` / ``--compat engram-rs`` add these names (and a Go-style
-``--tools`` adds go-engram's, ``table.resolve_tools``), so an agent set up for either tool
+``--tools`` adds go-engram's, ``catalog.resolve_tools``), so an agent set up for either tool
 finds its tools under their names. Go engram's rows follow its newest tool contract and its
 profiles, and reach handlers of this adapter's own (``tools/go.py``: text answers with Go's
 integer ids); engram-rs's reach the native handlers. Each row names its target, its own

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.config import ENGRAM_DIR, find_root
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound, NotInitialized
+from engram.mcp_server.catalog import resolve_tools, select_tools
 from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
-from engram.mcp_server.table import COMPATS, Call, resolve_tools, select_tools
+from engram.mcp_server.table import COMPATS, Call
 from engram.mcp_server.tools import HANDLERS
 from engram.operations import advice
 from engram.paging import CHARS_PER_TOKEN, Pages, dumps
@@ -94,7 +95,7 @@ class EngramMCP:
         self.start = start
         self.profile = profile if tools is None else tools
         self.compat = tuple(compat)
-        # ``tools``: a --tools spec as Go engram reads it (table.resolve_tools)
+        # ``tools``: a --tools spec as Go engram reads it (catalog.resolve_tools)
         self.tools = (
             select_tools(profile, self.compat)
             if tools is None

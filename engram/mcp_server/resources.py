@@ -13,7 +13,8 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from engram.errors import NotFound
-from engram.mcp_server.table import Call, tables
+from engram.mcp_server.catalog import tables
+from engram.mcp_server.table import Call
 from engram.mcp_server.tools.around import briefing, stats_payload
 from engram.mcp_server.tools.memory import read_memory
 from engram.paging import CHARS_PER_TOKEN

@@ -63,7 +63,7 @@ def run(
     """Serve the project at or above ``start`` (default: here) over stdio until the client goes.
 
     ``engram mcp`` calls this (the CLI declares the command's options); ``tools`` is its
-    ``--tools`` as given (``table.resolve_tools``), None when not given (``profile`` then).
+    ``--tools`` as given (``catalog.resolve_tools``), None when not given (``profile`` then).
     """
     import logging
 
