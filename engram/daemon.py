@@ -724,7 +724,7 @@ def serve(
     if tracked:  # local state a repository commits is a teammate's (or a stranger's), not ours
         raise DaemonError(
             f"git tracks local state of {engram_dir}: {', '.join(tracked[:5])}",
-            hint="run engram doctor --fix (it untracks them: git rm -r --cached)",
+            hint="run engram doctor --fix (it removes them from git and from this clone)",
         )
     settings = Settings(root) if first_use else None
     if settings is not None and settings.off():

@@ -206,7 +206,9 @@ def _check_tracked_local(store: MemoryStore, *, fix: bool) -> list[Finding]:
     if fix:
         untrack_local(store.dir)
         finding.fixed = True
-        finding.message += "; untracked them (git rm --cached): commit the removal"
+        finding.message += (
+            "; removed them from git and from this clone (engram makes its own): commit the removal"
+        )
     return [finding]
 
 

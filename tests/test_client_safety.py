@@ -183,8 +183,9 @@ def test_doctor_names_tracked_local_state_and_the_daemon_refuses_it(
     assert report.returncode != 0
     assert b"git tracks local state: .engram/state/daemon.lock" in report.stdout
     fixed = run_cli("doctor", "--fix", cwd=clone)
-    assert b"untracked them" in fixed.stdout, fixed.stdout.decode()
+    assert b"removed them from git and from this clone" in fixed.stdout, fixed.stdout.decode()
     assert git(clone, "ls-files", ".engram/state") == ""
+    assert not (clone / ".engram" / "state" / "daemon.lock").exists()
     assert "D  .engram/state/daemon.lock" in git(clone, "status", "--porcelain")
     assert b"git tracks local state" not in run_cli("doctor", cwd=clone).stdout
 
@@ -400,3 +401,24 @@ def test_the_hello_proves_the_store_before_a_request_is_sent(
     assert reach.open_daemon(str(ledger.root), 1.0) is None  # another store's daemon: refused
     assert reach.call(str(ledger.root), "memory_status", {}, connect=1.0, answer=1.0) is None
     assert requests(socket) == before + 1  # only this status was answered
+
+
+def test_sync_takes_no_local_state_from_a_commit(ledger: Engram, tmp_path: Path) -> None:
+    root = ledger.root
+    assert run_cli("sync", cwd=root).returncode == 0  # a real clone id and applied list here
+    state = root / ".engram" / "state" / "sync.json"
+    assert "clone_id" in state.read_text()
+    git(root, "add", "-A")
+    git(root, "add", "-f", ".engram/state/sync.json")
+    git(root, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "planted")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    refused = run_cli("sync", cwd=clone)
+    assert refused.returncode == 1
+    assert b".engram/state/sync.json" in refused.stderr and b"doctor --fix" in refused.stderr
+    assert run_cli("doctor", "--fix", cwd=clone).returncode == 0
+    done = run_cli("sync", cwd=clone)
+    assert done.returncode == 0, done.stderr.decode()
+    mine = json.loads((clone / ".engram" / "state" / "sync.json").read_text())
+    theirs = json.loads(state.read_text())
+    assert mine["clone_id"] != theirs["clone_id"]  # its own clone id, not the committed one

@@ -93,9 +93,14 @@ def tracked_local(engram_dir: Path) -> list[str]:
 
 
 def untrack_local(engram_dir: Path) -> None:
-    """Have git stop tracking state/ and index/ (the files stay; the removal is to commit)."""
+    """Remove the files git tracks under state/ and index/ from git and from this clone.
+
+    They came from a commit, so they are someone else's local state: engram makes its own
+    again (a clone id, the chunks to apply, which merging again leaves as they are, the index).
+    Files git does not track stay. The removal is for the user to commit.
+    """
     done = subprocess.run(
-        ["git", "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *LOCAL],
+        ["git", "rm", "-r", "-q", "--ignore-unmatch", "--", *LOCAL],
         cwd=engram_dir,
         capture_output=True,
         timeout=60,
@@ -103,4 +108,4 @@ def untrack_local(engram_dir: Path) -> None:
     )
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip()
-        raise UnsafePath(f"git rm --cached failed in {engram_dir}: {message}")
+        raise UnsafePath(f"git rm failed in {engram_dir}: {message}")

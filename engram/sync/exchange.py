@@ -145,6 +145,7 @@ def sync(
     engram chunk's records are given, ``route`` where its rows land (default: all in ``ws``).
     ``export`` and ``only_project`` as for ``sync_local``. Returns what was done.
     """
+    refuse_tracked_state(ws)
     local_args: dict[str, Any] = {"export": export, "only_project": only_project}
     if remote is None:
         return sync_local(
@@ -187,6 +188,24 @@ def sync(
         f"could not push to {remote} ({branch}): it kept moving while engram merged",
         hint="run engram sync --remote again in a moment; nothing local was lost",
     )
+
+
+def refuse_tracked_state(ws: Workspace) -> None:
+    """Raise SyncError when git tracks files of the store's state/ or index/.
+
+    The clone id, the list of applied chunks and the journal's cursor are this clone's: taken
+    from a commit (``git add -f``), they would be a teammate's or a stranger's, and could make
+    this clone skip chunks it never applied.
+    """
+    from engram.store.local import tracked_local
+
+    tracked = tracked_local(ws.store.dir)
+    if tracked:
+        raise SyncError(
+            f"git tracks local state of {ws.store.dir}: {', '.join(tracked[:5])}; sync takes "
+            "no clone id, cursor or applied chunks from a committed file",
+            hint="run engram doctor --fix (it removes them from git and this clone), then sync",
+        )
 
 
 def _merge_remote(
