@@ -1,13 +1,17 @@
 """Validate the retrieval evaluation sets: memories.jsonl and queries.jsonl of each set.
 
-Two sets: ``harbor`` (this folder; hand-written memories about one fictional codebase) and
+Four sets: ``harbor`` (this folder; hand-written memories about one fictional codebase),
 ``adr`` (``adr/``; real public ADRs turned into memories by engram's ADR indexer, see
-adr/build.py). Run ``python benchmarks/retrieval/check_data.py`` to check both, or name one set
-(or a folder, checked with harbor's rules); it prints the counts and every problem found, and
-exits 1 when there is any. It checks that every memory line parses with
+adr/build.py), ``agentlog`` (``agentlog/``; memories an agent would save after real work on two
+public projects, one ``project`` each) and ``captured`` (``captured/``; conversational turns as
+``capture`` and ``prompt`` save them, titled by their first words). Run
+``python benchmarks/retrieval/check_data.py`` to check them all, or name one set (or a folder,
+checked with harbor's rules); it prints the counts and every problem found, and exits 1 when
+there is any. It checks that every memory line parses with
 ``engram.model.parse_line`` and is canonical (sorted by id, the bytes ``canonical_line`` writes),
 that ids are 26 lowercase base32 characters, kinds and statuses are engram's, the text fields are
-filled, links and ``supersedes`` point at memories that exist (a hand-written superseded memory
+filled (tags too, except in ``captured``, where a turn may have none; there a title must be the
+content's opening words), links and ``supersedes`` point at memories that exist (a hand-written superseded memory
 is named by a later one; an ADR may be deprecated without a successor), and that every query has
 a known kind, a unique id, and relevant ids that exist and are live (not deleted, not archived;
 none for a negative query). An ADR memory's id must be the one the indexer derives from its
@@ -45,10 +49,17 @@ class DataSet:
 
     name: str
     folder: Path
-    project: str
+    project: str | tuple[str, ...]  # the project every memory names, or one of these
     memory_range: tuple[int, int]
     min_queries: Mapping[str, int]
     from_adrs: bool = False  # made by engram's ADR indexer (adr/build.py), not by hand
+    needs_tags: bool = True  # every memory has at least one tag
+    titles_open_content: bool = False  # a title is the content's first words (captured turns)
+
+    @property
+    def projects(self) -> tuple[str, ...]:
+        """Return the project names a memory of this set may carry."""
+        return (self.project,) if isinstance(self.project, str) else self.project
 
 
 SETS: Final = (
@@ -62,8 +73,31 @@ SETS: Final = (
         {"keyword": 40, "paraphrase": 40, "question": 40, "negative": 30},
         from_adrs=True,
     ),
+    # Issue 30: sets of other shapes, never used to choose a ranking parameter.
+    DataSet(
+        "agentlog",
+        HERE / "agentlog",
+        ("sqlite-utils", "click"),
+        (140, 200),
+        {"keyword": 35, "paraphrase": 45, "question": 30, "negative": 20},
+    ),
+    DataSet(
+        "captured",
+        HERE / "captured",
+        "starlette",
+        (130, 180),
+        {"keyword": 25, "paraphrase": 35, "question": 25, "negative": 15},
+        needs_tags=False,
+        titles_open_content=True,
+    ),
 )
 HARBOR: Final = SETS[0]
+
+
+def _opens(title: object, content: object) -> bool:
+    """Tell whether ``title`` is the first words of ``content`` (a trailing "…" allowed)."""
+    words = str(title or "").removesuffix("…").split()
+    return bool(words) and str(content or "").split()[: len(words)] == words
 
 
 def check_memories(
@@ -94,8 +128,9 @@ def check_memories(
             problems.append(f"{where}: kind {record.get('kind')!r} is not one of engram's")
         if record.get("status") not in STATUSES:
             problems.append(f"{where}: status {record.get('status')!r} is not one of engram's")
-        if record.get("scope") != "project" or record.get("project") != dataset.project:
-            problems.append(f"{where}: expected scope project, project {dataset.project}")
+        if record.get("scope") != "project" or record.get("project") not in dataset.projects:
+            names = " or ".join(dataset.projects)
+            problems.append(f"{where}: expected scope project, project {names}")
         if dataset.from_adrs:
             source = str(record.get("source", ""))
             if not source.startswith("adr:") or rid != adr_id(source.removeprefix("adr:")):
@@ -105,8 +140,10 @@ def check_memories(
                 problems.append(f"{where}: empty {field}")
         if not isinstance(record.get("importance"), int) or not 1 <= record["importance"] <= 5:
             problems.append(f"{where}: importance must be 1-5")
-        if not record.get("tags"):
+        if dataset.needs_tags and not record.get("tags"):
             problems.append(f"{where}: no tags")
+        if dataset.titles_open_content and not _opens(record.get("title"), record.get("content")):
+            problems.append(f"{where}: the title is not the content's opening words")
         try:
             if parse_time(record["updated_at"]) < parse_time(record["created_at"]):
                 problems.append(f"{where}: updated_at before created_at")
