@@ -11,8 +11,9 @@ there is any. It checks that every memory line parses with
 ``engram.model.parse_line`` and is canonical (sorted by id, the bytes ``canonical_line`` writes),
 that ids are 26 lowercase base32 characters, kinds and statuses are engram's, the text fields are
 filled (tags too, except in ``captured``, where a turn may have none; there a title must be the
-content's opening words), links and ``supersedes`` point at memories that exist (a hand-written superseded memory
-is named by a later one; an ADR may be deprecated without a successor), and that every query has
+content's opening words), links and ``supersedes`` point at memories that exist (a hand-written
+superseded memory is named by a later one; an ADR may be deprecated without a successor), that a
+memory's project is its set's (``agentlog`` holds two), and that every query has
 a known kind, a unique id, and relevant ids that exist and are live (not deleted, not archived;
 none for a negative query). An ADR memory's id must be the one the indexer derives from its
 path, so the labels survive a rebuild. The ADR set's memories.jsonl is built, not committed (the

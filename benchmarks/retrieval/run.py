@@ -1,9 +1,14 @@
 """Score ranking backends on the hand-labelled retrieval sets (memories.jsonl, queries.jsonl).
 
-Run ``python benchmarks/retrieval/run.py`` (``make bench-retrieval``). Two sets, each scored on its
-own in the same run: ``harbor`` (this folder: a shipping company's engineering memories) and ``adr``
-(``adr/``: real public ADRs turned into memories by engram's ADR indexer, with queries written by
-hand before any ranking was looked at; ``adr/SOURCES.md``). ``--set`` picks one. Every backend
+Run ``python benchmarks/retrieval/run.py`` (``make bench-retrieval``). Four sets, each scored on
+its own in the same run: ``harbor`` (this folder: a shipping company's engineering memories),
+``adr`` (``adr/``: real public ADRs turned into memories by engram's ADR indexer, with queries
+written by hand before any ranking was looked at; ``adr/SOURCES.md``), ``agentlog``
+(``agentlog/``: memories an agent saved after real work on two public projects, sqlite-utils and
+click, as two projects in one store) and ``captured`` (``captured/``: the conversational turns
+``capture`` and ``prompt`` save, titled by their first words, from work on starlette). The last
+two were never used to choose a ranking parameter (issue 30; their SOURCES.md). ``--set`` picks
+one. Every backend
 answers every query with its top 10; the table gives, per backend and query kind, recall@1/5/10 (the
 share of a query's relevant memories found in its top k, averaged over the queries), MRR (1 / the
 rank of the first relevant hit, 0 when none is in the top 10), the top score's p50/p90, the share of
@@ -28,8 +33,8 @@ Backends, all in this one run over the same memories:
 A mode is "not available" when engram does not know the setting (no ``search.mode`` in
 ``engram.config.DEFAULTS``; the keyword pass then runs with the default config), when opening or
 searching the store with it raises, or when it has no effect (every ranked list the same as the
-keyword pass's). The ADR set is rebuilt, not committed (``adr/SOURCES.md``): where its files are
-missing only the harbor set runs.
+keyword pass's). The ADR set is rebuilt, not committed (``adr/SOURCES.md``): where its
+memories.jsonl is missing, a plain run leaves that set out.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
@@ -63,7 +68,12 @@ from engram.service import Engram
 HERE: Final = Path(__file__).resolve().parent
 MEMORIES: Final = HERE / "memories.jsonl"
 QUERIES: Final = HERE / "queries.jsonl"
-SETS: Final = {"harbor": HERE, "adr": HERE / "adr"}
+SETS: Final = {
+    "harbor": HERE,
+    "adr": HERE / "adr",
+    "agentlog": HERE / "agentlog",
+    "captured": HERE / "captured",
+}
 BACKENDS: Final = ("tantivy", "fts5")
 MODES: Final = ("keyword", "semantic", "hybrid")
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
@@ -498,7 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes: list[str] = list(dict.fromkeys(args.mode or MODES))
     backends: list[str] = list(dict.fromkeys(args.backends or BACKENDS))
     names = args.sets or [
-        name for name, folder in SETS.items() if (folder / "queries.jsonl").exists()
+        name
+        for name, folder in SETS.items()
+        if (folder / "queries.jsonl").exists() and (folder / "memories.jsonl").exists()
     ]
     payloads: dict[str, object] = {}
     for name in names:
