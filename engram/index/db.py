@@ -131,7 +131,13 @@ class Index:
         """Bring the index up to date with memories.jsonl; return how many records changed."""
         signature = self.source.signature()
         if signature == self._synced_sig:
-            return 0  # this process saw the index match exactly this file
+            if not self.records.moved():
+                return 0  # this process saw the index match exactly this file
+            # Another process wrote the index while the file stayed as it was: a rebuild, maybe
+            # killed after it emptied the tables or the full-text backend. Look at what it left
+            # instead of trusting this process's caches (a daemon would answer from an empty
+            # backend until the file next changed).
+            self.fulltext.forget()
         if self.meta("file_sig") == signature and self.meta("backend") == self.backend_name:
             self._synced(signature)
             return 0

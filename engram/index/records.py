@@ -183,6 +183,8 @@ class Records:
         # (a prefix several ids share is not kept); dropped by any write, since a new id can
         # make a prefix ambiguous.
         self._resolved: dict[str, str | None] = {}
+        # SQLite's count of commits by other connections, as ``moved`` last read it.
+        self._data_version: int | None = None
 
     # -- the database ------------------------------------------------------------------------
 
@@ -217,6 +219,7 @@ class Records:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._data_version = None  # counted per connection
 
     def drop_caches(self) -> None:
         """Forget what this process cached of the rows (the file changed)."""
@@ -230,6 +233,16 @@ class Records:
             self._record_cache.pop(rid, None)
         self._paths_cache = None
         self._resolved.clear()
+
+    def moved(self) -> bool:
+        """Tell whether another connection committed to engram.db since the last call.
+
+        The first call on a connection answers True. Costs one ``PRAGMA data_version``: no read
+        of the file, so a long-lived process can ask before every read.
+        """
+        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        moved, self._data_version = version != self._data_version, version
+        return moved
 
     def meta(self, key: str) -> str | None:
         """Return one value of the meta table."""
