@@ -327,3 +327,22 @@ def test_nearest_among_is_every_pair_sorted_and_cut(limit: int, floor: float) ->
     found = nearest_among(state, rows, limit, floor)
     assert [[at for at, _ in near] for near in found] == expected
     assert all(c >= floor for near in found for _, c in near)
+
+
+MANY_TAGS = [f"{area}-{part}" for area in ("billing", "storage", "api") for part in range(12)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_many_tags_neither_hide_a_reworded_pair_nor_make_one(project: Engram, mode: str) -> None:
+    root = project.root
+    with reopen(root, mode) as engram:
+        saved = [engram.remember(t, c, kind="decision") for t, c in [UTC_A, UTC_B, *LOOK_ALIKES]]
+        fillers = [engram.remember(t, c, kind="decision") for t, c in FILLER]
+        # One of the reworded pair is saved again with many tags; two unrelated memories
+        # carry the same many tags.
+        engram.update(saved[1].record["id"], tags=MANY_TAGS)
+        for result in fillers[:2]:
+            engram.update(result.record["id"], tags=MANY_TAGS)
+        assert engram.here.ws.index.mode == mode
+        groups = near_groups(engram)
+    assert groups == [sorted(result.record["id"] for result in saved[:2])]

@@ -1,10 +1,11 @@
 """Where near-duplicate candidates come from: each memory's neighbours in the index.
 
 ``candidate_pairs`` takes one block of memories (same kind, scope and project, each with its
-text) and returns the pairs worth judging: each memory with its nearest stored
-vectors among the block, when the index has vectors; a memory without one with its full-text
-neighbours, what the index's keyword search finds for its rarest words (by their share of the
-block). Only ranks are used, never a score's size: the judging is ``similarity.alike``'s.
+text) and returns the pairs worth judging: each memory with its nearest stored vectors among
+the block, when the index has vectors; a memory without one, or whose vector its many tags
+made (``Item.tagged``), with its full-text neighbours, what the index's keyword search finds
+for its rarest words (by their share of the block). Only ranks are used, never a score's
+size: the judging is ``similarity.alike``'s.
 Without an index (``source`` None) every pair of the block is a candidate, which suits a
 handful of memories and tests. It reads through ``Neighbours`` (``engram.index.Index`` is
 one) and writes nothing.
@@ -39,10 +40,16 @@ MIN_COSINE: Final = 0.8
 
 
 class Item(NamedTuple):
-    """One memory of a block: its id and its text as compared."""
+    """One memory of a block: its id, its text as compared, and whether tags drown its vector.
+
+    ``tagged``: its tags outweigh its text in its stored vector (``shapes.tags_drown``), so its
+    nearest vectors are those of memories with the same tags; its full-text neighbours (found
+    by the words of its text) are candidates too.
+    """
 
     id: str
     text: str
+    tagged: bool = False
 
 
 class Neighbours(Protocol):
@@ -77,7 +84,7 @@ def candidate_pairs(
     near = source.similar_among(list(at), limit=NEIGHBOURS, min_cosine=MIN_COSINE)
     for memory_id, others in near.items():
         _add(found, at.get(memory_id), (at.get(other) for other, _ in others))
-    unplaced = [n for n, item in enumerate(items) if item.id not in near]
+    unplaced = [n for n, item in enumerate(items) if item.tagged or item.id not in near]
     if unplaced:
         spelled = [spellings(item.text) for item in items]
         rarity = Counter(itertools.chain.from_iterable(spelled))

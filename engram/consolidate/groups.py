@@ -25,6 +25,7 @@ from engram.consolidate.shapes import (
     latest_judgement,
     links_of,
     status_of,
+    tags_drown,
     text_of,
 )
 from engram.consolidate.similarity import alike, words_of
@@ -134,7 +135,8 @@ def _near_groups(
 ) -> list[Group]:
     """Return the near-duplicate groups among one block's remaining (id, text) pairs."""
     uf = _UnionFind()
-    pairs = _near_pairs(rest, threshold, budget, neighbours)
+    tagged = frozenset(memory_id for memory_id, _ in rest if tags_drown(live[memory_id]))
+    pairs = _near_pairs(rest, threshold, budget, neighbours, tagged)
     for a, b, _ in pairs:
         uf.union(a, b)
     clusters: dict[str, list[str]] = {}
@@ -183,13 +185,16 @@ def _near_pairs(
     threshold: float,
     budget: list[int],
     neighbours: Neighbours | None,
+    tagged: frozenset[str] = frozenset(),
 ) -> list[tuple[str, str, float]]:
     """Return (id, id, similarity) of the texts at least ``threshold`` alike.
 
     Only candidate pairs are judged (``candidate_pairs``: each memory's neighbours in the
-    index), so the work grows with the memories, not with the pairs of them.
+    index), so the work grows with the memories, not with the pairs of them. ``tagged``: the
+    ids whose tags drown their vectors (``shapes.tags_drown``). The texts judged never hold
+    tags: memories that share many tags and say different things are not alike.
     """
-    block = [Item(memory_id, text) for memory_id, text in items]
+    block = [Item(memory_id, text, memory_id in tagged) for memory_id, text in items]
     words: dict[int, frozenset[str]] = {}  # made for the memories of a candidate pair only
     pairs: list[tuple[str, str, float]] = []
     for a, b in candidate_pairs(block, neighbours, budget):

@@ -194,6 +194,24 @@ def text_of(record: Mapping[str, Any]) -> str:
     return normalize_content(f"{record.get('title') or ''}\n{record.get('content') or ''}")
 
 
+# Tags at least this share of the title and content (a third of what the vector is made of):
+# the vector says more about the tags than about the text.
+TAGS_DROWN: Final = 0.5
+
+
+def tags_drown(record: Mapping[str, Any]) -> bool:
+    """Tell whether a record's tags outweigh its text in its stored vector (title, tags, text).
+
+    Such a vector is far from a reworded copy of the same text without those tags, and near
+    any memory with the same tags: its text must find its neighbours by its words instead.
+    """
+    tags = record.get("tags")
+    if not isinstance(tags, list) or not tags:
+        return False
+    tagged = len(" ".join(str(tag) for tag in tags))
+    return tagged >= TAGS_DROWN * len(f"{record.get('title') or ''}\n{record.get('content') or ''}")
+
+
 class Resolver:
     """Resolve link targets as engram does: a full id or a unique prefix of a live id."""
 
