@@ -23,13 +23,13 @@ import shlex
 import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import ConfigError, InvalidInput
+from engram.fileio import temp_file
 from engram.hookspec import HOOKS, HookSpec
 from engram.jsonc import Document, JsoncError
 
@@ -499,7 +499,7 @@ def _write(path: Path, text: str) -> None:
         mode: int | None = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:
         mode = None
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = temp_file(target)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import ConfigError, InputTooLarge, NotInitialized
+from engram.fileio import temp_file
 from engram.model import MAX_JSON_DEPTH, loads, normalize_project, value_too_deep
 
 ENGRAM_DIR: Final = ".engram"
@@ -452,9 +453,16 @@ def _load_yaml_cached(path: Path, cache: Path) -> Any:
     raw = _plain(raw)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"signature": signature, "data": raw}), encoding="utf-8")
-        os.replace(tmp, cache)
+        text = json.dumps({"signature": signature, "data": raw})
+        fd, tmp = temp_file(cache)  # named as every temp file is, so a kill's is cleaned
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, cache)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except (OSError, TypeError, ValueError):
         pass  # a read-only checkout still works, only slower
     return raw

@@ -1,8 +1,9 @@
 """``engram doctor``: find what is wrong with a store and repair what can be repaired safely.
 
 Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, order and
-canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), .gitignore
-keeps index/ and state/ out of git, no secrets sit anywhere engram keeps text (memories,
+canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), no temp file
+of a write cut short is left (``fix`` removes them), .gitignore keeps index/, state/ and temp
+files out of git, no secrets sit anywhere engram keeps text (memories,
 chunks, quarantine, state, index: ``engram.secrets_audit``), which memories keep a
 concurrent edit (``conflicts``), the git merge and diff drivers are set up, and the index
 agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids with the one
@@ -28,7 +29,12 @@ from engram.model import is_tombstone, now, recover_line
 from engram.operations import advice
 from engram.plural import counted
 from engram.store import GITIGNORE, MemoryStore
-from engram.store.files import write_gitignore
+from engram.store.files import (
+    leftover_temps,
+    missing_ignores,
+    remove_leftover_temps,
+    write_gitignore,
+)
 from engram.store.quarantine import keep_lines
 
 if TYPE_CHECKING:
@@ -68,7 +74,26 @@ def run_checks(
 
     ``driver_command``: check (and with ``fix`` install) the git merge driver with it.
     """
-    findings = _check_file(store, fix=fix)  # 1. the canonical file
+    tidy = store.tidy
+    findings = _check_temps(store, fix=fix)  # 0. before any lock hold would remove them
+    if not fix:
+        store.tidy = False  # report, change nothing: no lock hold removes or adds anything
+    try:
+        return _run_checks(findings, config, store, index, fix=fix, driver_command=driver_command)
+    finally:
+        store.tidy = tidy
+
+
+def _run_checks(
+    findings: list[Finding],
+    config: Config,
+    store: MemoryStore,
+    index: Index,
+    *,
+    fix: bool,
+    driver_command: str | None,
+) -> list[Finding]:
+    findings += _check_file(store, fix=fix)  # 1. the canonical file
     findings += _check_chunks(store, fix=fix)  # 1b. sync chunks and the manifest
     findings += _check_gitignore(store, fix=fix)  # 2. git hygiene
     findings += _check_tracked_local(store, fix=fix)  # 2b. local state a commit carries
@@ -168,11 +193,32 @@ def _repair_file(store: MemoryStore, scan: Scan, seen: str) -> list[Finding]:
     return findings
 
 
+def _check_temps(store: MemoryStore, *, fix: bool) -> list[Finding]:
+    """Name the temp files killed writes left; with ``fix``, remove them."""
+    found = leftover_temps(store.dir)
+    if not found:
+        return []
+    removed = set(remove_leftover_temps(store.dir)) if fix else set()
+    findings = []
+    for path in found:
+        name = path.relative_to(store.dir).as_posix()
+        findings.append(
+            Finding(
+                "warning",
+                "temp files",
+                f"{store.dir / name}: temp file of a write that was cut short (not part of the "
+                f"store; {advice.cmd('doctor', fix=True)} removes it)",
+                fixed=path in removed,
+            )
+        )
+    return findings
+
+
 def _check_gitignore(store: MemoryStore, *, fix: bool) -> list[Finding]:
-    """Check .gitignore keeps index/ and state/ out of git; with ``fix``, add them."""
+    """Check .gitignore keeps index/, state/ and temp files out of git; with ``fix``, add them."""
     ignore = store.dir / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
-    missing = [entry for entry in ("index/", "state/") if entry not in text.split()]
+    missing = missing_ignores(text)
     if not missing:
         return []
     finding = Finding(

@@ -11,6 +11,13 @@ Modes follow the user, as ``open()`` would: a file that exists keeps its mode, a
 and setting it is process-global: a thread creating a file meanwhile would get the wrong mode.
 Elsewhere it is read that way once, under a lock, and remembered.
 
+Temp files: every atomic write names its temp file ``.<target>.engram-<pid>-<random>.tmp``
+next to its target (``temp_file``), so that one pattern, ``TEMP_PATTERN``, tells them from the
+store's files (``.engram/.gitignore`` ignores it, readers and a sync skip it), and the pid says
+whether its writer still runs. A SIGKILL or a power cut between the temp file and the rename
+leaves it behind; ``stale_temps`` finds those (writer gone from this machine, or older than
+``STALE_SECONDS``: never a live writer's) and ``remove_stale_temps`` deletes them.
+
 ``ProcessLock``: ``flock`` on a lock file, opened at the outermost hold and closed after it (no
 file until first use), re-entrant within a thread and exclusive between the threads of a process,
 polling every 5 ms so that a waiting writer is not starved by a busy reader, and raising
@@ -28,10 +35,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,6 +51,10 @@ except ImportError:  # Windows: filelock locks instead
     fcntl = None  # type: ignore[assignment]
 
 POLL_SECONDS: Final = 0.005
+TEMP_SUFFIX: Final = ".tmp"
+TEMP_PATTERN: Final = ".*.tmp"  # as .gitignore writes it: every temp file, at any depth
+STALE_SECONDS: Final = 3600.0  # a temp file this old is a leftover, whoever wrote it
+_TEMP_WRITER: Final = re.compile(r"\.engram-(\d+)-[^.]*\.tmp\Z")
 _UMASK_LOCK = threading.Lock()
 _umask_cache: int | None = None
 
@@ -93,7 +105,7 @@ def fsync_dir(folder: Path) -> None:
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (``mode`` None: keep its mode, or the umask's)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -106,6 +118,82 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def temp_file(path: Path) -> tuple[int, str]:
+    """Create the temp file of a write of ``path`` next to it; return its descriptor and path.
+
+    Named ``.<name>.engram-<pid>-<random>.tmp`` (``TEMP_PATTERN``), opened 0600 by mkstemp.
+    """
+    prefix = f".{path.name}.engram-{os.getpid()}-"
+    return tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
+
+
+def is_temp(name: str) -> bool:
+    """Tell whether a file name is an atomic write's temp file (``TEMP_PATTERN``).
+
+    Older engram versions named them ``.<name>.<random>.tmp``: the same pattern, no pid.
+    """
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX) and len(name) > 5
+
+
+def temp_writer(name: str) -> int | None:
+    """Return the pid of the process that made a temp file, if its name says (else None)."""
+    found = _TEMP_WRITER.search(name)
+    return int(found.group(1)) if found else None
+
+
+def running(pid: int) -> bool:
+    """Tell whether a process with this pid runs on this machine (someone else's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # EPERM: it runs, as another user
+    return True
+
+
+def stale_temps(folder: Path, *, max_age: float = STALE_SECONDS) -> list[Path]:
+    """Return the temp files in ``folder`` (not below) that no running write will rename.
+
+    One whose writer's pid no longer runs here, or (no pid in its name, or a pid that may
+    have been reused) one last changed over ``max_age`` seconds ago. A temp file of a write
+    in progress is never returned: its writer runs, and it is younger than ``max_age``.
+    """
+    found: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return found  # no such folder (yet), or not readable: nothing to clean
+    now = time.time()
+    for entry in entries:
+        if not is_temp(entry.name):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue  # renamed or removed meanwhile: its write finished
+        pid = temp_writer(entry.name)
+        gone = pid is not None and pid != os.getpid() and not running(pid)
+        if gone or age > max_age:
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
+def remove_stale_temps(folders: Iterable[Path]) -> list[Path]:
+    """Delete the stale temp files in these folders (``stale_temps``); return those deleted."""
+    removed: list[Path] = []
+    for folder in folders:
+        for path in stale_temps(folder):
+            try:
+                path.unlink()
+            except OSError:
+                continue  # gone meanwhile, or not ours to delete: left for doctor to name
+            removed.append(path)
+    return removed
 
 
 class ProcessLock:

@@ -26,12 +26,12 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+from engram.fileio import temp_file
 from engram.index.matrix import VectorState
 
 __all__ = ["PREFIX", "VectorCache"]
@@ -243,7 +243,7 @@ def _entry_at(data: bytes, offset: int) -> _Entry | None:
 
 def _replace(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Replace ``path`` in one rename, without an fsync (the cache is derived)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)

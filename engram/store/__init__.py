@@ -11,9 +11,8 @@ from pathlib import Path
 
 from engram.config import write_template
 from engram.model import line_id
+from engram.store.files import GITIGNORE, missing_ignores
 from engram.store.jsonl import MEMORIES, MemoryStore, Problem, Scan
-
-GITIGNORE = "# Local, rebuildable or per-clone: never committed.\nindex/\nstate/\n"
 
 __all__ = ["GITIGNORE", "MEMORIES", "MemoryStore", "Problem", "Scan", "init_layout", "line_id"]
 
@@ -36,7 +35,7 @@ def init_layout(engram_dir: Path, project: str) -> list[Path]:
         created.append(ignore)
     else:
         text = ignore.read_text(encoding="utf-8")
-        missing = [entry for entry in ("index/", "state/") if entry not in text.split()]
+        missing = missing_ignores(text)
         if missing:
             ignore.write_text(text.rstrip("\n") + "\n" + "\n".join(missing) + "\n", "utf-8")
             created.append(ignore)

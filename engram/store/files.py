@@ -12,6 +12,10 @@ doctor the repairs); this module puts the bytes in place:
   name from a teammate's manifest or chunk cannot reach outside its folder; ``chunks/`` and
   ``state/`` are refused when they are symbolic links.
 - A file set aside (an unreadable state file) is renamed next to itself, never deleted.
+- Temp files (``engram.fileio.TEMP_PATTERN``) that a killed write left in ``.engram/``,
+  ``chunks/``, ``state/`` or ``index/`` are found (``leftover_temps``) and removed
+  (``remove_leftover_temps``) only when their writer no longer runs or they are old, and
+  ``.gitignore`` lists the pattern (``IGNORED``), so ``git add -A`` never takes one.
 
 Callers hold the lock that the writers of a file share (the manifest lock of
 ``engram.sync.chunks``, the sync state's lock, the store lock); this module takes none, reads
@@ -22,21 +26,34 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Final
 
 from engram.errors import UnsafePath
-from engram.fileio import atomic_write, fsync_dir
+from engram.fileio import (
+    TEMP_PATTERN,
+    atomic_write,
+    fsync_dir,
+    is_temp,
+    remove_stale_temps,
+    stale_temps,
+    temp_file,
+)
 
 __all__ = [
     "CHUNKS",
+    "GITIGNORE",
     "GITIGNORE_FILE",
+    "IGNORED",
     "MANIFEST",
     "STATE",
     "chunk_file",
+    "ignore_temps",
     "is_leftover",
+    "leftover_temps",
+    "missing_ignores",
     "remove_chunk",
+    "remove_leftover_temps",
     "remove_state",
     "set_aside_state",
     "write_cache",
@@ -50,15 +67,63 @@ CHUNKS: Final = "chunks"
 MANIFEST: Final = "manifest.json"
 STATE: Final = "state"
 GITIGNORE_FILE: Final = ".gitignore"
+INDEX: Final = "index"
+# What .engram/.gitignore must list: the derived index, per-clone state, and the temp files of
+# writes cut short (the pattern has no slash, so it matches in every folder below .engram/).
+IGNORED: Final = ("index/", "state/", TEMP_PATTERN)
+_TEMPS_NOTE: Final = "# Temp files of writes cut short (engram removes them)."
+GITIGNORE: Final = (
+    "# Local, rebuildable or per-clone: never committed.\nindex/\nstate/\n"
+    f"{_TEMPS_NOTE}\n{TEMP_PATTERN}\n"
+)
 
 
 def is_leftover(name: str) -> bool:
     """Tell whether a file name is the temp file of an atomic write (a killed one leaves it).
 
-    ``atomic_write`` and the store name them ``.<target>.<random>.tmp`` next to their target;
-    such a file is never part of the store (readers skip it, a sync never commits it).
+    Every atomic write names them ``.<target>.engram-<pid>-<random>.tmp`` next to their target
+    (``engram.fileio.temp_file``); such a file is never part of the store (readers skip it, a
+    sync never commits it).
     """
-    return name.startswith(".") and name.endswith(".tmp")
+    return is_temp(name)
+
+
+def _temp_folders(engram_dir: Path) -> list[Path]:
+    return [engram_dir, engram_dir / CHUNKS, engram_dir / STATE, engram_dir / INDEX]
+
+
+def leftover_temps(engram_dir: Path) -> list[Path]:
+    """Return the temp files killed writes left in the store (never a running write's)."""
+    return [path for folder in _temp_folders(engram_dir) for path in stale_temps(folder)]
+
+
+def remove_leftover_temps(engram_dir: Path) -> list[Path]:
+    """Delete the temp files killed writes left in the store; return those deleted."""
+    return remove_stale_temps(_temp_folders(engram_dir))
+
+
+def missing_ignores(text: str) -> list[str]:
+    """Return the entries of ``IGNORED`` that the text of a .gitignore lacks."""
+    lines = {line.strip() for line in text.splitlines()}
+    return [entry for entry in IGNORED if entry not in lines]
+
+
+def ignore_temps(engram_dir: Path) -> bool:
+    """Add the temp-file pattern to an existing .gitignore that lacks it; return whether added.
+
+    A store made before temp files were ignored gets the line on its next write. A missing
+    .gitignore is left for ``engram doctor --fix`` (which writes the whole file) to report.
+    """
+    path = engram_dir / GITIGNORE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if TEMP_PATTERN not in missing_ignores(text):
+        return False
+    body = text if not text or text.endswith("\n") else text + "\n"
+    write_gitignore(engram_dir, f"{body}{_TEMPS_NOTE}\n{TEMP_PATTERN}\n")
+    return True
 
 
 def _plain(name: str, folder: Path) -> str:
@@ -149,7 +214,7 @@ def write_cache(state_dir: Path, name: str, data: bytes) -> Path:
     """
     path = _state_file(state_dir, name)
     _folder(state_dir)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=state_dir)
+    fd, tmp = temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

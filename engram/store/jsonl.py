@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from engram.errors import CorruptStore, InvalidInput, StoreChanged
-from engram.fileio import ProcessLock, fsync_dir, mode_for
+from engram.fileio import ProcessLock, fsync_dir, mode_for, temp_file
 from engram.model import (
     REQUIRED,
     Record,
@@ -54,12 +53,12 @@ from engram.model import (
     line_id,
     parse_line,
 )
+from engram.store import files as store_files
 from engram.store.local import refuse_links
 from engram.store.redact import Scrubber, default_scrubber
 
 MEMORIES: Final = "memories.jsonl"
-_TMP_PREFIX: Final = ".memories."
-_TMP_SUFFIX: Final = ".tmp"
+_TMP_GLOB: Final = ".memories.*.tmp"  # this file's temp files, as every version named them
 _PUT_ATTEMPTS: Final = 20  # splices redone onto a file git keeps replacing, then StoreChanged
 _SETTLE_SECONDS: Final = 0.02  # how long a file that reads as broken must stay so to be broken
 
@@ -104,6 +103,10 @@ class MemoryStore:
             self.state_dir / "store.lock", timeout=lock_timeout, what=str(self.path)
         )
         self._last_trusted = ""  # the signature this process last wrote to store.sig
+        # Remove what killed writes left, at the first lock hold of this process (doctor turns
+        # it off to report them instead), and memories.jsonl's own temp files at every hold.
+        self.tidy = True
+        self._tidied = False
 
     # -- locking -----------------------------------------------------------------------------
 
@@ -118,10 +121,21 @@ class MemoryStore:
             yield
 
     def _remove_stale_temp_files(self) -> None:
-        # Under the lock no other writer is mid-write, so any temp file is a crash leftover.
-        for leftover in self.dir.glob(f"{_TMP_PREFIX}*{_TMP_SUFFIX}"):
+        if not self.tidy:
+            return
+        # Under the lock no other writer of memories.jsonl is mid-write: its temp files are
+        # leftovers of a crash, whatever their age or pid.
+        for leftover in self.dir.glob(_TMP_GLOB):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+        if self._tidied:
+            return
+        self._tidied = True
+        # Chunks, the manifest and state files have writers under other locks: only the temp
+        # files of writers that no longer run (or old ones) go. .gitignore learns the pattern.
+        store_files.remove_leftover_temps(self.dir)
+        with contextlib.suppress(OSError):
+            store_files.ignore_temps(self.dir)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -344,7 +358,7 @@ class MemoryStore:
     def _replace_pieces(self, pieces: Sequence[memoryview | bytes], *, expect: str) -> str:
         """Write pieces as the new file, unless it is no longer the one at ``expect``."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=self.dir)
+        fd, tmp = temp_file(self.path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 for piece in pieces:
