@@ -52,6 +52,7 @@ from engram import config as config_mod
 from engram import reach, rpc
 from engram.config import ENGRAM_DIR
 from engram.errors import EngramError, InvalidInput, NotInitialized
+from engram.fileio import atomic_write
 from engram.operations.memory import RECALL_FILTERS, RECALL_LIMIT, RECALL_MAX
 from engram.operations.params import Param
 from engram.operations.spec import check_arguments
@@ -629,9 +630,7 @@ class Settings:
                 marker.unlink()
             return False
         marker.parent.mkdir(parents=True, exist_ok=True)
-        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"files": self.seen}), encoding="utf-8")
-        os.replace(tmp, marker)
+        atomic_write(marker, json.dumps({"files": self.seen}).encode("utf-8"))
         return True
 
 
@@ -650,10 +649,22 @@ def _lock(engram_dir: Path, path: Path) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").split()
+        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").split(maxsplit=1)
         os.close(fd)
-        who = f" (pid {holder[0]}, socket {holder[1]})" if len(holder) >= 2 else ""
-        raise DaemonError(f"an engram daemon already serves {engram_dir}{who}") from None
+        # One daemon per store, whatever its socket: another --socket would not help.
+        if len(holder) == 2 and holder[0].isdigit():
+            pid, where = holder[0], holder[1].strip()
+            raise DaemonError(
+                f"an engram daemon already serves {engram_dir} (pid {pid}, socket {where}); "
+                "a store has one daemon, whatever --socket says",
+                hint=f"use that one (its clients reach it on {where}), or stop it with "
+                f"`kill {pid}` and run this again",
+            ) from None
+        raise DaemonError(
+            f"an engram daemon already serves {engram_dir}; a store has one daemon, whatever "
+            "--socket says",
+            hint=f"stop the process that holds {lock_path} and run this again",
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {path}\n".encode(), 0)
     return fd

@@ -438,6 +438,63 @@ def test_second_daemon_fails_while_first_runs(served: Daemon, tmp_path: Path) ->
         assert client.call("memory_status")["memory_count"] > 0
 
 
+def test_a_second_daemon_with_its_own_socket_is_told_one_serves_the_store(
+    tmp_path: Path,
+) -> None:
+    """``engram daemon --socket X`` beside a first-use daemon: named, with how to stop it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / "repo"
+    _make_store(root)
+    env = {**_env(home), "ENGRAM_DAEMON": "off"}
+    engram = [sys.executable, "-m", "engram", "-C", str(root), "daemon"]
+    first = subprocess.Popen(  # as the command line starts one on first use
+        [*engram, "--idle", "120", "--on-first-use"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    default = rpc.socket_path(root / ".engram")
+    other = tmp_path / "other.sock"
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while not rpc.connectable(default) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first daemon did not start"
+            time.sleep(0.05)
+        refused = subprocess.run(
+            [*engram, "--socket", str(other)], capture_output=True, env=env, timeout=60
+        )
+        err = refused.stderr.decode()
+        assert refused.returncode == 1, err
+        assert f"(pid {first.pid}, socket {default})" in err, err
+        assert "a store has one daemon, whatever --socket says" in err
+        assert f"`kill {first.pid}`" in err and "another --socket" not in err
+        assert not other.exists() and first.poll() is None
+        # The advice works: once that daemon is stopped, the same line serves on its socket.
+        os.kill(first.pid, signal.SIGTERM)
+        assert first.wait(timeout=60) == 0
+        second = subprocess.Popen(
+            [*engram, "--socket", str(other), "--idle", "120"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            while not rpc.connectable(other):
+                assert second.poll() is None, second.stderr.read() if second.stderr else b""
+                assert time.monotonic() < deadline + START_SECONDS
+                time.sleep(0.05)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.wait(timeout=60)
+
+
 def test_stale_socket_is_replaced_and_sigterm_cleans_up(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
