@@ -201,13 +201,12 @@ def _check_temps(store: MemoryStore, *, fix: bool) -> list[Finding]:
     removed = set(remove_leftover_temps(store.dir)) if fix else set()
     findings = []
     for path in found:
-        name = path.relative_to(store.dir).as_posix()
         findings.append(
             Finding(
                 "warning",
                 "temp files",
-                f"{store.dir / name}: temp file of a write that was cut short (not part of the "
-                f"store; {advice.cmd('doctor', fix=True)} removes it)",
+                f"{path}: temp file of a write that was cut short (not part of the store; "
+                f"{advice.cmd('doctor', fix=True)} removes it)",
                 fixed=path in removed,
             )
         )
