@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.model import Record, change_time, is_tombstone
 
 if TYPE_CHECKING:
-    from engram.indexer.adr import ParsedAdr
+    from engram.indexer.adrparse import ParsedAdr
     from engram.indexer.git import Candidate, GitScan
 
 ADR_IMPORTANCE: Final = 4
