@@ -507,7 +507,6 @@ LONG_MODULES: dict[str, str] = {
     "engram.sync.chunks": "to split (issue 29): chunk files and the manifest",
     "engram.model": "to split (issue 29): record rules, the bounded JSON reader, Go ids",
     "engram.store.redact": "to split (issue 29): the patterns and the walk over a record",
-    "engram.sync.gitmerge": "to split (issue 29): git setup, the driver, a memory's history",
     "engram.daemon": "to split (issue 29): the server and its methods",
 }
 # Past 1000 lines even an exception does not hold.
