@@ -18,6 +18,8 @@ from engram.errors import InvalidInput
 
 MAX_LIST_ITEMS: Final = 200
 MAX_ITEM_CHARS: Final = 300
+# A Markdown link, and a list item's or quote's opening marks: read by the status, relation,
+# decider and file readers alike.
 MD_LINK: Final = re.compile(
     r"!?\[(?P<text>[^\[\]\n]{0,300}+)\]\(\s*+<?(?P<url>[^)\s>\[]{0,1000}+)>?"
     r"(?:\s++(?:\"[^\"\n]*+\"|'[^'\n]*+'))?+\s*+\)"
