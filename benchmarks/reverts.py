@@ -26,7 +26,8 @@ from typing import Final
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
-from engram.indexer.git import classify, parse_revert, scan_history
+from engram.indexer.git import scan_history
+from engram.indexer.gitreverts import classify, parse_revert
 
 # The subject pattern engram used before issue 17, kept for the comparison.
 OLD_REVERT_SUBJECT: Final = re.compile(r'^Revert\s+"(?P<title>.*)"\s*$')

@@ -307,7 +307,7 @@ def _check_conflicts(store: MemoryStore) -> list[Finding]:
 
 def _check_driver(config: Config, driver_command: str, *, fix: bool) -> list[Finding]:
     """Check the git merge and diff drivers are set up (a fresh clone has .gitattributes only)."""
-    from engram.sync.gitmerge import check_setup, install, runs
+    from engram.sync.gitsetup import check_setup, install, runs
 
     setup = check_setup(config.root)
     if not setup.repo:

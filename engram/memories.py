@@ -396,7 +396,7 @@ def _anchors(here: Project, ws: Workspace, files: Sequence[str]) -> list[dict[st
     """Return the git blobs of the cited files git tracks (``store.anchors`` turns it off)."""
     if not files or not ws.config.get("store.anchors"):
         return []
-    from engram.indexer.anchors import record_anchors
+    from engram.indexer.anchorrecord import record_anchors
 
     return record_anchors(here.root, [str(path) for path in files])
 

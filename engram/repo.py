@@ -3,9 +3,9 @@
 It owns how git runs engram's merge and diff drivers (``driver_command``: this installation,
 quoted), reporting and installing .gitattributes and the drivers' config, rebuilding conflicted
 .engram files after a merge, reading one memory's versions from the commits, and comparing two
-versions of a store (``diff``). The git work lives in ``engram.sync.gitmerge`` and
-``engram.sync.gitdiff``; this module chooses the scrubber, the paths and the ids. It must not
-import the service or an adapter.
+versions of a store (``diff``). The git work lives in ``engram.sync``: ``gitsetup``,
+``gitmerge``, ``gitresolve``, ``gitlog`` and ``gitdiff``; this module chooses the scrubber,
+the paths and the ids. It must not import the service or an adapter.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from engram.workspace import make_scrubber
 if TYPE_CHECKING:
     from engram.project import Project
     from engram.sync.gitdiff import MemoryDiff
-    from engram.sync.gitmerge import Resolved, Version
+    from engram.sync.gitlog import Version
+    from engram.sync.gitresolve import Resolved
 
 __all__ = ["GitSetup", "diff", "driver_command", "log", "merge_driver", "resolve", "setup"]
 
@@ -65,8 +66,8 @@ def setup(root: Path, *, install: bool = False, command: str | None = None) -> G
     The drivers run ``engram merge-driver`` and ``engram textconv`` of this installation
     (``driver_command``). The repo's config is local to the clone, never committed.
     """
-    from engram.sync.gitmerge import check_setup
-    from engram.sync.gitmerge import install as install_driver
+    from engram.sync.gitsetup import check_setup
+    from engram.sync.gitsetup import install as install_driver
 
     if command is None:
         command = driver_command()
@@ -79,7 +80,7 @@ def setup(root: Path, *, install: bool = False, command: str | None = None) -> G
 
 def resolve(here: Project) -> list[Resolved]:
     """Rebuild conflicted .engram files from git's three stages (or their markers)."""
-    from engram.sync.gitmerge import resolve as rebuild
+    from engram.sync.gitresolve import resolve as rebuild
 
     # Writes memories.jsonl under the store's lock, scrubbed like every write.
     return rebuild(here.root, scrubber=here.ws.store.scrubber)
@@ -87,7 +88,7 @@ def resolve(here: Project) -> list[Resolved]:
 
 def log(here: Project, ref: str, *, limit: int = 50) -> list[Version]:
     """Return the versions of one memory in the commits reachable from HEAD, newest first."""
-    from engram.sync.gitmerge import memory_log
+    from engram.sync.gitlog import memory_log
 
     try:
         rid, known = here.locate(ref, include_deleted=True)[1]["id"], True

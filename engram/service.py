@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
     from engram.sync.gitdiff import MemoryDiff
-    from engram.sync.gitmerge import Resolved, Version
+    from engram.sync.gitlog import Version
+    from engram.sync.gitresolve import Resolved
     from engram.sync.goexport import GoExport
     from engram.sync.transfer import ExportDocument
 

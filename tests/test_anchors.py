@@ -19,7 +19,8 @@ from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 from engram.indexer import anchors as anchors_module
-from engram.indexer.anchors import CACHE_FILE, AnchorChecker, Stale, record_anchors
+from engram.indexer.anchorrecord import record_anchors
+from engram.indexer.anchors import CACHE_FILE, AnchorChecker, Stale
 
 BASE_TIME = 1_700_000_000  # 2023-11-14T22:13:20Z
 

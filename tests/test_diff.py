@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from engram.sync.gitdiff import split_range, textconv
-from engram.sync.gitmerge import check_setup
+from engram.sync.gitsetup import check_setup
 from tests.conftest import run_cli
 
 GIT = shutil.which("git")

@@ -14,16 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
-from engram.indexer.adr import (
-    DEFAULT_ADR_DIRS,
-    MAX_CONTENT_BYTES,
-    AdrScan,
-    ParsedAdr,
-    Skipped,
-    adr_dirs,
-    parse_adr,
-    scan_adrs,
-)
+from engram.indexer.adr import DEFAULT_ADR_DIRS, AdrScan, Skipped, adr_dirs, scan_adrs
+from engram.indexer.adrparse import MAX_CONTENT_BYTES, ParsedAdr, parse_adr
 from engram.model import LINK_RELS, STATUSES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "adr"

@@ -16,7 +16,9 @@ from dulwich.repo import Repo
 
 from engram.errors import InvalidInput
 from engram.indexer import git as indexer
-from engram.indexer.git import CACHE_FILE, Candidate, GitScan, classify, scan_history
+from engram.indexer.git import CACHE_FILE, scan_history
+from engram.indexer.githotspots import GitScan
+from engram.indexer.gitreverts import Candidate, classify
 
 BASE_TIME = 1_700_000_000  # 2023-11-14T22:13:20Z
 

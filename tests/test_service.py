@@ -432,7 +432,7 @@ def test_doctor_fixes_drift_and_gitignore(example: Engram) -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_doctor_says_when_the_configured_merge_driver_does_not_run(project: Engram) -> None:
     """Issue 17: a driver recorded as a bare `engram` that git's PATH lacks fails every merge."""
-    from engram.sync.gitmerge import check_setup, install, runs
+    from engram.sync.gitsetup import check_setup, install, runs
 
     install(project.root, "engram-gone-from-this-machine")
     assert not runs(check_setup(project.root).command)

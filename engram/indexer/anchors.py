@@ -1,9 +1,10 @@
-"""Staleness anchors: the git blob of each file a memory cites, and how far HEAD moved since.
+"""Checking staleness anchors: how far HEAD moved since the version of a file a memory cites.
 
-``record_anchors`` hashes the cited files as they are in the work tree when a memory is saved
-(``{"path", "blob"}``, DESIGN.md §2). ``AnchorChecker.check`` later compares each anchor with
-HEAD and, for the files that differ, counts the commits that changed them since, so that recall,
-get, why and check can say "may be stale: src/auth.py changed in 3 commits since".
+``record_anchors`` (``engram.indexer.anchorrecord``) hashes the cited files when a memory is
+saved (``{"path", "blob"}``, DESIGN.md §2). This module owns ``AnchorChecker``: ``check``
+compares each anchor with HEAD and, for the files that differ, counts the commits that changed
+them since, so that recall, get, why and check can say "may be stale: src/auth.py changed in 3
+commits since"; ``edited`` tells the uncommitted edits.
 
 What it must not do: run ``git`` in a subprocess; write anything but its cache file
 (``state_dir/anchors.json``); or raise for a repository state a user can be in (no repository,
@@ -41,40 +42,40 @@ atomically; a file that does not parse, has the wrong shape or names another HEA
 and rewritten). ``head()`` reads ``HEAD`` and one ref file (or ``packed-refs``, parsed once per
 change), so a warm ``check()`` reads no git objects at all. Walks descend each commit's tree to
 the one path (no tree diffs); the commits and trees read are remembered (bounded), so anchors
-checked together, and later walks, read each object once. ``record_anchors`` keeps the
-repositories it opened (``_Opened``): each save still walks up from the root, and reads
-the index and HEAD afresh.
+checked together, and later walks, read each object once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import heapq
 import json
 import math
-import os
-import posixpath
 import re
 import stat
-import struct
 import threading
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
+from engram.indexer.anchorrecord import (
+    blob_of_file,
+    clean_path,
+    file_stat,
+    in_repo,
+    is_file,
+    repo_errors,
+)
+
 if TYPE_CHECKING:
-    from dulwich.index import Index
     from dulwich.repo import Repo
 
-__all__ = ["CACHE_FILE", "AnchorChecker", "Stale", "record_anchors"]
+__all__ = ["CACHE_FILE", "AnchorChecker", "Stale"]
 
 CACHE_FILE: Final = "anchors.json"
 _WORKTREE_BYTES: Final = 16 * 1024 * 1024  # as record_anchors: bigger files are not anchored
 _CACHE_VERSION: Final = 1
-_GLOB_CHARS: Final = frozenset("*?[")
 _HEX_SHA: Final = re.compile(r"[0-9a-f]{40}")
 _HEX_REF: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # Refs that belong to one worktree; every other ref lives in the common git folder.
@@ -97,62 +98,6 @@ class Stale(NamedTuple):
     capped: bool  # ``commits`` is a lower bound: "changed in at least N commits"
 
 
-def _repo_errors() -> tuple[type[BaseException], ...]:
-    """Return the exceptions a damaged or odd repository can raise from dulwich."""
-    from dulwich.errors import (
-        ChecksumMismatch,
-        FileFormatException,
-        NotGitRepository,
-        ObjectMissing,
-        WrongObjectException,
-    )
-
-    return (
-        OSError,
-        ValueError,
-        KeyError,
-        IndexError,
-        AssertionError,
-        UnicodeError,
-        zlib.error,
-        struct.error,
-        ChecksumMismatch,
-        FileFormatException,
-        NotGitRepository,
-        ObjectMissing,
-        WrongObjectException,
-    )
-
-
-def _git_blob_id(data: bytes) -> str:
-    """Return the git blob id (SHA-1) of some bytes, as ``git hash-object --no-filters``."""
-    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
-    digest.update(data)
-    return digest.hexdigest()
-
-
-def _clean_path(path: object) -> str | None:
-    """Return a cited path normalised (``a/./b`` -> ``a/b``), or None when it cannot be a file."""
-    if not isinstance(path, str) or not path or "\0" in path:
-        return None
-    if _GLOB_CHARS.intersection(path) or path.startswith("/") or path.endswith("/"):
-        return None
-    clean = posixpath.normpath(path)
-    if clean in (".", "..") or clean.startswith("/"):
-        return None
-    return clean
-
-
-def _in_repo(prefix: str, path: str) -> str | None:
-    """Return the repository-relative path of a root-relative one, None if it leaves the tree."""
-    joined = posixpath.normpath(posixpath.join(prefix, path)) if prefix else path
-    if joined in (".", "..") or joined.startswith(("../", "/")) or joined == ".git":
-        return None
-    if joined.startswith(".git/"):
-        return None
-    return joined
-
-
 def _prefix(root: Path, work_tree: Path) -> str | None:
     """Return root relative to the work tree ('' at the top), None if it is outside."""
     try:
@@ -171,238 +116,8 @@ def _discover(root: Path) -> Repo | None:
         if not root.is_dir():
             return None
         return Repo.discover(str(root))
-    except _repo_errors():
+    except repo_errors():
         return None
-
-
-def _tree_entry(repo: Repo, tree_id: bytes, parts: Sequence[bytes]) -> tuple[int, bytes] | None:
-    """Return (mode, sha) at parts under a tree, None when absent; raises on damaged objects."""
-    from dulwich.objects import Tree
-
-    mode, sha = stat.S_IFDIR, tree_id
-    for part in parts:
-        if not stat.S_ISDIR(mode):
-            return None
-        tree = repo.object_store[cast(Any, sha)]
-        if not isinstance(tree, Tree):
-            return None
-        try:
-            mode, sha = tree[part]
-        except KeyError:
-            return None
-    return mode, sha
-
-
-class _Tracked:
-    """Says whether git tracks a path: in the index, or else in HEAD's tree (each read once)."""
-
-    def __init__(self, repo: Repo) -> None:
-        self.repo = repo
-        self.errors = _repo_errors()
-        self._index: Index | None = None
-        self._tree: bytes | None = None
-        self._loaded = False
-
-    def _load(self) -> None:
-        self._loaded = True
-        with contextlib.suppress(*self.errors):  # no or unreadable index: HEAD's tree tells
-            self._index = self.repo.open_index()
-        try:
-            tree_id = getattr(self.repo.object_store[self.repo.head()], "tree", None)
-        except self.errors:
-            return  # no commits yet, or a damaged HEAD
-        self._tree = tree_id if isinstance(tree_id, bytes) else None
-
-    def __contains__(self, git_path: bytes) -> bool:
-        if not self._loaded:
-            self._load()
-        if self._index is not None and git_path in self._index:
-            return True
-        if self._tree is None:
-            return False
-        try:
-            entry = _tree_entry(self.repo, self._tree, git_path.split(b"/"))
-        except self.errors:
-            return False
-        return entry is not None and _is_file(entry[0])
-
-
-def _is_file(mode: int) -> bool:
-    """Say whether a tree entry is a file git stores as a blob (not a folder or submodule)."""
-    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
-
-
-def record_anchors(
-    root: Path, paths: Sequence[str], *, max_bytes: int = 16 * 1024 * 1024
-) -> list[dict[str, str]]:
-    """Return anchors ``{"path", "blob"}`` for the cited files that git tracks, sorted by path.
-
-    Globs, folders, missing and untracked files, paths leaving the work tree and files over
-    ``max_bytes`` are skipped; outside a repository the answer is ``[]``. Never raises for a
-    repository state.
-    """
-    wanted = sorted({clean for path in paths if (clean := _clean_path(path)) is not None})
-    if not wanted:
-        return []
-    with _OPENED.lock:  # one thread at a time on a kept repository
-        found = _OPENED.discover(Path(root))
-        if found is None:
-            return []
-        repo, real_root = found
-        work_tree = Path(repo.path)
-        try:
-            real_top = work_tree.resolve()
-            relative = real_root.relative_to(real_top).as_posix()
-        except (OSError, ValueError):
-            return []
-        prefix = "" if relative == "." else relative
-        anchors: list[dict[str, str]] = []
-        tracked = _Tracked(repo)
-        for path in wanted:
-            git_path = _in_repo(prefix, path)
-            if git_path is None:
-                continue
-            try:
-                blob = _blob_of_file(work_tree, real_top, git_path, max_bytes)
-                if blob is None or git_path.encode("utf-8") not in tracked:
-                    continue
-            except (OSError, UnicodeError):
-                continue
-            anchors.append({"path": path, "blob": blob})
-    return anchors
-
-
-_Signature = tuple[object, ...]
-
-
-class _Opened:
-    """Repositories ``record_anchors`` found, kept open between saves (a server saves often).
-
-    Opening one with dulwich (its config, refs and object store) cost some 0.8 ms per save.
-    Each call still walks up from the root as ``Repo.discover`` does, so a repository made or
-    removed at or above the root is seen at once; a kept one is used only while its ``.git``
-    (the same folder, or a ``.git`` file unchanged), ``commondir``, ``config.worktree`` and
-    config files are the ones it was opened from (inode, size and times, taken before it was
-    opened), and opened afresh otherwise. Files the config includes are not watched. Nothing
-    else is read from the kept object: HEAD, the refs and the index are read afresh by each
-    call, and dulwich's object store looks for new packs when an object is not in those it
-    knows.
-    """
-
-    def __init__(self, size: int = 8) -> None:
-        self.lock = threading.Lock()
-        self.size = size
-        self._kept: dict[str, tuple[_Signature, Repo]] = {}
-
-    def discover(self, root: Path) -> tuple[Repo, Path] | None:
-        """Return the repository holding root (as ``_discover``) and root's real path."""
-        from dulwich.errors import NotGitRepository
-
-        try:
-            if not root.is_dir():
-                return None
-        except OSError:
-            return None
-        real = folder = os.path.realpath(root)
-        while True:
-            if _looks_like_repo(folder):
-                try:
-                    return self._open(folder), Path(real)
-                except NotGitRepository:
-                    pass  # as Repo.discover: look further up
-                except _repo_errors():
-                    return None
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                return None
-            folder = parent
-
-    def _open(self, folder: str) -> Repo:
-        from dulwich.repo import Repo
-
-        signature = _signature(folder)
-        kept = self._kept.pop(folder, None)
-        if kept is not None:
-            if kept[0] == signature:
-                self._kept[folder] = kept  # the most recently used last
-                return kept[1]
-            kept[1].close()
-        repo = Repo(folder)
-        if len(self._kept) >= self.size:
-            self._kept.pop(next(iter(self._kept)))[1].close()
-        self._kept[folder] = (signature, repo)
-        return repo
-
-
-def _looks_like_repo(folder: str) -> bool:
-    """Say whether ``Repo(folder)`` would open folder rather than refuse it, as dulwich does."""
-    hidden = os.path.join(folder, ".git")
-    if os.path.isfile(hidden) or os.path.isdir(os.path.join(hidden, "objects")):
-        return True
-    return os.path.isdir(os.path.join(folder, "objects")) and os.path.isdir(
-        os.path.join(folder, "refs")
-    )
-
-
-def _signature(folder: str) -> _Signature:
-    """Return what names the files dulwich opens a repository at folder from."""
-    from dulwich.repo import read_gitfile
-
-    hidden = os.path.join(folder, ".git")
-    control = folder
-    parts: list[object] = []
-    try:
-        info = os.stat(hidden)
-    except OSError:
-        parts.append(None)  # a bare repository
-    else:
-        if stat.S_ISDIR(info.st_mode):  # a folder: its identity (its entries change often)
-            parts.append((info.st_dev, info.st_ino))
-            control = hidden
-        else:
-            parts.append(_file_stat(info))
-            with contextlib.suppress(OSError, ValueError), open(hidden, "rb") as handle:
-                control = os.path.join(folder, read_gitfile(handle))
-    named = os.path.join(control, "commondir")
-    parts.append(_stat_of(named))
-    common = control
-    with contextlib.suppress(OSError), open(named, "rb") as handle:
-        common = os.path.join(control, os.fsdecode(handle.read().rstrip(b"\r\n")))
-    for name in (os.path.join(control, "config.worktree"), os.path.join(common, "config")):
-        parts.append(_stat_of(name))
-    return (control, common, *parts)
-
-
-def _stat_of(path: str) -> tuple[int, int, int, int, int] | None:
-    """Return the stat fields that tell one version of a file from another, None if absent."""
-    try:
-        return _file_stat(os.stat(path))
-    except OSError:
-        return None
-
-
-def _file_stat(info: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-_OPENED: Final = _Opened()
-
-
-def _blob_of_file(work_tree: Path, real_top: Path, git_path: str, max_bytes: int) -> str | None:
-    """Return the blob id of a work-tree file, None for folders, big files and odd paths."""
-    file = work_tree / git_path
-    # A folder that is a symlink could lead out of the work tree; git never tracks past one.
-    if not file.parent.resolve().is_relative_to(real_top):
-        return None
-    info = file.lstat()
-    if stat.S_ISLNK(info.st_mode):
-        return _git_blob_id(os.fsencode(os.readlink(file)))
-    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-        return None
-    data = file.read_bytes()
-    if len(data) > max_bytes:  # grew between the stat and the read
-        return None
-    return _git_blob_id(data)
 
 
 class _Commit(NamedTuple):
@@ -477,7 +192,7 @@ class AnchorChecker:
         prefix = _prefix(self.root, Path(repo.path))
         try:
             gitdir, commondir = Path(repo.controldir()), Path(repo.commondir())
-        except _repo_errors():
+        except repo_errors():
             prefix = None
         if prefix is None:
             repo.close()
@@ -504,7 +219,7 @@ class AnchorChecker:
         # Odd layouts (reftable, a damaged ref) and unborn branches: ask dulwich.
         try:
             sha = repo.refs[cast(Any, b"HEAD")].decode("ascii")
-        except _repo_errors():
+        except repo_errors():
             return None
         return sha if _HEX_REF.fullmatch(sha) else None
 
@@ -638,13 +353,13 @@ class AnchorChecker:
                     continue
                 except (OSError, ValueError):
                     continue
-                signature = _file_stat(info)
+                signature = file_stat(info)
                 known = self._worktree.get(git_path)
                 if known is not None and known[0] == signature:
                     current = known[1]
                 else:
                     try:
-                        current = _blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
+                        current = blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
                     except (OSError, UnicodeError, ValueError):
                         continue
                     if len(self._worktree) >= _MAX_MEMO:
@@ -661,8 +376,8 @@ class AnchorChecker:
         path, blob = anchor.get("path"), anchor.get("blob")
         if not isinstance(blob, str) or not _HEX_SHA.fullmatch(blob):
             return None
-        clean = _clean_path(path)
-        git_path = _in_repo(self._prefix, clean) if clean is not None else None
+        clean = clean_path(path)
+        git_path = in_repo(self._prefix, clean) if clean is not None else None
         if git_path is None:
             return None
         return (git_path, blob, bucket)
@@ -677,7 +392,7 @@ class AnchorChecker:
             parts = tuple(git_path.encode("utf-8").split(b"/"))
         except UnicodeError:
             return None
-        errors = _repo_errors()
+        errors = repo_errors()
         try:
             head_commit = self._commit(repo, head.encode("ascii"))
             if head_commit is None:
@@ -707,7 +422,7 @@ class AnchorChecker:
         """Say whether the repository holds this blob (committed or staged at some time)."""
         try:
             return cast(Any, blob.encode("ascii")) in repo.object_store
-        except _repo_errors():
+        except repo_errors():
             return False
 
     def _walk(
@@ -814,7 +529,7 @@ class AnchorChecker:
             if entry is None:
                 return None
             mode, sha = entry
-        return sha if _is_file(mode) else None
+        return sha if is_file(mode) else None
 
     def _entries(self, repo: Repo, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
         """Return a tree's entries {name: (mode, sha)}, read raw once and then remembered.

@@ -4,15 +4,17 @@
 a merge, newest committer date first, like ``git log --no-merges -n DEPTH``), lists the paths
 each one changed, counts them into hotspots, and turns reverts and "fix … again" commits into
 pitfall *candidates*. It returns values only: the service decides which memories to write.
+This module owns the walk, its cache and ``scan_history``; the tree diffs and renames are in
+``gittrees``, the counting and the ``GitScan`` in ``githotspots``, reading a commit's message
+and writing its candidate in ``gitreverts``.
 
 What it must not do: run ``git`` in a subprocess; read file contents (blobs are read only to
 tell a renamed-and-edited file from a delete plus an add, in commits that both delete and add
-files, at most ``_MAX_RENAME_PAIRS`` pairs of text files under ``_MAX_RENAME_BLOB``); write
-anything but its cache file in ``state_dir`` (through ``engram.store.files``); or raise for a
-repository state a user can be in (no repository, no commits, a shallow or partial clone, a
-damaged object): those come back as sentences in ``GitScan.problems``. dulwich is imported
-inside functions so that ``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in
-``indexer/`` and ``sync/`` only.
+files, a few small text files at most: see ``gittrees``); write anything but its cache file in
+``state_dir`` (through ``engram.store.files``); or raise for a repository state a user can be
+in (no repository, no commits, a shallow or partial clone, a damaged object): those come back
+as sentences in ``GitScan.problems``. dulwich is imported inside functions so that
+``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
 
 Conventions (the facts a reader of the hotspot memory relies on):
 
@@ -28,19 +30,8 @@ Conventions (the facts a reader of the hotspot memory relies on):
   ``.git/shallow``) is walked but its changes are unknown, so it counts nothing.
 - Paths are repository-relative (also when ``root`` is a folder inside the work tree), with
   ``/`` separators, decoded as UTF-8 (undecodable bytes replaced).
-- Candidates: a revert has a ``Revert "…"`` subject (a squash merge's ``(#N)`` after it is
-  allowed); its target is the sha of a ``This reverts commit <sha>`` line or, without one, the
-  nearest earlier commit of the window with the quoted subject (``inferred``), and a revert that
-  names none is reported in ``GitScan.unresolved``. ``Reapply "…"`` and ``Revert "Revert "…""``
-  make no candidate: they mark the revert they undid as re-applied. A "fix again" has a
-  subject with fix/fixes/fixed/fixing … again (not "so the tests pass again"), or
-  re-fix/refix. Both come from the window's non-merge commits only. Their text is
-  the commit message as written: untrusted, to be redacted like any other input.
-
-Speed: trees are read raw and parsed into sets of entries, so that two versions of a folder
-differ by a set difference done in C and unchanged subfolders are never opened (about 2-3x
-faster than dulwich's ``tree_changes``, which builds an object per entry); see
-benchmarks/bench_indexer.py.
+- Candidates come from the window's non-merge commits only; what makes one, and its text, is
+  drawn in ``engram.indexer.gitreverts``.
 
 The cache (``state_dir/git-history.json``) keeps, per commit sha, what the walk learned (date,
 tree, parents, changed paths, candidate), plus the counts over the last window. A sha names
@@ -53,102 +44,40 @@ not parse or has the wrong shape is ignored and rewritten.
 from __future__ import annotations
 
 import heapq
-import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from engram.errors import InvalidInput
-from engram.model import MAX_ITEM_CHARS, MAX_LIST_ITEMS, format_time
+from engram.indexer.githotspots import (
+    Changeset,
+    GitScan,
+    assemble,
+    count_changes,
+    shallow_problem,
+)
+from engram.indexer.gitreverts import (
+    Candidate,
+    classify,
+    decode_message,
+    make_candidate,
+    parse_revert,
+    subject_key,
+)
+from engram.indexer.gittrees import RenameFinder, Trees, read_errors
+from engram.model import MAX_ITEM_CHARS
 from engram.store.files import write_cache
 
 if TYPE_CHECKING:
-    from dulwich.object_store import BaseObjectStore
     from dulwich.objects import Commit
     from dulwich.repo import Repo
 
-__all__ = ["Candidate", "GitScan", "scan_history"]
+__all__ = ["scan_history"]
 
 CACHE_FILE: Final = "git-history.json"
 _CACHE_VERSION: Final = 4  # 3: reverts resolved by subject ("u"); 4: also a body line's absent sha
-_TITLE_CHARS: Final = 119
-_CONTENT_BYTES: Final = 2000
-_FILES_IN_CONTENT: Final = 12
 _PROGRESS_CALLS: Final = 100
-# Content rename detection reads blobs: only for commits that delete and add few files, and
-# only blobs small enough to compare quickly (git gives up past a limit in the same way).
-_MAX_RENAME_PAIRS: Final = 100
-_MAX_RENAME_BLOB: Final = 256 * 1024
-_RENAME_SIMILARITY: Final = 0.5
-_EMPTY_BLOB: Final = b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the SHA-1 of b""
-_S_IFMT: Final = 0o170000
-_S_IFDIR: Final = 0o040000
-
-# GitHub's squash merge adds the pull request after the subject: ``Revert "X (#12)" (#15)``,
-# or ``(owner/repo#15)`` for a pull request made in another repository. A reapply of such a
-# revert, squash-merged in turn, has two: ``Reapply "X (#12)" (#15) (#18)``.
-_PR_REF: Final = r"\((?:[\w.-]+/[\w.-]+)?#\d+\)"
-_REVERT_SUBJECT: Final = re.compile(
-    rf'^(?P<verb>Revert|Reapply)\s+"(?P<title>.*)"(?:\s+{_PR_REF})*\s*$'
-)
-_PR_SUFFIX: Final = re.compile(rf"(?:\s+{_PR_REF})+\s*$")
-_UNRESOLVED_SHOWN: Final = 5
-_MAX_NESTING: Final = 20  # Revert "Revert "Revert "…""": layers read before giving up
-_REVERTS_LINE: Final = re.compile(
-    r"^\s*This reverts commit (?P<sha>[0-9a-fA-F]{7,64})\b", re.MULTILINE
-)
-_FIX_WORD: Final = re.compile(r"\b(?:re-?)?fix(?:es|ed|ing)?\b", re.IGNORECASE)
-_FIX_AGAIN: Final = re.compile(r"\bfix(?:es|ed|ing)?\b.*\bagain\b", re.IGNORECASE)
-_REFIX: Final = re.compile(r"\bre-?fix(?:es|ed|ing)?\b", re.IGNORECASE)
-# "again" after these words says that something works once more, not that a fix was redone:
-# "Fix the build so CI passes again" is an ordinary fix.
-_RESTORED: Final = re.compile(
-    r"\b(?:work|works|working|pass|passes|passing|run|runs|running|build|builds|building|"
-    r"compile|compiles|load|loads|start|starts|green|possible|usable|available|visible|"
-    r"show|shows|appear|appears|enabled|responsive|happy)\s+again\b",
-    re.IGNORECASE,
-)
-_AGAIN: Final = re.compile(r"\s*\bagain\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A pitfall candidate mined from history: a revert or a commit that fixed something again."""
-
-    sha: str
-    kind: str
-    title: str
-    content: str
-    files: tuple[str, ...]
-    reverted_sha: str | None
-    date: str
-    author: str
-    # A revert without a "This reverts commit" line, matched to an earlier commit by subject.
-    inferred: bool = False
-    # The commit that brought the reverted change back (a reapply or a revert of this revert).
-    reapplied_by: str | None = None
-
-
-@dataclass
-class GitScan:
-    """What a walk of the history found; ``problems`` says what kept it from seeing more."""
-
-    head: str | None
-    commits_walked: int
-    changes: dict[str, int]
-    hotspots: list[tuple[str, int]]
-    candidates: list[Candidate]
-    problems: list[str]
-    unchanged: bool
-    # Reverts whose quoted subject names no earlier commit in the window: (sha, subject sought).
-    unresolved: list[tuple[str, str]] = field(default_factory=list)
-
-
-# What one commit changed: (added or modified paths, deleted paths, [old, new] renames).
-Changeset = tuple[list[str], list[str], list[list[str]]]
 
 
 @dataclass
@@ -367,112 +296,14 @@ class _Cache:
             boundary = any(entry.get("b") for entry in entries)
         except _CACHE_ERRORS:
             return None
-        problems = [_shallow_problem(len(window))] if boundary else []
-        return _assemble(
+        problems = [shallow_problem(len(window))] if boundary else []
+        return assemble(
             head, window, counts, gone, candidates, threshold, problems, True, unresolved
         )
 
 
-TreeEntries = set[tuple[bytes, int, bytes]]  # (name, mode, hex sha) of one tree
-
-
-class _Trees:
-    """Parsed trees by hex sha, keeping those of the last two commits diffed.
-
-    Trees are read raw and parsed into sets of entries (no ShaFile objects, no entry objects
-    for the unchanged entries), so that two trees differ by a set difference done in C.
-    Walking newest first, the parent side of one diff is the child side of the next, so its
-    trees are parsed once instead of twice; two generations bound the memory.
-    """
-
-    def __init__(self, store: BaseObjectStore, sha_len: int) -> None:
-        from dulwich.objects import parse_tree
-
-        self.get_raw = store.get_raw
-        self.parse = parse_tree
-        self.sha_len = sha_len
-        self.current: dict[bytes, TreeEntries] = {}
-        self.previous: dict[bytes, TreeEntries] = {}
-
-    def __getitem__(self, sha: bytes) -> TreeEntries:
-        entries = self.current.get(sha)
-        if entries is None:
-            entries = self.previous.get(sha)
-            if entries is None:
-                kind, data = self.get_raw(cast(Any, sha))
-                if kind != 2:  # 2 is a tree
-                    raise ValueError(f"object {sha.decode()} is not a tree")
-                entries = set(self.parse(data, self.sha_len))
-            self.current[sha] = entries
-        return entries
-
-    def next_commit(self) -> None:
-        """Start the next diff: the trees of the diff before last are dropped."""
-        self.previous = self.current
-        self.current = {}
-
-    def diff(
-        self,
-        old: bytes | None,
-        new: bytes | None,
-        prefix: bytes,
-        touched: list[bytes],
-        added: dict[bytes, bytes],
-        deleted: dict[bytes, bytes],
-    ) -> None:
-        """Add the files that differ between two trees (None: empty) to the three outputs."""
-        before = self[old] if old is not None else set()
-        after = self[new] if new is not None else set()
-        gone = {name: (mode, sha) for name, mode, sha in before - after}
-        for name, mode, sha in after - before:
-            path = prefix + name
-            is_dir = mode & _S_IFMT == _S_IFDIR
-            previous = gone.pop(name, None)
-            if previous is None:
-                if is_dir:
-                    self.diff(None, sha, path + b"/", touched, added, deleted)
-                else:
-                    added[path] = sha
-                continue
-            old_mode, old_sha = previous
-            was_dir = old_mode & _S_IFMT == _S_IFDIR
-            if is_dir and was_dir:
-                self.diff(old_sha, sha, path + b"/", touched, added, deleted)
-            elif not is_dir and not was_dir:
-                touched.append(path)  # content, mode or file <-> symlink changed
-            elif was_dir:  # a folder replaced by a file
-                self.diff(old_sha, None, path + b"/", touched, added, deleted)
-                added[path] = sha
-            else:  # a file replaced by a folder
-                deleted[path] = old_sha
-                self.diff(None, sha, path + b"/", touched, added, deleted)
-        for name, (mode, sha) in gone.items():
-            path = prefix + name
-            if mode & _S_IFMT == _S_IFDIR:
-                self.diff(sha, None, path + b"/", touched, added, deleted)
-            else:
-                deleted[path] = sha
-
-
 class _Missing(Exception):
     """A commit the walk needs is not in the object store (shallow, partial or broken)."""
-
-
-def _read_errors() -> tuple[type[BaseException], ...]:
-    """Return the exceptions that mean an object could not be read (corrupt or missing)."""
-    import zlib
-
-    from dulwich.errors import ChecksumMismatch, FileFormatException, WrongObjectException
-
-    return (
-        KeyError,
-        OSError,
-        ValueError,
-        zlib.error,
-        ChecksumMismatch,
-        FileFormatException,
-        WrongObjectException,
-    )
 
 
 class _Walk:
@@ -487,7 +318,7 @@ class _Walk:
     ) -> None:
         self.repo = repo
         self.store = repo.object_store
-        self.trees = _Trees(repo.object_store, repo.object_format.oid_length)
+        self.trees = Trees(repo.object_store, repo.object_format.oid_length)
         self.cache = cache
         self.depth = depth
         self.progress = progress
@@ -495,7 +326,8 @@ class _Walk:
         self.shallow = {sha.decode("ascii") for sha in repo.get_shallow()}
         self.problems: list[str] = []
         self.missing: set[str] = set()
-        self.errors = _read_errors()
+        self.errors = read_errors()
+        self.rename_finder = RenameFinder(repo.object_store, self.errors)
         self.popped: list[str] = []  # commits taken off the queue: the ones worth caching
 
     def node(self, sha: str) -> _Node:
@@ -598,66 +430,13 @@ class _Walk:
             return ([], [], [])
         renames: list[list[bytes]] = []
         if added and deleted:
-            renames = self.renames(added, deleted)
+            renames = self.rename_finder.renames(added, deleted)
         decode = _decode_path
         return (
             sorted(decode(path) for path in [*touched, *added]),
             sorted(decode(path) for path in deleted),
             sorted([decode(old), decode(new)] for old, new in renames),
         )
-
-    def renames(self, added: dict[bytes, bytes], deleted: dict[bytes, bytes]) -> list[list[bytes]]:
-        """Pair deleted with added paths that are the same file; remove the pairs from both."""
-        pairs: list[list[bytes]] = []
-        by_blob: dict[bytes, list[bytes]] = {}
-        for path, blob in sorted(deleted.items()):
-            by_blob.setdefault(blob, []).append(path)
-        for path, blob in sorted(added.items()):
-            olds = by_blob.get(blob)
-            if olds and blob != _EMPTY_BLOB:  # two empty files are not the same file
-                old = olds.pop(0)
-                pairs.append([old, path])
-                del deleted[old]
-        for _, new in pairs:
-            del added[new]
-        if added and deleted and len(added) * len(deleted) <= _MAX_RENAME_PAIRS:
-            pairs += self.similar(added, deleted)
-        return pairs
-
-    def similar(self, added: dict[bytes, bytes], deleted: dict[bytes, bytes]) -> list[list[bytes]]:
-        """Pair the added and deleted files that share at least half of their lines."""
-        lines: dict[bytes, Counter[bytes] | None] = {}
-        for blob in {*added.values(), *deleted.values()}:
-            lines[blob] = self.blob_lines(blob)
-        scored: list[tuple[float, bytes, bytes]] = []
-        for old, old_blob in deleted.items():
-            before = lines[old_blob]
-            if not before:
-                continue
-            for new, new_blob in added.items():
-                after = lines[new_blob]
-                if not after:
-                    continue
-                common = sum((before & after).values())
-                score = 2 * common / (before.total() + after.total())
-                if score >= _RENAME_SIMILARITY:
-                    scored.append((-score, old, new))
-        pairs: list[list[bytes]] = []
-        for _, old, new in sorted(scored):
-            if old in deleted and new in added:
-                pairs.append([old, new])
-                del deleted[old], added[new]
-        return pairs
-
-    def blob_lines(self, blob: bytes) -> Counter[bytes] | None:
-        """Return a blob's lines as a multiset, or None if it is too large or unreadable."""
-        try:
-            kind, data = self.store.get_raw(cast(Any, blob))
-        except self.errors:
-            return None
-        if kind != 3 or len(data) > _MAX_RENAME_BLOB or b"\0" in data[:8000]:
-            return None  # 3 is a blob; binary files are compared by sha only
-        return Counter(data.splitlines())
 
     def resolve(self, prefix: str) -> str:
         """Return the full sha a revert names: itself if full, else the one commit it prefixes."""
@@ -734,7 +513,7 @@ class _Walk:
     def window_subject(self, sha: str, node: _Node) -> str | None:
         """Return the subject of a commit of the window, read again if it came from the cache."""
         if node.commit is not None:
-            return _decode_message(node.commit).partition("\n")[0].strip()
+            return decode_message(node.commit).partition("\n")[0].strip()
         return self.subject_of(sha)
 
     def subject_of(self, sha: str) -> str | None:
@@ -747,94 +526,11 @@ class _Walk:
             return None
         if not isinstance(commit, Commit):
             return None
-        return _decode_message(commit).partition("\n")[0].strip()
+        return decode_message(commit).partition("\n")[0].strip()
 
 
 def _decode_path(path: bytes) -> str:
     return path.decode("utf-8", "replace")
-
-
-def _decode_message(commit: Commit) -> str:
-    encoding = (commit.encoding or b"utf-8").decode("ascii", "replace")
-    message: bytes = commit.message
-    try:
-        return message.decode(encoding, "replace")
-    except LookupError:  # an encoding name Python does not know
-        return message.decode("utf-8", "replace")
-
-
-def _shorten(text: str, limit: int) -> str:
-    """Cut text to at most ``limit`` characters, marking the cut with an ellipsis."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _fit_bytes(text: str, limit: int) -> str:
-    """Cut text to at most ``limit`` UTF-8 bytes, marking the cut with an ellipsis."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[: max(0, limit - 4)].decode("utf-8", "ignore").rstrip() + " …"
-
-
-def parse_revert(subject: str) -> tuple[str, str, str] | None:
-    """Read a revert subject: (kind, the change in the end undone or re-applied, sought subject).
-
-    ``Revert "X"`` undoes X; ``Reapply "X"`` (git's subject for reverting ``Revert "X"``) and
-    ``Revert "Revert "X""`` bring X back, so their kind is ``reapply``; every layer counts, so
-    ``Revert "Reapply "X""`` is a revert of X again. The sought subject is the one the reverted
-    commit itself has: the quoted text for ``Revert``, ``Revert "X"`` for ``Reapply "X"``.
-    """
-    found = _REVERT_SUBJECT.match(subject)
-    if found is None:
-        return None
-    verb, quoted = found.group("verb", "title")
-    sought = quoted if verb == "Revert" else f'Revert "{quoted}"'
-    flips = 1 if verb == "Revert" else 2
-    what = quoted
-    for _ in range(_MAX_NESTING):
-        inner = _REVERT_SUBJECT.match(what)
-        if inner is None:
-            break
-        flips += 1 if inner.group("verb") == "Revert" else 2
-        what = inner.group("title")
-    return ("revert" if flips % 2 else "reapply"), what, sought
-
-
-def subject_key(subject: str) -> str:
-    """Return a subject without the ``(#N)`` squash merges appended: how reverts may quote it."""
-    return _PR_SUFFIX.sub("", subject.strip())
-
-
-def classify(subject: str, body: str) -> tuple[str, str | None] | None:
-    """Tell whether a commit message is a revert, reapply or fix-again: (kind, target) or None.
-
-    The target is the sha of a ``This reverts commit`` line; a revert or reapply without one
-    comes back with None, to be resolved by its subject among the earlier commits.
-    """
-    if subject.startswith(("Revert", "Reapply")):
-        parsed = parse_revert(subject)
-        if parsed is not None:
-            line = _REVERTS_LINE.search(body)
-            return parsed[0], line.group("sha") if line is not None else None
-        if subject.startswith("Revert"):
-            return None  # "Revert ADR-0014 wording" is not a git revert, nor a fix
-    if _REFIX.search(subject):
-        return "fix-again", None
-    if _FIX_AGAIN.search(subject) and not _RESTORED.search(subject):
-        return "fix-again", None
-    return None
-
-
-def _fixed_what(subject: str) -> str:
-    """Return what a fix-again subject says was fixed: the fix word and "again" taken out."""
-    text = _FIX_WORD.sub("", subject, count=1)
-    parts = _AGAIN.split(text)
-    if len(parts) > 1:  # drop the last "again" only
-        text = "".join(parts[:-1]) + " " + parts[-1]
-    text = " ".join(text.split()).strip(" :-–—,.")
-    text = re.sub(r"\s+([:,.;])", r"\1", text)
-    return text or subject
 
 
 def _candidate(
@@ -863,7 +559,7 @@ def _candidate(
     # The message is untrusted, and titles are cut from it: scrubbed before anything is taken.
     from engram.store.redact import default_scrubber
 
-    text = default_scrubber().text(_decode_message(commit))[0]
+    text = default_scrubber().text(decode_message(commit))[0]
     subject, _, body = text.partition("\n")
     subject = subject.strip()
     found = classify(subject, body)
@@ -877,142 +573,28 @@ def _candidate(
             target = inferred
         elif target is None or not (absent_ok or walk.has_commit(walk.resolve(target))):
             return None, parsed[2]
-    author = commit.author.decode("utf-8", "replace").rsplit(" <", 1)[0].strip()
-    date = format_time(datetime.fromtimestamp(commit.author_time, UTC))
     assert node.changes is not None
     touched, deleted, renamed = node.changes
     files = sorted({*touched, *deleted, *(path for pair in renamed for path in pair)})
     files = [path for path in files if len(path) <= MAX_ITEM_CHARS]
     reverted_sha = walk.resolve(target) if target is not None else None
-    meta = [f"- commit: {sha}"]
-    if parsed is not None:
-        assert reverted_sha is not None
-        what = parsed[1]
-        verb = "Reverted" if kind == "revert" else "Re-applied"
-        title = _shorten(f'{verb}: "{what}"', _TITLE_CHARS)
-        known = walk.subject_of(reverted_sha) if len(reverted_sha) in (40, 64) else None
-        undone = "a change that had to be undone" if kind == "revert" else "a revert undone"
-        lead = (
-            f"Commit `{sha[:12]}` reverted `{reverted_sha[:12]}` "
-            f'("{_shorten(known or what, 200)}"): {undone}.'
-        )
-        meta.append(
-            f"- reverted: {reverted_sha}" + (f' ("{_shorten(known, 200)}")' if known else "")
-        )
-        if inferred is not None:
-            why = (
-                "the message has no `This reverts commit` line"
-                if named is None
-                else f"its `This reverts commit` line names {named[:12]}, which this clone "
-                "does not have"
-            )
-            meta.append(
-                f"- inferred: {why}; the reverted commit is the nearest earlier one with the "
-                "quoted subject"
-            )
-    else:
-        title = _shorten(f"Fixed again: {_fixed_what(subject)}", _TITLE_CHARS)
-        lead = f"Commit `{sha[:12]}` fixed something that had been fixed before."
-    meta.append(f"- author: {_shorten(author, 200)}, {date}")
-    if files:
-        shown = ", ".join(f"`{path}`" for path in files[:_FILES_IN_CONTENT])
-        more = len(files) - _FILES_IN_CONTENT
-        meta.append(f"- files ({len(files)}): {shown}" + (f", … {more} more" if more > 0 else ""))
-    head = f"{lead}\n\n"
-    tail = "\n\n" + "\n".join(meta)
-    budget = _CONTENT_BYTES - len((head + tail).encode("utf-8"))
-    if budget < 200:  # very long paths: list fewer files rather than drop the message
-        tail = "\n\n" + "\n".join(meta[:-1])
-        budget = _CONTENT_BYTES - len((head + tail).encode("utf-8"))
-    quote = "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
-    content = _fit_bytes(head + _fit_bytes(quote, budget) + tail, _CONTENT_BYTES)
-    # The author and paths too: the candidate is cached in state/ and becomes a memory.
-    text_fields = {"title": title, "content": content, "author": author, "files": files}
-    clean, _ = default_scrubber().record(text_fields)
-    return Candidate(
-        sha=sha,
+    known = None
+    if parsed is not None and reverted_sha is not None and len(reverted_sha) in (40, 64):
+        known = walk.subject_of(reverted_sha)
+    candidate = make_candidate(
+        sha,
+        commit,
+        files,
+        text,
+        subject,
         kind=kind,
-        title=clean["title"],
-        content=clean["content"],
-        files=tuple(clean["files"][:MAX_LIST_ITEMS]),
+        parsed=parsed,
         reverted_sha=reverted_sha,
-        date=date,
-        author=clean["author"],
-        inferred=inferred is not None,
-    ), None
-
-
-def count_changes(changesets: Iterable[Changeset]) -> tuple[dict[str, int], set[str]]:
-    """Count changes per path over changesets, newest first; return counts and deleted paths."""
-    counts: dict[str, int] = {}
-    alias: dict[str, str] = {}  # an older name -> the name it was renamed to since
-    seen: set[str] = set()
-    gone: set[str] = set()
-    get = alias.get
-    for touched, deleted, renamed in changesets:
-        for old, new in renamed:
-            name = get(new, new)
-            counts[name] = counts.get(name, 0) + 1
-            seen.add(name)
-            alias[old] = name  # older changes to the old path count on the new one
-        for path in touched:
-            name = get(path, path)
-            counts[name] = counts.get(name, 0) + 1
-            seen.add(name)
-        for path in deleted:
-            name = get(path, path)
-            counts[name] = counts.get(name, 0) + 1
-            if name not in seen:
-                gone.add(name)  # its newest change in the window deleted it
-                seen.add(name)
-    return counts, gone
-
-
-def _assemble(
-    head: str,
-    window: Sequence[str],
-    counts: dict[str, int],
-    gone: set[str],
-    candidates: list[Candidate],
-    threshold: int,
-    problems: list[str],
-    unchanged: bool,
-    unresolved: list[tuple[str, str]],
-) -> GitScan:
-    """Put counts and candidates together into a GitScan: hotspots picked, all sorted.
-
-    A reapply is no candidate of its own: it marks the revert it undid as re-applied.
-    """
-    hotspots = [
-        (path, count) for path, count in counts.items() if count >= threshold and path not in gone
-    ]
-    hotspots.sort(key=lambda item: (-item[1], item[0]))
-    candidates.sort(key=lambda candidate: (candidate.date, candidate.sha))
-    reapplied: dict[str, str] = {}
-    for candidate in candidates:
-        if candidate.kind == "reapply" and candidate.reverted_sha is not None:
-            reapplied.setdefault(candidate.reverted_sha, candidate.sha)  # the first one
-    kept: list[Candidate] = []
-    for candidate in candidates:
-        if candidate.kind == "reapply":
-            continue
-        by = reapplied.get(candidate.sha)
-        if by is not None and candidate.kind == "revert":
-            content = candidate.content + f"\n- re-applied by: {by}"
-            candidate = replace(candidate, reapplied_by=by, content=content)
-        kept.append(candidate)
-    if unresolved:
-        problems = [*problems, _unresolved_problem(unresolved, len(window))]
-    return GitScan(
-        head=head,
-        commits_walked=len(window),
-        changes=counts,
-        hotspots=hotspots,
-        candidates=kept,
-        problems=problems,
-        unchanged=unchanged,
-        unresolved=unresolved,
+        known=known,
+        inferred=inferred,
+        named=named,
     )
+    return candidate, None
 
 
 def _empty(problem: str, head: str | None = None) -> GitScan:
@@ -1078,7 +660,7 @@ def scan_history(
         unresolved = [(sha, sought) for sha in window if (sought := nodes[sha].pending)]
         problems = walk.problems
         if any(nodes[sha].boundary and sha not in walk.missing for sha in window):
-            problems.append(_shallow_problem(len(window)))
+            problems.append(shallow_problem(len(window)))
         if cache_path is not None and window:
             problem = _Cache.save(
                 cache_path,
@@ -1096,28 +678,6 @@ def scan_history(
             )
             if problem is not None:
                 problems.append(problem)
-        return _assemble(
+        return assemble(
             head, window, counts, gone, candidates, threshold, problems, False, unresolved
         )
-
-
-def _unresolved_problem(unresolved: Sequence[tuple[str, str]], walked: int) -> str:
-    """Say which reverts named no earlier commit, so that no candidate was made of them."""
-    shown = "; ".join(
-        f'{sha[:12]} ("{_shorten(sought, 80)}")' for sha, sought in unresolved[:_UNRESOLVED_SHOWN]
-    )
-    more = len(unresolved) - _UNRESOLVED_SHOWN
-    return (
-        f"{len(unresolved)} revert(s) without a `This reverts commit` line quote a subject no "
-        f"earlier commit of the last {walked} has, so no pitfall candidate was made: {shown}"
-        + (f"; … {more} more" if more > 0 else "")
-        + " (a larger indexer.git_depth may find them)"
-    )
-
-
-def _shallow_problem(walked: int) -> str:
-    """Say that the window reached a shallow clone's boundary."""
-    return (
-        f"shallow clone: history stops at {walked} commits; hotspots count only "
-        "what is here (run `git fetch --unshallow` for the rest)"
-    )

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.model import Record, change_time, is_tombstone
 
 if TYPE_CHECKING:
-    from engram.indexer.adr import ParsedAdr
-    from engram.indexer.git import Candidate, GitScan
+    from engram.indexer.adrparse import ParsedAdr
+    from engram.indexer.githotspots import GitScan
+    from engram.indexer.gitreverts import Candidate
 
 ADR_IMPORTANCE: Final = 4
 CANDIDATE_IMPORTANCE: Final = 2

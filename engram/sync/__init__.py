@@ -9,7 +9,8 @@ Everything that reconciles two views of the memories (the git merge driver, sync
 - ``transfer``: records from elsewhere merged into a workspace (``engram import``, chunks) and
   the export document.
 - ``exchange``: ``engram sync``, local and through a git remote, over one workspace.
-- ``remote`` (dulwich: fetch, commit, push), ``gitmerge`` (the merge driver, ``resolve``, a
+- ``remote`` (dulwich: fetch, commit, push), ``gitsetup`` (the attributes and drivers'
+  config), ``gitmerge`` (the merge driver), ``gitresolve`` (``resolve``), ``gitlog`` (a
   memory's git log), ``imports`` (other tools' formats).
 
 Nothing here imports the service or an adapter; dulwich is imported inside functions.

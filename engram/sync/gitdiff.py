@@ -5,7 +5,7 @@ revision and the file in the work tree, as ``git diff`` picks them) and lists th
 added, changed (field by field) and forgotten (tombstoned, or their line removed), keyed by id.
 ``textconv`` renders one version as readable blocks, one per memory in id order, for git's diff
 driver (``[diff "engram"] textconv``, installed with the merge driver by
-``engram.sync.gitmerge.install``): git diffs two such renderings line by line, so ``git diff``,
+``engram.sync.gitsetup.install``): git diffs two such renderings line by line, so ``git diff``,
 ``git log -p`` and ``git show`` print each memory's change as a few readable lines.
 
 Rules where a choice was made:
