@@ -108,10 +108,10 @@ search:
   semantic_weight: 0.5
   # Cosine similarity a memory needs to be found by meaning alone (most off-topic text is below).
   semantic_floor: 0.4
-  # When a query of 3 or more words names something no memory mentions (MongoDB, S3), hits
-  # whose relevance is under this are not returned: a question nothing answers comes back
-  # empty. auto is the floor measured for the mode (hybrid 0.35, keyword 0.5), from 50
-  # memories on (docs/decisions.md, "Relevance and its floor"); 0 turns it off.
+  # Every hit carries relevance, the estimated probability (0..1) that it answers the query.
+  # A query whose best hit is under this comes back empty; auto is the floor fitted for the
+  # mode (keyword 0.265, hybrid 0.28), from 50 memories on (docs/decisions.md, "A relevance
+  # estimate with a meaning"); 0 turns it off.
   min_relevance: auto
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2

@@ -111,6 +111,7 @@ def test_the_cli_takes_them_on_the_fast_path_and_through_typer(store: Engram) ->
     assert typed.exit_code == 0, typed.output
     for out in (fast.stdout.decode(), typed.stdout):
         assert [hit["id"] for hit in json.loads(out)["hits"]] == ["bbbb2222"]
+        assert all(0 <= hit["relevance"] <= 1 for hit in json.loads(out)["hits"])
     bad = run_cli("recall", "cache", "--until", "someday", cwd=store.root)
     assert bad.returncode != 0 and "until 'someday' is not a date" in bad.stderr.decode()
     assert "--since" in CliRunner().invoke(app, ["recall", "--help"]).stdout
@@ -126,6 +127,7 @@ def test_mcp_recall_takes_them_and_its_schema_says_so(store: Engram) -> None:
             assert {"since", "until", "author"} <= set(schema["properties"])
             data = await client.ok("recall", {"query": "cache", "until": "30d", "author": "ben"})
             assert [hit["id"] for hit in data["hits"]] == ["dddd4444"]
+            assert 0 <= data["hits"][0]["relevance"] <= 1
             error = await client.error("recall", {"query": "cache", "since": "soon"})
             assert "since 'soon' is not a date" in error["message"]
 
@@ -141,6 +143,7 @@ def test_http_search_and_listing_take_them(store: Engram) -> None:
         found = client.get("/search", params={"q": "cache", "since": "7d"})
         assert found.status_code == 200, found.text
         assert [hit["id"] for hit in found.json()["hits"]] == ["aaaa1111"]
+        assert 0 <= found.json()["hits"][0]["relevance"] <= 1
         listed = client.get("/memories", params=[("author", "ben"), ("author", "Ana Lopez")])
         assert len(listed.json()["memories"]) == 4
         listed = client.get("/memories", params={"author": "ana lopez", "until": "30d"})

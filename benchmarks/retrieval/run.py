@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -53,12 +54,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import fit  # this folder's relevance fit
 from bench_core import align  # a sibling script: its plain-text table helper
 
 from engram import config as config_mod
@@ -472,6 +474,193 @@ def run_set(
     return report, payload | {"results": results, "queries_list": queries}
 
 
+# --- leave one set out ------------------------------------------------------------------------
+
+# Settings compared under --held-out besides the default ranking ("alternatives"): each is
+# scored as it is (unfloored and with a floor fitted on the other sets). The ranking settings
+# issue 30 asks about: without the multipliers of kind, importance, status and freshness.
+VARIANTS: Final[dict[str, dict[str, object]]] = {
+    "": {},
+    "no kind/importance/status/freshness": {
+        "search.kind_weights": {},
+        "search.status_weights": {},
+        "search.importance_step": 0.0,
+        "search.freshness_max_loss": 0.0,
+    },
+}
+
+
+def present_sets() -> list[str]:
+    """Return the names of the sets whose memories and queries are on disk."""
+    return [
+        name
+        for name, folder in SETS.items()
+        if (folder / "queries.jsonl").exists() and (folder / "memories.jsonl").exists()
+    ]
+
+
+def _mode_works(mode: str) -> bool:
+    """Tell whether engram ranks in this mode here (the semantic ones need the extra)."""
+    from engram.index import semantic
+
+    return mode == "keyword" or semantic.available()
+
+
+def collect_rankings(
+    names: Sequence[str], modes: Sequence[str], settings: dict[str, object] | None = None
+) -> dict[str, dict[str, list[fit.Ranked]]]:
+    """Return, by set and mode, engram's unfloored top 10 of every query with its features."""
+    out: dict[str, dict[str, list[fit.Ranked]]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    try:
+        for name in names:
+            folder = SETS[name]
+            queries = load_queries(folder / "queries.jsonl")
+            out[name] = {}
+            for mode in modes:
+                if not _mode_works(mode):
+                    continue
+                wanted = {"search.min_relevance": 0.0, **(settings or {})}
+                with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
+                    out[name][mode] = [
+                        fit.Ranked(
+                            query.kind,
+                            query.relevant,
+                            tuple(
+                                (hit.id, hit.features)
+                                for hit in engram.recall(query.text, limit=LIMIT)
+                            ),
+                        )
+                        for query in queries
+                    ]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+HELD_OUT_COLUMNS: Final = ("R@1", "R@5", "R@10", "MRR", "para MRR", "lost", "neg empty")
+
+
+def figures_of(
+    answers: Sequence[list[str]], queries: Sequence[Query], unfloored: Sequence[list[str]] | None
+) -> dict[str, float]:
+    """Return the held-out table's figures of one backend's ranked ids, query by query."""
+    answerable = [(q, a) for q, a in zip(queries, answers, strict=True) if q.kind != "negative"]
+    paraphrase = [(q, a) for q, a in answerable if q.kind == "paraphrase"]
+    negatives = [a for q, a in zip(queries, answers, strict=True) if q.kind == "negative"]
+    out = {
+        f"R@{k}": statistics.fmean(
+            len(q.relevant & set(a[:k])) / len(q.relevant) for q, a in answerable
+        )
+        for k in (1, 5, 10)
+    }
+    out["MRR"] = statistics.fmean(_rr(q, a) for q, a in answerable)
+    out["para MRR"] = statistics.fmean(_rr(q, a) for q, a in paraphrase) if paraphrase else math.nan
+    lost = 0
+    if unfloored is not None:
+        for query, kept, before in zip(queries, answers, unfloored, strict=True):
+            if (
+                query.kind != "negative"
+                and query.relevant & set(before)
+                and not query.relevant & set(kept)
+            ):
+                lost += 1
+    out["lost"] = float(lost)
+    out["answerable"] = float(len(answerable))
+    out["neg empty"] = float(sum(1 for a in negatives if not a))
+    out["negatives"] = float(len(negatives))
+    return out
+
+
+def _rr(query: Query, ids: Sequence[str]) -> float:
+    for rank, rid in enumerate(ids[:LIMIT], start=1):
+        if rid in query.relevant:
+            return 1.0 / rank
+    return 0.0
+
+
+def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str, object]]:
+    """Score every set with every parameter fitted on the other sets only; return the report."""
+    queries = {name: load_queries(SETS[name] / "queries.jsonl") for name in names}
+    rankings = {
+        label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
+    }
+    table: dict[str, dict[str, dict[str, float]]] = {}  # set -> backend -> figures
+    chosen: dict[str, dict[str, object]] = {}
+    for name in names:
+        rows: dict[str, dict[str, float]] = {}
+        search = bm25_baseline(SETS[name] / "memories.jsonl")
+        rows["bm25 (fts5)"] = figures_of(
+            [[rid for rid, _ in search(q.text)] for q in queries[name]], queries[name], None
+        )
+        others = [other for other in names if other != name]
+        for label, by_set in rankings.items():
+            suffix = f" ({label})" if label else ""
+            for mode in modes:
+                if mode not in by_set[name]:
+                    continue
+                training = [by_set[other][mode] for other in others if mode in by_set[other]]
+                model = fit.fit(training)
+                floor = fit.choose_floor(training, model)
+                plain = [[rid for rid, _ in r.hits] for r in by_set[name][mode]]
+                kept = [fit.floored(r, model, floor) for r in by_set[name][mode]]
+                rows[f"engram {mode}{suffix}"] = figures_of(kept, queries[name], plain)
+                rows[f"engram {mode}{suffix} (no floor)"] = figures_of(plain, queries[name], None)
+                if not label:
+                    chosen.setdefault(name, {})[mode] = {"model": model, "floor": floor}
+        table[name] = rows
+    lines = [
+        "leave one set out: for each set, the relevance model and its floor are fitted on the"
+        " other sets only (benchmarks/retrieval/fit.py); nothing is chosen on the set reported."
+    ]
+    header = ("set", "backend", *HELD_OUT_COLUMNS)
+    body: list[Sequence[str]] = [header]
+    for name, rows in table.items():
+        for backend, row in rows.items():
+            body.append((name, backend, *_cells(row)))
+    backends = list(next(iter(table.values())))
+    for backend in backends:
+        present = [rows[backend] for rows in table.values() if backend in rows]
+        worst = {
+            key: (max if key == "lost" else min)(
+                (
+                    row[key] / row["answerable"]
+                    if key == "lost"
+                    else row[key] / row["negatives"]
+                    if key == "neg empty"
+                    else row[key]
+                )
+                for row in present
+            )
+            for key in HELD_OUT_COLUMNS
+        }
+        body.append(("worst set", backend, *_cells(worst, shares=True)))
+    lines.append(align(body, left=(0, 1)))
+    lines.append(
+        "lost = answerable queries whose relevant memory the floor dropped from the unfloored top"
+        " 10; neg empty = negative queries answered with nothing (worst set: as shares)."
+    )
+    for name, by_mode in chosen.items():
+        for mode, picked in by_mode.items():
+            lines.append(f"{name}, {mode}: floor {picked['floor']} fitted on the other sets")
+    return "\n".join(lines), {"table": table, "chosen": chosen}
+
+
+def _cells(row: Mapping[str, float], *, shares: bool = False) -> list[str]:
+    cells = [format(row[key], ".3f") for key in ("R@1", "R@5", "R@10", "MRR", "para MRR")]
+    if shares:
+        cells += [format(row["lost"], ".1%"), format(row["neg empty"], ".0%")]
+    else:
+        cells += [
+            f"{row['lost']:.0f}/{row['answerable']:.0f}",
+            f"{row['neg empty']:.0f}/{row['negatives']:.0f}",
+        ]
+    return cells
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every backend over each set and print a table per set."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -504,14 +693,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="K",
         help="also list, per backend, the answerable queries with no relevant memory in the top K",
     )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="leave one set out: fit the relevance model and floor on the other sets, report on"
+        " each, then the worst set",
+    )
     args = parser.parse_args(argv)
+    if args.held_out:
+        report, payload = held_out(
+            args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES))
+        )
+        print(report)
+        if args.json:
+            args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        return 0
     modes: list[str] = list(dict.fromkeys(args.mode or MODES))
     backends: list[str] = list(dict.fromkeys(args.backends or BACKENDS))
-    names = args.sets or [
-        name
-        for name, folder in SETS.items()
-        if (folder / "queries.jsonl").exists() and (folder / "memories.jsonl").exists()
-    ]
+    names = args.sets or present_sets()
     payloads: dict[str, object] = {}
     for name in names:
         report, payload = run_set(name, SETS[name], modes, backends, args.rounds)

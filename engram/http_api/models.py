@@ -233,6 +233,10 @@ class PageOut(BaseModel):
 class SearchHit(BaseModel):
     id: str
     score: float
+    relevance: float | None = Field(
+        description="the estimated probability (0-1) that the hit answers the query;"
+        " null when no words were given"
+    )
     kind: str | None
     status: str
     title: str | None

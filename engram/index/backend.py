@@ -87,13 +87,15 @@ class QueryWeight(NamedTuple):
     one that a single memory has: either way the others do not answer it, and in a small store
     it would otherwise outweigh the rest. ``docs``: the documents indexed. ``unseen``: a word
     of the query written as a name (``names``) is in no document, so the query names something
-    no memory mentions. ``words``: how many informative words the query has.
+    no memory mentions. ``words``: how many informative words the query has. ``terms``: each
+    informative word with its share of ``weight`` (its idf), for the coverage of a hit.
     """
 
     weight: float
     docs: int
     unseen: bool
     words: int = 0
+    terms: tuple[tuple[str, float], ...] = ()
 
 
 class SearchIndex(Protocol):

@@ -26,13 +26,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engram.fileio import ProcessLock
-from engram.index import ranking, semantic
-from engram.index.backend import SearchIndex, tokenize_query
+from engram.index import ranking, relevance, semantic
+from engram.index.backend import QueryWeight, SearchIndex, tokenize_query
 from engram.index.fulltext import FullText
 from engram.index.matrix import VectorState
 from engram.index.query import Hit, Query
 from engram.index.ranking import Scored, Weights
 from engram.index.records import Diff, Progress, Records, Row, line_hash
+from engram.index.relevance import Features
 from engram.index.source import MemorySource
 from engram.index.vectors import Vectors
 from engram.model import Record, canonical_line, is_tombstone
@@ -420,18 +421,28 @@ class Index:
         want = query.limit + max(query.offset, 0)
         scored: list[Scored]
         cosines: dict[str, float] = {}
+        stats: QueryWeight | None = None
         state = self.vectors.state() if tokens else None
         if not tokens:
             columns = self.records.browse_columns(query)
             scored = ranking.score_browse(columns, ids, now_epoch, self.weights)
         elif state is not None:
-            scored, cosines = self._search_semantic(query, ids, state, want, now_epoch)
+            scored, cosines, stats = self._search_semantic(query, ids, state, want, now_epoch)
         else:
-            found, weight, floor = self._keyword(query, ids, max(want * 2, 20))
+            found, stats = self._keyword(query, ids, max(want * 2, 20))
             rows = self._ranks.get([rid for rid, _ in found], self.records.rank_columns)
-            scored = ranking.score_keyword(found, weight, floor, rows, now_epoch, self.weights)
-        page = ranking.page(scored, query.offset, want)
+            scored = ranking.score_keyword(found, stats.weight, rows, now_epoch, self.weights)
+        page = ranking.page(scored, query.offset, want)  # ``scored`` is ordered now
         records = self.records.get_many(rid for _, rid, _ in page)
+        rated: dict[str, tuple[float, Features]] = {}
+        if stats is not None:
+            mode = self.weights.mode if state is not None else "keyword"
+            if query.offset > 0:  # the floor is on the best hit: read it too
+                records = {**self.records.get_many([scored[0][1]]), **records}
+            rated = self._rate(scored[: want + 1], records, cosines, stats, mode)
+            needed = relevance.floor(mode, self.weights.min_relevance, stats.docs)
+            if not relevance.answered([chance for chance, _ in rated.values()], needed):
+                page = []
         return [
             Hit(
                 id=rid,
@@ -440,21 +451,55 @@ class Index:
                 record=records[rid],
                 tokens=tuple(tokens),
                 cosine=round(cosines.get(rid, 0.0), 4),
+                relevance=round(rated[rid][0], 4) if rid in rated else None,
+                features=rated[rid][1] if rid in rated else (),
             )
             for score, rid, bm25 in page
             if rid in records
         ]
 
+    @staticmethod
+    def _rate(
+        ordered: Sequence[Scored],
+        records: Mapping[str, Record],
+        cosines: Mapping[str, float],
+        stats: QueryWeight,
+        mode: str,
+    ) -> dict[str, tuple[float, Features]]:
+        """Return, by id, the relevance and features of the hits in ``records``
+        (``relevance.py``); ``ordered`` is the ranked candidates, best first, to one past the
+        page."""
+        gaps = relevance.gaps([score for score, _, _ in ordered])
+        best = ordered[0][0] if ordered else 0.0
+        patterns = [(relevance.stem_pattern(term), weight) for term, weight in stats.terms]
+        model = relevance.MODELS[mode]
+        out: dict[str, tuple[float, Features]] = {}
+        for position, (score, rid, bm25) in enumerate(ordered):
+            record = records.get(rid)
+            if record is None:
+                continue
+            values = relevance.features(
+                bm25=bm25,
+                query_weight=stats.weight,
+                coverage=relevance.coverage(relevance.searchable(record), patterns),
+                cosine=cosines.get(rid, 0.0),
+                rank=position + 1,
+                gap=gaps[position],
+                share=score / best if best > 0 else 0.0,
+                unseen=stats.unseen,
+            )
+            out[rid] = (relevance.probability(values, model), values)
+        return out
+
     def _keyword(
         self, query: Query, ids: frozenset[str] | None, limit: int
-    ) -> tuple[list[tuple[str, float]], float, float]:
+    ) -> tuple[list[tuple[str, float]], QueryWeight]:
         """Return the full-text backend's (id, bm25) best matches, its queue flushed first,
-        the query's weight there (``SearchIndex.query_weight``) and the relevance floor."""
+        and what relevance needs of the query there (``SearchIndex.query_weight``)."""
         backend = self.backend  # opening it may queue records (a recreated index)
         self.fulltext.flush(self._synced_sig)
         found = backend.search(query.text, limit=limit, filters=query.filters(ids))
-        stats = backend.query_weight(query.text)
-        return found, stats.weight, ranking.relevance_floor(stats, self.weights)
+        return found, backend.query_weight(query.text)
 
     def _search_semantic(
         self,
@@ -463,19 +508,18 @@ class Index:
         state: VectorState,
         want: int,
         now_epoch: float,
-    ) -> tuple[list[Scored], dict[str, float]]:
+    ) -> tuple[list[Scored], dict[str, float], QueryWeight]:
         """Rank by fused BM25 and cosine (hybrid) or cosine alone (semantic), then cut.
 
         Candidates: the keyword backend's best (hybrid) plus the nearest vectors at or above
-        ``semantic_floor`` among those passing the filters. Returns (score, id, bm25) triples
-        and each candidate's cosine.
+        ``semantic_floor`` among those passing the filters. Returns (score, id, bm25) triples,
+        each candidate's cosine and the query's weight.
         """
         pool = max(want * 2, 20)
         if self.weights.mode == "hybrid":
-            found, weight, floor = self._keyword(query, ids, pool)
+            found, stats = self._keyword(query, ids, pool)
         else:
-            found, weight = [], 0.0
-            floor = ranking.relevance_floor(self.backend.query_weight(query.text), self.weights)
+            found, stats = [], self.backend.query_weight(query.text)
         allowed = [] if ids is None else [ids]
         if query.tags:
             allowed.insert(0, self.records.ids_for_tags([tag.lower() for tag in query.tags]))
@@ -483,5 +527,6 @@ class Index:
         gate = self.weights.semantic_floor
         candidates = self.vectors.candidates(state, query.text, mask, gate, pool, found)
         rows = self._ranks.get(list(candidates), self.records.rank_columns)
-        scored = ranking.score_fused(candidates, weight, floor, rows, now_epoch, self.weights)
-        return scored, {rid: cosine for rid, (_, cosine) in candidates.items()}
+        weight = stats.weight if found else 0.0
+        scored = ranking.score_fused(candidates, weight, rows, now_epoch, self.weights)
+        return scored, {rid: cosine for rid, (_, cosine) in candidates.items()}, stats

@@ -317,6 +317,7 @@ class FtsIndex:
                 total = self._counts[""] = self.count()
             weight = 0.0
             unseen = False
+            terms: list[tuple[str, float]] = []
             for token in tokens:
                 found = self._counts.get(token)
                 if found is None:
@@ -326,8 +327,10 @@ class FtsIndex:
                     found = self._counts[token] = int(rows[0][0])
                 unseen = unseen or (found == 0 and token in named)
                 found = max(found, 1)
-                weight += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
-            return QueryWeight(weight if tokens else 0.0, total, unseen, len(tokens))
+                term = max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+                terms.append((token, term))
+                weight += term
+            return QueryWeight(weight if tokens else 0.0, total, unseen, len(tokens), tuple(terms))
 
     def ids(self) -> set[str]:
         """Return every indexed id."""

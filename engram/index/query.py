@@ -75,6 +75,10 @@ class Hit:
     record: Record
     tokens: tuple[str, ...] = ()
     cosine: float = 0.0  # similarity of the query's and the memory's embeddings (semantic modes)
+    # The probability that it answers the query (``relevance.py``); None when no words were
+    # given (a browse by filters), and its features (``relevance.FEATURES``).
+    relevance: float | None = None
+    features: tuple[float, ...] = ()
 
     @functools.cached_property
     def matched(self) -> list[str]:

@@ -4,13 +4,13 @@ score = relevance × kind weight × importance × status × freshness × judgeme
 over numbers and settings; no I/O, no SQL, no backend knowledge: the index fetches candidates and
 their columns, this module scores, fuses, cuts and orders them.
 
-Relevance says how much of the query a memory answers, on the same scale for every query and
-store: about 1 when it holds every informative word of the query prominently (in its title, or
-repeatedly), about 0.5 when it holds half of the query's weight, or each word once in its text;
-strong matches go over 1. It is BM25 over the query's own weight (``keyword_relevance``),
-blended in the semantic modes with the cosine similarity (``fuse``). A hit under
-``search.min_relevance`` is not returned, so a query that nothing answers comes back empty;
-the multipliers and the 20% cut then apply. docs/decisions.md says how the floor was chosen.
+The match strength says how much of the query a memory holds, on the same scale for every
+query and store: about 1 when it holds every informative word of the query prominently (in its
+title, or repeatedly), about 0.5 when it holds half of the query's weight, or each word once in
+its text; strong matches go over 1. It is BM25 over the query's own weight
+(``keyword_relevance``), blended in the semantic modes with the cosine similarity (``fuse``);
+it orders hits. Whether a hit answers the query at all is ``relevance.py``'s estimate, and the
+floor (``search.min_relevance``) is a threshold on that, applied by the index.
 
 Judgements (``engram judge``) move a memory by up to ± ``judgement_span`` / 2: the mean score of
 its last ``JUDGEMENTS_COUNTED`` judgements (a verdict counts as useful 1, outdated 0.3, wrong 0),
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import ConfigError
-from engram.index.backend import QueryWeight
 from engram.model import parse_time
 
 SECONDS_PER_DAY: Final = 86_400.0
@@ -33,13 +32,9 @@ VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
 JUDGEMENTS_COUNTED: Final = 5
 MODES: Final = ("keyword", "semantic", "hybrid")
 CACHE_LIMIT: Final = 200_000
-# Calibration of relevance (see keyword_relevance, semantic_relevance): measured on the
-# labelled sets of benchmarks/retrieval, for BM25 (k1 1.2, b 0.75) and wordllama's model.
+# Calibration of the match strength (see keyword_relevance, semantic_relevance): measured on
+# the labelled sets of benchmarks/retrieval, for BM25 (k1 1.2, b 0.75) and wordllama's model.
 KEYWORD_FULL: Final = 1.5
-FLOOR_MIN_DOCS: Final = 50
-FLOOR_MIN_WORDS: Final = 3
-# The relevance floor of each mode when search.min_relevance is auto (docs/decisions.md).
-FLOORS: Final = {"keyword": 0.5, "semantic": 0.35, "hybrid": 0.35}
 COSINE_FULL: Final = 0.8
 
 Scored = tuple[float, str, float]  # (score, id, bm25): one ranked candidate
@@ -64,8 +59,8 @@ class Weights:
     mode: str = "hybrid"
     semantic_weight: float = 0.5
     semantic_floor: float = 0.4
-    # A hit whose relevance (before the multipliers) is under this is not returned; None is
-    # the floor measured for the mode (``FLOORS``).
+    # A hit whose relevance (``relevance.py``: the probability that it answers the query) is
+    # under this is not returned; None is the floor fitted for the mode (``relevance.FLOORS``).
     min_relevance: float | None = None
 
     @classmethod
@@ -95,7 +90,7 @@ def _floor(value: Any) -> float | None:
         floor = math.nan
     if isinstance(value, bool) or not math.isfinite(floor):
         raise ConfigError(f"search.min_relevance must be auto or a number, got {value!r}")
-    return min(max(floor, 0.0), 10.0)
+    return min(max(floor, 0.0), 1.0)
 
 
 def _mode(value: Any) -> str:
@@ -224,40 +219,22 @@ def _kept(scored: list[Scored], ratio: float) -> list[Scored]:
     return [item for item in scored if item[1] in kept]
 
 
-def relevance_floor(query: QueryWeight, weights: Weights) -> float:
-    """Return the relevance a hit needs: ``min_relevance`` (auto: ``FLOORS`` of the mode).
-
-    Only for a query that names something no memory mentions (``unseen``: a word of it written
-    as a name, ``backend.names``, is in none of them) in at least ``FLOOR_MIN_WORDS``
-    informative words: a question about another topic. A plain word no memory has may be a
-    paraphrase ("shrunk" for "scaled down"); a name no memory has is not. Two words, one
-    unknown ("terraform xyzzy", a typo), still find what the other word finds. And only from
-    ``FLOOR_MIN_DOCS`` memories on: fewer say little of which words are rare (in five memories
-    about sessions, "sessions" weighs nothing). A query all of whose words the store knows is
-    answered by the memories that hold them, weakly or not.
-    """
-    if query.docs < FLOOR_MIN_DOCS or not query.unseen or query.words < FLOOR_MIN_WORDS:
-        return 0.0
-    return FLOORS[weights.mode] if weights.min_relevance is None else weights.min_relevance
-
-
 def score_keyword(
     found: Sequence[tuple[str, float]],
     query_weight: float,
-    floor: float,
     rows: Mapping[str, RankRow],
     now_epoch: float,
     weights: Weights,
 ) -> list[Scored]:
-    """Score (id, bm25) pairs by keyword relevance × multipliers, drop those whose relevance
-    is under ``floor`` (``relevance_floor``), and cut; ids without a row are left out."""
+    """Score (id, bm25) pairs by match strength × multipliers and cut; ids without a row are
+    left out."""
     scored: list[Scored] = []
     for rid, bm25 in found:
         row = rows.get(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
         relevance = keyword_relevance(bm25, query_weight)
-        if relevance > 0 and relevance >= floor:
+        if relevance > 0:
             scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 
@@ -265,20 +242,18 @@ def score_keyword(
 def score_fused(
     candidates: Mapping[str, tuple[float, float]],
     query_weight: float,
-    floor: float,
     rows: Mapping[str, RankRow],
     now_epoch: float,
     weights: Weights,
 ) -> list[Scored]:
-    """Score id -> (bm25, cosine) candidates by fused relevance × multipliers, drop those
-    whose relevance is under ``floor``, then cut."""
+    """Score id -> (bm25, cosine) candidates by fused strength × multipliers, then cut."""
     scored: list[Scored] = []
     for rid, (bm25, cosine) in candidates.items():
         row = rows.get(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
         relevance = fuse(keyword_relevance(bm25, query_weight), cosine, weights)
-        if relevance > 0 and relevance >= floor:
+        if relevance > 0:
             scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 

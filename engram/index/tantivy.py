@@ -338,9 +338,24 @@ class TantivyIndex:
                 found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
                 weight = sum(idf(total, max(count, 1)) for count in found.values())
                 unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
-                return QueryWeight(weight, total, unseen, len(groups))
+                return QueryWeight(
+                    weight, total, unseen, len(groups), self._term_idfs(tokens, found, total)
+                )
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
+
+    def _term_idfs(
+        self, tokens: Sequence[str], found: Mapping[str, int], total: int
+    ) -> tuple[tuple[str, float], ...]:
+        """Return each token with the idf of its terms, a term counted for its first token."""
+        out: list[tuple[str, float]] = []
+        counted: set[str] = set()
+        for token in tokens:
+            terms = [t for t in self._analyzer.analyze(token) if t in found and t not in counted]
+            if terms:
+                counted.update(terms)
+                out.append((token, sum(idf(total, max(found[t], 1)) for t in terms)))
+        return tuple(out)
 
     def _text_query(self, tokens: list[str]) -> Any:
         """Build the ranked query: an OR of the words over the body, plus the title phrase.

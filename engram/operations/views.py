@@ -61,6 +61,9 @@ class HitLike(Protocol):
     @property
     def matched(self) -> list[str]: ...
 
+    @property
+    def relevance(self) -> float | None: ...
+
 
 def clip(text: str, limit: int) -> str:
     """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
@@ -204,6 +207,8 @@ class HitView:
     provenance: str
     memory: Mapping[str, Any]
     stale: list[str] = field(default_factory=list)
+    # The probability (0..1) that the hit answers the query; None for a recall without words.
+    relevance: float | None = None
 
     @classmethod
     def of(
@@ -234,6 +239,7 @@ class HitView:
             provenance=provenance(record),
             memory=record,
             stale=list(stale),
+            relevance=hit.relevance,
         )
 
     def compact(self, *, matched: bool = True, scope: bool = True) -> dict[str, Any]:
@@ -247,6 +253,7 @@ class HitView:
         if self.snippet:
             out["snippet"] = self.snippet
         out["score"] = round(self.score, 3)
+        out["relevance"] = None if self.relevance is None else round(self.relevance, 3)
         if matched and self.matched:
             out["matched"] = self.matched
         if scope and self.scope != "project":
@@ -261,6 +268,7 @@ class HitView:
         out: dict[str, Any] = {
             "id": self.id,
             "score": self.score,
+            "relevance": self.relevance,
             "kind": self.memory.get("kind"),
             "status": self.status,
             "title": self.memory.get("title"),

@@ -1,0 +1,141 @@
+"""Relevance: the probability that a hit answers its query, and the floor on it (DESIGN.md §6).
+
+Every hit of a worded recall carries ``relevance``, a number in 0..1 that means the same on
+every store: of the hits that get this estimate, about that share answer their query. It is a
+logistic model over a few features of the hit that do not depend on the store's size or on how
+its memories were written (``features``):
+
+- ``strength``: log(1 + BM25 / the query's own weight), the weight being the sum of the idf of
+  its informative words (what a memory holding each once scores): how much of the query the
+  memory holds, on one scale for every query;
+- ``coverage``: the idf-weighted share of the query's informative words the memory holds;
+- ``cosine``: the similarity of the embeddings (0 in keyword mode);
+- ``rank``: log of the hit's rank; ``gap``: how far the next hit's score falls below this
+  one's (a share of this one); ``share``: this hit's score as a share of the best hit's;
+- ``unseen``: 1 when the query names something (``backend.names``) that no memory holds.
+
+The coefficients (``MODELS``, one per search mode) and the floors (``FLOORS``) are fitted by
+``benchmarks/retrieval/fit.py`` on the four labelled sets of ``benchmarks/retrieval``; how, and
+the held-out figures, are in docs/decisions.md ("A relevance estimate with a meaning"). Pure
+functions over numbers: no I/O, no backend.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+FEATURES: Final = ("strength", "coverage", "cosine", "rank", "gap", "share", "unseen")
+# Under this many memories word statistics say little of which words are rare (in five
+# memories about sessions, "sessions" weighs nothing): the floor is not applied.
+FLOOR_MIN_DOCS: Final = 50
+
+# Fitted by ``python benchmarks/retrieval/fit.py`` (logistic regression by Newton's method, L2
+# 0.01, every set weighted equally, the coefficients of strength, coverage and cosine kept >= 0)
+# on the unfloored top 10 of every query of the four labelled sets of benchmarks/retrieval
+# (harbor, adr, agentlog, captured). Intercept first, then one coefficient per FEATURES entry.
+MODELS: Final[Mapping[str, tuple[float, ...]]] = {
+    "keyword": (-2.1288, 0.8572, 1.1625, 0.0, -1.4304, 0.6176, 0.6685, -0.3566),
+    "semantic": (-2.4144, 0.0, 2.6477, 0.4312, -1.3297, 0.5366, 0.8169, -0.1517),
+    "hybrid": (-2.1747, 0.8177, 1.1011, 0.5347, -1.5339, 0.608, 0.7113, -0.3709),
+}
+# The floor of each mode (search.min_relevance: auto), by the same script: the highest that
+# keeps the answer of 99% of the answerable queries of each of those sets. A query whose best
+# hit is under it comes back empty (``answered``).
+FLOORS: Final[Mapping[str, float]] = {"keyword": 0.265, "semantic": 0.225, "hybrid": 0.28}
+
+Model = tuple[float, ...]  # the intercept, then one coefficient per FEATURES entry
+Features = tuple[float, ...]  # one value per FEATURES entry
+
+
+def stem_pattern(token: str) -> re.Pattern[str]:
+    """Return the pattern of a query word in a memory's text: its stem at the start of a word.
+
+    The stem is the word less up to three final letters ("retries" -> "retr"), as
+    ``query.Hit.matched`` reads it: backend-neutral, and close to both backends' stemmers.
+    """
+    stem = token[: max(4, len(token) - 3)] if len(token) > 4 else token
+    return re.compile(r"(?<![^\W_])" + re.escape(stem))
+
+
+def searchable(record: Mapping[str, Any]) -> str:
+    """Return a memory's text as coverage reads it: title, tags, files, content, lowercased."""
+    return " ".join(
+        (
+            str(record.get("title", "") or ""),
+            " ".join(str(tag) for tag in record.get("tags", []) or []),
+            " ".join(str(path) for path in record.get("files", []) or []),
+            str(record.get("content", "") or ""),
+        )
+    ).lower()
+
+
+def coverage(text: str, terms: Sequence[tuple[re.Pattern[str], float]]) -> float:
+    """Return the idf-weighted share of the query's words (patterns, idf) found in ``text``."""
+    total = sum(weight for _, weight in terms)
+    if total <= 0:
+        return 0.0
+    return sum(weight for pattern, weight in terms if pattern.search(text)) / total
+
+
+def features(
+    *,
+    bm25: float,
+    query_weight: float,
+    coverage: float,
+    cosine: float,
+    rank: int,
+    gap: float,
+    share: float,
+    unseen: bool,
+) -> Features:
+    """Return a hit's features, in FEATURES order (see the module)."""
+    strength = math.log1p(bm25 / query_weight) if query_weight > 0 and bm25 > 0 else 0.0
+    return (
+        strength,
+        min(max(coverage, 0.0), 1.0),
+        min(max(cosine, 0.0), 1.0),
+        math.log(max(rank, 1)),
+        min(max(gap, 0.0), 1.0),
+        min(max(share, 0.0), 1.0),
+        1.0 if unseen else 0.0,
+    )
+
+
+def probability(values: Features, model: Model) -> float:
+    """Return the model's probability (0..1) for a hit's features."""
+    z = model[0] + sum(c * x for c, x in zip(model[1:], values, strict=True))
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def floor(mode: str, setting: float | None, docs: int) -> float:
+    """Return the relevance the best hit needs: ``search.min_relevance`` (None: the mode's
+    ``FLOORS``), or 0 under ``FLOOR_MIN_DOCS`` memories."""
+    if docs < FLOOR_MIN_DOCS:
+        return 0.0
+    return FLOORS[mode] if setting is None else setting
+
+
+def gaps(scores: Sequence[float]) -> list[float]:
+    """Return, for each of scores ordered best first, how far the next falls below it (a share
+    of it; 1 for the last)."""
+    out = []
+    for i, value in enumerate(scores):
+        following = scores[i + 1] if i + 1 < len(scores) else 0.0
+        out.append((value - following) / value if value > 0 else 0.0)
+    return out
+
+
+def answered(chances: Sequence[float], needed: float) -> bool:
+    """Tell whether a query's hits, by relevance, answer it: the best clears the floor.
+
+    The floor is on the best hit, not on each: the answer of a query is often a weaker hit
+    below a strong one (a paraphrase), and a per-hit floor high enough to empty the queries
+    nothing answers dropped those (docs/decisions.md).
+    """
+    return bool(chances) and max(chances) >= needed
