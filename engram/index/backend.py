@@ -188,6 +188,27 @@ def idf(total: int, found: int) -> float:
     return math.log(1.0 + (total - found + 0.5) / (found + 0.5))
 
 
+_SPACE: Final = re.compile(r"\s+")
+_ELLIPSIS: Final = ("…", "...")
+
+
+def ranked_title(title: str, content: str) -> str:
+    """Return the title a backend ranks: none when it is only the content's first words.
+
+    ``capture`` and ``prompt`` title a turn by its first words ("Upgraded to AnyIO 4. Its
+    task groups raise…"); weighted as a title, those words would count once more than the
+    rest of the text for no reason but how the memory was written (issue 30). A title that
+    says something of its own is ranked as one.
+    """
+    head = _SPACE.sub(" ", title).strip().casefold()
+    for mark in _ELLIPSIS:
+        head = head.removesuffix(mark).rstrip()
+    if not head:
+        return title
+    body = _SPACE.sub(" ", content[: len(title) * 2 + 64]).strip().casefold()
+    return "" if body.startswith(head) else title
+
+
 def resolve_field_weights(field_weights: Mapping[str, float] | None) -> dict[str, float]:
     """Return the weight of every text field: the defaults overridden by ``field_weights``."""
     weights = dict(DEFAULT_FIELD_WEIGHTS)

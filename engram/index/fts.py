@@ -30,11 +30,12 @@ from engram.index.backend import (
     QueryWeight,
     informative,
     names,
+    ranked_title,
     resolve_field_weights,
     tokenize_query,
 )
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: a title that is the content's first words is not ranked
 BUSY_TIMEOUT_MS: Final = 10_000
 BULK_CHUNK: Final = 2_000
 
@@ -71,7 +72,8 @@ def _doc_row(rid: int, doc: Doc) -> tuple[int, str, str, str, str, str]:
 
 
 def _fts_row(rid: int, doc: Doc) -> tuple[int, str, str, str, str]:
-    return (rid, doc.title, " ".join(doc.tags), doc.content, "\n".join(doc.files))
+    title = ranked_title(doc.title, doc.content)
+    return (rid, title, " ".join(doc.tags), doc.content, "\n".join(doc.files))
 
 
 def _tag_rows(rid: int, doc: Doc) -> list[tuple[str, int]]:

@@ -38,6 +38,7 @@ from engram.index.backend import (
     idf,
     informative,
     names,
+    ranked_title,
     resolve_field_weights,
     tokenize_query,
 )
@@ -85,6 +86,9 @@ TITLE_PHRASE_BOOST: Final = 0.5
 # third of a search of eight words (consolidation asks thousands of those).
 TITLE_PHRASE_WORDS: Final = 6
 LAYOUT_FILE: Final = "engram-layout.json"
+# How a title is ranked (``backend.ranked_title``): part of the layout, so that an index
+# written under another rule is rebuilt.
+TITLE_RULE: Final = "not-the-content-prefix"
 
 
 def copies_of(weights: Mapping[str, float]) -> dict[str, int]:
@@ -138,7 +142,8 @@ class TantivyIndex:
 
     def _layout(self) -> str:
         """Return what the documents on disk depend on besides the schema: analyzer, copies."""
-        return json.dumps({"analyzer": ANALYZER, "copies": self.copies}, sort_keys=True)
+        layout = {"analyzer": ANALYZER, "copies": self.copies, "title": TITLE_RULE}
+        return json.dumps(layout, sort_keys=True)
 
     def _open_or_create(self) -> Any:
         tantivy = _tantivy()
@@ -227,8 +232,9 @@ class TantivyIndex:
         self._reload(force=True)
 
     def _add(self, writer: Any, doc: Doc) -> None:
+        title = ranked_title(doc.title, doc.content)
         texts = (
-            ("title", doc.title),
+            ("title", title),
             ("tags", " ".join(doc.tags)),
             ("content", doc.content),
             ("files", " ".join(doc.files)),
@@ -241,7 +247,7 @@ class TantivyIndex:
             scope=doc.scope,
             project=doc.project,
             tag=[tag.lower() for tag in doc.tags],
-            title=doc.title,
+            title=title,
             body=body,
         )
         if not body:
