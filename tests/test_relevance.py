@@ -302,16 +302,9 @@ def test_fusion_is_absolute() -> None:
 def test_the_relevance_model_is_a_probability_that_grows_with_the_match(mode: str) -> None:
     model = relevance.MODELS[mode]
 
-    def chance(bm25: float, cover: float, rank: int = 1, unseen: bool = False) -> float:
+    def chance(bm25: float, cover: float, unseen: bool = False) -> float:
         values = relevance.features(
-            bm25=bm25,
-            query_weight=4.0,
-            coverage=cover,
-            cosine=0.5,
-            rank=rank,
-            gap=0.2,
-            share=1.0 / rank,
-            unseen=unseen,
+            bm25=bm25, query_weight=4.0, coverage=cover, cosine=0.5, gap=0.2, unseen=unseen
         )
         return relevance.probability(values, model)
 

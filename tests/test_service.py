@@ -211,6 +211,13 @@ def test_supersedes_link_marks_the_old_memory(project: Engram) -> None:
 
 
 def test_ranking_follows_the_design(project: Engram) -> None:
+    # Kind weights and the importance step are off by default (issue 30: on the labelled sets,
+    # held out, they lowered MRR); a store that sets them gets them.
+    settings = {"kind_weights": {"decision": 1.25, "session": 0.8}, "importance_step": 0.15}
+    for key, value in settings.items():
+        config_mod.set_value(project.root / ".engram", f"search.{key}", value)
+    project.close()
+    project = Engram(project.root)
     text = "Connection pool exhaustion under load"
     session = project.remember(text, text, kind="session").record["id"]
     decision = project.remember(text, text, kind="decision").record["id"]
@@ -224,6 +231,7 @@ def test_ranking_follows_the_design(project: Engram) -> None:
     ).record["id"]
     order = [hit.id for hit in project.recall("pool size", kinds=["fact"])]
     assert order.index(important) < order.index(minor)
+    project.close()
 
 
 def test_weak_hits_are_cut_at_twenty_percent(project: Engram) -> None:
@@ -231,7 +239,9 @@ def test_weak_hits_are_cut_at_twenty_percent(project: Engram) -> None:
         "Kafka partition key", "Kafka partition key is account_id", kind="decision", tags=["kafka"]
     ).record["id"]
     project.remember("Unrelated", "a long note " * 200 + " kafka once", kind="session")
-    hits = project.recall("kafka")
+    # Three words, one of them in the weak note: under 20% by BM25 alone (kind weights, which
+    # put "kafka" alone under it, are off by default since issue 30).
+    hits = project.recall("kafka partition key")
     assert [hit.id for hit in hits] == [strong]
 
 

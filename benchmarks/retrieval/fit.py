@@ -6,8 +6,10 @@ one logistic model per search mode on all of them, chooses the floor, and prints
 ``MODELS`` and ``FLOORS`` constants to put in relevance.py. ``run.py --held-out`` uses the same
 functions, fitting on every set but the one it reports.
 
-The fit: a hit of the top 10 is a positive when it is one of its query's relevant memories,
-else a negative (every hit of a negative query is one). Logistic regression by Newton's method
+The fit: on the best hit of every query that has one, a positive when it is one of its
+query's relevant memories, else a negative (the best hit of a negative query is one). Lower
+hits are left out: within one query they mostly teach the model the ranking, and the estimate
+matters where the floor reads it, on the best hit. Logistic regression by Newton's method
 with an L2 penalty of ``L2`` on the coefficients (not the intercept), every set weighted
 equally whatever its size, and the coefficients of strength, coverage and cosine kept at 0 or
 above (a coefficient the fit would make negative is fixed at 0 and the rest refitted), so the
@@ -50,15 +52,15 @@ SetRankings = Sequence[Ranked]
 
 
 def fit(sets: Sequence[SetRankings], l2: float = L2) -> tuple[float, ...]:
-    """Return the model (intercept first) fitted on the queries of ``sets``, each set weighted
-    equally."""
+    """Return the model (intercept first) fitted on the best hits of the queries of ``sets``,
+    each set weighted equally."""
     rows: list[tuple[float, ...]] = []
     labels: list[float] = []
     weights: list[float] = []
     for rankings in sets:
         start = len(rows)
         for ranked in rankings:
-            for rid, values in ranked.hits:
+            for rid, values in ranked.hits[:1]:
                 rows.append(values)
                 labels.append(1.0 if rid in ranked.relevant else 0.0)
         count = len(rows) - start

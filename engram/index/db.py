@@ -470,11 +470,10 @@ class Index:
         (``relevance.py``); ``ordered`` is the ranked candidates, best first, to one past the
         page."""
         gaps = relevance.gaps([score for score, _, _ in ordered])
-        best = ordered[0][0] if ordered else 0.0
         patterns = [(relevance.stem_pattern(term), weight) for term, weight in stats.terms]
         model = relevance.MODELS[mode]
         out: dict[str, tuple[float, Features]] = {}
-        for position, (score, rid, bm25) in enumerate(ordered):
+        for position, (_, rid, bm25) in enumerate(ordered):
             record = records.get(rid)
             if record is None:
                 continue
@@ -483,9 +482,7 @@ class Index:
                 query_weight=stats.weight,
                 coverage=relevance.coverage(relevance.searchable(record), patterns),
                 cosine=cosines.get(rid, 0.0),
-                rank=position + 1,
                 gap=gaps[position],
-                share=score / best if best > 0 else 0.0,
                 unseen=stats.unseen,
             )
             out[rid] = (relevance.probability(values, model), values)

@@ -49,7 +49,7 @@ class Weights:
 
     kind: Mapping[str, float] = field(default_factory=dict)
     status: Mapping[str, float] = field(default_factory=dict)
-    importance_step: float = 0.15
+    importance_step: float = 0.0
     freshness_max_loss: float = 0.3
     freshness_days: float = 365.0
     min_score_ratio: float = 0.2
@@ -69,7 +69,7 @@ class Weights:
         return cls(
             kind={str(k): float(v) for k, v in dict(search.get("kind_weights", {})).items()},
             status={str(k): float(v) for k, v in dict(search.get("status_weights", {})).items()},
-            importance_step=float(search.get("importance_step", 0.15)),
+            importance_step=float(search.get("importance_step", 0.0)),
             freshness_max_loss=float(search.get("freshness_max_loss", 0.3)),
             freshness_days=max(float(search.get("freshness_days", 365)), 1.0),
             min_score_ratio=float(search.get("min_score_ratio", 0.2)),

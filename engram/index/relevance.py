@@ -1,8 +1,8 @@
 """Relevance: the probability that a hit answers its query, and the floor on it (DESIGN.md §6).
 
 Every hit of a worded recall carries ``relevance``, a number in 0..1 that means the same on
-every store: of the hits that get this estimate, about that share answer their query. It is a
-logistic model over a few features of the hit that do not depend on the store's size or on how
+every store: of the best hits that get this estimate, about that share answer their query. It
+is a logistic model over features of the hit that do not depend on the store's size or on how
 its memories were written (``features``):
 
 - ``strength``: log(1 + BM25 / the query's own weight), the weight being the sum of the idf of
@@ -10,14 +10,17 @@ its memories were written (``features``):
   memory holds, on one scale for every query;
 - ``coverage``: the idf-weighted share of the query's informative words the memory holds;
 - ``cosine``: the similarity of the embeddings (0 in keyword mode);
-- ``rank``: log of the hit's rank; ``gap``: how far the next hit's score falls below this
-  one's (a share of this one); ``share``: this hit's score as a share of the best hit's;
+- ``gap``: how far the next hit's score falls below this one's, as a share of this one's;
 - ``unseen``: 1 when the query names something (``backend.names``) that no memory holds.
 
-The coefficients (``MODELS``, one per search mode) and the floors (``FLOORS``) are fitted by
-``benchmarks/retrieval/fit.py`` on the four labelled sets of ``benchmarks/retrieval``; how, and
-the held-out figures, are in docs/decisions.md ("A relevance estimate with a meaning"). Pure
-functions over numbers: no I/O, no backend.
+The model is fitted on the best hit of every labelled query (was it one of the query's
+relevant memories?), where a caller most needs the estimate; applied to a lower hit it says
+how likely a memory matching the query as that one does answers it. The floor
+(``search.min_relevance``) is on the best hit: a query none of whose hits clears it comes back
+empty (``answered``). The coefficients (``MODELS``, one per search mode) and the floors
+(``FLOORS``) come from ``benchmarks/retrieval/fit.py`` over the four labelled sets of
+``benchmarks/retrieval``; docs/decisions.md ("A relevance estimate with a meaning") has the
+derivation and the held-out figures. Pure functions over numbers: no I/O, no backend.
 """
 
 from __future__ import annotations
@@ -27,24 +30,23 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-FEATURES: Final = ("strength", "coverage", "cosine", "rank", "gap", "share", "unseen")
+FEATURES: Final = ("strength", "coverage", "cosine", "gap", "unseen")
 # Under this many memories word statistics say little of which words are rare (in five
 # memories about sessions, "sessions" weighs nothing): the floor is not applied.
 FLOOR_MIN_DOCS: Final = 50
 
 # Fitted by ``python benchmarks/retrieval/fit.py`` (logistic regression by Newton's method, L2
 # 0.01, every set weighted equally, the coefficients of strength, coverage and cosine kept >= 0)
-# on the unfloored top 10 of every query of the four labelled sets of benchmarks/retrieval
-# (harbor, adr, agentlog, captured). Intercept first, then one coefficient per FEATURES entry.
+# on the best hit of every query of the four labelled sets of benchmarks/retrieval (harbor,
+# adr, agentlog, captured). Intercept first, then one coefficient per FEATURES entry.
 MODELS: Final[Mapping[str, tuple[float, ...]]] = {
-    "keyword": (-2.1288, 0.8572, 1.1625, 0.0, -1.4304, 0.6176, 0.6685, -0.3566),
-    "semantic": (-2.4144, 0.0, 2.6477, 0.4312, -1.3297, 0.5366, 0.8169, -0.1517),
-    "hybrid": (-2.1747, 0.8177, 1.1011, 0.5347, -1.5339, 0.608, 0.7113, -0.3709),
+    "keyword": (-2.1515, 1.6472, 2.1097, 0.0, 1.3539, -0.9835),
+    "semantic": (-1.8382, 0.0, 3.3167, 0.3731, 0.6161, -0.3638),
+    "hybrid": (-2.0947, 1.6349, 1.9832, 0.7071, 1.0105, -1.009),
 }
 # The floor of each mode (search.min_relevance: auto), by the same script: the highest that
-# keeps the answer of 99% of the answerable queries of each of those sets. A query whose best
-# hit is under it comes back empty (``answered``).
-FLOORS: Final[Mapping[str, float]] = {"keyword": 0.265, "semantic": 0.225, "hybrid": 0.28}
+# keeps the answer of 99% of the answerable queries of each of those sets.
+FLOORS: Final[Mapping[str, float]] = {"keyword": 0.25, "semantic": 0.34, "hybrid": 0.235}
 
 Model = tuple[float, ...]  # the intercept, then one coefficient per FEATURES entry
 Features = tuple[float, ...]  # one value per FEATURES entry
@@ -86,9 +88,7 @@ def features(
     query_weight: float,
     coverage: float,
     cosine: float,
-    rank: int,
     gap: float,
-    share: float,
     unseen: bool,
 ) -> Features:
     """Return a hit's features, in FEATURES order (see the module)."""
@@ -97,9 +97,7 @@ def features(
         strength,
         min(max(coverage, 0.0), 1.0),
         min(max(cosine, 0.0), 1.0),
-        math.log(max(rank, 1)),
         min(max(gap, 0.0), 1.0),
-        min(max(share, 0.0), 1.0),
         1.0 if unseen else 0.0,
     )
 
@@ -136,6 +134,7 @@ def answered(chances: Sequence[float], needed: float) -> bool:
 
     The floor is on the best hit, not on each: the answer of a query is often a weaker hit
     below a strong one (a paraphrase), and a per-hit floor high enough to empty the queries
-    nothing answers dropped those (docs/decisions.md).
+    nothing answers dropped those (docs/decisions.md). A caller offering memory unasked may
+    hold each hit to a floor of its own.
     """
     return bool(chances) and max(chances) >= needed
