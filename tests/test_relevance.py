@@ -24,6 +24,7 @@ from engram.index.backend import (
     idf,
     informative,
     names,
+    ranked_title,
     tokenize_query,
 )
 from engram.index.factory import open_backend
@@ -334,3 +335,31 @@ def test_every_worded_hit_carries_its_relevance(tmp_path: Path) -> None:
         assert hits and all(hit.relevance is not None and 0 <= hit.relevance <= 1 for hit in hits)
         assert hits[0].relevance == max(hit.relevance or 0.0 for hit in hits)
         assert all(hit.relevance is None for hit in engram.recall("", kinds=["decision"]))
+
+
+def test_a_title_that_is_the_content_s_first_words_is_not_ranked_as_a_title() -> None:
+    content = "Upgraded to AnyIO 4. Its task groups raise an ExceptionGroup for one error."
+    assert ranked_title("Upgraded to AnyIO 4. Its task groups raise…", content) == ""
+    assert ranked_title("upgraded  to anyio 4...", content) == ""  # case, spaces, dots
+    assert ranked_title("AnyIO 4 wraps errors in groups", content) == (
+        "AnyIO 4 wraps errors in groups"
+    )
+    assert ranked_title("Log in JSON lines", "") == "Log in JSON lines"
+    assert ranked_title("", content) == ""
+
+
+@pytest.mark.parametrize("backend", ["tantivy", "fts5"])
+def test_first_words_as_title_count_once(backend: str, tmp_path: Path) -> None:
+    """Two memories with the same words: one titled by its first words ranks as if untitled."""
+    index = open_backend(backend, tmp_path / "index")
+    try:
+        text = "retry the webhook delivery with backoff after a timeout"
+        docs = [
+            Doc("prefix", "retry the webhook…", text, (), (), "note", "active", "project", "d"),
+            Doc("none", "", text, (), (), "note", "active", "project", "d"),
+        ]
+        index.upsert(docs)
+        scores = dict(index.search("webhook", limit=5))
+        assert scores["prefix"] == pytest.approx(scores["none"])
+    finally:
+        index.close()
