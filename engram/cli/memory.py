@@ -133,7 +133,7 @@ def _go_save_fields(values: Values) -> dict[str, Any]:
 @app.command()
 @options(RECALL)
 def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
-    """Search memories, best first (ranked by relevance, kind, importance, status, age)."""
+    """Search memories, best first (ranked by how well they match, status, age)."""
     query, offset, limit = values["query"] or "", values["offset"], values["limit"]
     filters = values.filters()
     typ = _type_filter(values["type"], filters)

@@ -183,10 +183,11 @@ REMEMBER = declare(
 RECALL = declare(
     Operation(
         "recall",
-        "Search memories, best first (ranked by relevance, kind, importance, status, age).",
+        "Search memories, best first (ranked by how well they match, status, age).",
         "Search project and personal memory before you start a task, decide something or "
-        "edit a file. Returns compact ranked hits (id, kind, title, snippet, why it matched, "
-        "provenance); get with a hit's id reads one in full, next_cursor pages on.",
+        "edit a file. Returns compact ranked hits (id, kind, title, snippet, relevance: the "
+        "chance 0-1 that it answers, why it matched, provenance), none when nothing does; get "
+        "with a hit's id reads one in full, next_cursor pages on.",
         (
             Param(
                 "query",
