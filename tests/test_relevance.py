@@ -127,7 +127,7 @@ def test_most_negative_queries_of_the_benchmark_come_back_empty(harbor: Engram) 
     queries = [json.loads(line) for line in lines if line.strip()]
     negatives = [q["query"] for q in queries if q["kind"] == "negative"]
     empty = sum(1 for text in negatives if not harbor.recall(text))
-    # Measured with the fitted floor (relevance.FLOORS): 12 of 30 in keyword, 11 in hybrid.
+    # Measured with the fitted floor (relevance.FLOORS): 12 of 30 in either mode.
     share = 0.35
     assert empty >= share * len(negatives)
     keyword = [q for q in queries if q["kind"] == "keyword"]

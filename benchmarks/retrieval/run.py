@@ -36,6 +36,11 @@ searching the store with it raises, or when it has no effect (every ranked list 
 keyword pass's). The ADR set is rebuilt, not committed (``adr/SOURCES.md``): where its
 memories.jsonl is missing, a plain run leaves that set out.
 
+``--held-out`` leaves one set out: for each set, the relevance model and its floor
+(``fit.py``) and the ranking multipliers (``VARIANTS``) are chosen on the other sets only, and
+the table gives, per set and backend, recall@1/5/10, MRR, paraphrase MRR, the answerable queries
+the floor lost and the negatives answered with nothing, then each column's worst set.
+
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
 ``--misses K`` lists, per backend, the answerable queries with nothing relevant in the top K.
