@@ -24,6 +24,7 @@ from engram.cli.app import (
     read_stdin,
     stdin_has_data,
     text_arg,
+    warn_problems,
 )
 from engram.cli.options import OPTIONAL, Values, options
 from engram.compat_go import own_project
@@ -52,6 +53,7 @@ def context(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> Non
     with open_engram(ctx) as engram:
         _same_project(engram, values["project"])
         briefing = engram.context(budget=values["budget"], query=values["query"] or "")
+        warn_problems(engram)
     if as_json:
         emit_json(briefing.to_dict())
     else:

@@ -39,6 +39,7 @@ from engram.model import (
     MAX_LIST_ITEMS,
     REQUIRED,
     Record,
+    check_unicode,
     format_time,
     kind_and_type,
     loads,
@@ -157,6 +158,7 @@ def convert_plain(
     notes: list[str] = []
     for where, row in items:
         try:
+            check_unicode(row)
             record = _row(row, project=project, stamp=stamp, max_bytes=max_content_bytes)
         except InvalidInput as exc:
             skipped.append(f"{where}: {exc.message}")

@@ -234,8 +234,9 @@ def merge_in(
 
 def _checked(ws: Workspace, item: Any, *, path: str, lineno: int, max_bytes: int) -> Record:
     """Return one incoming item as a checked, normalised and redacted record (or raise)."""
-    from engram.model import parse_line
+    from engram.model import check_unicode, parse_line
 
+    check_unicode(item)
     record = parse_line(
         json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
     )
