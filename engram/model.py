@@ -102,37 +102,64 @@ MAX_DOCUMENT_DEPTH: Final = 256
 MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 # The depth scan, linear in the length of the text (issue 28: a scan that retried a string at
 # every escaped quote read a 64 KB line for seconds). Escapes are blanked out first, keeping
-# every offset: what is left of a string is quote, text without quotes, quote, and what lies
-# between strings is split off in one pass. A string left open runs to the end of the text.
+# every offset: what is left of a string is quote, text without quotes, quote, and a split on
+# quotes separates strings from what lies between them. A string left open runs to the end.
 _BLANK_ESCAPES: Final = ((b"\\\\", b"__"), (b'\\"', b"__"))
-# Every byte but the four brackets, to delete; and ``{}`` read as ``[]``.
-_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
-_BRACKETS_AS_SQUARE: Final = bytes.maketrans(b"{}", b"[]")
-# A string (escapes blanked) or one bracket: where the scan found the text too deep.
-_DEPTH_TOKEN_RE: Final = re.compile(rb'"[^"]*+(?:"|\Z)|[\[\]{}]')
+# Brackets as ``[`` and ``]``, every other byte as ``_``: the same offsets, only the nesting.
+_BRACKETS_ONLY: Final = bytes(
+    {ord("["): ord("["), ord("{"): ord("["), ord("]"): ord("]"), ord("}"): ord("]")}.get(
+        byte, ord("_")
+    )
+    for byte in range(256)
+)
+_ALL_BLANK: Final = bytes([ord("_")] * 256)
+_RUN_RE: Final = re.compile(rb"\[+|\]+")
+_SPACED_RUN_RE: Final = re.compile(rb"\[[\[_]*+|\][\]_]*+")  # a run, other bytes between
+# Few enough runs of brackets to walk them one by one (else a pass removes innermost pairs).
+_WALK_RUNS: Final = 4096
 
 
-def _outside_strings(raw: bytes) -> bytes:
-    """Return the text between JSON strings, escapes blanked (offsets kept), strings dropped."""
+def _nesting(raw: bytes) -> bytes:
+    """Return JSON text as ``[``, ``]`` and ``_`` at the same offsets: strings are all ``_``."""
     for escape, blank in _BLANK_ESCAPES:
         if escape in raw:
             raw = raw.replace(escape, blank)
-    return b"".join(raw.split(b'"')[0::2])
+    parts = raw.split(b'"')
+    if len(parts) > 1:
+        parts[1::2] = [part.translate(_ALL_BLANK) for part in parts[1::2]]
+        raw = b"_".join(parts)
+    return raw.translate(_BRACKETS_ONLY)
 
 
-def _nests_deeper(skeleton: bytes, limit: int) -> bool:
-    """Tell whether brackets only (``[`` and ``]``) nest deeper than ``limit``.
+def _nests_deeper(nesting: bytes, limit: int) -> bool:
+    """Tell whether brackets (``[``, ``]``, ``_`` between) nest deeper than ``limit``.
 
     A closer with nothing open is ignored (a parser stops there). Every opener is closed at
-    the end; then each pass removes every innermost pair, one level of the whole text at a
-    time, in C: the text nests deeper than ``limit`` if an opener outlives ``limit`` passes.
+    the end; a pass removes every innermost pair at once, in C, lowering the deepest nesting
+    by exactly one, while the brackets form many short runs; few runs are walked run by run.
+    Each pass shortens the text by a sixteenth at least, so the whole costs linear time.
     """
-    text = skeleton + b"]" * skeleton.count(b"[")
-    for _ in range(limit):
-        text = text.replace(b"[]", b"")
-        if b"[" not in text:
+    text = nesting.translate(None, b"_")
+    text += b"]" * text.count(b"[")
+    passes = 0
+    while b"[" in text:
+        if passes > limit:
+            return True
+        runs = text.count(b"[]") + text.count(b"][") + 1
+        if runs <= _WALK_RUNS or runs * 16 <= len(text):
+            depth = 0
+            for run in _RUN_RE.finditer(text):
+                size = run.end() - run.start()
+                if text[run.start()] == 91:  # "["
+                    depth += size
+                    if passes + depth > limit:
+                        return True
+                else:
+                    depth = max(0, depth - size)
             return False
-    return True
+        text = text.replace(b"[]", b"")
+        passes += 1
+    return passes > limit
 
 
 def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int | None:
@@ -141,7 +168,8 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
     A byte scan before parsing, never recursive and linear: each byte is read a bounded number
     of times, brackets inside strings do not count, a string left open runs to the end and a
     closer with nothing open is ignored. Text with no more than ``limit`` brackets in all
-    (every real record) costs two ``count`` calls.
+    (every real record) costs two ``count`` calls. Only text found too deep is walked again,
+    run of brackets by run, to the offset where it gets too deep.
     """
     if isinstance(data, str):
         raw = data.encode("utf-8", "surrogatepass")
@@ -149,21 +177,21 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
         raw = data if isinstance(data, bytes) else bytes(data)
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return None
-    skeleton = _outside_strings(raw).translate(_BRACKETS_AS_SQUARE, _NOT_BRACKETS)
-    if skeleton.count(b"[") <= limit or not _nests_deeper(skeleton, limit):
+    nesting = _nesting(raw)
+    if not _nests_deeper(nesting, limit):
         return None
-    # Too deep: find where, in one more pass that stops there.
-    for escape, blank in _BLANK_ESCAPES:
-        raw = raw.replace(escape, blank)
     depth = 0
-    for match in _DEPTH_TOKEN_RE.finditer(raw):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return match.start()
-        elif token in (b"]", b"}") and depth:
-            depth -= 1
+    for run in _SPACED_RUN_RE.finditer(nesting):
+        size = run.group().count(b"[")
+        if not size:
+            depth = max(0, depth - run.group().count(b"]"))
+        elif depth + size > limit:
+            offset = run.start()
+            for _ in range(limit - depth):
+                offset = nesting.index(b"[", offset) + 1
+            return nesting.index(b"[", offset)
+        else:
+            depth += size
     return None  # not reached: both passes count the same brackets
 
 

@@ -177,10 +177,11 @@ def test_import_of_a_pipe_or_a_device_is_refused_naming_it(
     assert "Traceback" not in done.stderr
 
 
-def test_an_adr_that_is_a_link_to_a_device_is_skipped(store: Path) -> None:
+def test_an_adr_that_is_a_pipe_or_a_link_to_a_device_is_skipped(store: Path) -> None:
     adr = store / "docs" / "adr"
     adr.mkdir(parents=True)
-    (adr / "0001-zero.md").symlink_to("/dev/zero")
+    os.mkfifo(adr / "0001-pipe.md")
+    (adr / "0003-zero.md").symlink_to("/dev/zero")
     (adr / "0002-cents.md").write_text("# 2. Amounts are integer cents\n\nStatus: accepted\n")
     done = subprocess.run(
         [sys.executable, "-m", "engram", "-C", str(store), "index", "--adr"],
