@@ -194,3 +194,34 @@ def test_an_adr_that_is_a_pipe_or_a_link_to_a_device_is_skipped(store: Path) -> 
     with Engram.open(store) as engram:
         titles = [r["title"] for r in engram.project_ws.store.read_all()]
     assert any("integer cents" in title for title in titles), said
+
+
+def test_capture_of_a_pipe_is_refused_naming_it(store: Path, tmp_path: Path) -> None:
+    pipe = tmp_path / "output.txt"
+    os.mkfifo(pipe)
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(store), "capture", str(pipe)],
+        capture_output=True,
+        text=True,
+        timeout=PROMPT,
+    )
+    assert done.returncode != 0
+    assert f"{pipe}: is a named pipe (FIFO), not a regular file; refused" in done.stderr
+
+
+def test_the_mcp_import_tool_refuses_a_pipe_the_agent_names(store: Path, tmp_path: Path) -> None:
+    """An agent's path over MCP: answered with an error at once, the server keeps serving."""
+    from tests.test_mcp import connect, run
+
+    pipe = tmp_path / "export.json"
+    os.mkfifo(pipe)
+
+    async def scenario() -> None:
+        async with connect(store, "--tools", "admin") as client:
+            error = await client.error("import", {"path": str(pipe)})
+            assert error["message"] == (
+                f"{pipe}: is a named pipe (FIFO), not a regular file; refused"
+            )
+            assert (await client.ok("doctor"))["error"] == 0
+
+    run(scenario)

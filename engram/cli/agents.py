@@ -204,10 +204,9 @@ def _read_output(file: Path | None) -> str:
     """Return an agent's output from a file, or from stdin (no file, or '-')."""
     if file is None or str(file) == "-":
         return text_arg("-" if file else None, "agent output")
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    from engram.fileio import read_regular
+
+    data = read_regular(file)  # a named pipe or a device is refused, never waited on
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
