@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_sync.py
 	$(BIN)/python benchmarks/bench_hooks.py
+	$(BIN)/python benchmarks/bench_input.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py

@@ -398,6 +398,69 @@ def load(root: Path, engram_dir: Path | None = None) -> Config:
     return Config(root=root, engram_dir=folder, data=data, ignored=ignored)
 
 
+# YAML anchors and aliases let a few hundred bytes stand for a billion nodes ("billion laughs"):
+# parsers share the aliased node, but whatever walks, copies or dumps the result expands it.
+# Any real config or front matter has a few hundred nodes; the count is taken with every alias
+# expanded, on the composed node graph, before a value is built from it.
+MAX_YAML_NODES: Final = 10_000
+
+
+def yaml_nodes_over(root: Any, limit: int = MAX_YAML_NODES) -> str | None:
+    """Say why a composed YAML node graph is refused, else None: too many nodes, or a cycle.
+
+    ``root`` is what ``compose`` returns, from PyYAML or ruamel.yaml (the same node shape: a
+    scalar holds a str, a sequence a list of nodes, a mapping a list of key and value pairs).
+    Each distinct node is counted once with the size of what it expands to, so the walk is
+    linear in the document's bytes; it is not recursive.
+    """
+    if root is None:
+        return None
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = node.value if isinstance(node.value, list) else []
+        flat = [
+            part for child in children for part in (child if isinstance(child, tuple) else (child,))
+        ]
+        if done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in flat)
+            if sizes[key] > limit:
+                return f"YAML anchors and aliases expand to more than {limit:,} nodes; refused"
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            return "a YAML alias refers to a node that contains it; refused"
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in flat if id(child) not in sizes)
+    return None
+
+
+def load_front_matter(text: str) -> Any:
+    """Parse YAML front matter (PyYAML's safe loader, as python-frontmatter uses), bounded.
+
+    Composed first, the nodes counted with every alias expanded (``yaml_nodes_over``), then
+    built: InputTooLarge when refused; PyYAML's own errors pass through.
+    """
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no type stubs
+
+    # The C loader where PyYAML has it, as python-frontmatter uses (and its error messages).
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        refused = yaml_nodes_over(node)
+        if refused is not None:
+            raise InputTooLarge(refused)
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _check_depth(value: Any, path: Path) -> None:
     """Refuse settings nested deeper than any JSON engram reads (engram.model's limit)."""
     if value_too_deep(value, MAX_JSON_DEPTH):
@@ -422,7 +485,11 @@ def _load_yaml_cached(path: Path, cache: Path) -> Any:
     from ruamel.yaml.error import YAMLError
 
     try:
-        raw = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+        refused = yaml_nodes_over(YAML(typ="safe", pure=True).compose(text))
+        if refused is not None:
+            raise ConfigError(f"{path}: {refused}")
+        raw = YAML(typ="safe", pure=True).load(text) or {}
     except (YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from exc
     except RecursionError as exc:  # the YAML parser recurses per level and has no limit

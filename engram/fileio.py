@@ -26,6 +26,11 @@ microseconds, where the filelock library takes over a hundred for the same open,
 (three locks are held for every write of a memory); where there is no ``fcntl`` (Windows),
 filelock does it.
 
+``read_regular``: a file whose path came from outside (an import, a folder of notes, a hook
+payload's transcript, an ADR in the repository) is opened without blocking, checked on the open
+descriptor to be a regular file (a named pipe would block forever, ``/dev/zero`` never ends)
+and read up to a limit; refusals name the path.
+
 Both the store (memories.jsonl and its companions) and the index (its own derived files under
 index/) use them. This module writes bytes and takes locks where it is told; it knows nothing
 of what the files mean and imports nothing from engram but ``errors``.
@@ -36,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -43,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from engram.errors import LockTimeout
+from engram.errors import InputTooLarge, InvalidInput, LockTimeout
 
 try:
     import fcntl
@@ -194,6 +200,69 @@ def remove_stale_temps(folders: Iterable[Path]) -> list[Path]:
                 continue  # gone meanwhile, or not ours to delete: left for doctor to name
             removed.append(path)
     return removed
+
+
+# A file named from outside (an import, a hook payload's transcript): what is read of it, at
+# most. An engram export of 100,000 memories is about 100 MB.
+MAX_INPUT_BYTES: Final = 256 * 1024 * 1024
+
+_KINDS: Final = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_regular(
+    path: str | os.PathLike[str],
+    *,
+    limit: int = MAX_INPUT_BYTES,
+    tail: int | None = None,
+    what: str | None = None,
+) -> bytes:
+    """Read a regular file named from outside, bounded: never blocks, never reads past ``limit``.
+
+    Opened with ``O_NONBLOCK`` (opening a named pipe never waits for a writer), then the open
+    descriptor is checked: anything but a regular file (a pipe, ``/dev/zero``, a folder) is
+    refused, and so is a file over ``limit`` bytes; at most ``limit`` bytes are read even if
+    it grows meanwhile. ``tail``: read only the last ``tail`` bytes. Every refusal is an
+    InvalidInput naming ``what`` (default: the path): InputTooLarge for the size.
+    """
+    name = what or os.fspath(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InvalidInput(f"{name}: cannot be read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((words for test, words in _KINDS if test(info.st_mode)), "not a file")
+            raise InvalidInput(f"{name}: is {kind}, not a regular file; refused")
+        if info.st_size > limit:
+            raise InputTooLarge(
+                f"{name}: {info.st_size:,} bytes is over the limit of {limit:,} bytes; refused"
+            )
+        want = limit if tail is None else min(tail, limit)
+        if tail is not None and info.st_size > tail:
+            os.lseek(fd, info.st_size - tail, os.SEEK_SET)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= want:
+            chunk = os.read(fd, min(1024 * 1024, want + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError as exc:
+        raise InvalidInput(f"{name}: cannot be read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    if got > want and tail is None:  # it grew while it was read
+        raise InputTooLarge(f"{name}: over the limit of {limit:,} bytes; refused")
+    return b"".join(chunks)[:want]
 
 
 class ProcessLock:

@@ -100,15 +100,76 @@ MAX_DOCUMENT_DEPTH: Final = 256
 # One record, history and kept conflicts included; the same as the decompressed size of a chunk
 # (engram.sync.chunks.MAX_CHUNK_BYTES): a record over it could never travel through sync.
 MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
-# A JSON string (escapes skipped) or one bracket: what the depth scan steps over.
-_DEPTH_TOKEN_RE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+# The depth scan, linear in the length of the text (issue 28: a scan that retried a string at
+# every escaped quote read a 64 KB line for seconds). Escapes are blanked out first, keeping
+# every offset: what is left of a string is quote, text without quotes, quote, and a split on
+# quotes separates strings from what lies between them. A string left open runs to the end.
+_BLANK_ESCAPES: Final = ((b"\\\\", b"__"), (b'\\"', b"__"))
+# Brackets as ``[`` and ``]``, every other byte as ``_``: the same offsets, only the nesting.
+_BRACKETS_ONLY: Final = bytes(
+    {ord("["): ord("["), ord("{"): ord("["), ord("]"): ord("]"), ord("}"): ord("]")}.get(
+        byte, ord("_")
+    )
+    for byte in range(256)
+)
+_ALL_BLANK: Final = bytes([ord("_")] * 256)
+_RUN_RE: Final = re.compile(rb"\[+|\]+")
+_SPACED_RUN_RE: Final = re.compile(rb"\[[\[_]*+|\][\]_]*+")  # a run, other bytes between
+# Few enough runs of brackets to walk them one by one (else a pass removes innermost pairs).
+_WALK_RUNS: Final = 4096
+
+
+def _nesting(raw: bytes) -> bytes:
+    """Return JSON text as ``[``, ``]`` and ``_`` at the same offsets: strings are all ``_``."""
+    for escape, blank in _BLANK_ESCAPES:
+        if escape in raw:
+            raw = raw.replace(escape, blank)
+    parts = raw.split(b'"')
+    if len(parts) > 1:
+        parts[1::2] = [part.translate(_ALL_BLANK) for part in parts[1::2]]
+        raw = b"_".join(parts)
+    return raw.translate(_BRACKETS_ONLY)
+
+
+def _nests_deeper(nesting: bytes, limit: int) -> bool:
+    """Tell whether brackets (``[``, ``]``, ``_`` between) nest deeper than ``limit``.
+
+    A closer with nothing open is ignored (a parser stops there). Every opener is closed at
+    the end; a pass removes every innermost pair at once, in C, lowering the deepest nesting
+    by exactly one, while the brackets form many short runs; few runs are walked run by run.
+    Each pass shortens the text by a sixteenth at least, so the whole costs linear time.
+    """
+    text = nesting.translate(None, b"_")
+    text += b"]" * text.count(b"[")
+    passes = 0
+    while b"[" in text:
+        if passes > limit:
+            return True
+        runs = text.count(b"[]") + text.count(b"][") + 1
+        if runs <= _WALK_RUNS or runs * 16 <= len(text):
+            depth = 0
+            for run in _RUN_RE.finditer(text):
+                size = run.end() - run.start()
+                if text[run.start()] == 91:  # "["
+                    depth += size
+                    if passes + depth > limit:
+                        return True
+                else:
+                    depth = max(0, depth - size)
+            return False
+        text = text.replace(b"[]", b"")
+        passes += 1
+    return passes > limit
 
 
 def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int | None:
     """Return the offset where JSON text nests deeper than ``limit`` containers, else None.
 
-    A byte scan before parsing, never recursive: brackets inside strings do not count. Text
-    with no more than ``limit`` brackets in all (every real record) costs two ``count`` calls.
+    A byte scan before parsing, never recursive and linear: each byte is read a bounded number
+    of times, brackets inside strings do not count, a string left open runs to the end and a
+    closer with nothing open is ignored. Text with no more than ``limit`` brackets in all
+    (every real record) costs two ``count`` calls. Only text found too deep is walked again,
+    run of brackets by run, to the offset where it gets too deep.
     """
     if isinstance(data, str):
         raw = data.encode("utf-8", "surrogatepass")
@@ -116,16 +177,22 @@ def json_depth_exceeded(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> int |
         raw = data if isinstance(data, bytes) else bytes(data)
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return None
+    nesting = _nesting(raw)
+    if not _nests_deeper(nesting, limit):
+        return None
     depth = 0
-    for match in _DEPTH_TOKEN_RE.finditer(raw):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return match.start()
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return None
+    for run in _SPACED_RUN_RE.finditer(nesting):
+        size = run.group().count(b"[")
+        if not size:
+            depth = max(0, depth - run.group().count(b"]"))
+        elif depth + size > limit:
+            offset = run.start()
+            for _ in range(limit - depth):
+                offset = nesting.index(b"[", offset) + 1
+            return nesting.index(b"[", offset)
+        else:
+            depth += size
+    return None  # not reached: both passes count the same brackets
 
 
 def value_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -292,8 +359,52 @@ def loads(
     except _TooDeep:
         raise _refuse_deep(text, what=what, max_depth=max_depth) from None
     except ValueError:  # what orjson refuses, e.g. a lone surrogate escape or 1,025 levels
-        check_json_limits(text, what=what, max_bytes=max_bytes, max_depth=max_depth)
-        return json.loads(text)
+        return _slow_loads(text, what=what, max_depth=max_depth)
+
+
+def _slow_loads(text: bytes | str, *, what: str, max_depth: int) -> Any:
+    """Parse with the json module what orjson refuses, within ``max_depth``.
+
+    No scan first (that would read the text once more): the json module's C scanner counts
+    its own recursion and raises RecursionError long before the stack runs out (about 1,000
+    levels), and the depth of what it returns is checked as orjson's is. So refusing text,
+    valid or not, costs one orjson attempt and one json attempt, both linear.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _refuse_deep(text, what=what, max_depth=max_depth) from None
+    if value_too_deep(value, max_depth):
+        raise _refuse_deep(text, what=what, max_depth=max_depth)
+    return value
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """Return the first lone surrogate in a parsed JSON value's keys and strings, else None.
+
+    The json module reads an escape such as ``\\ud800`` into a str that no UTF-8 file, index
+    or hash can hold; orjson refuses it. One dump and encode, in C.
+    """
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return str(exc.object[exc.start : exc.end])
+    except (ValueError, TypeError, RecursionError):
+        return None  # not a JSON value this function is about
+    return None
+
+
+def check_unicode(value: Any) -> None:
+    """Refuse (InvalidInput) a parsed JSON value holding a lone surrogate: one bad item."""
+    surrogate = lone_surrogate(value)
+    if surrogate is not None:
+        raise InvalidInput(not_unicode(surrogate), hint="fix or remove that text, then retry")
+
+
+def not_unicode(surrogate: str) -> str:
+    """Return the words for a lone surrogate found in text: which escape, and why it is bad."""
+    escape = "".join(f"\\u{ord(char):04x}" for char in surrogate)
+    return f"text holds {escape}, a lone surrogate escape, which is not valid Unicode"
 
 
 def new_id() -> str:
@@ -414,22 +525,25 @@ def parse_line(line: bytes, *, path: str, lineno: int) -> Record:
         raise CorruptStore(message, path=path, line=lineno) from None
     except ValueError:
         # orjson refused it: let the standard parser say exactly why (or accept what orjson
-        # does not, such as integers wider than 64 bits in an unknown field), once the limits
-        # are checked: it recurses, and orjson refuses 1,025 levels.
-        try:
-            check_json_limits(line, what=f"{path}:{lineno}")
-        except InputTooLarge as exc:
-            raise CorruptStore(exc.message, path=path, line=lineno) from exc
+        # does not, such as integers wider than 64 bits in an unknown field), within the
+        # depth limit (orjson refuses 1,025 levels).
+        what = f"{path}:{lineno}"
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CorruptStore(
-                f"{path}:{lineno}: invalid UTF-8 at byte {exc.start}", path=path, line=lineno
+                f"{what}: invalid UTF-8 at byte {exc.start}", path=path, line=lineno
             ) from exc
         try:
-            value = json.loads(text)
+            value = _slow_loads(text, what=what, max_depth=MAX_JSON_DEPTH)
+        except InputTooLarge as exc:
+            raise CorruptStore(exc.message, path=path, line=lineno) from exc
         except ValueError as exc:
-            raise CorruptStore(f"{path}:{lineno}: not JSON: {exc}", path=path, line=lineno) from exc
+            raise CorruptStore(f"{what}: not JSON: {exc}", path=path, line=lineno) from exc
+        surrogate = lone_surrogate(value)
+        if surrogate is not None:
+            message = f"{what}: {not_unicode(surrogate)}"
+            raise CorruptStore(message, path=path, line=lineno) from None
     if not isinstance(value, dict):
         raise CorruptStore(
             f"{path}:{lineno}: expected a JSON object, got {type(value).__name__}",
@@ -454,17 +568,21 @@ def line_id(line: bytes, *, path: str = "memories.jsonl", lineno: int = 0) -> st
     """Return the top-level id of a canonical line without parsing all of it."""
     found = _ID_FIELD_RE.findall(line)
     if len(found) == 1:
-        return bytes(found[0]).decode("utf-8")
-    # Zero or several candidates (a nested "id" in some field): parse to be sure.
+        rid = bytes(found[0]).decode("utf-8", "replace")
+        if _ID_RE.match(rid):
+            return rid
+    # Zero or several candidates (a nested "id" in some field), or an id no record may have
+    # (bytes that are not UTF-8, say): parse to be sure, or to say what is wrong with the line.
     return str(parse_line(line, path=path, lineno=lineno)["id"])
 
 
 def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:
     """Repair a line that ``parse_line`` refuses, if the record in it is whole; say how.
 
-    Two repairs, nothing else: a UTF-8 byte order mark (and surrounding whitespace) is removed,
-    and bytes that are not UTF-8 are replaced with U+FFFD, only if the line then parses as a
-    record; the replaced text is visibly marked rather than guessed. Anything else (not JSON,
+    Three repairs, nothing else: a UTF-8 byte order mark (and surrounding whitespace) is
+    removed, and bytes that are not UTF-8 or lone surrogate escapes (``\\ud800``) are replaced
+    with U+FFFD, only if the line then parses as a record; the replaced text is visibly marked
+    rather than guessed. Anything else (not JSON,
     too deep, fields missing) raises the CorruptStore of ``parse_line``.
     """
     body = line.strip()
@@ -481,12 +599,38 @@ def recover_line(line: bytes, *, path: str, lineno: int) -> tuple[Record, str]:
         except UnicodeDecodeError:
             pass  # bad bytes: recovered below by replacing them
         else:
-            raise
+            fixed = _without_surrogates(body)
+            if fixed is None:
+                raise
+            body, runs = fixed
+            record = parse_line(body, path=path, lineno=lineno)
+            done.append(f"replaced {runs} lone surrogate escape(s) with U+FFFD")
+            return record, "; ".join(done)
     text = body.decode("utf-8", "replace")
     record = parse_line(text.encode("utf-8"), path=path, lineno=lineno)
     runs = text.count("\ufffd") - body.count("\ufffd".encode())  # U+FFFD already there aside
     done.append(f"replaced {runs} invalid UTF-8 byte run(s) with U+FFFD")
     return record, "; ".join(done)
+
+
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(body: bytes) -> tuple[bytes, int] | None:
+    """Return a line's JSON with each lone surrogate replaced by U+FFFD, and how many; or None.
+
+    None when the line holds none (or is not JSON): the json module reads a pair of surrogate
+    escapes as the one character they stand for, so what is left in its strings is lone.
+    """
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    text = json.dumps(value, ensure_ascii=False)
+    fixed, runs = _SURROGATE_RE.subn("\ufffd", text)
+    if not runs:
+        return None
+    return fixed.encode("utf-8"), runs
 
 
 def check_id(value: str) -> str:

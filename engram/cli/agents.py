@@ -24,6 +24,7 @@ from engram.cli.app import (
     read_stdin,
     stdin_has_data,
     text_arg,
+    warn_problems,
 )
 from engram.cli.options import OPTIONAL, Values, options
 from engram.compat_go import own_project
@@ -52,6 +53,7 @@ def context(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> Non
     with open_engram(ctx) as engram:
         _same_project(engram, values["project"])
         briefing = engram.context(budget=values["budget"], query=values["query"] or "")
+        warn_problems(engram)
     if as_json:
         emit_json(briefing.to_dict())
     else:
@@ -202,10 +204,9 @@ def _read_output(file: Path | None) -> str:
     """Return an agent's output from a file, or from stdin (no file, or '-')."""
     if file is None or str(file) == "-":
         return text_arg("-" if file else None, "agent output")
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    from engram.fileio import read_regular
+
+    data = read_regular(file)  # a named pipe or a device is refused, never waited on
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

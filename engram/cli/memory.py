@@ -193,6 +193,7 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     with open_engram(ctx) as engram:
         record = engram.get(_go_ref(engram, values["id"]))
         stale = engram.stale(record)
+        warn_problems(engram)
     if as_json:
         emit_json({**record, "stale": stale} if stale else record)
         return
@@ -384,6 +385,7 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Count memories by kind, status, scope and project."""
     with open_engram(ctx) as engram:
         data = engram.stats()
+        warn_problems(engram)
     if as_json:
         emit_json(data.to_dict())
         return

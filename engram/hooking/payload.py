@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 MAX_PAYLOAD: Final = 32 * 1024 * 1024  # a Write of a large file carries its whole content
 TRANSCRIPT_TAIL: Final = 256 * 1024  # bytes read from the end of a transcript, at most
+MAX_TRANSCRIPT: Final = 4 * 1024 * 1024 * 1024  # a longer "transcript" is no agent's: refused
 MAX_FILES: Final = 64  # files of one tool call that are checked
 _PATCH_FILE: Final = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$")
 _PATH_KEYS: Final = ("file_path", "notebook_path", "path", "absolute_path")
@@ -143,15 +144,25 @@ def absolute(path: str, cwd: str) -> str:
 
 
 def last_assistant_text(transcript: str | os.PathLike[str]) -> str:
-    """Return the text of the last assistant message in a JSON-lines transcript ('' if none)."""
+    """Return the text of the last assistant message in a JSON-lines transcript ('' if none).
+
+    The path comes from the payload: a named pipe, a device or a file over MAX_TRANSCRIPT
+    raises PayloadError naming it; only the last TRANSCRIPT_TAIL bytes are read.
+    """
+    from engram.errors import InvalidInput
+    from engram.fileio import read_regular
+
+    if not os.path.lexists(transcript):
+        return ""  # not written yet (a session that said nothing)
     try:
-        with open(transcript, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - TRANSCRIPT_TAIL))
-            tail = handle.read()
-    except OSError:
-        return ""
+        tail = read_regular(
+            transcript,
+            limit=MAX_TRANSCRIPT,
+            tail=TRANSCRIPT_TAIL,
+            what=f"transcript_path {os.fspath(transcript)}",
+        )
+    except InvalidInput as exc:
+        raise PayloadError(exc.message) from exc
     for line in reversed(tail.splitlines()):
         try:
             entry = json.loads(line)

@@ -65,7 +65,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from engram.errors import InvalidInput
+from engram.errors import InputTooLarge, InvalidInput
+from engram.fileio import read_regular
 from engram.indexer.adrlinks import ADR_SUFFIXES, Catalog
 from engram.indexer.adrparse import ParsedAdr, parse_against
 from engram.model import normalize_path
@@ -249,10 +250,13 @@ def _read_adr_text(base: Path, full: Path) -> str:
     try:
         if full.is_symlink() and not full.resolve().is_relative_to(base):
             raise InvalidInput("symlink to a file outside the repository")
+        raw = read_regular(full, limit=MAX_FILE_BYTES, what="")
+    except InputTooLarge as exc:
         size = full.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InvalidInput(f"too large ({size:,} bytes; the limit is {MAX_FILE_BYTES:,})")
-        raw = full.read_bytes()
+        raise InvalidInput(f"too large ({size:,} bytes; the limit is {MAX_FILE_BYTES:,})") from exc
+    except InvalidInput as exc:  # a named pipe or a device (a committed link to /dev/zero)
+        reason = exc.message.removeprefix(": ")
+        raise InvalidInput(reason.replace("cannot be read: ", "unreadable: ", 1)) from exc
     except (OSError, RuntimeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InvalidInput(f"unreadable: {reason}") from exc

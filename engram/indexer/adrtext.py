@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from engram.errors import InvalidInput
+from engram.errors import InputTooLarge, InvalidInput
 
 MAX_LIST_ITEMS: Final = 200
 MAX_ITEM_CHARS: Final = 300
@@ -57,10 +57,13 @@ def split_front_matter(text: str) -> tuple[list[str] | None, str, int]:
 def load_front_matter(lines: list[str], first_line: int) -> dict[str, Any]:
     """Parse front matter with python-frontmatter's YAML handler (safe loader)."""
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no type stubs
-    from frontmatter.default_handlers import YAMLHandler
+
+    from engram.config import load_front_matter as load_bounded
 
     try:
-        value = YAMLHandler().load("\n".join(lines))
+        value = load_bounded("\n".join(lines))
+    except InputTooLarge as exc:  # anchors and aliases that expand too far (billion laughs)
+        raise InvalidInput(f"broken YAML front matter: {exc.message}") from exc
     except yaml.YAMLError as exc:
         raise InvalidInput(f"broken YAML front matter: {_yaml_problem(exc, first_line)}") from exc
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. date: 2024-13-45

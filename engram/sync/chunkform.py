@@ -119,6 +119,10 @@ def records_of(value: Mapping[str, Any], *, name: str) -> list[Any]:
 def record_line(item: Any) -> bytes:
     """Return one raw record of a chunk object as a line, for ``model.parse_line`` to check."""
     try:
-        return (_dumps(item) + "\n").encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError):
+        text = _dumps(item)
+    except (TypeError, ValueError):
         return b"\x00"  # parse_line refuses it, naming the chunk and the record's number
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped, so that parse_line names it
+        return (json.dumps(item, sort_keys=True, separators=(",", ":")) + "\n").encode()

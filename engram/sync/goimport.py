@@ -43,6 +43,7 @@ from typing import Any, Final
 from engram.errors import InvalidInput
 from engram.model import (
     Record,
+    check_unicode,
     format_time,
     id_hex,
     is_tombstone,
@@ -451,6 +452,7 @@ def _mutation_rows(
             continue
         try:
             payload = _payload(mutation)
+            check_unicode(mutation)
             occurred = _time(mutation.get("occurred_at"))
             entity_key = _text(mutation.get("entity_key")).strip()
             key_field = "id" if entity == "session" else "sync_id"
@@ -491,6 +493,7 @@ def _rows(obj: Mapping[str, Any], project: str, skipped: list[str]) -> list[_Row
                 skipped.append(f"{where}: not a JSON object")
                 continue
             try:
+                check_unicode(item)
                 keyed.append((_file_key(entity, item, project), _Row(entity, where, item)))
             except InvalidInput as exc:
                 skipped.append(f"{where}: {exc.message}")

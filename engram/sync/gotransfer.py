@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from engram import config as config_mod
 from engram.errors import EngramError, InvalidInput
+from engram.fileio import read_regular
 from engram.model import Record, now
 from engram.sync.goexport import GoExport, go_document
 from engram.sync.goimport import GoKnown
@@ -243,8 +244,8 @@ def import_go_file(
         route = GoRoute(lambda: stores, personal)
         return import_folder(ws, path, project=project, route=route, progress=progress)
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(path)
+    except InvalidInput:
         return None  # the general import reports it
     return import_go_data(
         ws, personal, data, str(path), project=project, stores=stores, progress=progress

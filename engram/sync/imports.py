@@ -37,6 +37,7 @@ from engram.model import (
     MAX_DOCUMENT_DEPTH,
     Record,
     canonical_line,
+    check_unicode,
     format_time,
     loads,
     normalize_fields,
@@ -400,6 +401,11 @@ def convert_mcp_memory(
             continue
         if not isinstance(item, dict):
             skipped.append(f"{where}: not a JSON object")
+            continue
+        try:
+            check_unicode(item)
+        except InvalidInput as exc:
+            skipped.append(f"{where}: {exc.message}")
             continue
         kind = item.get("type")
         if kind == "entity":

@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
+from engram.config import load_front_matter
 from engram.errors import InputTooLarge, InvalidInput
 from engram.model import (
     MAX_LIST_ITEMS,
     REQUIRED,
     Record,
+    check_unicode,
     format_time,
     kind_and_type,
     loads,
@@ -157,6 +159,7 @@ def convert_plain(
     notes: list[str] = []
     for where, row in items:
         try:
+            check_unicode(row)
             record = _row(row, project=project, stamp=stamp, max_bytes=max_content_bytes)
         except InvalidInput as exc:
             skipped.append(f"{where}: {exc.message}")
@@ -375,13 +378,25 @@ def _front_matter(data: bytes, where: str) -> tuple[dict[str, Any], str]:
     """Split a note into its front matter (python-frontmatter, safe YAML) and its body."""
     import frontmatter
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no type stubs
+    from frontmatter.default_handlers import YAMLHandler
+
+    class _BoundedYAML(YAMLHandler):
+        """python-frontmatter's YAML handler, its aliases bounded (billion laughs)."""
+
+        def load(self, fm: str, **kwargs: object) -> Any:
+            return load_front_matter(fm)
 
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{where}: not UTF-8 text (byte {exc.start})") from exc
+    handler = frontmatter.detect_format(text, frontmatter.handlers)
+    if isinstance(handler, YAMLHandler):
+        handler = _BoundedYAML()
     try:
-        meta, body = frontmatter.parse(text)
+        meta, body = frontmatter.parse(text, handler=handler)
+    except InputTooLarge as exc:
+        raise InvalidInput(f"{where}: YAML front matter: {exc.message}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["invalid YAML"])[0]

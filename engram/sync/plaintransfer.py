@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Final
 
 from engram import config as config_mod
-from engram.errors import InvalidInput
+from engram.errors import InputTooLarge, InvalidInput
+from engram.fileio import read_regular
 from engram.model import format_time
 from engram.sync.gotransfer import GoImportResult, merge_go
 from engram.sync.imports import Converted
@@ -66,11 +67,12 @@ def read_notes(root: Path, *, skipped: list[str]) -> list[Note]:
             if path.is_symlink() and not path.resolve().is_relative_to(top):
                 skipped.append(f"{where}: a link to outside the folder; left out")
                 continue
-            size = path.stat().st_size
-            if size > MAX_NOTE_BYTES:
-                skipped.append(f"{where}: {size} bytes; notes over {MAX_NOTE_BYTES} are left out")
-                continue
-            notes.append(Note(rel, path.read_bytes(), _stamp(path)))
+            data = read_regular(path, limit=MAX_NOTE_BYTES, what=where)
+            notes.append(Note(rel, data, _stamp(path)))
+        except InputTooLarge:
+            skipped.append(f"{where}: over {MAX_NOTE_BYTES:,} bytes; such notes are left out")
+        except InvalidInput as exc:  # a named pipe, a device, unreadable: named, never waited on
+            skipped.append(exc.message)
         except OSError as exc:
             skipped.append(f"{where}: cannot read: {exc.strerror or exc}")
         if len(notes) > MAX_NOTES:
@@ -106,7 +108,7 @@ def _convert(path: Path, *, project: str, max_bytes: int) -> Converted | None:
         converted.skipped = skipped + converted.skipped
         return converted
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
         if detect(data, str(path)) != plain.PLAIN_FORMAT:
             return None
         stamp = _stamp(path)  # rows without times take the file's: the same records again

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import EngramError, InvalidInput
+from engram.fileio import read_regular
 from engram.model import (
     Record,
     format_time,
@@ -145,8 +146,8 @@ def import_path(
         route = GoRoute(lambda: [ws])  # no personal store given: every row stays in this one
         return import_folder(ws, path, project=project, route=route, progress=progress)
     max_bytes = int(ws.config.number("store.max_content_bytes"))
+    data = read_regular(path)  # a named pipe or a device is refused, never waited on
     try:
-        data = path.read_bytes()
         # Formats without times take the file's: importing it again gives the same records.
         stamp = format_time(datetime.fromtimestamp(path.stat().st_mtime, UTC))
     except OSError as exc:
@@ -234,8 +235,9 @@ def merge_in(
 
 def _checked(ws: Workspace, item: Any, *, path: str, lineno: int, max_bytes: int) -> Record:
     """Return one incoming item as a checked, normalised and redacted record (or raise)."""
-    from engram.model import parse_line
+    from engram.model import check_unicode, parse_line
 
+    check_unicode(item)
     record = parse_line(
         json.dumps(item, ensure_ascii=False).encode("utf-8"), path=path, lineno=lineno
     )

@@ -63,10 +63,11 @@ def _read_document(mcp: EngramMCP, path: str) -> Any:
     file = Path(path).expanduser()
     if not file.is_absolute():
         file = mcp.engram.root / file
+    from engram.fileio import read_regular
+
+    data = read_regular(file)  # an agent's path: a named pipe or a device is refused at once
     try:
-        return loads(
-            file.read_bytes().decode("utf-8"), what=str(file), max_depth=MAX_DOCUMENT_DEPTH
-        )
+        return loads(data.decode("utf-8"), what=str(file), max_depth=MAX_DOCUMENT_DEPTH)
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{file} is not valid UTF-8 (byte {exc.start})") from exc
     except ValueError as exc:
