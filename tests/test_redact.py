@@ -152,6 +152,54 @@ def test_secret_in_context_keeps_its_label(text: str, expected: str) -> None:
     assert redact(text) == (expected, 1)
 
 
+DOCKER_AUTH = base64.b64encode(b"deploy:" + b"Hx7q" * 4).decode()
+PW = "Zq8" + "hunterXY42"
+# Misses an attacking review found (issue 28): (text, what redact leaves).
+REVIEW_MISSES = [
+    # A title rebuilt from a URL with a space after the scheme's colon is still a URL.
+    ("Session: mysql: //root:" + PW + "@host", "Session: mysql: //root:[REDACTED]@host"),
+    (
+        "mysql://root:" + PW + "@db.internal:3306/shop",
+        "mysql://root:[REDACTED]@db.internal:3306/shop",
+    ),
+    (
+        "redis://cache:" + PW + "@redis.internal:6379/0",
+        "redis://cache:[REDACTED]@redis.internal:6379/0",
+    ),
+    ("ftp://bob:" + PW + "@files.example.com/in", "ftp://bob:[REDACTED]@files.example.com/in"),
+    ("ftp: //bob:" + PW + "@files.example.com/in", "ftp: //bob:[REDACTED]@files.example.com/in"),
+    # A password holding `@`, `!`, `$` or `/` as written in a note, not percent-encoded.
+    ("postgres://u:p@ss!" + PW + "@db/app", "postgres://u:[REDACTED]@db/app"),
+    ("mongodb://admin:Pa$$" + PW + "@host/", "mongodb://admin:[REDACTED]@host/"),
+    ("https://user:pass/" + PW + "@host/x", "https://user:[REDACTED]@host/x"),
+    (
+        "Session: https: //hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/" + "aBcD" * 6,
+        "Session: https: //hooks.slack.com/services/[REDACTED]",
+    ),
+    ("the staging admin password is " + PW, "the staging admin password is [REDACTED]"),
+    ("the staging admin password is hunter2.", "the staging admin password is [REDACTED]."),
+    ("the root password was set to 'hunter'", "the root password was set to '[REDACTED]'"),
+    (
+        "the aws secret access key is " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY",
+        "the aws secret access key is [REDACTED]",
+    ),
+    (
+        '{"auths": {"ghcr.io": {"auth": "' + DOCKER_AUTH + '"}}}',
+        '{"auths": {"ghcr.io": {"auth": "[REDACTED]"}}}',
+    ),
+    ("password: hunter", "password: [REDACTED]"),
+    ("  password: hunter", "  password: [REDACTED]"),
+    ("API_TOKEN=abcdefghij", "API_TOKEN=[REDACTED]"),
+    ("export API_TOKEN=abcdefghij", "export API_TOKEN=[REDACTED]"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REVIEW_MISSES)
+def test_what_the_review_found_is_redacted(text: str, expected: str) -> None:
+    assert redact(text) == (expected, 1)
+    assert len(find_secrets(text)) == 1
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -175,6 +223,16 @@ def test_secret_in_context_keeps_its_label(text: str, expected: str) -> None:
         'password_reset_url = "https://example.com/reset"',
         "install scikit-learn; the sk-this-is-a-long-kebab-identifier stays",
         "the deploy key is read-only",
+        "secret_id: 123e4567-e89b-12d3-a456-426614174000",
+        '"secret_id": "123e4567-e89b-12d3-a456-426614174000"',
+        "commit_secret_sha=3f786850e387550fdab836ed7e6dc881de23001b",
+        "token_type: bearer",
+        "api_key_header: X-Api-Key",
+        "the password is stored as a bcrypt hash; the token is OAuth2-based",
+        "Password: rotate it every ninety days",
+        "token = response",
+        "https://example.com:8443/users/@me and ssh://git@github.com:22/org/repo.git",
+        "DATABASE_URL=postgres://${DB_USER}:${DB_PASSWORD}@db:5432/app",
         "",
     ],
 )
@@ -422,6 +480,14 @@ FRAGMENTS = [
     "xoxb-1-",
     "ghp_",
     "0123456789abcdef",
+    "mysql: //",
+    "@host",
+    " is ",
+    "the password is ",
+    '"auth": "',
+    "hooks.slack.com/services/",
+    "Pa$$w0rd",
+    "_id",
 ] + [secret for secret, _ in TOKENS[::3]]
 
 texts = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)), max_size=25).map(

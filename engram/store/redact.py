@@ -3,9 +3,11 @@
 Owns ``redact`` (one text), ``scrub_record`` (a whole record: the store calls it on every write
 of memories.jsonl, so no field and no path can skip it) and ``find_secrets`` (``engram doctor``
 calls it): ``<private>…</private>`` spans, PEM/PuTTY private key blocks, vendor tokens found by
-the detect-secrets regex plugins, ``password = …``-style assignments, credentials in URLs and
-``Authorization`` headers, a few dozen token shapes the plugins miss, and the user's
-``redact.extra_patterns``. Each hit becomes ``[REDACTED]``; the text around it is kept.
+the detect-secrets regex plugins, ``password = …``-style assignments, credentials in URLs (the
+scheme's ``//`` may follow a space: a title rebuilt from text can insert one), Docker ``"auth"``
+entries, ``Authorization`` headers, prose that says what a secret is ("the staging password is
+…", when the value looks like a credential), a few dozen token shapes the plugins miss, and the
+user's ``redact.extra_patterns``. Each hit becomes ``[REDACTED]``; the text around it is kept.
 
 Bounded rules, so that a mention does not eat a note:
 - an unclosed ``<private>`` hides the rest of its paragraph (up to the next blank line), not the
@@ -17,7 +19,10 @@ Bounded rules, so that a mention does not eat a note:
 - an assignment's value is not a secret when it is a placeholder (``<your-token>``, ``${TOKEN}``,
   ``os.environ[...]``, ``changeme``, ``xxxx``, ``********``), a boolean or null, or a number
   where the key names a setting about the secret (``password_min_length: 12``) or the number
-  is shorter than 6 digits.
+  is shorter than 6 digits; nor when the key names something about the secret (``secret_id``,
+  ``token_type``, ``api_key_header``: its last word is an id, a type, a header …), nor a
+  letters-only word with more words after it (``Password: rotate it monthly`` is prose,
+  ``password: hunter`` is a credential).
 
 Must not: import detect_secrets at import time (``engram recall`` never needs it and must start
 fast); call a plugin's ``analyze_line`` or ``scan_line`` (they read global settings and may verify
@@ -356,6 +361,12 @@ _OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
     # Sentry DSNs carry their key as the URL's user: https://<32 hex>@o1.ingest.sentry.io/2.
     ("Sentry DSN", "://", r"://([0-9a-f]{32}(?::[0-9a-f]{32})?)@"),
     ("Basic Auth Credentials", r"-u |-u=|--user", _CURL_USER),
+    # Without its scheme too: a title rebuilt as `https: //hooks.slack.com/…` is still one.
+    (
+        "Slack Token",
+        r"hooks\.slack\.com",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/-]{8,})",
+    ),
     ("Discord Webhook", "discord", r"discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]{40,})"),
     ("Azure SAS Token", "sig=", r"[?&]sig=([A-Za-z0-9%+/=]{30,})"),
     ("PyPI Token", "pypi-", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{40,}"),
@@ -593,14 +604,21 @@ def _token_finder(
     return find
 
 
-def _keyword_finder(pattern: re.Pattern[str], group: int) -> _Finder:
-    """Return a finder for one of the keyword plugin's quoted-value regexes."""
+def _keyword_finder(pattern: re.Pattern[str], group: int, keyed: bool) -> _Finder:
+    """Return a finder for one of the keyword plugin's quoted-value regexes.
+
+    ``keyed``: the regex starts with its keyword (group 1), whose whole name is checked for a
+    name about the secret (``"secret_id": "…"``) rather than of it.
+    """
 
     def find(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
         for m in _matches(pattern, line, starts):
             start, end = m.span(group)
-            if end > start and _is_literal(line[start:end]):
-                yield start, end
+            if end <= start or not _is_literal(line[start:end]):
+                continue
+            if keyed and _names_a_setting(line, m.start(1)):
+                continue
+            yield start, end
 
     return find
 
@@ -611,25 +629,165 @@ def _assignment_finder(line: str, starts: Sequence[int] | None) -> Iterator[tupl
         start = m.start("value")
         value = m.group("value").rstrip(".:")
         end = start + len(value)
-        if not _is_literal(value):
-            continue
+        if not _is_literal(value) or _names_a_setting(line, m.start("word")):
+            continue  # secret_id: <uuid>, token_type: bearer, api_key_header: X-Api-Key
         if value.isdigit() and (m.group("rest") or len(value) < 6):
             continue  # password_min_length: 12, secret_version: 3 are settings about a secret
         if not m.group("quote") and (
             _CODE_REFERENCE.fullmatch(value) or line[end : end + 1] in ("(", "[")
         ):
             continue  # settings.SECRET_KEY, get_password(), os.environ["TOKEN"]
-        if m.group("word").lower() == "token":
-            # max_tokens=4096, tokenizer=cl100k_base: a real token is long and mixes kinds.
-            if len(value) < 16 or value.isdigit() or value.isalpha():
-                continue
-        elif m.group("sep") == ":" and not m.group("quote"):
-            # `Password: rotate monthly` is prose; `password: hunter2` is a credential.
-            if value.isalpha() and len(value) < 12:
-                continue
-        elif len(value) < 4:
+        # `Password: rotate it monthly` is prose: an unquoted word with more words after it.
+        prose = not m.group("quote") and value.isalpha() and _MORE_WORDS.match(line, end)
+        if prose or (value.isalpha() and value.lower() in _STATUS_WORDS):
             continue
+        word, rest = m.group("word"), m.group("rest")
+        if word.lower() == "token":
+            if rest[:1].isalpha() or value.isdigit() or len(value) < 8:
+                continue  # tokenizer=cl100k_base, max_tokens=4096 name other things
+            if value.isalpha() and word.islower() and _SPACED_EQUALS.search(m.group()):
+                continue  # token = response: Python code naming a variable
+        elif not value.isalpha() and len(value) < 4:
+            continue
+        elif value.isalpha() and (len(value) < 4 or line.lstrip().startswith("#")):
+            continue  # `## Password: Rotation` is a heading
         yield start, end
+
+
+# Last words of a key that names something about a secret, not the secret itself.
+_SETTING_WORDS = frozenset(
+    {
+        "id", "ids", "uuid", "sha", "type", "types", "header", "headers", "name", "names", "url",
+        "urls", "uri", "path", "paths", "file", "files", "dir", "length", "len", "size", "ttl",
+        "format", "prefix", "suffix", "field", "fields", "env", "var", "version", "count",
+        "limit", "rounds", "policy", "mode", "kind", "scope", "scopes", "endpoint", "location",
+        "provider", "source", "label", "param", "arn", "ref", "expiry", "expires", "lifetime",
+        "timeout", "min", "max", "regex", "pattern", "algorithm", "alg", "method", "strategy",
+        "backend", "rotation", "days", "seconds", "required", "enabled", "hint", "description",
+        "help", "placeholder", "title", "column", "table", "attr", "attribute", "class",
+        "schema", "template", "budget", "usage", "santa",
+    }
+)  # fmt: skip
+# Values a key takes that say how a secret is, not what it is (`Password: unchanged`).
+_STATUS_WORDS = frozenset(
+    {
+        "yes", "no", "on", "off", "enabled", "disabled", "unset", "set", "unchanged", "expired",
+        "rotated", "revoked", "missing", "hidden", "masked", "encrypted", "hashed", "stored",
+        "invalid", "valid", "default", "auto", "automatic", "generated", "random", "omitted",
+        "provided", "supplied", "inherited", "bearer", "basic", "digest", "oauth", "jwt",
+        "unknown", "n", "na", "tba", "same", "different", "see", "ask", "vault", "keychain",
+        "sensitive", "secure", "insecure", "plaintext", "plain", "text", "manual", "managed",
+    }
+)  # fmt: skip
+_MORE_WORDS = re.compile(r"[ \t]+[^\s#/]")
+_SPACED_EQUALS = re.compile(r"[ \t]=[ \t]")
+_IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_WORD_PART = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _names_a_setting(line: str, start: int) -> bool:
+    """Tell whether the key around ``start`` names a setting about a secret (``secret_id``)."""
+    left = start
+    while left > 0 and line[left - 1] in _IDENT_CHARS:
+        left -= 1
+    right = start
+    while right < len(line) and line[right] in _IDENT_CHARS and line[right] != ".":
+        right += 1
+    key = line[left:right].rstrip("-_")
+    if "." in key:
+        key = key.rsplit(".", 1)[1]
+    parts = _WORD_PART.findall(key)
+    return bool(parts) and parts[-1].lower() in _SETTING_WORDS
+
+
+# A password in a URL's authority, the scheme optional after `name:` (a title rebuilt from
+# `mysql://root:pw@host` may read `mysql: //root:pw@host`). The password may hold `@`, `!` and `$`
+# (notes write them raw): it runs to the last `@` followed by a host name and the host's end.
+# `host:8443/a@b` is a port and a path, not a password.
+_URL_CREDENTIAL = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*:[ \t]*//[^\s/?#@:'\"<>()\[\]{}]*:(?!\d+(?:[/?#\s'\"]|$))"
+    r"(?P<pw>[^\s'\"<>`]+?)@(?=[A-Za-z0-9\[][A-Za-z0-9._~%\[\]:-]*(?:[/?#\s'\",;)>\]`]|$))"
+)
+
+
+def _url_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+    """Yield the password of ``scheme://user:password@host`` (a ${VAR} or <pw> left alone)."""
+    for m in _URL_CREDENTIAL.finditer(line):
+        value = m.group("pw")
+        if value.startswith(("$", "{", "<")) or not value.strip("*x"):
+            continue
+        yield m.span("pw")
+
+
+# A Docker config.json entry: "auth": base64 of `user:password`.
+_DOCKER_AUTH = re.compile(r"""(?i)["']auth["'][ \t]*:[ \t]*["']([A-Za-z0-9+/]{8,}={0,2})["']""")
+
+
+def _docker_auth_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+    """Yield Docker ``"auth"`` values: base64 of ``user:password`` (or 20+ characters of it)."""
+    import base64
+    import binascii
+
+    for m in _DOCKER_AUTH.finditer(line):
+        value = m.group(1)
+        try:
+            decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if b":" in decoded or len(value) >= 20:
+            yield m.span(1)
+
+
+# Prose that says what a secret is: "the staging admin password is Xk9fPq2L", "the aws secret
+# access key was `…`", "the token for ci is now …". Only a value that looks like a credential
+# counts (see _credential_like): "the password is rotated monthly" is prose.
+_PROSE = re.compile(
+    r"(?i)(?<![A-Za-z])(?:pass(?:word|phrase|code)?|passwd|pwd|secret|token|key|credentials?"
+    r"|pin)s?(?:[ \t]+(?:for|of|on|to)[ \t]+[\w.@/:-]+)?"
+    r"[ \t]+(?:(?:is[ \t]+|was[ \t]+|has[ \t]+been[ \t]+)?(?:set|changed|reset|rotated|updated)"
+    r"[ \t]+to|is|was|are|were|equals|reads|became)(?:[ \t]+(?:now|still|just))?[ \t]*:?[ \t]+"
+    r"(?P<quote>[\"'`]?)(?P<value>[^\s\"'`]+)"
+)
+_PROSE_NEEDLE = "pass|pwd|secret|token|key|credential|pin"
+_SYMBOLS = frozenset("!@#$%^&*+=~?|\\/")
+# Names of algorithms, versions and encodings: "the key is sha256", "the token is v2".
+_WELL_KNOWN = re.compile(
+    r"(?i)(?:sha|md|aes|rsa|ecdsa|ed|utf|base|http|oauth|tls|ssl|ipv|gpt|hs|rs|es|ps|v|x|cl)"
+    r"\d+[a-z]?"
+)
+
+
+def _prose_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int, int]]:
+    """Yield the value of "the X password is VALUE" when VALUE looks like a credential."""
+    for m in _PROSE.finditer(line):
+        start = m.start("value")
+        value = m.group("value")
+        if not m.group("quote"):
+            value = value.rstrip(".,;:!?)")
+        if _credential_like(value, quoted=bool(m.group("quote"))):
+            yield start, start + len(value)
+
+
+def _credential_like(value: str, *, quoted: bool) -> bool:
+    """Tell whether a word in prose is a credential: mixed kinds of characters, not a name."""
+    if not _is_literal(value) or _CODE_REFERENCE.fullmatch(value) or REDACTED in value:
+        return False
+    if quoted:
+        return len(value) >= 4
+    if len(value) < 6 or re.search(r"-[a-z]{3,}$", value):
+        return False  # "the token is JWT-based"
+    if any(ch in _SYMBOLS for ch in value) and any(ch.isalnum() for ch in value):
+        return True
+    for part in re.split(r"[-_.]", value):
+        if _WELL_KNOWN.fullmatch(part):
+            continue
+        digits = any(ch.isdigit() for ch in part)
+        kinds = digits + any(ch.islower() for ch in part) + any(ch.isupper() for ch in part[1:])
+        if len(part) >= 6 and (kinds == 3 or (kinds == 2 and digits)):
+            return True  # hunter2, Xk9fPq2L
+        if len(part) >= 16 and kinds >= 2:
+            return True  # a long mixed-case run: wJalrXUtnFEMIbPxRfiCY…
+    return False
 
 
 _BASIC = re.compile(r"(?i:basic)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
@@ -784,7 +942,9 @@ def _rules() -> tuple[_Rule, ...]:
     rules.extend(
         _Rule(
             SECRET_KEYWORD,
-            _keyword_finder(pattern, group),
+            _keyword_finder(
+                pattern, group, pattern.pattern.startswith(keyword_plugin.DENYLIST_REGEX)
+            ),
             denylist_needle,
             anchored=pattern.pattern.startswith(keyword_plugin.DENYLIST_REGEX),
         )
@@ -792,6 +952,9 @@ def _rules() -> tuple[_Rule, ...]:
     )
     rules.append(_Rule(SECRET_KEYWORD, _assignment_finder, _ASSIGNMENT_NEEDLE, anchored=True))
     rules.append(_Rule("Basic Auth Credentials", _basic_finder, "basic"))
+    rules.append(_Rule("Basic Auth Credentials", _url_finder, r":[ \t]*//"))
+    rules.append(_Rule("Docker Auth", _docker_auth_finder, "auth"))
+    rules.append(_Rule(SECRET_KEYWORD, _prose_finder, _PROSE_NEEDLE))
     rules.extend(
         _Rule(kind, _token_finder(re.compile(regex)), needle) for kind, needle, regex in _OWN_TOKENS
     )
