@@ -988,8 +988,8 @@ def _outside_markers(text: str, spans: list[_Span]) -> list[_Span]:
 
 
 def _merge(spans: list[_Span]) -> list[_Span]:
-    """Merge overlapping or touching spans; the earliest (then longest) names the kind."""
-    spans.sort(key=lambda s: (s[0], -s[1]))
+    """Merge overlapping or touching spans; the earliest, longest, first-named kind wins."""
+    spans.sort(key=lambda s: (s[0], -s[1], s[2]))  # the same kind whichever rule ran first
     merged: list[_Span] = []
     for start, end, kind in spans:
         if merged and start <= merged[-1][1]:
