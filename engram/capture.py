@@ -105,7 +105,10 @@ def extract_learnings(text: str, *, min_chars: int = MIN_CHARS) -> list[Learning
 
 def learning_title(text: str, limit: int = TITLE_CHARS) -> str:
     """Return the first sentence of a text, cut at a word boundary with "…" past ``limit``."""
-    flat = " ".join(text.split())
+    from engram.store.redact import default_scrubber
+
+    # Redacted before the cut: half a key no longer matches its rule, and would be stored.
+    flat = " ".join(default_scrubber().text(text)[0].split())
     window = flat[: limit + 2]
     sentence = window
     for match in _SENTENCE_END.finditer(window):

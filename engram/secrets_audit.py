@@ -12,9 +12,11 @@ Repairs (``fix``): memories are written scrubbed through the store, rev+1 and a 
 the hash of its content and never edited in place, so its records are written scrubbed as a new
 chunk and the old file and its manifest entry are dropped (``engram.sync.audit.chunk_secrets``,
 which ``engram sync --remote`` runs on the chunks it fetched); the session log is written again
-(it scrubs what it writes); quarantined text is redacted in place; an index that holds a secret
-is rebuilt from the scrubbed file. A Go engram chunk, another state file or a memory whose id is
-itself a secret is reported, not repaired.
+(it scrubs what it writes); quarantined text is redacted in place; an index that holds a secret,
+or held the old text of a memory just written scrubbed, is purged (``Index.purge``: rebuilt from
+the scrubbed file with its full-text files deleted first and its SQLite files vacuumed and their
+write-ahead logs truncated after, so no old page keeps the secret). A Go engram chunk, another
+state file or a memory whose id is itself a secret is reported, not repaired.
 
 Must not: print, read outside ``.engram/``, write a file itself (the store and the chunk writer
 do), or report a secret's text (findings name the file, the memory or the line, and the kind of
@@ -47,10 +49,13 @@ _MAX_SCAN_BYTES: Final = 64 * 1024 * 1024
 def check_secrets(store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
     """Return a finding for each file or memory that holds a secret; with ``fix``, scrub it."""
     found = _memories(store, fix=fix)
+    # A memory written scrubbed leaves its old text in the index's files (Tantivy segments,
+    # SQLite free pages and WAL) even once the index rows follow: purge those too.
+    rewritten = any(finding.fixed for finding in found)
     found += _chunks(store, fix=fix)
     found += _quarantine(store, fix=fix)
     found += _state(store, fix=fix)
-    found += _index(store, index, fix=fix)
+    found += _index(store, index, fix=fix, rewritten=rewritten)
     return found
 
 
@@ -179,18 +184,35 @@ def _state(store: MemoryStore, *, fix: bool) -> list[Finding]:
     return found
 
 
-def _index(store: MemoryStore, index: Index, *, fix: bool) -> list[Finding]:
+def _index(store: MemoryStore, index: Index, *, fix: bool, rewritten: bool) -> list[Finding]:
+    """Find records with secrets in the index; with ``fix``, purge it (also when ``rewritten``).
+
+    ``rewritten``: memories were just written scrubbed. Their index rows follow the file, but
+    the old text stays in the index's files until ``Index.purge`` rewrites them.
+    """
     leaked = 0
     for record in index.all_records(include_deleted=True):
         try:
             leaked += bool(store.scrubber.record(record)[1])
         except InvalidInput:
             leaked += 1
-    if not leaked:
-        return []
     folder = store.dir / "index"
-    finding = _finding("secrets", f"the index under {folder} holds {leaked} memories with secrets")
-    if fix:
-        index.rebuild()
-        finding.fixed = True
-    return [finding]
+    found: list[Finding] = []
+    if leaked:
+        found.append(
+            _finding("secrets", f"the index under {folder} holds {leaked} memories with secrets")
+        )
+    if fix and (leaked or rewritten):
+        emptied = index.purge()
+        for finding in found:
+            finding.fixed = True
+        if not emptied:
+            found.append(
+                _finding(
+                    "secrets",
+                    f"the index under {folder} was rebuilt, but another engram process kept "
+                    "its write-ahead log open: stop it (an MCP server, the daemon) and run "
+                    f"{advice.cmd('doctor', fix=True)} again",
+                )
+            )
+    return found

@@ -87,7 +87,10 @@ class Summary(NamedTuple):
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    """Return text on one line, at most ``limit`` characters (secrets redacted before the cut)."""
+    from engram.store.redact import default_scrubber
+
+    text = " ".join(default_scrubber().text(text)[0].split())
     if len(text) <= limit:
         return text
     cut = text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]

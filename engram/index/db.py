@@ -267,6 +267,20 @@ class Index:
             self._synced(signature)
             return self.records.count()
 
+    def purge(self, progress: Progress | None = None) -> bool:
+        """Rebuild, keeping no trace of text memories.jsonl no longer holds (a redacted secret).
+
+        A plain rebuild leaves it behind: Tantivy keeps a deleted document's terms in its
+        segment until a merge, and SQLite keeps a replaced row in free pages and in its WAL. So
+        the full-text files are deleted first, and every SQLite file is vacuumed and its WAL
+        truncated after. Return False when a reader in another process kept a WAL from being
+        emptied (its next checkpoint does it).
+        """
+        with self.lock(), self.fulltext_lock():
+            self.fulltext.wipe()
+            self.rebuild(progress)
+            return all([self.records.compact(), self.vectors.compact()])
+
     # -- reads: each brings the index up to date first ---------------------------------------
 
     def resolve(self, prefix: str) -> str:

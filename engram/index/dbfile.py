@@ -64,6 +64,17 @@ def open_derived(
     return conn
 
 
+def compact(conn: sqlite3.Connection) -> bool:
+    """Rewrite the database without its free pages and empty its WAL; False if a reader held it.
+
+    A deleted or replaced row stays readable in a free page and in the write-ahead log until
+    both are rewritten: what a repair removed (a secret) must not.
+    """
+    conn.execute("VACUUM")
+    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return not busy
+
+
 def remove_files(folder: Path, names: Sequence[str]) -> None:
     """Delete these files of ``folder`` (a database and its -wal and -shm files); keep going."""
     for name in names:

@@ -31,7 +31,15 @@ from typing import Any, Final
 from engram.errors import CorruptStore
 from engram.fileio import ProcessLock
 from engram.index.backend import Doc
-from engram.index.dbfile import chunks, marks, open_derived, remove_files, statements, transaction
+from engram.index.dbfile import (
+    chunks,
+    compact,
+    marks,
+    open_derived,
+    remove_files,
+    statements,
+    transaction,
+)
 from engram.index.ranking import epoch, judgement_score
 from engram.index.recordqueries import RecordQueries
 from engram.model import Record, dedupe_key, is_tombstone, line_id, parse_line
@@ -216,6 +224,10 @@ class Records(RecordQueries):
             self._conn.close()
             self._conn = None
         self._data_version = None  # counted per connection
+
+    def compact(self) -> bool:
+        """Vacuum engram.db and truncate its WAL (``dbfile.compact``)."""
+        return compact(self.db)
 
     def drop_caches(self) -> None:
         """Forget what this process cached of the rows (the file changed)."""

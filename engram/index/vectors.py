@@ -33,7 +33,14 @@ from typing import Any, Final, Protocol
 from engram.errors import IndexError_
 from engram.fileio import ProcessLock
 from engram.index import semantic
-from engram.index.dbfile import chunks, marks, open_derived, remove_files, transaction
+from engram.index.dbfile import (
+    chunks,
+    compact,
+    marks,
+    open_derived,
+    remove_files,
+    transaction,
+)
 from engram.index.matrix import COLUMNS, VectorState, head_of, nearest, nearest_among
 from engram.index.query import Query
 from engram.index.vectorcache import VectorCache
@@ -176,6 +183,11 @@ class Vectors:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def compact(self) -> bool:
+        """Vacuum vectors.db and truncate its WAL, if the file exists (``dbfile.compact``)."""
+        conn = self._stored()
+        return True if conn is None else compact(conn)
 
     def forget(self) -> None:
         """Drop the loaded matrix (the records changed in ways this process did not follow)."""

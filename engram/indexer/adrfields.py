@@ -59,6 +59,11 @@ def clean_title(title: str, number: int | None) -> str:
             rest = title[bare.end() :]
     rest = rest.strip(" -–—:.")
     if len(rest) > MAX_TITLE_CHARS:
+        from engram.store.redact import default_scrubber
+
+        # Redacted before the cut: half a key no longer matches its rule, and would be stored.
+        rest = default_scrubber().text(rest)[0]
+    if len(rest) > MAX_TITLE_CHARS:
         rest = rest[: MAX_TITLE_CHARS - 1].rstrip() + "…"
     return rest
 

@@ -84,8 +84,13 @@ def decode_message(commit: Commit) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """Cut text to at most ``limit`` characters, marking the cut with an ellipsis."""
-    text = " ".join(text.split())
+    """Cut text to at most ``limit`` characters, marking the cut with an ellipsis.
+
+    Secrets are redacted before the cut: half a key no longer matches its rule.
+    """
+    from engram.store.redact import default_scrubber
+
+    text = " ".join(default_scrubber().text(text)[0].split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

@@ -122,8 +122,9 @@ _SECTION_WORDS: Final = frozenset(
 )
 
 
+# A `Label: text` line; never a URL's scheme (`mysql://…` is no label "mysql").
 _LABEL: Final = re.compile(
-    r"^(?:\*\*|__)?([A-Za-z ]+?)\s*(?::\s*(?:\*\*|__)?|(?:\*\*|__)\s*:)\s*(.*)$"
+    r"^(?:\*\*|__)?([A-Za-z ]+?)\s*(?::(?!//)\s*(?:\*\*|__)?|(?:\*\*|__)\s*:)\s*(.*)$"
 )
 
 
@@ -143,7 +144,14 @@ def _summary_line(text: str) -> str:
 
 
 def _clip(text: str, limit: int = TITLE_CHARS) -> str:
-    text = " ".join(text.split())
+    """Return text on one line, at most ``limit`` characters, its secrets redacted first.
+
+    Redacted before it is cut or joined: a key cut in half by the limit no longer matches its
+    rule, and its first half would be stored.
+    """
+    from engram.store.redact import default_scrubber
+
+    text = " ".join(default_scrubber().text(text)[0].split())
     if len(text) <= limit:
         return text
     cut = text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]
