@@ -191,6 +191,8 @@ REVIEW_MISSES = [
     ("  password: hunter", "  password: [REDACTED]"),
     ("API_TOKEN=abcdefghij", "API_TOKEN=[REDACTED]"),
     ("export API_TOKEN=abcdefghij", "export API_TOKEN=[REDACTED]"),
+    ("API_TOKEN=abcdefghij ./deploy.sh", "API_TOKEN=[REDACTED] ./deploy.sh"),
+    ("password: hunter ; next", "password: [REDACTED] ; next"),
 ]
 
 

@@ -145,6 +145,36 @@ KINDS: dict[str, Callable[[Maker], tuple[str, str]]] = {
         v,
     ),
     "redis url, no user": lambda m: (f"redis://:{(v := m.s(16))}@cache.internal:6379/0", v),
+    "redis url": lambda m: (f"redis://default:{(v := m.s(16))}@cache.internal:6379/0", v),
+    "ftp url": lambda m: (f"ftp://deploy:{(v := m.s(16))}@files.internal/in", v),
+    "http url": lambda m: (f"http://admin:{(v := m.s(16))}@intranet.local/wiki", v),
+    "https url": lambda m: (f"https://ci:{(v := m.s(16))}@git.internal/org/repo.git", v),
+    # As a title rebuilt from text once wrote it: a space after the scheme's colon.
+    "url, space after scheme": lambda m: (f"mysql: //root:{(v := m.s(16))}@db.internal/app", v),
+    # Written raw in a note, not percent-encoded: the password runs to the host's @.
+    "url, password with @ and !": lambda m: (
+        f"postgres://app:{(v := m.s(6) + '@' + m.s(5) + '!' + m.s(5))}@db.internal/app",
+        v,
+    ),
+    "docker auth": lambda m: (
+        '{"auths": {"registry.internal": {"auth": "'
+        + (v := base64.b64encode(f"deploy:{m.s(14)}".encode()).decode())
+        + '"}}}',
+        v.rstrip("="),
+    ),
+    "password, letters only": lambda m: (
+        f"password: {(v := m.s(10, string.ascii_letters))}",
+        v,
+    ),
+    "API_TOKEN, letters only": lambda m: (
+        f"API_TOKEN={(v := m.s(10, string.ascii_letters))}",
+        v,
+    ),
+    "prose password": lambda m: (f"the staging admin password is {(v := m.s(12))}", v),
+    "prose aws secret key": lambda m: (
+        f"the aws secret access key is {(v := m.s(40, ALNUM + '/'))}",
+        v,
+    ),
     "basic auth header": lambda m: (
         f"Authorization: Basic {(v := base64.b64encode(f'deploy:{m.s(14)}'.encode()).decode())}",
         v.rstrip("="),
@@ -182,7 +212,7 @@ KINDS: dict[str, Callable[[Maker], tuple[str, str]]] = {
     "private tag": lambda m: (f"<private>vault unseal {(v := m.s(20))}</private>", v),
 }
 MULTILINE = {"rsa private key", "openssh private key"}
-LINE = 110  # the longest secret sent through a one-line field (title, source, author …)
+LINE = 240  # the longest secret sent through a one-line field (title, source, author …)
 SHORT = 60  # … and through a session id (200 characters at most)
 
 
@@ -194,6 +224,10 @@ class Channel:
     secrets: list[tuple[str, str, str]]  # (kind, text, core)
     canary: str
     delivered: bool = True  # False: what it carries is refused, so its canary never arrives
+
+    def kinds(self) -> set[str]:
+        """Return the formats this channel carries."""
+        return {kind for kind, _, _ in self.secrets}
 
     def texts(self, *, single_line: bool = False) -> list[str]:
         """Return the secrets' texts (leaving out multi-line ones where a line is all it takes)."""
@@ -223,6 +257,7 @@ class Ledger:
 
     seed: int = 20261201
     channels: dict[str, Channel] = field(default_factory=dict)
+    leaked: set[tuple[str, str]] = field(default_factory=set)  # (format, channel)
 
     def channel(
         self,
@@ -263,7 +298,45 @@ class Ledger:
                 for name, data in lowered.items():
                     if needle in data:
                         found.append(f"{kind} via {channel.name} in {name}")
+                        self.leaked.add((kind, channel.name))
         return found
+
+    def matrix(self) -> str:
+        """Formats x ways in: 'leaked/sent' per cell ('-': none sent), and the totals.
+
+        A way in groups the channels of one adapter or import format (``cli`` holds remember's
+        title, content, tags, files, source …); each channel's fields are listed below it.
+        """
+        groups: dict[str, list[Channel]] = {}
+        for channel in self.channels.values():
+            groups.setdefault(way_in(channel.name), []).append(channel)
+        width = max(len(kind) for kind in KINDS)
+        heads = list(groups)
+        wide = {name: max(len(name), 5) for name in heads}
+        lines = [" " * width + " | " + " | ".join(f"{n:>{wide[n]}}" for n in heads)]
+        for kind in KINDS:
+            cells = []
+            for name in heads:
+                sent = [c for c in groups[name] if any(k == kind for k, _, _ in c.secrets)]
+                leaked = sum((kind, c.name) in self.leaked for c in sent)
+                cell = f"{leaked}/{len(sent)}" if sent else "-"
+                cells.append(f"{cell:>{wide[name]}}")
+            lines.append(f"{kind:<{width}} | " + " | ".join(cells))
+        lines.append(
+            f"{len(KINDS)} formats x {len(heads)} ways in ({len(self.channels)} channels), "
+            f"{self.pairs()} secrets sent, {len(self.leaked)} leaked"
+        )
+        for name in heads:
+            lines.append(f"  {name}: " + ", ".join(c.name for c in groups[name]))
+        return "\n".join(lines)
+
+
+def way_in(channel: str) -> str:
+    """The adapter or import format a channel belongs to: 'cli', 'import go', 'sync chunk' …"""
+    words = channel.split()
+    if words[0] in {"import", "sync", "go", "hook", "git", "adr"}:
+        return " ".join(words[:2])
+    return words[0]
 
 
 # --- what engram holds -----------------------------------------------------------------------
@@ -513,9 +586,97 @@ def send_imports(root: Path, tmp_path: Path, ledger: Ledger) -> None:
             }
         ],
     }
+    # Go engram's sessions have no title: engram makes one from the summary's first line.
+    titled = ledger.channel("go session summary title")
+    chunk["sessions"] += [
+        {
+            "id": f"sess-go-t{n:03d}",
+            "project": "demo",
+            "started_at": "2026-01-01 10:00:00",
+            "summary": f"{text}\n{titled.canary} worked on the deploy",
+        }
+        for n, text in enumerate(titled.texts())
+    ]
     path = tmp_path / "go-chunk.json"
     path.write_text(json.dumps(chunk))
     cli(root, "import", str(path))
+
+
+def send_notes(root: Path, tmp_path: Path, ledger: Ledger) -> None:
+    """`engram import` of plain rows (JSON Lines), a folder of Markdown notes, an Obsidian vault.
+
+    Their titles are clipped to one line of 120 characters on the way in: a title batch holds
+    one secret, so that the clip would cut it, not leave it out.
+    """
+    stamp = "2026-01-05T00:00:00Z"
+    title = ledger.channel("import plain rows title", longest=LINE)
+    content, tags, files, extra = (
+        ledger.channel(f"import plain rows {name}") for name in ("content", "tags", "files", "x")
+    )
+    rows: list[dict[str, Any]] = []
+    for i, line in enumerate(title.batches(40)):
+        row: dict[str, Any] = {"title": line, "content": f"row {i}", "created_at": stamp}
+        if i == 0:
+            row.update(
+                content=content.block(),
+                tags=[tags.canary, *tags.texts(single_line=True)],
+                files=[files.canary, *files.texts(single_line=True)],
+                vendor_notes={"text": extra.block(), "list": extra.texts()},
+            )
+        rows.append(row)
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert cli(root, "import", str(path))["added"] == len(rows)
+
+    for form, marker in (("markdown", None), ("obsidian", ".obsidian")):
+        heading = ledger.channel(f"import {form} notes title", longest=LINE)
+        body = ledger.channel(f"import {form} notes body")
+        front = ledger.channel(f"import {form} notes front matter")
+        folder = tmp_path / form
+        folder.mkdir()
+        if marker:
+            (folder / marker).mkdir()
+            (folder / marker / "app.json").write_text("{}")
+        for i, line in enumerate(heading.batches(40)):
+            matter = {"title": line, "tags": [f"n{i}"]}
+            text = f"note {i}"
+            if i == 0:
+                matter.update(
+                    tags=[front.canary, *front.texts(single_line=True)], vendor=front.block()
+                )
+                text = body.block()
+            lines = [f"{key}: {json.dumps(value)}" for key, value in matter.items()]
+            (folder / f"{form}-{i:03d}.md").write_text(
+                "---\n" + "\n".join(lines) + f"\n---\n\n{text}\n", encoding="utf-8"
+            )
+        result = cli(root, "import", str(folder))
+        assert (result["format"], result["added"]) == (form, len(heading.batches(40))), result
+
+
+def send_hook(root: Path, ledger: Ledger) -> None:
+    """The agent's stop hook, as Claude Code runs it: its last message's Key Learnings."""
+    learned = ledger.channel("hook stop Key Learnings")
+    items = "\n".join(
+        f"- {learned.canary} found that the deploy key is {text} (rotate it)"
+        for text in learned.texts(single_line=True)
+    )
+    payload = {
+        "session_id": "5f0c2d1e-8a7b-4c3d-9e2f-1a0b9c8d7e6f",
+        "transcript_path": str(root / ".transcript.jsonl"),
+        "cwd": str(root),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": f"Done.\n\n## Key Learnings\n{items}\n",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "hook", "claude-code", "stop"],
+        cwd=root,
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
 
 
 def chunk_file(channel: Any, prefix: str, stamp: str) -> tuple[str, bytes]:
@@ -567,7 +728,7 @@ def send_repo(root: Path, ledger: Ledger) -> None:
         f"## Decision\n\n{body}\n",
         encoding="utf-8",
     )
-    commits = ledger.channel("git commit messages", kinds=[k for k in KINDS if k not in MULTILINE])
+    commits = ledger.channel("git commit messages")
     texts = commits.texts()
     src = root / "app.py"
     for n, text in enumerate(texts):
@@ -691,15 +852,24 @@ def send_http(root: Path, home: Path, ledger: Ledger) -> None:
             time.sleep(0.1)
         body, extra = (ledger.channel(f"http post {name}") for name in ("content", "extra fields"))
         author = ledger.channel("http post author", longest=LINE)
+        title = ledger.channel("http post title", longest=LINE)
+        tags, files = ledger.channel("http post tags"), ledger.channel("http post files")
         patch, judge = ledger.channel("http patch extra fields"), ledger.channel("http judge")
         sessions = ledger.channel("http sessions directory", longest=LINE)
         capture = ledger.channel("http capture")
         imported = ledger.channel("http import")
         first = None
-        for i, who in enumerate(author.batches(480)):
-            fields: dict[str, Any] = {"title": f"http {i}", "content": f"round {i}", "author": who}
+        authors, titles = author.batches(480), title.batches(480)
+        for i in range(max(len(authors), len(titles))):
+            fields: dict[str, Any] = {
+                "title": titles[i % len(titles)],
+                "content": f"round {i}",
+                "author": authors[i % len(authors)],
+            }
             if i == 0:
                 fields["content"] = body.block()
+                fields["tags"] = [tags.canary, *tags.texts(single_line=True)]
+                fields["files"] = [files.canary, *files.texts(single_line=True)]
                 texts = extra.texts()
                 fields["vendor_meta"] = {
                     "notes": texts[: len(texts) // 2],
@@ -866,6 +1036,8 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     folder = root / ".engram"
     send_cli(root, ledger)
     send_imports(root, tmp_path, ledger)
+    send_notes(root, tmp_path, ledger)
+    send_hook(root, ledger)
     planted = plant_chunk(root, ledger)
     cli(root, "sync")  # imports the chunk another clone wrote
     send_repo(root, ledger)
@@ -876,7 +1048,6 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     # The planted chunk is the other clone's file as it came (named by its content): the only
     # place its secrets may still be, until doctor rewrites it.
     leaks = ledger.leaks(engram_files(folder, skip=frozenset({planted})))
-    assert leaks == [], "\n".join(leaks)
     findings = cli(root, "doctor", codes=(1,))  # an error: the chunk holds secrets
     secret_findings = [f["message"] for f in findings if f["check"] == "secrets"]
     assert len(secret_findings) == 1 and planted.name in secret_findings[0], secret_findings
@@ -887,14 +1058,14 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
 
     remote, teammate_tip = send_remote(root, tmp_path, ledger)
     blobs = engram_files(folder)
-    leaks = ledger.leaks(blobs)
-    assert leaks == [], "\n".join(leaks)
+    leaks += ledger.leaks(blobs)
     written = objects_written(root, "refs/heads/engram-memories", not_from=[teammate_tip])
     assert any(name.startswith("git object") for name in written)
-    leaks = ledger.leaks(written)
-    assert leaks == [], "\n".join(leaks)
+    leaks += ledger.leaks(written)
     pushed = objects_written(remote, "refs/heads/engram-memories", not_from=[teammate_tip])
-    assert ledger.leaks(pushed) == []
+    leaks += ledger.leaks(pushed)
+    print("\n" + ledger.matrix())
+    assert leaks == [], "\n".join(leaks)
 
     # Every channel delivered: its canary is stored (the memories, or the session log), and
     # the redactions are where the secrets were.
@@ -904,10 +1075,12 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     ]
     assert missing == [], missing
     assert stored.count(REDACTED.encode()) >= ledger.pairs() // 2
-    print(
-        f"\n{len(KINDS)} secret formats, {ledger.pairs()} secrets x "
-        f"{len(ledger.channels)} channels, 0 leaked"
-    )
+    # Every format went through every way in that takes text of its shape.
+    ways = {way_in(name) for name in ledger.channels}
+    assert len(ways) == 15, sorted(ways)
+    for kind in KINDS:
+        carried = {way_in(c.name) for c in ledger.channels.values() if kind in c.kinds()}
+        assert carried == ways, (kind, sorted(ways - carried))
 
 
 def _benign() -> list[str]:

@@ -637,8 +637,14 @@ def _assignment_finder(line: str, starts: Sequence[int] | None) -> Iterator[tupl
             _CODE_REFERENCE.fullmatch(value) or line[end : end + 1] in ("(", "[")
         ):
             continue  # settings.SECRET_KEY, get_password(), os.environ["TOKEN"]
-        # `Password: rotate it monthly` is prose: an unquoted word with more words after it.
-        prose = not m.group("quote") and value.isalpha() and _MORE_WORDS.match(line, end)
+        # `Password: rotate it monthly` is prose: an unquoted word with more words after it
+        # (`API_TOKEN=abcdefghij ./deploy.sh` is a credential, and a command).
+        prose = (
+            m.group("sep") == ":"
+            and not m.group("quote")
+            and value.isalpha()
+            and _MORE_WORDS.match(line, end)
+        )
         if prose or (value.isalpha() and value.lower() in _STATUS_WORDS):
             continue
         word, rest = m.group("word"), m.group("rest")
@@ -679,7 +685,7 @@ _STATUS_WORDS = frozenset(
         "sensitive", "secure", "insecure", "plaintext", "plain", "text", "manual", "managed",
     }
 )  # fmt: skip
-_MORE_WORDS = re.compile(r"[ \t]+[^\s#/]")
+_MORE_WORDS = re.compile(r"[ \t]+[A-Za-z]")  # `password: hunter ; next` is no prose
 _SPACED_EQUALS = re.compile(r"[ \t]=[ \t]")
 _IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _WORD_PART = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")

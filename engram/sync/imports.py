@@ -143,15 +143,21 @@ def _summary_line(text: str) -> str:
     return ""
 
 
-def _clip(text: str, limit: int = TITLE_CHARS) -> str:
-    """Return text on one line, at most ``limit`` characters, its secrets redacted first.
+def _scrubbed(text: str) -> str:
+    """Return text with its secrets redacted, before a conversion splits, cuts or rewrites it.
 
-    Redacted before it is cut or joined: a key cut in half by the limit no longer matches its
-    rule, and its first half would be stored.
+    The store redacts every record it writes, but only what is left: half a key cut by a title's
+    limit, a tag split off ``password: hunter`` or a URL whose ``//`` a path became ``/`` no
+    longer match their rules.
     """
     from engram.store.redact import default_scrubber
 
-    text = " ".join(default_scrubber().text(text)[0].split())
+    return default_scrubber().text(text)[0]
+
+
+def _clip(text: str, limit: int = TITLE_CHARS) -> str:
+    """Return text on one line, at most ``limit`` characters, its secrets redacted first."""
+    text = " ".join(_scrubbed(text).split())
     if len(text) <= limit:
         return text
     cut = text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]
@@ -335,7 +341,7 @@ def _files(row: Mapping[str, Any]) -> list[str]:
             if not isinstance(item, str) or not item.strip():
                 continue
             try:
-                path = normalize_path(item)
+                path = normalize_path(_scrubbed(item))
             except InvalidInput:
                 continue  # absolute or escaping paths say nothing about this repository
             if path and path not in found:

@@ -54,6 +54,7 @@ from engram.sync.imports import (
     _files,
     _finish,
     _first_line,
+    _scrubbed,
     _sha,
     _time,
     import_id,
@@ -236,7 +237,7 @@ def _tags(value: Any) -> list[str]:
     for item in items[:MAX_LIST_ITEMS]:
         if item is None or isinstance(item, dict | list | tuple | set):
             continue
-        for word in re.split(r"[,\s]+", str(item)):
+        for word in re.split(r"[,\s]+", _scrubbed(str(item))):  # `password: x` is no two tags
             word = word.strip().lstrip("#")
             if word and word not in out:
                 out.append(word)
@@ -454,7 +455,7 @@ def _note(
     }
     row.update(title=title, content=content)
     tags = _tags(meta.get("tags", meta.get("tag")))
-    row["tags"] = tags + [tag for tag in _body_tags(body) if tag not in tags]
+    row["tags"] = tags + [tag for tag in _body_tags(_scrubbed(body)) if tag not in tags]
     permalink = meta.get("permalink")
     kept: dict[str, Any] = {"path": note.path}
     identity = f"markdown:{note.path}"  # the same key whether the folder is a vault or not
