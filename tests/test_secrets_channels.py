@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -830,6 +831,71 @@ def send_mcp(root: Path, ledger: Ledger) -> None:
     anyio.run(scenario)
 
 
+def send_mcp_go(root: Path, ledger: Ledger) -> None:
+    """One MCP stdio session with Go engram's tools, as Go's own setup starts it (--tools=agent).
+
+    ``mem_session_summary`` is called once per secret: Go sessions have no title, and engram
+    makes one from the summary's first line.
+    """
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    title = ledger.channel("mcp-go mem_save title", longest=LINE)
+    content = ledger.channel("mcp-go mem_save content")
+    topic = ledger.channel("mcp-go mem_save topic_key", longest=LINE)
+    upd = ledger.channel("mcp-go mem_update", longest=LINE)
+    summary = ledger.channel("mcp-go mem_session_summary")
+    prompt = ledger.channel("mcp-go mem_save_prompt")
+    passive = ledger.channel("mcp-go mem_capture_passive")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engram", "-C", str(root), "mcp", "--tools=agent"],
+        env=dict(os.environ),
+    )
+
+    async def said(session_: ClientSession, tool: str, args: dict[str, Any]) -> str:
+        result = await session_.call_tool(tool, args)
+        text = str(result.content[0].text)  # type: ignore[union-attr]
+        assert not result.is_error, (tool, text)
+        return text
+
+    async def scenario() -> None:
+        log = root.parent / "mcp-go-stderr.log"
+        with log.open("w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120) as s,
+            ):
+                await s.initialize()
+                titles, topics = title.batches(480), topic.batches(480)
+                first = None
+                for i in range(max(len(titles), len(topics))):
+                    args: dict[str, Any] = {
+                        "title": titles[i % len(titles)],
+                        "content": content.block() if i == 0 else f"go round {i}",
+                        "type": "decision",
+                        "topic_key": topics[i % len(topics)] + f" g{i}",
+                    }
+                    answer = await said(s, "mem_save", args)
+                    found = re.search(r"^ID: (\d+)$", answer, flags=re.MULTILINE)
+                    assert found, answer
+                    first = first or int(found.group(1))
+                for i, line in enumerate(upd.batches(480)):
+                    changes = {"id": first, "title": line, "content": f"{upd.block()}\n{i}"}
+                    await said(s, "mem_update", changes)
+                for n, text in enumerate(summary.texts()):
+                    body = f"{text}\n\n## Accomplished\n{summary.canary} shipped round {n}"
+                    await said(s, "mem_session_summary", {"content": body, "session_id": f"g-{n}"})
+                await said(s, "mem_save_prompt", {"content": prompt.block()})
+                items = "\n".join(
+                    f"- {passive.canary} found that the service key is {text} (rotate)"
+                    for text in passive.texts(single_line=True)
+                )
+                await said(s, "mem_capture_passive", {"content": f"## Key Learnings\n{items}\n"})
+
+    anyio.run(scenario)
+
+
 def send_http(root: Path, home: Path, ledger: Ledger) -> None:
     """One HTTP server: POST (author, extra fields), PATCH, judge, sessions, capture, import."""
     port = _port()
@@ -1042,6 +1108,7 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     cli(root, "sync")  # imports the chunk another clone wrote
     send_repo(root, ledger)
     send_mcp(root, ledger)
+    send_mcp_go(root, ledger)
     send_http(root, Path(os.environ["HOME"]), ledger)
     send_daemon(root, ledger)
 
@@ -1077,7 +1144,7 @@ def test_secrets_sent_through_every_channel_reach_no_file_and_no_commit(
     assert stored.count(REDACTED.encode()) >= ledger.pairs() // 2
     # Every format went through every way in that takes text of its shape.
     ways = {way_in(name) for name in ledger.channels}
-    assert len(ways) == 15, sorted(ways)
+    assert len(ways) == 16, sorted(ways)
     for kind in KINDS:
         carried = {way_in(c.name) for c in ledger.channels.values() if kind in c.kinds()}
         assert carried == ways, (kind, sorted(ways - carried))
