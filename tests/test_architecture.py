@@ -506,7 +506,6 @@ FUNCTION_LINES = 80
 LONG_MODULES: dict[str, str] = {
     "engram.sync.chunks": "to split (issue 29): chunk files and the manifest",
     "engram.model": "to split (issue 29): record rules, the bounded JSON reader, Go ids",
-    "engram.store.redact": "to split (issue 29): the patterns and the walk over a record",
     "engram.daemon": "to split (issue 29): the server and its methods",
 }
 # Past 1000 lines even an exception does not hold.
