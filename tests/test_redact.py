@@ -192,6 +192,7 @@ REVIEW_MISSES = [
     ("API_TOKEN=abcdefghij", "API_TOKEN=[REDACTED]"),
     ("export API_TOKEN=abcdefghij", "export API_TOKEN=[REDACTED]"),
     ("API_TOKEN=abcdefghij ./deploy.sh", "API_TOKEN=[REDACTED] ./deploy.sh"),
+    ("password: !Passw0rd", "password: [REDACTED]"),  # not a YAML tag: it holds a digit
     ("password: hunter ; next", "password: [REDACTED] ; next"),
 ]
 
@@ -233,6 +234,8 @@ def test_what_the_review_found_is_redacted(text: str, expected: str) -> None:
         "the password is stored as a bcrypt hash; the token is OAuth2-based",
         "Password: rotate it every ninety days",
         "token = response",
+        "password: !vault |",
+        "the key is ctrl+c",
         "https://example.com:8443/users/@me and ssh://git@github.com:22/org/repo.git",
         "DATABASE_URL=postgres://${DB_USER}:${DB_PASSWORD}@db:5432/app",
         "",

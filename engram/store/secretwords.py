@@ -232,7 +232,8 @@ _PROSE = re.compile(
     r"(?P<quote>[\"'`]?)(?P<value>[^\s\"'`]+)"
 )
 PROSE_NEEDLE = "pass|pwd|secret|token|key|credential|pin"
-_SYMBOLS = frozenset("!@#$%^&*+=~?|\\/")
+# Not + (ctrl+c), / (a path), = or | (an expression): those mix words that are no password.
+_SYMBOLS = frozenset("!@#$%^&*~?")
 # Names of algorithms, versions and encodings: "the key is sha256", "the token is v2".
 _WELL_KNOWN = re.compile(
     r"(?i)(?:sha|md|aes|rsa|ecdsa|ed|utf|base|http|oauth|tls|ssl|ipv|gpt|hs|rs|es|ps|v|x|cl)"
@@ -291,10 +292,15 @@ def basic_finder(line: str, starts: Sequence[int] | None) -> Iterator[tuple[int,
             yield m.span(1)
 
 
+_YAML_TAG = re.compile(r"!{1,2}[A-Za-z]+(?:[.:/][\w.:/-]*)?")  # !vault, !Ref, !!str, !tag:x.org/y
+
+
 def _is_literal(value: str) -> bool:
     """Tell whether a keyword's value is a literal, not a placeholder, reference, path or URL."""
     if not any(ch.isalnum() for ch in value) or value.lower() in _PLACEHOLDERS:
         return False
+    if _YAML_TAG.fullmatch(value):
+        return False  # password: !vault | (Ansible), !secret db_password (Home Assistant)
     if _FILLER.fullmatch(value):
         return False  # xxxxxxxx, ********, your-token-here, changeme
     if value.startswith(("{", "<")) and value.endswith(("}", ">")):
