@@ -374,9 +374,11 @@ class Engram:
 
     def export_go(self, *, scope: str = "project") -> GoExport:
         """Return a store's memories as the JSON file Go engram's ``engram import`` reads."""
+        from engram.sync.goexport import GoName
         from engram.sync.gotransfer import export_go
 
-        return export_go(self._scoped(scope))
+        name = GoName(self.project, self.root.name) if scope == "project" else None
+        return export_go(self._scoped(scope), name)
 
     @in_project
     def import_(self, document: Any, *, progress: Progress | None = None) -> ImportResult:
@@ -410,6 +412,7 @@ class Engram:
             project=self.project,
             stores=self.here.workspaces(),
             progress=progress,
+            go_names=(self.root.name,),
         )
         if go is not None:
             return go
@@ -427,6 +430,7 @@ class Engram:
             name,
             project=self.project,
             stores=self.here.workspaces(),
+            go_names=(self.root.name,),
         )
         if result is None:
             raise InvalidInput(

@@ -155,7 +155,7 @@ def test_a_record_a_reader_would_refuse_is_not_exported(engram_dir: Path) -> Non
     assert snapshot(engram_dir) == {}
 
 
-def test_manifest_sorted_updated_and_unknown_keys_kept(engram_dir: Path) -> None:
+def test_manifest_updated_in_its_own_layout_and_unknown_keys_kept(engram_dir: Path) -> None:
     go_id = "0badc0de"
     (engram_dir / MANIFEST).write_text(
         json.dumps(
@@ -183,14 +183,17 @@ def test_manifest_sorted_updated_and_unknown_keys_kept(engram_dir: Path) -> None
     text = (engram_dir / MANIFEST).read_text("utf-8")
     manifest = json.loads(text)
     assert manifest["note"] == "kept"
-    assert manifest["version"] == 2
+    assert manifest["version"] == 1  # the file's version stays: a sync changes no line
+    assert list(manifest) == ["version", "note", "chunks"]  # the file's key order
+    assert sorted(c["id"] for c in manifest["chunks"]) == sorted([go_id, *ids])
+    # Entries inline, in id order (the existing one first, its id sorts first).
     assert [c["id"] for c in manifest["chunks"]] == sorted([go_id, *ids])
     go_entry = next(c for c in manifest["chunks"] if c["id"] == go_id)
     assert go_entry["sessions"] == 2 and go_entry["prompts"] == 1  # unknown entry keys
     assert [e.id for e in read_manifest(engram_dir)] == sorted([go_id, *ids])
-    # One line per entry: a new chunk is a one-line diff.
+    # One line per entry (the file had its entries inline): a new chunk is a one-line diff.
     assert sum(1 for line in text.splitlines() if '"id":' in line) == 5
-    assert manifest_bytes(manifest) == text.encode("utf-8")
+    assert manifest_bytes(manifest) != text.encode("utf-8")  # not re-sorted canonically
 
 
 def test_malformed_manifest_is_refused_and_nothing_is_written(engram_dir: Path) -> None:

@@ -59,8 +59,9 @@ from engram.sync.chunks import (
     is_chunk_id,
     list_chunks,
     load_manifest,
-    manifest_bytes,
+    manifest_layout,
     manifest_lock,
+    manifest_update,
     parse_chunk_data,
     read_chunk,
     write_chunk,
@@ -191,7 +192,8 @@ def repair_chunks(engram_dir: Path, audit: ChunkAudit) -> list[str]:
                 "version": version if isinstance(version, int) and version > 0 else VERSION,
                 "chunks": [c for c in chunks if is_chunk_id(c.get("id"))],
             }
-            store_files.write_manifest(engram_dir, manifest_bytes(body))
+            layout = manifest_layout(engram_dir)
+            store_files.write_manifest(engram_dir, manifest_update(body, layout))
             done.append(f"{MANIFEST} rewritten from {CHUNKS}/ ({len(chunks)} chunks listed)")
     return done
 

@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import Record, canonical_line, parse_line
 from engram.store.redact import Scrubber
+
+if TYPE_CHECKING:
+    from engram.sync.goexport import GoName
 
 __all__ = ["FORM_KEY", "FORM_VERSION", "Rendered", "is_engram_object", "records_of", "render"]
 
@@ -58,13 +61,16 @@ def _dumps(value: Any) -> str:
     )
 
 
-def render(records: Sequence[Mapping[str, Any]], scrubber: Scrubber) -> Rendered:
+def render(
+    records: Sequence[Mapping[str, Any]], scrubber: Scrubber, go_name: GoName | None = None
+) -> Rendered:
     """Return records as a chunk's canonical bytes: engram's records and Go's view of them.
 
     Every record is scrubbed of secrets (chunks are committed) and checked as a line of
     memories.jsonl would be (a reader must never refuse what is written: InvalidInput). Two
     versions of one id are both kept (the merge function reconciles them on import); identical
-    ones once. Go's view shows each id once, in its latest version.
+    ones once. Go's view shows each id once, in its latest version, engram's own memories of
+    this project under ``go_name`` (Go's name for it) when given.
     """
     from engram.sync.goexport import go_chunk_rows
 
@@ -85,7 +91,7 @@ def render(records: Sequence[Mapping[str, Any]], scrubber: Scrubber) -> Rendered
         known = latest.get(record["id"])
         if known is None or str(record.get("updated_at", "")) >= str(known.get("updated_at", "")):
             latest[record["id"]] = record
-    rows = go_chunk_rows(latest.values())
+    rows = go_chunk_rows(latest.values(), name=go_name)
     document = {FORM_KEY: {"records": ordered, "version": FORM_VERSION}, **rows}
     data = (_dumps(document) + "\n").encode("utf-8")
     return Rendered(

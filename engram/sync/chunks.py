@@ -38,14 +38,17 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import CorruptStore, InputTooLarge, InvalidInput
 from engram.model import MAX_DOCUMENT_DEPTH, dumps, loads, new_id, parse_line
 from engram.store import files as store_files
 from engram.store.lock import ProcessLock
 from engram.store.redact import Scrubber, default_scrubber
-from engram.sync import chunkform
+from engram.sync import chunkform, manifestform
+
+if TYPE_CHECKING:
+    from engram.sync.goexport import GoName
 
 MANIFEST: Final = "manifest.json"
 CHUNKS: Final = "chunks"
@@ -227,15 +230,19 @@ def _check_manifest(value: Any, *, name: str) -> dict[str, Any]:
     return {**value, "chunks": chunks}
 
 
-def parse_manifest(data: bytes, *, name: str = MANIFEST) -> dict[str, Any]:
-    """Parse manifest bytes into a dict with a ``chunks`` list, raising ChunkError if malformed."""
+def loads_manifest(data: bytes, *, name: str = MANIFEST) -> Any:
+    """Parse manifest bytes as JSON (key order kept), raising ChunkError if they are not."""
     try:
-        value = loads(data)
+        return loads(data)
     except UnicodeDecodeError as exc:
         raise ChunkError(f"{name}: invalid UTF-8 at byte {exc.start}", path=name) from exc
     except ValueError as exc:
         raise ChunkError(f"{name}: not JSON: {exc}", path=name) from exc
-    return _check_manifest(value, name=name)
+
+
+def parse_manifest(data: bytes, *, name: str = MANIFEST) -> dict[str, Any]:
+    """Parse manifest bytes into a dict with a ``chunks`` list, raising ChunkError if malformed."""
+    return _check_manifest(loads_manifest(data, name=name), name=name)
 
 
 def _count(value: Any) -> int:
@@ -285,13 +292,46 @@ def _valid_entries(
     return by_id, problems
 
 
-def _load_manifest(engram_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+def _read_manifest_file(
+    engram_dir: Path,
+) -> tuple[dict[str, Any], manifestform.Layout | None, list[str]]:
+    """Return the manifest file parsed, its layout (None: no file) and what was odd about it.
+
+    A file with git conflict markers is read as the union of both sides (its layout: our
+    side's), and the sentence says so; the next write replaces it with a clean file.
+    """
     data = _read_limited(engram_dir / MANIFEST, name=MANIFEST, limit=MAX_MANIFEST_BYTES)
     if data is None:
-        return {"version": VERSION, "chunks": []}, {}, []
-    manifest = parse_manifest(data)
+        return {"version": VERSION, "chunks": []}, None, []
+    conflict = manifestform.split_conflict(data)
+    if conflict is None:
+        parsed = loads_manifest(data)
+        return _check_manifest(parsed, name=MANIFEST), manifestform.layout_of(data, parsed), []
+    ours, theirs, sides = conflict
+    parsed_ours = loads_manifest(ours, name=f"{MANIFEST} (ours)")
+    parsed_theirs = loads_manifest(theirs, name=f"{MANIFEST} (theirs)")
+    merged = merge_manifests(
+        _check_manifest(parsed_ours, name=MANIFEST), _check_manifest(parsed_theirs, name=MANIFEST)
+    )
+    note = (
+        f"{MANIFEST}: git conflict markers ({sides}); read as the union of both sides "
+        f"({len(merged['chunks'])} chunks); the next `engram sync` writes it without them"
+    )
+    return merged, manifestform.layout_of(ours, parsed_ours), [note]
+
+
+def _load_manifest(engram_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+    manifest, _layout, noted = _read_manifest_file(engram_dir)
     by_id, problems = _valid_entries(manifest["chunks"])
-    return manifest, by_id, problems
+    return manifest, by_id, noted + problems
+
+
+def manifest_layout(engram_dir: Path) -> manifestform.Layout | None:
+    """Return the layout of the manifest file (None: no file, or an unreadable one)."""
+    try:
+        return _read_manifest_file(engram_dir)[1]
+    except ChunkError:
+        return None
 
 
 def load_manifest(
@@ -317,19 +357,22 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     manifest always gives the same bytes. Every string in it (a teammate's ``created_by`` or
     extra keys included) is scrubbed of secrets first: every manifest written is rendered here.
     """
+    return manifest_update(manifest, None)
+
+
+def manifest_update(manifest: Mapping[str, Any], layout: manifestform.Layout | None) -> bytes:
+    """Render a manifest in the layout the file has (``manifest_layout``; None: canonical).
+
+    ``engram.sync.manifestform``: the file's key order, entry layout and entry order stay, new
+    entries are inserted where a diff only adds them. Every string is scrubbed of secrets
+    first: every manifest written is rendered here.
+    """
     manifest, _ = default_scrubber().record(manifest)
-    chunks = sorted(manifest.get("chunks") or [], key=lambda entry: str(entry.get("id", "")))
-    lines = []
-    for key in sorted({*manifest, "chunks"}):
-        if key == "chunks":
-            if not chunks:
-                lines.append('  "chunks": []')
-                continue
-            body = ",\n".join(f"    {dumps(entry)}" for entry in chunks)
-            lines.append(f'  "chunks": [\n{body}\n  ]')
-        else:
-            lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {_dumps_value(manifest[key])}")
-    return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
+    return manifestform.render(manifest, layout, _dumps_compact)
+
+
+def _dumps_compact(value: Any) -> str:
+    return dumps(value) if isinstance(value, Mapping) else _dumps_value(value)
 
 
 def _dumps_value(value: Any) -> str:
@@ -393,11 +436,13 @@ def write_chunk(
     created_by: str,
     created_at: str,
     scrubber: Scrubber | None = None,
+    go_name: GoName | None = None,
 ) -> ChunkEntry | None:
     """Write records as a new content-addressed chunk and list it in the manifest.
 
     Records (and ``created_by``) are scrubbed of secrets with ``scrubber`` (default: the
-    built-in rules) on the way in, as the store scrubs memories.jsonl.
+    built-in rules) on the way in, as the store scrubs memories.jsonl. ``go_name``: Go's name
+    for this project, which Go's view of engram's own memories carries.
 
     Records are written as ``engram.sync.chunkform`` renders them (ONE JSON object Go engram
     reads too, canonical), gzip'd with mtime 0 (the same records give the same bytes). Two
@@ -408,7 +453,7 @@ def write_chunk(
     if not records:
         return None
     scrubber = scrubber if scrubber is not None else default_scrubber()
-    rendered = chunkform.render(records, scrubber)
+    rendered = chunkform.render(records, scrubber, go_name)
     data = rendered.data
     created_by = scrubber.text(created_by)[0]
     if len(data) > MAX_CHUNK_BYTES:
@@ -421,7 +466,8 @@ def write_chunk(
     path = folder / f"{ident}{SUFFIX}"
     with manifest_lock(engram_dir).hold():
         # Read the manifest first: a malformed one stops the export before any file is written.
-        manifest, by_id, _ = _load_manifest(engram_dir)
+        manifest, layout, _ = _read_manifest_file(engram_dir)
+        by_id, _ = _valid_entries(manifest["chunks"])
         try:
             info = path.lstat()
         except FileNotFoundError:
@@ -451,13 +497,15 @@ def write_chunk(
             prompts=rendered.prompts,
         )
         by_id[ident] = entry.to_dict()
-        # Unsafe entries are dropped on rewrite: no reader would accept them anyway.
+        # Unsafe entries are dropped on rewrite: no reader would accept them anyway. The
+        # version a file has stays (a new file: VERSION), so a sync adds lines and changes none.
+        version = manifest.get("version") if layout is not None else None
         updated = {
             **manifest,
-            "version": _version(manifest.get("version"), VERSION),
+            "version": _version(version, 1 if layout is not None else VERSION),
             "chunks": [by_id[key] for key in sorted(by_id)],
         }
-        store_files.write_manifest(engram_dir, manifest_bytes(updated))
+        store_files.write_manifest(engram_dir, manifest_update(updated, layout))
         return entry
 
 
@@ -734,15 +782,17 @@ def merge_manifest_file(engram_dir: Path, theirs: bytes | None, *, name: str) ->
     other = parse_manifest(theirs, name=name) if theirs is not None else None
     repaired: list[str] = []
     with manifest_lock(engram_dir).hold():
+        layout: manifestform.Layout | None = None
         try:
-            ours, _, _ = _load_manifest(engram_dir)
+            ours, layout, noted = _read_manifest_file(engram_dir)
+            repaired += [note for note in noted if "conflict markers" in note]
         except ChunkError as exc:
             entries, _ = list_chunks(engram_dir)  # its manifest is unreadable: files only
             ours = {"version": VERSION, "chunks": [entry.to_dict() for entry in entries]}
             repaired.append(f"{exc.message}; rebuilt from {CHUNKS}/ and the remote's manifest")
         merged = merge_manifests(ours, other) if other is not None else ours
         if repaired or merged != ours:
-            store_files.write_manifest(engram_dir, manifest_bytes(merged))
+            store_files.write_manifest(engram_dir, manifest_update(merged, layout))
     return repaired
 
 
@@ -750,11 +800,12 @@ def drop_chunk(engram_dir: Path, chunk: str) -> None:
     """Remove a chunk file and its manifest entry, under the chunk writers' lock."""
     path = chunk_path(engram_dir, chunk)
     with manifest_lock(engram_dir).hold():
-        manifest, by_id, _ = _load_manifest(engram_dir)
+        manifest, layout, _ = _read_manifest_file(engram_dir)
+        by_id, _ = _valid_entries(manifest["chunks"])
         if chunk in by_id:
             del by_id[chunk]
             updated = {**manifest, "chunks": [by_id[key] for key in sorted(by_id)]}
-            store_files.write_manifest(engram_dir, manifest_bytes(updated))
+            store_files.write_manifest(engram_dir, manifest_update(updated, layout))
         store_files.remove_chunk(engram_dir, path.name)
 
 

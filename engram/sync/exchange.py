@@ -31,6 +31,7 @@ from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
 from engram.sync.audit import Rewritten, rewrite_legacy
 from engram.sync.chunks import ChunkEntry, SyncState
+from engram.sync.goexport import GoName
 from engram.sync.gotransfer import GoImportResult, GoRoute
 from engram.sync.transfer import ImportResult, Progress, merge3_in
 from engram.workspace import Workspace
@@ -324,10 +325,15 @@ def sync_local(
     state = chunks_mod.SyncState(ws.store.dir)
     route = route or GoRoute(lambda: [ws])
     applied, totals, problems = _import_chunks(
-        ws, state, project=project, progress=progress, route=route
+        ws, state, project=project, progress=progress, route=route, go_names=(root.name,)
     )
     rewritten = _rewrite_legacy(ws, state) if export else []
-    exported = _export_changes(ws, state, root=root, only=only_project) if export else None
+    go_name = GoName(project, root.name) if ws.scope == "project" else None
+    exported = (
+        _export_changes(ws, state, root=root, only=only_project, go_name=go_name)
+        if export
+        else None
+    )
     return SyncReport(
         scope=ws.scope,
         problems=problems,
@@ -360,6 +366,7 @@ def _import_chunks(
     project: str,
     progress: Progress | None,
     route: GoRoute,
+    go_names: tuple[str, ...] = (),
 ) -> tuple[list[str], GoImportResult, list[str]]:
     """Merge every chunk not applied here in one merge; return the chunks, counts, problems."""
     from engram.sync.gotransfer import merge_chunks
@@ -397,6 +404,7 @@ def _import_chunks(
         label="chunks",
         where=where,
         from_clone=True,
+        go_names=go_names,
     )
     if applied:
         state.mark_applied(applied)
@@ -405,7 +413,12 @@ def _import_chunks(
 
 
 def _export_changes(
-    ws: Workspace, state: SyncState, *, root: Path, only: str | None = None
+    ws: Workspace,
+    state: SyncState,
+    *,
+    root: Path,
+    only: str | None = None,
+    go_name: GoName | None = None,
 ) -> ChunkEntry | None:
     """Write this clone's changes since its cursor as one chunk; return its entry (or None).
 
@@ -431,6 +444,7 @@ def _export_changes(
                 created_by=author,
                 created_at=now(),
                 scrubber=ws.store.scrubber,
+                go_name=go_name,
             )
             if exported is not None:
                 state.mark_applied([exported.id])

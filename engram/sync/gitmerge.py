@@ -110,11 +110,14 @@ def merge_bytes(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[byt
     """Merge three versions of one file; return (bytes, records, conflicted records)."""
     sides = (("base", base), ("ours", ours), ("theirs", theirs))
     if is_manifest(name):
-        from engram.sync.chunks import manifest_bytes, merge_manifests
+        from engram.sync.chunks import manifest_update, merge_manifests
+        from engram.sync.manifestform import layout_of
 
         manifests = [_parse_manifest(data, f"{name} ({side})") for side, data in sides]
         merged = merge_manifests(manifests[1], manifests[2])
-        return manifest_bytes(merged), len(merged["chunks"]), 0
+        # Our side's layout and order: the merge adds theirs and changes nothing of ours.
+        layout = layout_of(ours, manifests[1]) if ours.strip() else None
+        return manifest_update(merged, layout), len(merged["chunks"]), 0
     return _merge_memories(base, ours, theirs, name)
 
 

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record, go_id_of, is_tombstone, parse_time, type_of
+from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
 from engram.sync.goimport import sync_id_of
 from engram.sync.imports import GO_SOURCE
 
 __all__ = [
     "GO_EXPORT_VERSION",
     "GoExport",
+    "GoName",
     "go_chunk_rows",
     "go_document",
     "go_observation",
@@ -54,6 +55,39 @@ _OBS_FIELDS: Final = (
     "updated_at",
     "deleted_at",
 )
+
+
+@dataclass(frozen=True)
+class GoName:
+    """This project as engram names it and as Go engram does (the folder's base name)."""
+
+    project: str
+    go: str
+
+    def rename(self, records: Iterable[Record]) -> list[Record]:
+        """Return records with Go's name for this project on engram's own memories of it.
+
+        Go lists a project's memories by the name it computes from the folder; engram's name
+        may come from config.yaml or the git remote. The name goes in ``go.project``, which
+        the rows take as the project written; records that came from Go keep theirs.
+        """
+        own = normalize_project(self.project)
+        if not self.go.strip() or normalize_project(self.go) == own:
+            return list(records)
+        out: list[Record] = []
+        for record in records:
+            go = record.get("go")
+            spelled = isinstance(go, Mapping) and isinstance(go.get("project"), str)
+            if record.get("source") == GO_SOURCE or spelled or record.get("project") != own:
+                out.append(record)
+            else:
+                out.append(
+                    {
+                        **record,
+                        "go": {**(go if isinstance(go, Mapping) else {}), "project": self.go},
+                    }
+                )
+        return out
 
 
 @dataclass
@@ -212,14 +246,21 @@ def _bare_session(sid: str, members: list[tuple[Record, dict[str, Any]]]) -> dic
     first = min(members, key=lambda item: str(item[0].get("created_at", "")))[0]
     return {
         "id": sid,
-        "project": first.get("project") or "",
+        "project": _project(first, _go(first)) or "",
         "directory": "",
         "started_at": go_time(first.get("created_at")),
     }
 
 
-def go_document(records: Iterable[Record], *, exported_at: str) -> GoExport:
-    """Return records as Go engram's export document (hard-deleted ones are left out)."""
+def go_document(
+    records: Iterable[Record], *, exported_at: str, name: GoName | None = None
+) -> GoExport:
+    """Return records as Go engram's export document (hard-deleted ones are left out).
+
+    ``name``: engram's own memories of this project go out under Go's name for it.
+    """
+    if name is not None:
+        records = name.rename(records)
     sessions: dict[str, dict[str, Any]] = {}
     observations: list[tuple[Record, dict[str, Any]]] = []
     prompts: list[tuple[Record, dict[str, Any]]] = []
@@ -262,7 +303,9 @@ def _for_go(record: Mapping[str, Any]) -> bool:
     return isinstance(own, str) and bool(own.strip())
 
 
-def go_chunk_rows(records: Iterable[Record]) -> dict[str, list[dict[str, Any]]]:
+def go_chunk_rows(
+    records: Iterable[Record], *, name: GoName | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Return records as the ``sessions``, ``observations`` and ``prompts`` of a Go sync chunk.
 
     Go engram's view of the records a sync chunk holds, which Go reads while ignoring engram's
@@ -274,8 +317,10 @@ def go_chunk_rows(records: Iterable[Record]) -> dict[str, list[dict[str, Any]]]:
     (a record Go knows by no ``sync_id``, a Go session or prompt, would make a copy there). A
     session row is written for each session a live row names; one made up for engram's
     memories, never one Go had and engram kept no row of (Go's import would overwrite its
-    directory; its own chunks carry it).
+    directory; its own chunks carry it). ``name``: as for ``go_document``.
     """
+    if name is not None:
+        records = name.rename(records)
     observations: list[tuple[Record, dict[str, Any]]] = []
     prompts: list[tuple[Record, dict[str, Any]]] = []
     for record in sorted(records, key=lambda r: str(r.get("id", ""))):

@@ -75,7 +75,7 @@ __all__ = ["GoKnown", "carried_id", "convert_go", "id_hex", "identity_keys", "sy
 _GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
 _CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
 # Keys that name a record only while one record has them (two saves in one second).
-_UNIQUE_ONLY: Final = (":at:", ":same:")
+_UNIQUE_ONLY: Final = (":at:", ":same:", ":ownat:", ":ownsame:")
 # Row keys a record holds in its own fields; every other key of a row goes into ``go``.
 _OBS_OWN: Final = frozenset(
     {"title", "content", "type", "scope", "topic_key", "tool_name", "session_id"}
@@ -159,8 +159,46 @@ def identity_keys(record: Mapping[str, Any]) -> list[str]:
             keys.append(f"sync:{sync_id}")
     if record.get("source") == GO_SOURCE:
         # Natural keys only for what came from Go: a new Go row never lands on a memory that
-        # engram wrote itself unless it names it by sync_id.
+        # engram wrote itself unless it names it by sync_id, or is it come back (below).
         keys += _go_keys(entity, record)
+    else:
+        keys += own_keys(entity, record)
+    return keys
+
+
+def _second(value: object) -> str:
+    """Return a time to the second, as a Go row keeps it (``YYYY-MM-DDTHH:MM:SS``), or ""."""
+    text = str(value or "")
+    try:
+        return format_time(parse_time(text))[:19] if text else ""
+    except (InvalidInput, ValueError):
+        return ""
+
+
+def _text_hash(entity: str, record: Mapping[str, Any]) -> str:
+    """Return the hash of what a Go row keeps of a memory's text (a prompt: only its content)."""
+    title = "" if entity == "prompt" else " ".join(str(record.get("title") or "").split())
+    return _sha(title + "\x1f" + normalize_content(str(record.get("content") or "")))
+
+
+def own_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
+    """Return the keys engram's own memory is found by when it comes back through Go v1.7.
+
+    Go engram 1.7 keeps no ``sync_id`` and gives every row it imports a new id, but keeps its
+    creation time (to the second), session, title and content as written. So a row without an
+    engram ``sync_id`` is one of engram's memories come back when it has the memory's creation
+    second and session (while one memory has them: an edit in Go changes the text), or its
+    creation second and text. Sessions are not memories Go writes back: no key.
+    """
+    if entity == "session":
+        return []
+    created = _second(record.get("created_at"))
+    if not created:
+        return []
+    session = str(record.get("session_id") or "").strip()
+    keys = [f"{entity}:ownat:{created}|{session}"] if session else []
+    if "title" in record or "content" in record:
+        keys.append(f"{entity}:ownsame:{created}|{_text_hash(entity, record)}")
     return keys
 
 
@@ -535,6 +573,10 @@ def _resolve(
             if found is not None:
                 return found, True
         return carried, True
+    if known is not None and not sync_id:
+        own = _own_memory(entity, live, known)
+        if own is not None:
+            return own, True
     legacy = import_id(_legacy_key(row.entity, row.data, default_project))
     keys = ([f"sync:{sync_id}"] if sync_id else []) + _go_keys(entity, live) + [f"id:{legacy}"]
     go_id = _go(live).get("id")
@@ -566,6 +608,26 @@ def _resolve(
     if entity == "obs" and session and created and go_id is not None:
         return import_id(f"go-engram:obs:row:{project}\x1f{session}\x1f{created}\x1f{go_id}"), False
     return legacy, False
+
+
+def _own_memory(entity: str, live: Record, known: GoKnown) -> str | None:
+    """Return the id of engram's own memory a Go row without sync_id is, come back, or None.
+
+    ``own_keys``: its creation second and session, else its creation second and text. A
+    forgotten memory counts too, so its live copy in Go does not come back to life here.
+    """
+    created = _second(live.get("created_at"))
+    if not created:
+        return None
+    session = str(live.get("session_id") or "").strip()
+    keys = [f"{entity}:ownsame:{created}|{_text_hash(entity, live)}"]
+    if session:
+        keys.insert(0, f"{entity}:ownat:{created}|{session}")
+
+    def ours(_key: str, record: Record) -> bool:
+        return record.get("source") != GO_SOURCE
+
+    return known.find(keys, ours)
 
 
 def _carry(existing: Record, incoming: Record) -> Record:
@@ -669,6 +731,13 @@ def _quiet_session(
     return False
 
 
+def _alias(live: Record, row: Mapping[str, Any], project: str, aliases: frozenset[str]) -> None:
+    """File a row Go named after the folder under this project; its spelling stays in ``go``."""
+    if project and live.get("project") in aliases:
+        live["project"] = project
+        live.setdefault("go", {})["project"] = _text(row.get("project"))
+
+
 def convert_go(
     obj: Mapping[str, Any],
     *,
@@ -676,16 +745,20 @@ def convert_go(
     fmt: str = "go-engram-export",
     max_content_bytes: int = MAX_CONTENT_BYTES,
     known: GoKnown | None = None,
+    go_names: Iterable[str] = (),
 ) -> Converted:
     """Convert a Go engram export or sync chunk (already parsed) into engram records.
 
     ``known``: the records the stores hold (the service builds it); rows land on them (see the
     module's docstring) and it learns the records converted here. ``project`` is only named in
-    the note about rows without a project: they keep none.
+    the note about rows without a project: they keep none. ``go_names``: what Go engram calls
+    this project (the folder's base name, which Go names projects by): rows of those projects
+    are this project's (the name Go gave them kept in ``go``, for the way back).
     """
     skipped: list[str] = []
     notes: list[str] = []
     default_project = normalize_project(project)
+    aliases = frozenset(normalize_project(n) for n in go_names if n.strip()) - {default_project}
     rows = _rows(obj, default_project, skipped)
     bare = _bare_sessions(rows)
     attached: dict[str, int] = {}
@@ -698,6 +771,7 @@ def convert_go(
             continue
         try:
             live, base_rev = _CONVERTERS[row.entity](row.data)
+            _alias(live, row.data, default_project, aliases)
             if row.entity == "session":
                 record_id, carried = _session_record(str(live["session_id"]), known)
             else:

@@ -24,7 +24,7 @@ from engram import config as config_mod
 from engram.errors import EngramError, InvalidInput
 from engram.fileio import read_regular
 from engram.model import Record, now
-from engram.sync.goexport import GoExport, go_document
+from engram.sync.goexport import GoExport, GoName, go_document
 from engram.sync.goimport import GoKnown
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
@@ -144,6 +144,7 @@ def merge_chunks(
     where: Sequence[tuple[str, int]] | None = None,
     from_clone: bool = False,
     progress: Progress | None = None,
+    go_names: Sequence[str] = (),
 ) -> GoImportResult:
     """Merge the records of engram chunks, then convert and merge the Go chunks among them.
 
@@ -151,7 +152,8 @@ def merge_chunks(
     engram's records go in first, so Go rows that are engram memories carried back find them;
     every Go chunk is converted against the same view of the stores (which learns each chunk's
     rows, so a later chunk's edit lands on an earlier chunk's row). Rows the conversion left
-    out are counted as skipped, with their chunk and reason; its notes are kept.
+    out are counted as skipped, with their chunk and reason; its notes are kept. ``go_names``:
+    Go's names for this project (``convert_go``).
     """
     from engram.sync.imports import convert_go
 
@@ -169,7 +171,12 @@ def merge_chunks(
     converted: list[Record] = []
     for name, chunk in go_chunks:
         found = convert_go(
-            chunk, project=project, fmt="go-engram-chunk", max_content_bytes=max_bytes, known=known
+            chunk,
+            project=project,
+            fmt="go-engram-chunk",
+            max_content_bytes=max_bytes,
+            known=known,
+            go_names=go_names,
         )
         result.errors += [f"{name}: {why}" for why in found.skipped]
         result.notes += [f"{name}: {note}" for note in found.notes]
@@ -195,6 +202,7 @@ def import_folder(
     project: str,
     route: GoRoute,
     progress: Progress | None = None,
+    go_names: Sequence[str] = (),
 ) -> GoImportResult:
     """Import every chunk of a store folder (engram's, Go engram's or both) in one merge."""
     from engram.sync import chunks as chunks_mod
@@ -220,7 +228,14 @@ def import_folder(
         else:
             go_chunks.append((f"chunks/{entry.id}{chunks_mod.SUFFIX}", found))
     result = merge_chunks(
-        ws, records, go_chunks, route=route, project=project, label=str(path), progress=progress
+        ws,
+        records,
+        go_chunks,
+        route=route,
+        project=project,
+        label=str(path),
+        progress=progress,
+        go_names=go_names,
     )
     result.errors = skipped + result.errors
     result.format = "chunks"
@@ -235,20 +250,31 @@ def import_go_file(
     project: str,
     stores: Iterable[Workspace],
     progress: Progress | None = None,
+    go_names: Sequence[str] = (),
 ) -> GoImportResult | None:
     """Import a Go engram export or chunk file, or a store folder; None for any other file.
 
     ``stores``: the workspaces that exist (project, personal), whose records rows may land on.
+    ``go_names``: Go's names for this project (the folder's base name).
     """
     if path.is_dir():
         route = GoRoute(lambda: stores, personal)
-        return import_folder(ws, path, project=project, route=route, progress=progress)
+        return import_folder(
+            ws, path, project=project, route=route, progress=progress, go_names=go_names
+        )
     try:
         data = read_regular(path)
     except InvalidInput:
         return None  # the general import reports it
     return import_go_data(
-        ws, personal, data, str(path), project=project, stores=stores, progress=progress
+        ws,
+        personal,
+        data,
+        str(path),
+        project=project,
+        stores=stores,
+        progress=progress,
+        go_names=go_names,
     )
 
 
@@ -261,6 +287,7 @@ def import_go_data(
     project: str,
     stores: Iterable[Workspace],
     progress: Progress | None = None,
+    go_names: Sequence[str] = (),
 ) -> GoImportResult | None:
     """Import the bytes of a Go engram export or chunk (``name`` in messages); None otherwise.
 
@@ -277,7 +304,14 @@ def import_go_data(
         return None
     known, where = known_of(stores)
     max_bytes = int(ws.config.number("store.max_content_bytes"))
-    converted = convert(data, name=name, project=project, max_content_bytes=max_bytes, known=known)
+    converted = convert(
+        data,
+        name=name,
+        project=project,
+        max_content_bytes=max_bytes,
+        known=known,
+        go_names=go_names,
+    )
     result = merge_go(ws, personal, converted.records, where=where, label=name, progress=progress)
     result.errors = list(converted.skipped) + result.errors
     result.notes = list(converted.notes) + result.notes
@@ -285,6 +319,9 @@ def import_go_data(
     return result
 
 
-def export_go(ws: Workspace) -> GoExport:
-    """Return every memory of a store as the JSON file Go engram's ``engram import`` reads."""
-    return go_document(ws.store.read_all(), exported_at=now())
+def export_go(ws: Workspace, name: GoName | None = None) -> GoExport:
+    """Return every memory of a store as the JSON file Go engram's ``engram import`` reads.
+
+    ``name``: engram's own memories of this project go out under Go's name for it.
+    """
+    return go_document(ws.store.read_all(), exported_at=now(), name=name)

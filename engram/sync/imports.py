@@ -27,7 +27,7 @@ import base64
 import hashlib
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -302,8 +302,9 @@ def convert(
     stamp: str = EPOCH,
     max_content_bytes: int = MAX_CONTENT_BYTES,
     known: GoKnown | None = None,
+    go_names: Sequence[str] = (),
 ) -> Converted:
-    """Detect a file's format and convert it into engram records."""
+    """Detect a file's format and convert it into engram records (``go_names``: Go's)."""
     fmt, payload, obj = _sniff(data, name)
     if fmt == "mcp-memory":
         return convert_mcp_memory(
@@ -325,7 +326,12 @@ def convert(
         # Every item, objects or not: the merge names each one it skips by its index.
         return Converted(list(obj.get("memories") or []), [], "engram")
     return convert_go(
-        obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes, known=known
+        obj,
+        project=project,
+        fmt=fmt,
+        max_content_bytes=max_content_bytes,
+        known=known,
+        go_names=go_names,
     )
 
 
@@ -356,12 +362,18 @@ def convert_go(
     fmt: str = "go-engram-export",
     max_content_bytes: int = MAX_CONTENT_BYTES,
     known: GoKnown | None = None,
+    go_names: Sequence[str] = (),
 ) -> Converted:
     """Convert a Go engram export or sync chunk (already parsed): ``engram.sync.goimport``."""
     from engram.sync import goimport
 
     return goimport.convert_go(
-        obj, project=project, fmt=fmt, max_content_bytes=max_content_bytes, known=known
+        obj,
+        project=project,
+        fmt=fmt,
+        max_content_bytes=max_content_bytes,
+        known=known,
+        go_names=go_names,
     )
 
 
