@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from engram.store.jsonl import Scan
+    from engram.sync.audit import ChunkAudit
 
 
 @dataclass
@@ -384,6 +385,48 @@ def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[F
     return [finding], len(live)
 
 
+def _check_go_reach(store: MemoryStore, audit: ChunkAudit) -> list[Finding]:
+    """Say which changes made here Go engram 1.7 in this repository cannot apply."""
+    from engram.sync.audit import go_unreachable
+    from engram.sync.chunks import read_manifest
+
+    if not audit.go_old:
+        return []
+    try:
+        edited, forgotten = go_unreachable(audit, store.read_all())
+    except CorruptStore:
+        return []  # the file's own findings say what is wrong
+    if not edited and not forgotten:
+        return []
+    entries = {entry.id: entry for entry in read_manifest(store.dir)}
+    last = max(
+        (entries[i] for i in audit.go_old if i in entries),
+        key=lambda entry: entry.created_at,
+        default=None,
+    )
+    by = f", the last by {last.created_by} at {last.created_at}" if last is not None else ""
+    chunks = counted(len(audit.go_old), "chunk")
+    changes = " and ".join(
+        part
+        for part in (
+            f"{counted(edited, 'memory')} edited" if edited else "",
+            f"{counted(forgotten, 'memory')} forgotten" if forgotten else "",
+        )
+        if part
+    )
+    return [
+        Finding(
+            "warning",
+            "go-engram",
+            f"Go engram 1.7 or older syncs in this repository ({chunks} without sync_ids{by}): "
+            "it adds every row it imports as a new one, so it cannot "
+            f"apply an edit or a forget, and {changes} here since its store got them stay as "
+            "they were there. Go engram versions with sync_ids apply them from the chunks' "
+            "mutation journal: upgrade Go engram on the clones that use it",
+        )
+    ]
+
+
 def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
     """Report each defect of ``chunks/`` and ``manifest.json``; with ``fix``, repair them."""
     from engram.sync.audit import audit_chunks, repair_chunks, rewrite_legacy
@@ -432,6 +475,7 @@ def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
         for ident in audit.legacy
     }
     found += legacy.values()
+    found += _check_go_reach(store, audit)
     from engram.store.quarantine import quarantine_dir
 
     kept = sorted(quarantine_dir(store.dir).glob("memories-*.jsonl"))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +66,7 @@ from engram.sync.chunks import (
     read_chunk,
     write_chunk,
 )
+from engram.sync.imports import GO_SOURCE
 
 
 @dataclass
@@ -82,6 +83,8 @@ class ChunkAudit:
     other: list[str] = field(default_factory=list)  # symlinks, non-files, foreign names
     legacy: list[str] = field(default_factory=list)  # chunk ids of older engram JSON Lines
     counts: dict[str, int] = field(default_factory=dict)  # chunk id → memories it holds
+    go_old: list[str] = field(default_factory=list)  # Go chunks whose rows have no sync_id
+    carried: dict[str, int] = field(default_factory=dict)  # id → lowest rev an engram chunk has
 
     @property
     def manifest_stale(self) -> bool:
@@ -102,6 +105,53 @@ def _count(value: list[dict[str, Any]] | dict[str, Any]) -> int:
     return sum(len(value.get(key) or []) for key in GO_KEYS if key != "mutations")
 
 
+def _note_go(audit: ChunkAudit, ident: str, value: list[dict[str, Any]] | dict[str, Any]) -> None:
+    """Learn from one chunk what Go engram has: engram's records, or a Go chunk's version."""
+    if isinstance(value, list):
+        for record in value:
+            rid, rev = str(record.get("id")), record.get("rev")
+            rev = rev if isinstance(rev, int) and not isinstance(rev, bool) else 1
+            audit.carried[rid] = min(audit.carried.get(rid, rev), rev)
+        return
+    rows = [
+        row
+        for key in ("observations", "prompts")
+        for row in value.get(key) or []
+        if isinstance(row, dict)
+    ]
+    if rows and not value.get("mutations") and not any(row.get("sync_id") for row in rows):
+        audit.go_old.append(ident)  # Go engram 1.7 or older: its rows carry no sync_id
+
+
+def go_unreachable(audit: ChunkAudit, records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """Return how many edits and forgets made here Go engram 1.7 (no sync_id) cannot apply.
+
+    Memories an engram chunk carried before they changed (edited: a higher rev; forgotten: a
+    tombstone), and memories that came from Go without a sync_id and changed here.
+    """
+    if not audit.go_old:
+        return 0, 0
+    edited = forgotten = 0
+    for record in records:
+        kept = record.get("go")
+        go: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
+        raw = record.get("rev")
+        rev = raw if isinstance(raw, int) else 1
+        if record.get("source") == GO_SOURCE:
+            if go.get("sync_id"):
+                continue
+            base = go.get("revision_count")
+            changed = rev > max(base if isinstance(base, int) else 1, 1)
+        else:
+            first = audit.carried.get(str(record.get("id")))
+            changed = first is not None and rev > first
+        if changed and record.get("deleted_at"):
+            forgotten += 1
+        elif changed:
+            edited += 1
+    return edited, forgotten
+
+
 def audit_chunks(engram_dir: Path) -> ChunkAudit:
     """Check every chunk file and the manifest of one store; change nothing."""
     audit = ChunkAudit()
@@ -119,7 +169,9 @@ def audit_chunks(engram_dir: Path) -> ChunkAudit:
     )
     for ident in sorted(files):
         try:
-            audit.counts[ident] = _count(read_chunk(engram_dir, ident, problems=audit.bad_records))
+            value = read_chunk(engram_dir, ident, problems=audit.bad_records)
+            audit.counts[ident] = _count(value)
+            _note_go(audit, ident, value)
             if chunk_form(engram_dir, ident) == "legacy":
                 audit.legacy.append(ident)
             continue

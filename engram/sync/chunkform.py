@@ -23,7 +23,7 @@ verifies and writes the files.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,7 +62,10 @@ def _dumps(value: Any) -> str:
 
 
 def render(
-    records: Sequence[Mapping[str, Any]], scrubber: Scrubber, go_name: GoName | None = None
+    records: Sequence[Mapping[str, Any]],
+    scrubber: Scrubber,
+    go_name: GoName | None = None,
+    go_has: Collection[str] | None = None,
 ) -> Rendered:
     """Return records as a chunk's canonical bytes: engram's records and Go's view of them.
 
@@ -70,7 +73,8 @@ def render(
     memories.jsonl would be (a reader must never refuse what is written: InvalidInput). Two
     versions of one id are both kept (the merge function reconciles them on import); identical
     ones once. Go's view shows each id once, in its latest version, engram's own memories of
-    this project under ``go_name`` (Go's name for it) when given.
+    this project under ``go_name`` (Go's name for it) when given; the changes of memories Go
+    has (``go_has``: ids earlier chunks carried) in its ``mutations`` journal only.
     """
     from engram.sync.goexport import go_chunk_rows
 
@@ -91,7 +95,7 @@ def render(
         known = latest.get(record["id"])
         if known is None or str(record.get("updated_at", "")) >= str(known.get("updated_at", "")):
             latest[record["id"]] = record
-    rows = go_chunk_rows(latest.values(), name=go_name)
+    rows = go_chunk_rows(latest.values(), name=go_name, go_has=go_has)
     document = {FORM_KEY: {"records": ordered, "version": FORM_VERSION}, **rows}
     data = (_dumps(document) + "\n").encode("utf-8")
     return Rendered(

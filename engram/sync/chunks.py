@@ -35,7 +35,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -437,12 +437,14 @@ def write_chunk(
     created_at: str,
     scrubber: Scrubber | None = None,
     go_name: GoName | None = None,
+    go_has: Collection[str] | None = None,
 ) -> ChunkEntry | None:
     """Write records as a new content-addressed chunk and list it in the manifest.
 
     Records (and ``created_by``) are scrubbed of secrets with ``scrubber`` (default: the
     built-in rules) on the way in, as the store scrubs memories.jsonl. ``go_name``: Go's name
-    for this project, which Go's view of engram's own memories carries.
+    for this project, which Go's view of engram's own memories carries; ``go_has``: the ids
+    earlier chunks carried (their changes go to Go as its mutation journal).
 
     Records are written as ``engram.sync.chunkform`` renders them (ONE JSON object Go engram
     reads too, canonical), gzip'd with mtime 0 (the same records give the same bytes). Two
@@ -453,7 +455,7 @@ def write_chunk(
     if not records:
         return None
     scrubber = scrubber if scrubber is not None else default_scrubber()
-    rendered = chunkform.render(records, scrubber, go_name)
+    rendered = chunkform.render(records, scrubber, go_name, go_has)
     data = rendered.data
     created_by = scrubber.text(created_by)[0]
     if len(data) > MAX_CHUNK_BYTES:

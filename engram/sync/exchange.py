@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from engram import config as config_mod
 from engram.errors import EngramError, SyncError
@@ -35,6 +35,9 @@ from engram.sync.goexport import GoName
 from engram.sync.gotransfer import GoImportResult, GoRoute
 from engram.sync.transfer import ImportResult, Progress, merge3_in
 from engram.workspace import Workspace
+
+# Sync state key: ids of the memories chunks carried (a change of one goes to Go as a mutation).
+GO_HAS: Final = "go_has"
 
 __all__ = ["Pulled", "RemoteSync", "SyncReport", "SyncStatus", "sync", "sync_local", "sync_status"]
 
@@ -408,6 +411,10 @@ def _import_chunks(
     )
     if applied:
         state.mark_applied(applied)
+        kept = state.get(GO_HAS)
+        if isinstance(kept, list):  # else read from every chunk when an export needs it
+            ids = {str(record.get("id")) for record in records if isinstance(record, dict)}
+            state.set(GO_HAS, sorted(set(kept) | ids))
         state.save()
     return applied, totals, problems
 
@@ -438,6 +445,7 @@ def _export_changes(
         if ids:
             records = list(ws.index.get_many(ids).values())
             author = config_mod.git_user_name(root) or state.clone_id
+            go_has = _go_has(ws, state)
             exported = chunks_mod.write_chunk(
                 ws.store.dir,
                 records,
@@ -445,14 +453,37 @@ def _export_changes(
                 created_at=now(),
                 scrubber=ws.store.scrubber,
                 go_name=go_name,
+                go_has=go_has,
             )
             if exported is not None:
                 state.mark_applied([exported.id])
+                state.set(GO_HAS, sorted(go_has | {str(r.get("id")) for r in records}))
         if ids or end != offset:
             state.set("journal_offset", journal.compact(end))
             journal.append(left)
             state.save()
     return exported
+
+
+def _go_has(ws: Workspace, state: SyncState) -> set[str]:
+    """Return the ids of the memories chunks of this repository carried (Go may have them).
+
+    Kept in the sync state and learnt from each chunk imported or exported; read from every
+    engram chunk once, on the first export that needs it.
+    """
+    kept = state.get(GO_HAS)
+    if isinstance(kept, list):
+        return {str(item) for item in kept}
+    found: set[str] = set()
+    entries, _ = chunks_mod.list_chunks(ws.store.dir)
+    for entry in entries:
+        try:
+            chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=[])
+        except EngramError:
+            continue
+        if isinstance(chunk, list):
+            found.update(str(record.get("id")) for record in chunk if isinstance(record, dict))
+    return found
 
 
 def _of_project(record: Mapping[str, Any], project: str) -> bool:

@@ -13,7 +13,8 @@ Pure: records in, a JSON-ready document out; no I/O and no clock (the caller sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -64,7 +65,7 @@ class GoName:
     project: str
     go: str
 
-    def rename(self, records: Iterable[Record]) -> list[Record]:
+    def applied(self, records: Iterable[Record]) -> list[Record]:
         """Return records with Go's name for this project on engram's own memories of it.
 
         Go lists a project's memories by the name it computes from the folder; engram's name
@@ -260,7 +261,7 @@ def go_document(
     ``name``: engram's own memories of this project go out under Go's name for it.
     """
     if name is not None:
-        records = name.rename(records)
+        records = name.applied(records)
     sessions: dict[str, dict[str, Any]] = {}
     observations: list[tuple[Record, dict[str, Any]]] = []
     prompts: list[tuple[Record, dict[str, Any]]] = []
@@ -304,7 +305,10 @@ def _for_go(record: Mapping[str, Any]) -> bool:
 
 
 def go_chunk_rows(
-    records: Iterable[Record], *, name: GoName | None = None
+    records: Iterable[Record],
+    *,
+    name: GoName | None = None,
+    go_has: Collection[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Return records as the ``sessions``, ``observations`` and ``prompts`` of a Go sync chunk.
 
@@ -318,11 +322,19 @@ def go_chunk_rows(
     session row is written for each session a live row names; one made up for engram's
     memories, never one Go had and engram kept no row of (Go's import would overwrite its
     directory; its own chunks carry it). ``name``: as for ``go_document``.
+
+    ``go_has``: the ids an earlier chunk of this repository carried already (the exporting
+    sync knows them). A change of such a memory, and of a Go observation with its ``sync_id``,
+    is a change of a row Go has: it goes out in the ``mutations`` journal only (an upsert or a
+    delete keyed by the ``sync_id``), which Go engram versions with sync_ids apply, and not as
+    a row, which Go engram 1.7 (no sync_id; every row it imports is a new one) would add as a
+    second copy. A ``mutations`` key is there only when it has entries.
     """
     if name is not None:
-        records = name.rename(records)
+        records = name.applied(records)
     observations: list[tuple[Record, dict[str, Any]]] = []
     prompts: list[tuple[Record, dict[str, Any]]] = []
+    changes: list[tuple[Record, dict[str, Any]]] = []
     for record in sorted(records, key=lambda r: str(r.get("id", ""))):
         if not _for_go(record):
             continue
@@ -330,11 +342,16 @@ def go_chunk_rows(
             if not is_tombstone(record):  # Go's prompts have no soft delete
                 prompts.append((record, _prompt(record)))
             continue
+        if go_has is not None and (
+            record.get("source") == GO_SOURCE or str(record.get("id")) in go_has
+        ):
+            changes.append((record, _observation(record)))
+            continue
         observations.append((record, _observation(record)))
-    _number(observations)
+    _number(observations + changes)
     _number(prompts)
     members: dict[str, list[tuple[Record, dict[str, Any]]]] = {}
-    for record, row in observations + prompts:
+    for record, row in observations + prompts + changes:
         if is_tombstone(record):
             continue  # a delete names no session Go must have
         kept = _go(record).get("session")
@@ -342,8 +359,52 @@ def go_chunk_rows(
             continue  # Go's own session: in Go's store and its chunks already
         members.setdefault(row["session_id"], []).append((record, row))
     sessions = [_bare_session(sid, belonging) for sid, belonging in members.items()]
-    return {
+    out = {
         "sessions": sorted(sessions, key=lambda s: (str(s.get("started_at")), s["id"])),
         "observations": sorted((row for _r, row in observations), key=lambda row: row["id"]),
         "prompts": sorted((row for _r, row in prompts), key=lambda row: row["id"]),
+    }
+    if changes:
+        out["mutations"] = [
+            _mutation(seq, record, row) for seq, (record, row) in enumerate(changes, start=1)
+        ]
+    return out
+
+
+# The fields of Go's observation sync payload (``syncObservationPayload``), in its order.
+_PAYLOAD: Final = (
+    "sync_id",
+    "session_id",
+    "type",
+    "title",
+    "content",
+    "tool_name",
+    "project",
+    "scope",
+    "topic_key",
+    "revision_count",
+    "duplicate_count",
+    "last_seen_at",
+    "created_at",
+    "updated_at",
+)
+
+
+def _mutation(seq: int, record: Record, row: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a change of an observation Go has as an entry of Go's ``mutations`` journal."""
+    deleted = is_tombstone(record)
+    payload: dict[str, Any] = {key: row[key] for key in _PAYLOAD if row.get(key) is not None}
+    if deleted:
+        payload["deleted"] = True
+        payload["deleted_at"] = row.get("deleted_at")
+        payload["hard_delete"] = "title" not in record and "content" not in record
+    return {
+        "seq": seq,
+        "entity": "observation",
+        "entity_key": row["sync_id"],
+        "op": "delete" if deleted else "upsert",
+        "payload": json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
+        "project": row.get("project") or "",
+        "occurred_at": go_time(record.get("deleted_at") if deleted else record.get("updated_at"))
+        or "",
     }
