@@ -184,7 +184,8 @@ def _observation(record: Record) -> dict[str, Any]:
         "revision_count": _int(go.get("revision_count")) or int(record.get("rev", 1) or 1),
         "duplicate_count": _int(go.get("duplicate_count"))
         or int(record.get("duplicate_count", 0) or 0) + 1,
-        "last_seen_at": go.get("last_seen_at"),
+        # Go sets it on every save; engram's last save of the memory is its updated_at.
+        "last_seen_at": go.get("last_seen_at") or go_time(record.get("updated_at")),
         "review_after": go.get("review_after"),
         "created_at": go_time(record.get("created_at")),
         "updated_at": go_time(record.get("updated_at")),

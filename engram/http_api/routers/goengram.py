@@ -11,9 +11,10 @@ Go's arguments map onto the facade through ``engram.compat_go``, as Go's MCP nam
 
 Where the shapes cannot be Go's, engram's meaning is kept and said: a list with nothing in it
 is ``[]`` (Go sends ``null``); ``/search`` ranks with engram's score, given as ``rank`` negated
-(lower is better, as Go's FTS rank); ``/context`` is engram's briefing; ``/import`` reports
-Go's counts (the rows of each table read) and engram's (added, updated, unchanged, skipped); a
-DELETE of an unknown id is 404 where Go answers 200. ``app.create_app`` puts this router first
+(lower is better, as Go's FTS rank); ``/import`` reports Go's counts (the rows of each table
+read) and engram's (added, updated, unchanged, skipped). ``/context`` is Go's formatter (its
+sections: recent sessions, user prompts, observations of every type), and a DELETE of an id
+that has no live observation answers 200, as Go's does. ``app.create_app`` puts this router first
 and drops engram's own routes at the same method and path, so there Go's shape wins.
 """
 
@@ -380,7 +381,9 @@ async def update_observation(id: str, request: Request, api: Api) -> Any:
 
 
 def _delete(engram: Engram, number: int, hard: bool) -> None:
-    engram.forget(_observation_of(engram, number)["id"], hard=hard)
+    # Go answers 200 for an id it has no live row of (its UPDATE changes nothing): so do we.
+    with contextlib.suppress(GoRouteError):
+        engram.forget(_observation_of(engram, number)["id"], hard=hard)
 
 
 @router.delete("/observations/{id}")
@@ -515,19 +518,80 @@ async def search_prompts(
 # -- context, export, import, stats --------------------------------------------------------------
 
 
-def _context(engram: Engram) -> str:
-    briefing = engram.context()
-    records = []
-    for item in briefing.items:
-        with contextlib.suppress(EngramError):
-            records.append(engram.get(item.id))
-    return compat_go.with_go_ids(briefing.text, briefing.items, records)
+CONTEXT_SESSIONS: Final = 5  # Go's FormatContext: RecentSessions(project, 5)
+CONTEXT_PROMPTS: Final = 10  # RecentPrompts(project, 10)
+CONTEXT_OBSERVATIONS: Final = 20  # RecentObservations(project, scope, MaxContextResults)
+
+
+def _cut(text: str, limit: int) -> str:
+    """Go's ``truncate``: the first ``limit`` bytes and "..." when longer."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + "..."
+
+
+def _context(engram: Engram, project: str, scope: str) -> str:
+    """Return Go's ``FormatContext``: recent sessions, user prompts and observations.
+
+    Its sections in its order and wording, over this project's and the personal store's
+    memories: every type of observation (decisions, bugfixes, discoveries …) newest first.
+    """
+    view = _view(engram)
+    wanted = (scope or "").strip().lower()
+    observations = view.newest(
+        row
+        for row in view.observations
+        if _in_project(row, project, engram)
+        and (not wanted or row.get("scope") == ("personal" if wanted == "personal" else "project"))
+    )[:CONTEXT_OBSERVATIONS]
+    prompts = view.newest(row for row in view.prompts if _in_project(row, project, engram))
+    counts: dict[str, int] = {}
+    latest: dict[str, str] = {}
+    for row in view.observations:
+        sid = str(row.get("session_id", ""))
+        counts[sid] = counts.get(sid, 0) + 1
+        latest[sid] = max(latest.get(sid, ""), str(row.get("created_at", "")))
+    sessions = sorted(
+        (row for row in view.sessions.values() if _in_project(row, project, engram)),
+        key=lambda row: latest.get(str(row["id"])) or str(row.get("started_at", "")),
+        reverse=True,
+    )[:CONTEXT_SESSIONS]
+    if not sessions and not observations and not prompts:
+        return ""
+    out = ["## Memory from Previous Sessions\n\n"]
+    if sessions:
+        out.append("### Recent Sessions\n")
+        for row in sessions:
+            summary = row.get("summary")
+            said = f": {_cut(str(summary), 200)}" if summary else ""
+            out.append(
+                f"- **{row.get('project', '')}** ({row.get('started_at', '')}){said} "
+                f"[{counts.get(str(row['id']), 0)} observations]\n"
+            )
+        out.append("\n")
+    if prompts:
+        out.append("### Recent User Prompts\n")
+        out += [
+            f"- {row.get('created_at', '')}: {_cut(str(row.get('content', '')), 200)}\n"
+            for row in prompts[:CONTEXT_PROMPTS]
+        ]
+        out.append("\n")
+    if observations:
+        out.append("### Recent Observations\n")
+        out += [
+            f"- [{row.get('type', '')}] **{row.get('title', '')}**: "
+            f"{_cut(str(row.get('content', '')), 300)}\n"
+            for row in observations
+        ]
+        out.append("\n")
+    return "".join(out)
 
 
 @router.get("/context")
 async def context(api: Api, project: Param = None, scope: Param = None) -> dict[str, str]:
-    """The session briefing as ``{context}`` (this project's and the personal store's)."""
-    text: str = await _run(api, _context)
+    """Go's session-start context as ``{context}``: recent sessions, prompts and observations."""
+    text: str = await _run(api, _context, project or "", scope or "")
     return {"context": text}
 
 
