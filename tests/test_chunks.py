@@ -186,8 +186,8 @@ def test_manifest_updated_in_its_own_layout_and_unknown_keys_kept(engram_dir: Pa
     assert manifest["version"] == 1  # the file's version stays: a sync changes no line
     assert list(manifest) == ["version", "note", "chunks"]  # the file's key order
     assert sorted(c["id"] for c in manifest["chunks"]) == sorted([go_id, *ids])
-    # Entries inline, in id order (the existing one first, its id sorts first).
-    assert [c["id"] for c in manifest["chunks"]] == sorted([go_id, *ids])
+    # The existing entry first, the new ones after it in the order they were written.
+    assert [c["id"] for c in manifest["chunks"]] == [go_id, *ids]
     go_entry = next(c for c in manifest["chunks"] if c["id"] == go_id)
     assert go_entry["sessions"] == 2 and go_entry["prompts"] == 1  # unknown entry keys
     assert [e.id for e in read_manifest(engram_dir)] == sorted([go_id, *ids])

@@ -378,10 +378,9 @@ def test_driver_manifest_union(tmp_path: Path) -> None:
     code, out = drive(tmp_path, base, ours, theirs, name=MANIFEST)
     assert code == 0
     value = json.loads(out)
-    # Our side's order stays; their new entry goes before the first that sorts after it, so
-    # the merge only adds lines to our file.
-    assert [c["id"] for c in value["chunks"]] == [chunk(c)["id"] for c in ("c0", "c3", "c1", "c2")]
-    assert value["chunks"][3]["memories"] == 4  # the greater canonical JSON
+    # Our side's order stays; their new entry comes after ours (Go imports in this order).
+    assert [c["id"] for c in value["chunks"]] == [chunk(c)["id"] for c in ("c3", "c1", "c2", "c0")]
+    assert value["chunks"][2]["memories"] == 4  # the greater canonical JSON
     assert value["version"] == 2
     assert out != manifest_bytes(value)  # our layout, not the canonical one
     code, out = drive(tmp_path, None, b"", manifest(chunk("c9")), name="sub/.engram/manifest.json")
@@ -508,9 +507,9 @@ def test_resolve_a_conflicted_index(tmp_path: Path) -> None:
         (MANIFEST, 3, 0),
         (MEMORIES, 5, 1),
     ]
-    # Our side's indented layout stays; theirs goes in before our last block (only added lines).
+    # Our side's indented layout and order stay; theirs comes after ours.
     assert [c["id"] for c in json.loads((tmp_path / MANIFEST).read_text())["chunks"]] == [
-        chunk(c)["id"] for c in ("c1", "c3", "c2")
+        chunk(c)["id"] for c in ("c1", "c2", "c3")
     ]
     out = (tmp_path / MEMORIES).read_bytes()
     assert canonical(out)

@@ -798,6 +798,26 @@ def merge_manifest_file(engram_dir: Path, theirs: bytes | None, *, name: str) ->
     return repaired
 
 
+def settle_manifest(engram_dir: Path) -> list[str]:
+    """Rewrite a manifest holding git conflict markers as the union of its sides; say so.
+
+    Go engram's sync stops on such a file; nothing else is written (another defect is left to
+    ``doctor``).
+    """
+    with manifest_lock(engram_dir).hold():
+        try:
+            manifest, layout, noted = _read_manifest_file(engram_dir)
+        except ChunkError:
+            return []
+        if not any("conflict markers" in note for note in noted):
+            return []
+        store_files.write_manifest(engram_dir, manifest_update(manifest, layout))
+    return [
+        f"{MANIFEST}: written without its git conflict markers, as the union of both sides "
+        f"({len(manifest['chunks'])} chunks)"
+    ]
+
+
 def drop_chunk(engram_dir: Path, chunk: str) -> None:
     """Remove a chunk file and its manifest entry, under the chunk writers' lock."""
     path = chunk_path(engram_dir, chunk)

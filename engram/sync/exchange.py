@@ -330,6 +330,8 @@ def sync_local(
     applied, totals, problems = _import_chunks(
         ws, state, project=project, progress=progress, route=route, go_names=(root.name,)
     )
+    if export:  # a committed conflict in the manifest stops Go's sync: written clean
+        problems += chunks_mod.settle_manifest(ws.store.dir)
     rewritten = _rewrite_legacy(ws, state) if export else []
     go_name = GoName(project, root.name) if ws.scope == "project" else None
     exported = (

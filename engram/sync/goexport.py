@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
-from engram.sync.goimport import sync_id_of
+from engram.sync.goimport import go_session_of, sync_id_of
 from engram.sync.imports import GO_SOURCE
 
 __all__ = [
@@ -151,14 +151,6 @@ def _number(rows: list[tuple[Record, dict[str, Any]]]) -> None:
         next_id += 1
 
 
-def _session_of(record: Mapping[str, Any]) -> str:
-    sid = record.get("session_id")
-    if isinstance(sid, str) and sid.strip():
-        return sid
-    project = record.get("project")
-    return f"engram-{project}" if project else "engram"  # Go needs one; engram may have none
-
-
 def _project(record: Mapping[str, Any], go: Mapping[str, Any]) -> str | None:
     spelled = go.get("project")
     if isinstance(spelled, str):
@@ -173,7 +165,7 @@ def _observation(record: Record) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": 0,
         "sync_id": sync_id_of(record),
-        "session_id": _session_of(record),
+        "session_id": go_session_of(record),
         "type": type_of(record),
         "title": record.get("title", ""),
         "content": record.get("content", ""),
@@ -201,7 +193,7 @@ def _prompt(record: Record) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": 0,
         "sync_id": sync_id_of(record),
-        "session_id": _session_of(record),
+        "session_id": go_session_of(record),
         "content": record.get("content", ""),
         "project": _project(record, go) or "",
         "created_at": go_time(record.get("created_at")),

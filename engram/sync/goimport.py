@@ -70,7 +70,16 @@ from engram.sync.imports import (
     import_id,
 )
 
-__all__ = ["GoKnown", "carried_id", "convert_go", "id_hex", "identity_keys", "sync_id_of"]
+__all__ = [
+    "GoKnown",
+    "carried_id",
+    "convert_go",
+    "go_session_of",
+    "id_hex",
+    "identity_keys",
+    "own_keys",
+    "sync_id_of",
+]
 
 _GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
 _CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
@@ -181,6 +190,15 @@ def _text_hash(entity: str, record: Mapping[str, Any]) -> str:
     return _sha(title + "\x1f" + normalize_content(str(record.get("content") or "")))
 
 
+def go_session_of(record: Mapping[str, Any]) -> str:
+    """Return the session a memory's Go row names: its own, else one made up for its project."""
+    sid = record.get("session_id")
+    if isinstance(sid, str) and sid.strip():
+        return sid
+    project = record.get("project")
+    return f"engram-{project}" if project else "engram"  # Go needs one; engram may have none
+
+
 def own_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
     """Return the keys engram's own memory is found by when it comes back through Go v1.7.
 
@@ -195,8 +213,7 @@ def own_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
     created = _second(record.get("created_at"))
     if not created:
         return []
-    session = str(record.get("session_id") or "").strip()
-    keys = [f"{entity}:ownat:{created}|{session}"] if session else []
+    keys = [f"{entity}:ownat:{created}|{go_session_of(record).strip()}"]
     if "title" in record or "content" in record:
         keys.append(f"{entity}:ownsame:{created}|{_text_hash(entity, record)}")
     return keys

@@ -6,10 +6,11 @@ order, no newline at the end; engram wrote sorted keys, one entry per line. Rewr
 layout as the other made every switch of tool a whole-file diff, and a Go clone (no merge
 driver) a conflict on every pair of concurrent syncs. So an update keeps what is there: the
 file's top-level key order, its entry layout, each entry's key order, the final newline, and
-the entries' order; a new entry is inserted before the first entry whose id sorts after it
-(in Go's layout before the last entry when none does, whose closing line would otherwise gain
-a comma), so a diff of a sync is only added lines and two clones' additions rarely touch. A
-removed entry is the only removed text.
+the entries' order; new entries go at the end, oldest first, as Go appends them (Go imports
+chunks in the manifest's order, so a later change must come after what it changes). In Go's
+layout a diff of a sync is then only added lines (the last block's closing line matches the
+new last block's); in engram's one-line layout the line before gains a comma. A removed entry
+is the only removed text.
 
 A manifest holding git conflict markers (a conflicted merge committed as is) is read as the
 union of both sides, with a sentence naming the conflict: such a file stops Go's sync, so the
@@ -148,17 +149,13 @@ def _ordered(entry: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 
 
 def _placed(layout: Layout, entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Return the entries in the file's order, each new one placed where a diff only adds it."""
+    """Return the entries in the file's order, the new ones after them, oldest first."""
     by_id = {str(entry.get("id")): entry for entry in entries}
-    kept = [ident for ident in layout.order if ident in by_id]
-    placed = list(kept)
-    for ident in sorted(set(by_id) - set(kept)):
-        after = next((i for i, old in enumerate(placed) if old > ident and old in kept), None)
-        if after is None:
-            # Go's blocks: after the last one, its closing line would gain a comma.
-            after = max(len(placed) - 1, 0) if kept and layout.go else len(placed)
-        placed.insert(after, ident)
-    return [by_id[ident] for ident in placed]
+    kept = [by_id[ident] for ident in layout.order if ident in by_id]
+    known = set(layout.order)
+    new = [entry for ident, entry in by_id.items() if ident not in known]
+    new.sort(key=lambda entry: (str(entry.get("created_at", "")), str(entry.get("id"))))
+    return kept + new
 
 
 def render(
