@@ -287,13 +287,27 @@ def test_edits_and_forgets_of_gos_memories_reach_go_as_its_mutation_journal(
     ana, _ = team(tmp_path)
     engram_dir = ana / ".engram"
     newer = GoStore()  # a Go engram with sync_ids
-    session = {"id": "go-s1", "project": FOLDER, "directory": "/w/shop",
-               "started_at": "2026-03-04 05:06:07"}
+    session = {
+        "id": "go-s1",
+        "project": FOLDER,
+        "directory": "/w/shop",
+        "started_at": "2026-03-04 05:06:07",
+    }
     rows = [
-        {"id": n, "sync_id": f"obs-{n:016x}", "session_id": "go-s1", "type": "decision",
-         "title": title, "content": f"why: {title}", "project": FOLDER, "scope": "project",
-         "revision_count": 1, "duplicate_count": 1, "created_at": "2026-03-04 05:06:07",
-         "updated_at": "2026-03-04 05:06:07"}
+        {
+            "id": n,
+            "sync_id": f"obs-{n:016x}",
+            "session_id": "go-s1",
+            "type": "decision",
+            "title": title,
+            "content": f"why: {title}",
+            "project": FOLDER,
+            "scope": "project",
+            "revision_count": 1,
+            "duplicate_count": 1,
+            "created_at": "2026-03-04 05:06:07",
+            "updated_at": "2026-03-04 05:06:07",
+        }
         for n, title in ((1, "Edit me"), (2, "Forget me"), (3, "Leave me"))
     ]
     newer.sync_export(engram_dir, sessions=[session], observations=rows)
@@ -368,29 +382,155 @@ def test_compat_routes_answer_delete_last_seen_and_context_as_go(tmp_path: Path)
         api = served.client
         assert api.post("/sessions", json={"id": "s1", "project": FOLDER}).status_code == 201
         saved = {}
-        for typ, title in (("decision", "Use SQLite"), ("bugfix", "Fixed nil token panic"),
-                           ("discovery", "The cache is per process")):
-            answer = api.post("/observations", json={
-                "session_id": "s1", "type": typ, "title": title, "content": f"{title}: details",
-                "project": FOLDER})
+        for typ, title in (
+            ("decision", "Use SQLite"),
+            ("bugfix", "Fixed nil token panic"),
+            ("discovery", "The cache is per process"),
+        ):
+            answer = api.post(
+                "/observations",
+                json={
+                    "session_id": "s1",
+                    "type": typ,
+                    "title": title,
+                    "content": f"{title}: details",
+                    "project": FOLDER,
+                },
+            )
             assert answer.status_code == 201, answer.text
             saved[title] = answer.json()["id"]
-        assert api.post("/prompts", json={"session_id": "s1", "content": "why is auth slow?",
-                                          "project": FOLDER}).status_code == 201
+        assert (
+            api.post(
+                "/prompts",
+                json={"session_id": "s1", "content": "why is auth slow?", "project": FOLDER},
+            ).status_code
+            == 201
+        )
         row = api.get(f"/observations/{saved['Use SQLite']}").json()
         assert isinstance(row["last_seen_at"], str) and len(row["last_seen_at"]) == 19
         gone = api.delete("/observations/424242")
         assert (gone.status_code, gone.json()) == (
-            200, {"id": 424242, "status": "deleted", "hard_delete": False}
+            200,
+            {"id": 424242, "status": "deleted", "hard_delete": False},
         )
         text = api.get("/context", params={"project": FOLDER}).json()["context"]
         assert text.startswith("## Memory from Previous Sessions\n\n### Recent Sessions\n")
         assert "### Recent User Prompts\n- " in text and "why is auth slow?" in text
-        observations = text[text.index("### Recent Observations\n"):]
-        for typ, title in (("bugfix", "Fixed nil token panic"),
-                           ("discovery", "The cache is per process"),
-                           ("decision", "Use SQLite")):
+        observations = text[text.index("### Recent Observations\n") :]
+        for typ, title in (
+            ("bugfix", "Fixed nil token panic"),
+            ("discovery", "The cache is per process"),
+            ("decision", "Use SQLite"),
+        ):
             assert f"- [{typ}] **{title}**: {title}: details\n" in observations
     finally:
         log = served.stop()
     assert "Traceback" not in log, log
+
+
+# -- six rounds of a mixed team ---------------------------------------------------------------
+
+
+def _titles(root: Path) -> list[str]:
+    return [r["title"] for r in records(root) if not r.get("deleted_at")]
+
+
+def _id_of(root: Path, title: str) -> str:
+    (found,) = [r["id"] for r in records(root) if r.get("title") == title]
+    return found
+
+
+def _row_of(go: GoV17, title: str) -> int:
+    (found,) = [i for i, o in go.observations.items() if o["title"] == title]
+    return found
+
+
+@pytest.mark.slow
+def test_six_rounds_of_a_mixed_team_converge_as_far_as_go_17_allows(tmp_path: Path) -> None:
+    ana, gopher = team(tmp_path)
+    go = GoV17(FOLDER)
+    # What each side should show, live: engram applies every change it receives; Go 1.7
+    # applies none (no sync_id): it keeps what engram forgot, and only its own deletes count.
+    want_engram: set[str] = set()
+    want_go: set[str] = set()
+    figures = []
+    for r in range(1, 7):
+        # engram: its work, committed, then the Go clone's push merged in (the merge driver).
+        ours = [f"E{r}a engram memory", f"E{r}b engram memory"]
+        for title in ours:
+            remember(ana, title, f"written by engram in round {r}")
+        want_engram |= set(ours)
+        want_go |= set(ours)
+        if r == 2:
+            cli(ana, "forget", _id_of(ana, "E1a engram memory"))  # ours, Go has it
+            want_engram.discard("E1a engram memory")
+        if r == 3:
+            cli(ana, "update", _id_of(ana, "G1a go memory"), "--content", "edited in engram")
+        if r == 4:
+            cli(ana, "forget", _id_of(ana, "G2b go memory"))  # Go's, Go 1.7 keeps it
+            want_engram.discard("G2b go memory")
+        if r == 5:
+            cli(ana, "update", _id_of(ana, "E3a engram memory"), "--content", "edited twice")
+        cli(ana, "sync")
+        commit(ana, f"engram round {r}")
+        pull(ana)
+        cli(ana, "sync")
+        commit(ana, f"engram round {r}, Go's merged")
+        push(ana)
+        seen = _titles(ana)
+        assert sorted(seen) == sorted(want_engram), r
+        assert len(seen) == len(set(seen)), f"round {r}: duplicates in engram"
+        engram_figures = (len(want_engram), len(seen), len(seen) - len(set(seen)))
+
+        # Go 1.7: pull, import, its work, export.
+        pull(gopher)
+        go.sync_import(gopher / ".engram")
+        tick()  # Go exports only what was created after the newest chunk, to the second
+        theirs = [f"G{r}a go memory", f"G{r}b go memory"]
+        for title in theirs:
+            go.save(f"go-s{r}", title, f"written by Go in round {r}")
+        want_go |= set(theirs)
+        want_engram |= set(theirs)
+        if r == 3:
+            go.update(_row_of(go, "E1b engram memory"), content="edited in Go")
+        if r == 5:
+            go.delete(_row_of(go, "G4a go memory"))  # exported last round: its sync sends no delete
+            want_go.discard("G4a go memory")
+        tick()
+        go.sync_export(gopher / ".engram")
+        commit(gopher, f"go round {r}")
+        push(gopher)
+        seen_go = [o["title"] for o in go.live()]
+        assert sorted(seen_go) == sorted(want_go), r
+        assert len(seen_go) == len(set(seen_go)), f"round {r}: duplicates in Go"
+        go_figures = (len(want_go), len(seen_go), len(seen_go) - len(set(seen_go)))
+        figures.append((r, *engram_figures, *go_figures))
+
+    # A last pull on both sides, then the Go user shares a full `engram export` (every row
+    # renumbered, no sync_id): engram's own memories come back, and must not be added.
+    pull(ana)
+    cli(ana, "sync")
+    go_file = tmp_path / "go-export.json"
+    go_file.write_text(json.dumps(go.export()), encoding="utf-8")
+    imported = json.loads(cli(ana, "import", str(go_file), "--json"))
+    assert imported["added"] == 0, imported
+    want_engram.discard("G4a go memory")  # Go's delete: its export file carries it
+    pull(gopher)
+    go.sync_import(gopher / ".engram")
+
+    seen = _titles(ana)
+    seen_go = [o["title"] for o in go.live()]
+    assert sorted(seen) == sorted(want_engram) and len(seen) == len(set(seen)) == 21
+    assert sorted(seen_go) == sorted(want_go) and len(seen_go) == len(set(seen_go)) == 23
+    assert sorted(o["title"] for o in go.live() if o["project"] == FOLDER) == sorted(seen_go)
+    by_title = {r["title"]: r for r in records(ana)}
+    assert by_title["G1a go memory"]["content"] == "edited in engram"
+    assert by_title["E1b engram memory"]["content"] == "edited in Go"  # came in by the export
+    assert by_title["E1a engram memory"].get("deleted_at")  # forgotten stays forgotten
+    assert by_title["G4a go memory"].get("deleted_at")  # by the export, not by its chunks
+    assert by_title["G2b go memory"].get("deleted_at")  # Go's live copy did not revive it
+    said = run_cli("doctor", cwd=ana).stdout.decode()
+    assert "Go engram 1.7 or older syncs in this repository" in said, said
+    figures.append(("end", len(want_engram), len(seen), 0, len(want_go), len(seen_go), 0))
+    # round: engram expected, seen, duplicates; Go expected, seen, duplicates (pytest -s)
+    print("mixed team:", figures)

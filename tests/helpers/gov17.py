@@ -116,18 +116,30 @@ class GoV17:
     def start_session(self, sid: str) -> None:
         self.sessions.setdefault(
             sid,
-            {"id": sid, "project": self.folder, "directory": f"/w/{self.folder}",
-             "started_at": go_now()},
+            {
+                "id": sid,
+                "project": self.folder,
+                "directory": f"/w/{self.folder}",
+                "started_at": go_now(),
+            },
         )
 
     def save(self, sid: str, title: str, content: str, typ: str = "decision") -> int:
         self.start_session(sid)
         now = go_now()
         row = {
-            "id": self.next_obs, "session_id": sid, "type": typ, "title": title,
-            "content": content, "project": self.folder, "scope": "project",
-            "revision_count": 1, "duplicate_count": 1, "last_seen_at": now,
-            "created_at": now, "updated_at": now,
+            "id": self.next_obs,
+            "session_id": sid,
+            "type": typ,
+            "title": title,
+            "content": content,
+            "project": self.folder,
+            "scope": "project",
+            "revision_count": 1,
+            "duplicate_count": 1,
+            "last_seen_at": now,
+            "created_at": now,
+            "updated_at": now,
         }
         self.observations[self.next_obs] = row
         self.next_obs += 1
@@ -186,8 +198,7 @@ class GoV17:
         cutoff = max((str(e.get("created_at") or "") for e in manifest["chunks"]), default="")
         mine = {sid for sid, s in self.sessions.items() if s.get("project") == self.folder}
         sessions = [s for s in self.sessions.values() if s["id"] in mine]
-        observations = [o for _i, o in sorted(self.observations.items())
-                        if o["session_id"] in mine]
+        observations = [o for _i, o in sorted(self.observations.items()) if o["session_id"] in mine]
         prompts = [p for _i, p in sorted(self.prompts.items()) if p["session_id"] in mine]
         if cutoff:
             limit = _normal(cutoff)
@@ -202,7 +213,8 @@ class GoV17:
             "prompts": [
                 {k: v for k, v in _struct(p, V17_PROMPT).items() if k != "project" or v}
                 for p in prompts
-            ] or None,
+            ]
+            or None,
         }
         data = _marshal(chunk).encode("utf-8")
         ident = hashlib.sha256(data).hexdigest()[:8]
