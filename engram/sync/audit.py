@@ -66,7 +66,7 @@ from engram.sync.chunks import (
     read_chunk,
     write_chunk,
 )
-from engram.sync.imports import GO_SOURCE
+from engram.sync.goknown import GO_SOURCE
 
 
 @dataclass

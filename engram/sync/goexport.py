@@ -20,8 +20,7 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
-from engram.sync.goimport import go_session_of, sync_id_of
-from engram.sync.imports import GO_SOURCE
+from engram.sync.goknown import GO_SOURCE, go_session_of, sync_id_of
 
 __all__ = [
     "GO_EXPORT_VERSION",

@@ -19,6 +19,9 @@ Which record a row is (first found wins):
    bits); a row about a memory that exists (``known``) changes only its title, content, type,
    scope and topic key, and only when the row is newer and differs, so Go's row never erases
    engram's richer fields.
+   A row without such a sync_id (Go engram 1.7 drops it and renumbers rows) is one of
+   engram's own memories come back when ``engram.sync.goknown.own_keys`` find it (creation
+   second and session, or creation second and text); a forgotten one stays forgotten.
 2. A record ``known`` already (the stores' records, passed in by the service): by the row's
    ``sync_id``, its Go row (session, creation time and Go id), its topic key (project, scope,
    topic_key), its session and creation time or its session, creation time and content (when
@@ -33,8 +36,6 @@ no I/O and no clock; ``known`` learns the records converted, so the next chunk f
 
 from __future__ import annotations
 
-import base64
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -54,8 +55,19 @@ from engram.model import (
     parse_time,
     type_of,
 )
-from engram.sync.imports import (
+from engram.sync.goknown import (
     GO_SOURCE,
+    GoKnown,
+    carried_id,
+    go_fields,
+    go_session_of,
+    identity_keys,
+    own_keys,
+    own_memory,
+    row_keys,
+    sync_id_of,
+)
+from engram.sync.imports import (
     MAX_CONTENT_BYTES,
     Converted,
     _clip,
@@ -82,9 +94,6 @@ __all__ = [
 ]
 
 _GO_ENTITIES: Final = {"observation": "observations", "session": "sessions", "prompt": "prompts"}
-_CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
-# Keys that name a record only while one record has them (two saves in one second).
-_UNIQUE_ONLY: Final = (":at:", ":same:", ":ownat:", ":ownsame:")
 # Row keys a record holds in its own fields; every other key of a row goes into ``go``.
 _OBS_OWN: Final = frozenset(
     {"title", "content", "type", "scope", "topic_key", "tool_name", "session_id"}
@@ -97,174 +106,6 @@ _SESSION_OWN: Final = frozenset(
     {"id", "summary", "directory", "started_at", "ended_at", "updated_at", "deleted_at"}
     | {"deleted", "hard_delete"}
 )
-
-
-# ── identities ───────────────────────────────────────────────────────────────────────────────
-
-
-def _entity(record: Mapping[str, Any]) -> str:
-    if record.get("kind") == "prompt":
-        return "prompt"
-    if record.get("kind") == "session" and isinstance(record.get("session"), Mapping):
-        return "session"  # a Go session row: known by its session id
-    return "obs"
-
-
-def _go(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    go = record.get("go")
-    return go if isinstance(go, Mapping) else {}
-
-
-def sync_id_of(record: Mapping[str, Any]) -> str:
-    """Return the sync_id Go engram knows a memory by: Go's own, else ``obs-`` + its 32 hex."""
-    own = _go(record).get("sync_id")
-    if isinstance(own, str) and own.strip():
-        return own.strip()
-    prefix = "prompt" if record.get("kind") == "prompt" else "obs"
-    return f"{prefix}-{id_hex(str(record.get('id', '')))}"
-
-
-def carried_id(sync_id: str) -> str | None:
-    """Return the engram id a sync_id ``obs-<32 hex>`` names (engram's memory carried by Go)."""
-    match = _CARRIED.match(sync_id.strip())
-    if match is None:
-        return None
-    return base64.b32encode(bytes.fromhex(match.group(2))).decode("ascii").rstrip("=").lower()
-
-
-def _go_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
-    """Return the keys a Go row finds this record by, besides its id and sync_id."""
-    keys: list[str] = []
-    session = str(record.get("session_id") or "")
-    created = str(record.get("created_at") or "")
-    go_id = _go(record).get("id")
-    if session and created:
-        if isinstance(go_id, int) and not isinstance(go_id, bool):
-            keys.append(f"{entity}:row:{session}|{created}|{go_id}")
-        keys.append(f"{entity}:at:{session}|{created}")
-        content = record.get("content")
-        if isinstance(content, str) and content.strip():
-            keys.append(f"{entity}:same:{session}|{created}|{_sha(normalize_content(content))}")
-    topic = record.get("topic_key")
-    if entity == "obs" and topic and not is_tombstone(record):
-        project, scope = record.get("project") or "", record.get("scope") or "project"
-        keys.append(f"obs:topic:{project}|{scope}|{topic}")
-    return keys
-
-
-def identity_keys(record: Mapping[str, Any]) -> list[str]:
-    """Return every key a Go row may find this record by (its id, sync ids, natural keys)."""
-    record_id = str(record.get("id", ""))
-    keys = [f"id:{record_id}"]
-    entity = _entity(record)
-    if entity == "session":
-        session = record.get("session_id")
-        if isinstance(session, str) and session.strip():
-            keys.append(f"session:{session.strip()}")  # Go's row of it, whoever wrote it
-        return keys
-    prefix = "prompt" if entity == "prompt" else "obs"
-    for sync_id in (sync_id_of(record), f"{prefix}-{id_hex(record_id)}"):
-        if f"sync:{sync_id}" not in keys:
-            keys.append(f"sync:{sync_id}")
-    if record.get("source") == GO_SOURCE:
-        # Natural keys only for what came from Go: a new Go row never lands on a memory that
-        # engram wrote itself unless it names it by sync_id, or is it come back (below).
-        keys += _go_keys(entity, record)
-    else:
-        keys += own_keys(entity, record)
-    return keys
-
-
-def _second(value: object) -> str:
-    """Return a time to the second, as a Go row keeps it (``YYYY-MM-DDTHH:MM:SS``), or ""."""
-    text = str(value or "")
-    try:
-        return format_time(parse_time(text))[:19] if text else ""
-    except (InvalidInput, ValueError):
-        return ""
-
-
-def _text_hash(entity: str, record: Mapping[str, Any]) -> str:
-    """Return the hash of what a Go row keeps of a memory's text (a prompt: only its content)."""
-    title = "" if entity == "prompt" else " ".join(str(record.get("title") or "").split())
-    return _sha(title + "\x1f" + normalize_content(str(record.get("content") or "")))
-
-
-def go_session_of(record: Mapping[str, Any]) -> str:
-    """Return the session a memory's Go row names: its own, else one made up for its project."""
-    sid = record.get("session_id")
-    if isinstance(sid, str) and sid.strip():
-        return sid
-    project = record.get("project")
-    return f"engram-{project}" if project else "engram"  # Go needs one; engram may have none
-
-
-def own_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
-    """Return the keys engram's own memory is found by when it comes back through Go v1.7.
-
-    Go engram 1.7 keeps no ``sync_id`` and gives every row it imports a new id, but keeps its
-    creation time (to the second), session, title and content as written. So a row without an
-    engram ``sync_id`` is one of engram's memories come back when it has the memory's creation
-    second and session (while one memory has them: an edit in Go changes the text), or its
-    creation second and text. Sessions are not memories Go writes back: no key.
-    """
-    if entity == "session":
-        return []
-    created = _second(record.get("created_at"))
-    if not created:
-        return []
-    keys = [f"{entity}:ownat:{created}|{go_session_of(record).strip()}"]
-    if "title" in record or "content" in record:
-        keys.append(f"{entity}:ownsame:{created}|{_text_hash(entity, record)}")
-    return keys
-
-
-class GoKnown:
-    """What the stores already hold, as Go rows find it: records by id and by Go identity.
-
-    Built by the service from the project and personal stores' records; ``convert_go`` adds
-    what it converted, so the chunks of one sync find each other's rows.
-    """
-
-    def __init__(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
-        self.records: dict[str, Record] = {}
-        self._keys: dict[str, str] = {}
-        self._shared: set[str] = set()
-        self.add(records)
-
-    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Learn records (a later version of an id replaces the earlier one)."""
-        for record in records:
-            record_id = record.get("id")
-            if not isinstance(record_id, str):
-                continue
-            self.records[record_id] = dict(record)
-            for key in identity_keys(record):
-                self._put(key, record_id)
-
-    def _put(self, key: str, record_id: str) -> None:
-        if key in self._shared:
-            return
-        prior = self._keys.setdefault(key, record_id)
-        if prior != record_id and any(mark in key for mark in _UNIQUE_ONLY):
-            del self._keys[key]
-            self._shared.add(key)
-
-    def find(
-        self, keys: Iterable[str], accept: Callable[[str, Record], bool] | None = None
-    ) -> str | None:
-        """Return the id of the first key known (whose record ``accept(key, record)``), or None."""
-        for key in keys:
-            found = self._keys.get(key)
-            if found is None:
-                continue
-            if accept is None or accept(key, self.records.get(found, {})):
-                return found
-        return None
-
-    def get(self, record_id: str) -> Record | None:
-        """Return the record known by this id, or None."""
-        return self.records.get(record_id)
 
 
 # ── rows ─────────────────────────────────────────────────────────────────────────────────────
@@ -591,12 +432,12 @@ def _resolve(
                 return found, True
         return carried, True
     if known is not None and not sync_id:
-        own = _own_memory(entity, live, known)
+        own = own_memory(entity, live, known)
         if own is not None:
             return own, True
     legacy = import_id(_legacy_key(row.entity, row.data, default_project))
-    keys = ([f"sync:{sync_id}"] if sync_id else []) + _go_keys(entity, live) + [f"id:{legacy}"]
-    go_id = _go(live).get("id")
+    keys = ([f"sync:{sync_id}"] if sync_id else []) + row_keys(entity, live) + [f"id:{legacy}"]
+    go_id = go_fields(live).get("id")
     for store in stores:
 
         def same_row(key: str, record: Record, store: GoKnown = store) -> bool:
@@ -604,7 +445,7 @@ def _resolve(
             # and so are two Go ids of one document: a natural key never joins them.
             if key.startswith(("sync:", "obs:topic:")):
                 return True
-            theirs = _go(record)
+            theirs = go_fields(record)
             kept = theirs.get("sync_id")
             their_sync = kept.strip() if isinstance(kept, str) else ""
             if sync_id and their_sync and their_sync != sync_id:
@@ -621,30 +462,10 @@ def _resolve(
     if entity == "obs" and topic:
         return import_id(f"go-engram:obs:topic:{project}\x1f{scope}\x1f{topic}"), False
     session, created = live.get("session_id"), live.get("created_at")
-    go_id = _go(live).get("id")
+    go_id = go_fields(live).get("id")
     if entity == "obs" and session and created and go_id is not None:
         return import_id(f"go-engram:obs:row:{project}\x1f{session}\x1f{created}\x1f{go_id}"), False
     return legacy, False
-
-
-def _own_memory(entity: str, live: Record, known: GoKnown) -> str | None:
-    """Return the id of engram's own memory a Go row without sync_id is, come back, or None.
-
-    ``own_keys``: its creation second and session, else its creation second and text. A
-    forgotten memory counts too, so its live copy in Go does not come back to life here.
-    """
-    created = _second(live.get("created_at"))
-    if not created:
-        return None
-    session = str(live.get("session_id") or "").strip()
-    keys = [f"{entity}:ownsame:{created}|{_text_hash(entity, live)}"]
-    if session:
-        keys.insert(0, f"{entity}:ownat:{created}|{session}")
-
-    def ours(_key: str, record: Record) -> bool:
-        return record.get("source") != GO_SOURCE
-
-    return known.find(keys, ours)
 
 
 def _carry(existing: Record, incoming: Record) -> Record:
@@ -679,13 +500,13 @@ def _learn_sync_id(existing: Record, incoming: Record) -> Record:
     either; one millisecond after the record's own time makes the record with the sync_id win,
     and the next import finds nothing to change.
     """
-    learned = _go(incoming).get("sync_id")
-    if not learned or _go(existing).get("sync_id") == learned or is_tombstone(existing):
+    learned = go_fields(incoming).get("sync_id")
+    if not learned or go_fields(existing).get("sync_id") == learned or is_tombstone(existing):
         return incoming
     if incoming["updated_at"] > str(existing.get("updated_at", "")):
         return incoming  # a newer row wins the merge anyway
     stamp = parse_time(str(existing["updated_at"])) + timedelta(milliseconds=1)
-    go = {**_go(existing), "sync_id": learned}
+    go = {**go_fields(existing), "sync_id": learned}
     return {**existing, "go": go, "updated_at": format_time(stamp)}
 
 

@@ -25,7 +25,7 @@ from engram.errors import EngramError, InvalidInput
 from engram.fileio import read_regular
 from engram.model import Record, now
 from engram.sync.goexport import GoExport, GoName, go_document
-from engram.sync.goimport import GoKnown
+from engram.sync.goknown import GoKnown
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
 

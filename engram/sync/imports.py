@@ -49,14 +49,13 @@ from engram.model import (
 )
 
 if TYPE_CHECKING:
-    from engram.sync.goimport import GoKnown
+    from engram.sync.goknown import GoKnown
 
 MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
 MAX_CONTENT_BYTES: Final = 1_048_576  # the default of store.max_content_bytes
 TITLE_CHARS: Final = 120
 # The time given to records whose source carries none (MCP memory files); pass ``stamp``.
 EPOCH: Final = "1970-01-01T00:00:00.000Z"
-GO_SOURCE: Final = "import:go-engram"
 MCP_SOURCE: Final = "import:mcp-memory"
 FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory", "plain")
 

@@ -36,7 +36,7 @@ from engram.http_api.deps import Api
 from engram.http_api.errors import GoRouteError
 from engram.model import go_id_of, is_tombstone, now, type_of
 from engram.sync.goexport import go_document, go_observation, go_prompt, go_time
-from engram.sync.goimport import sync_id_of
+from engram.sync.goknown import sync_id_of
 
 if TYPE_CHECKING:
     from engram.service import Engram
