@@ -534,3 +534,53 @@ def test_six_rounds_of_a_mixed_team_converge_as_far_as_go_17_allows(tmp_path: Pa
     figures.append(("end", len(want_engram), len(seen), 0, len(want_go), len(seen_go), 0))
     # round: engram expected, seen, duplicates; Go expected, seen, duplicates (pytest -s)
     print("mixed team:", figures)
+
+
+def test_two_of_our_memories_saved_in_one_second_come_back_each_onto_its_own() -> None:
+    from engram.sync.goimport import GoKnown, convert_go
+
+    def ours(n: int, title: str) -> dict[str, Any]:
+        stamp = f"2026-05-06T07:08:09.{n:03d}Z"  # one second, as Go keeps it
+        return {
+            "id": f"own{n}" + "a" * 22,
+            "kind": "decision",
+            "title": title,
+            "content": f"why: {title}",
+            "project": PROJECT,
+            "scope": "project",
+            "created_at": stamp,
+            "updated_at": stamp,
+            "rev": 1,
+        }
+
+    first, second = ours(1, "First in the second"), ours(2, "Second in the second")
+    known = GoKnown([first, second])
+    rows = [  # Go 1.7's export: new ids, no sync_id; a Go user edited one content, one title
+        {
+            "id": 7,
+            "session_id": f"engram-{PROJECT}",
+            "type": "decision",
+            "title": "First in the second",
+            "content": "edited in Go",
+            "project": FOLDER,
+            "scope": "project",
+            "created_at": "2026-05-06 07:08:09",
+            "updated_at": "2026-05-06 09:00:00",
+        },
+        {
+            "id": 8,
+            "session_id": f"engram-{PROJECT}",
+            "type": "decision",
+            "title": "Renamed in Go",
+            "content": "why: Second in the second",
+            "project": FOLDER,
+            "scope": "project",
+            "created_at": "2026-05-06 07:08:09",
+            "updated_at": "2026-05-06 09:00:00",
+        },
+    ]
+    done = convert_go({"observations": rows}, project=PROJECT, known=known, go_names=[FOLDER])
+    by_id = {r["id"]: r for r in done.records}
+    assert sorted(by_id) == sorted([first["id"], second["id"]])  # nothing new
+    assert by_id[first["id"]]["content"] == "edited in Go"
+    assert by_id[second["id"]]["title"] == "Renamed in Go"

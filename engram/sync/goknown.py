@@ -45,7 +45,7 @@ __all__ = [
 GO_SOURCE: Final = "import:go-engram"  # the source of a record imported from Go engram
 _CARRIED: Final = re.compile(r"^(obs|prompt)-([0-9a-f]{32})$")
 # Keys that name a record only while one record has them (two saves in one second).
-_UNIQUE_ONLY: Final = (":at:", ":same:", ":ownat:", ":ownsame:")
+_UNIQUE_ONLY: Final = (":at:", ":same:", ":ownat:", ":owntitle:", ":owncontent:", ":ownsame:")
 
 
 def _sha(text: str) -> str:
@@ -157,16 +157,24 @@ def own_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
     Go engram 1.7 keeps no ``sync_id`` and gives every row it imports a new id, but keeps its
     creation time (to the second), session, title and content as written. So a row without an
     engram ``sync_id`` is one of engram's memories come back when it has the memory's creation
-    second and session (while one memory has them: an edit in Go changes the text), or its
-    creation second and text. Sessions are not memories Go writes back: no key.
+    second and session, and, while more than one memory has those (saved in one second), its
+    title (an edit in Go changed the content) or its content (it changed the title), or its
+    creation second and whole text. Each key names a memory only while one memory has it.
+    Sessions are not memories Go writes back: no key.
     """
     if entity == "session":
         return []
     created = second_of(record.get("created_at"))
     if not created:
         return []
-    keys = [f"{entity}:ownat:{created}|{go_session_of(record).strip()}"]
+    at = f"{created}|{go_session_of(record).strip()}"
+    keys = [f"{entity}:ownat:{at}"]
     if "title" in record or "content" in record:
+        if entity != "prompt":  # a prompt's title is made from its content
+            title = " ".join(str(record.get("title") or "").split())
+            keys.append(f"{entity}:owntitle:{at}|{_sha(title)}")
+        content = normalize_content(str(record.get("content") or ""))
+        keys.append(f"{entity}:owncontent:{at}|{_sha(content)}")
         keys.append(f"{entity}:ownsame:{created}|{text_hash(entity, record)}")
     return keys
 
@@ -222,18 +230,11 @@ class GoKnown:
 def own_memory(entity: str, live: Record, known: GoKnown) -> str | None:
     """Return the id of engram's own memory a Go row without sync_id is, come back, or None.
 
-    ``own_keys``: its creation second and session, else its creation second and text. A
+    Found by ``own_keys`` (the row's converted record has what the memory's Go row had). A
     forgotten memory counts too, so its live copy in Go does not come back to life here.
     """
-    created = second_of(live.get("created_at"))
-    if not created:
-        return None
-    session = str(live.get("session_id") or "").strip()
-    keys = [f"{entity}:ownsame:{created}|{text_hash(entity, live)}"]
-    if session:
-        keys.insert(0, f"{entity}:ownat:{created}|{session}")
 
     def ours(_key: str, record: Record) -> bool:
         return record.get("source") != GO_SOURCE
 
-    return known.find(keys, ours)
+    return known.find(own_keys(entity, live), ours)
