@@ -614,7 +614,9 @@ def test_memory_search_hits_keep_their_shape(tmp_path: Path) -> None:
         (hit,) = engram.recall("kafka lag", limit=5)
     (item,) = answer["data"]["memories"]
     record = saved.record
-    assert set(item) == {"id", "kind", "status", "title", "snippet", "score", "from", "memory_type"}
+    assert set(item) == {
+        *("id", "kind", "status", "title", "snippet", "score", "from", "memory_type", "relevance")
+    }
     assert item["id"] == record["id"] and item["score"] == round(hit.score, 3)
     assert len(item["title"]) == 160 and item["title"].endswith("…")
     assert item["snippet"] == "Page when lag > 10k" and item["from"] == provenance(record)

@@ -236,6 +236,7 @@ def test_remember_recall_get_update_suggest_stats_in_one_session(repo: Path) -> 
                 "score",
                 "matched",
                 "from",
+                "relevance",
             }
             assert hit["id"] == rid[:8]
             assert (hit["kind"], hit["status"]) == ("decision", "active")
