@@ -8,15 +8,17 @@ their medians next to the absolute medians in milliseconds.
 The daemon is a real ``python -m engram.daemon ROOT SOCKET`` process on a built 10k store, its
 socket in the scratch folder (not the store's default path, so the cold CLI never finds it).
 
-1. ``memory_search`` (limit 10) through the socket, one persistent ``engram.rpc.Client``, p50,
-   vs ``Engram.recall(q, limit=10)`` in-process on the same store (target <= 1.5);
+1. ``memory_search`` (limit 10) through the socket, one persistent
+   ``engram.daemon.protocol.Client``, p50, vs ``Engram.recall(q, limit=10)`` in-process on the same
+   store (target <= 1.5);
 2. the same call on a fresh connection per request (connect, call, close) vs the same recall
    (reported), and the daemon's own ``dispatch`` of the request in this process (parameter
    checks, the engram-rs-shaped answer, JSON encoding; no socket) vs the same recall (reported):
    what of figure 1's overhead is the method and what is the transport;
-3. a new short-lived client process (``python -c``: import engram.rpc, connect, call) vs a cold
-   CLI recall process (``python -m engram -C ROOT recall WORDS``) (reported), and the persistent
-   socket call vs the cold CLI recall (target <= 0.1: the daemon should win by a wide margin);
+3. a new short-lived client process (``python -c``: import engram.daemon.protocol, connect, call) vs
+   a cold CLI recall process (``python -m engram -C ROOT recall WORDS``) (reported), and the
+   persistent socket call vs the cold CLI recall (target <= 0.1: the daemon should win by a wide
+   margin);
 4. ``Engram.consolidate_preview()`` on the same store vs one full parse of memories.jsonl
    (``MemoryStore.scan()``) (reported). The store gets planted duplicates and near duplicates.
 
@@ -58,9 +60,9 @@ from bench_core import (  # a sibling script, not a package
     say,
 )
 
-from engram.daemon import dispatch
+from engram.daemon.protocol import Client, Request
+from engram.daemon.server import dispatch
 from engram.model import canonical_line
-from engram.rpc import Client, Request
 from engram.service import Engram
 from engram.store.jsonl import MemoryStore
 
@@ -73,7 +75,7 @@ STOP_TIMEOUT: Final = 30.0  # seconds for it to exit after SIGTERM, then SIGKILL
 # One package's files are left out of the work tree: memories citing them cite deleted files.
 DELETED_PACKAGE: Final = "src/ledger/"
 CLIENT_SCRIPT: Final = (
-    "import sys; from engram.rpc import Client; "
+    "import sys; from engram.daemon.protocol import Client; "
     "c = Client(sys.argv[1]); c.call('memory_search', {'query': sys.argv[2], 'limit': 10}); "
     "c.close()"
 )
@@ -288,10 +290,11 @@ ratio = median engram ms / median baseline ms; pairs p25-p75 = quartiles of the 
 the interleaved pairs (a wide range means the machine was noisy during that figure).
 baselines (same run, interleaved with the engram runs):
   memory_search    Engram.recall(q, limit=10) in-process on the same store, same queries; the
-                   socket side is a persistent engram.rpc.Client, or connect + call + close;
-                   "no socket" is engram.daemon.dispatch(engram, request) in this process
+                   socket side is a persistent engram.daemon.protocol.Client, or connect + call +
+                   close; "no socket" is engram.daemon.server.dispatch(engram, request) in this
+                   process
   client process   python -m engram -C STORE recall WORDS as a new process (the cold CLI), vs
-                   python -c "from engram.rpc import Client; ..." calling memory_search
+                   python -c "from engram.daemon.protocol import Client; ..." calling memory_search
   socket vs CLI    the persistent socket call vs the same cold CLI recall process
   preview          MemoryStore.scan(): read and parse every line of memories.jsonl once"""
 

@@ -53,7 +53,7 @@ from bench_core import (  # a sibling script, not a package
     say,
 )
 
-from engram import rpc
+from engram.daemon import protocol as rpc
 from engram.service import Engram
 
 HERE: Final = Path(__file__).resolve().parent

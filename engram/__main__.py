@@ -168,8 +168,8 @@ def serve_daemon(
     first_use: bool = False,
 ) -> None:
     """Serve the store of ``root`` (``engram daemon``): the socket daemon, and the CLI's calls."""
-    from engram import daemon
     from engram.cli import forwarded
+    from engram.daemon import server as daemon
 
     methods = {forwarded.METHOD: daemon.Method(forwarded.PARAMS, forwarded.answer)}
     daemon.serve(root, socket, ready=ready, idle=idle, methods=methods, first_use=first_use)

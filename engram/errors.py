@@ -16,7 +16,7 @@
     ├── IndexError_           the derived index could not be read or written
     ├── SyncError             a sync with a remote failed (nothing local was lost)
     ├── ServeError            [http_api.errors] the HTTP server cannot start as asked
-    ├── DaemonError           [daemon] another daemon serves the store, or the socket is unusable
+    ├── DaemonError       [daemon.server] another daemon serves the store, or the socket is unusable
     └── _UnknownTool          [mcp_server.core] an MCP client called a tool not served here
 
 A class marked ``[module]`` is defined in ``engram.<module>``, next to the only code that raises

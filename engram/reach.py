@@ -3,8 +3,8 @@
 A hook or a command line that a daemon answers must not pay for engram's own imports (pathlib,
 dataclasses and the core cost a fresh process more than the answer), so what it needs to find
 the daemon lives here: the store of a folder (``find_store``), its socket (``socket_path``,
-which ``engram.rpc`` uses too, so every process computes the same one), one request and its
-answer (``call``), and starting a daemon in the background for the next call (``start``).
+which ``engram.daemon.protocol`` uses too, so every process computes the same one), one request and
+its answer (``call``), and starting a daemon in the background for the next call (``start``).
 
 ``start`` runs the daemon as ``engram -C ROOT daemon --idle SECONDS --on-first-use``: the
 composition root's daemon, which answers the command line's forwarded calls too
@@ -222,8 +222,8 @@ def call(
 
     None also when the daemon refuses (an older daemon without the method, a bad request) or
     cannot be proven to be this store's (``open_daemon``): the caller then does the work
-    itself. One request line of ``engram.rpc``'s protocol, one response line; ``connect`` and
-    ``answer`` bound the waits, in seconds.
+    itself. One request line of ``engram.daemon.protocol``'s protocol, one response line;
+    ``connect`` and ``answer`` bound the waits, in seconds.
     """
     opened = open_daemon(root, connect)
     if opened is None:

@@ -3,19 +3,19 @@
 ``Engram`` opens a project (``engram.project.Project``: the project's workspace, the personal
 store under ENGRAM_HOME for ``scope=personal``, the session log), chooses the workspace an
 operation works on, forwards each operation to the feature module that owns it, and closes what
-it opened. The logic lives in the features: the write path in ``engram.memories``, lineage,
-neighbours and timeline in ``engram.graph``, ``engram.check``, the briefing in
-``engram.context``, sessions and capture in ``engram.session``, ``engram.judging``,
-consolidation and insights in ``engram.hygiene``, ``engram.projects``, git in ``engram.repo``,
-the indexers in ``engram.indexing``, sync in ``engram.sync``. ``Engram.personal_only`` serves
-the personal store alone where no project exists; the operations marked ``@in_project`` then
-answer ``NotInitialized`` in words for the person (``engram.project.no_project``), and a
-project-scoped one refuses its project scope the same way. Operations return typed results:
-dataclasses of the feature that builds them, each with one ``to_dict()`` that the adapters send
-(a method's return type is its operation's declared ``result``; tests/test_contract.py holds
-them together), or records; a recall with no hits returns ``[]``. Errors are ``EngramError``s
-with a hint. Nothing here imports typer, rich, mcp or an HTTP framework, and nothing here
-prints.
+it opened. The logic lives in the features: the write path in ``engram.project.memories``, lineage,
+neighbours and timeline in ``engram.project.graph``, ``engram.agents.check``, the briefing in
+``engram.agents.briefing``, sessions and capture in ``engram.agents.session``,
+``engram.hygiene.judging``, consolidation and insights in ``engram.hygiene``,
+``engram.project.names``, git in ``engram.project.git``, the indexers in
+``engram.project.indexing``, sync in ``engram.sync``. ``Engram.personal_only`` serves the personal
+store alone where no project exists; the operations marked ``@in_project`` then answer
+``NotInitialized`` in words for the person (``engram.project.no_project``), and a project-scoped one
+refuses its project scope the same way. Operations return typed results: dataclasses of the feature
+that builds them, each with one ``to_dict()`` that the adapters send (a method's return type is its
+operation's declared ``result``; tests/test_contract.py holds them together), or records; a recall
+with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing here imports typer,
+rich, mcp or an HTTP framework, and nothing here prints.
 """
 
 from __future__ import annotations
@@ -28,38 +28,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from engram import config as config_mod
-from engram import memories
 from engram import project as project_mod
 from engram.errors import CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
-from engram.memories import Draft, SaveResult
 from engram.model import Record, normalize_project
-from engram.project import Project
+from engram.project import Project, memories
+from engram.project.memories import Draft, SaveResult
 from engram.store import init_layout
 from engram.sync import transfer
 from engram.sync.transfer import ImportResult
 from engram.workspace import Workspace
 
 if TYPE_CHECKING:
-    from engram.check import Findings
-    from engram.consolidate import Applied, Group, Plan
-    from engram.context import Briefing, StandingCache
-    from engram.doctor import Finding
-    from engram.graph import Lineage, Neighbour, Timeline
-    from engram.hooking.payload import Event
-    from engram.hookspec import HookSpec
-    from engram.hygiene import Training
-    from engram.indexing import IndexReport, IndexSummary, Stats
-    from engram.obsidian import ExportResult
-    from engram.projects import ProjectInfo, ProjectMerge, ProjectPrune, VariantGroup
-    from engram.repo import GitSetup
-    from engram.session import Capture, Session
+    from engram.agents.briefing import Briefing, StandingCache
+    from engram.agents.check import Findings
+    from engram.agents.hookspec import HookSpec
+    from engram.agents.payload import Event
+    from engram.agents.session import Capture, Session
+    from engram.formats.goexport import GoExport
+    from engram.formats.obsidian import ExportResult
+    from engram.hygiene.consolidate import Applied, Group, Plan
+    from engram.hygiene.curate import Training
+    from engram.hygiene.finding import Finding
+    from engram.project.git import GitSetup
+    from engram.project.graph import Lineage, Neighbour, Timeline
+    from engram.project.indexing import IndexReport, IndexSummary, Stats
+    from engram.project.names import ProjectInfo, ProjectMerge, ProjectPrune, VariantGroup
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
     from engram.sync.gitdiff import MemoryDiff
     from engram.sync.gitlog import Version
     from engram.sync.gitresolve import Resolved
-    from engram.sync.goexport import GoExport
     from engram.sync.transfer import ExportDocument
 
 Progress = Callable[[int, int], None]
@@ -239,13 +238,13 @@ class Engram:
 
     def why(self, ref: str) -> Lineage:
         """Return the lineage of a memory: supersede chains, links, provenance, judgements."""
-        from engram.graph import why
+        from engram.project.graph import why
 
         return why(self.here, ref)
 
     def related(self, ref: str, *, limit: int = 10) -> list[Neighbour]:
         """Return a memory's neighbours by links, shared files and shared tags, best first."""
-        from engram.graph import neighbours
+        from engram.project.graph import neighbours
 
         return neighbours(self.here, ref, limit=limit)
 
@@ -254,7 +253,7 @@ class Engram:
         self, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
     ) -> Findings:
         """Return what the memory knows about files about to be edited, packed under a budget."""
-        from engram.check import check_files
+        from engram.agents.check import check_files
 
         return check_files(self.here, files, text=text, budget=budget)
 
@@ -278,13 +277,13 @@ class Engram:
 
     def stats(self) -> Stats:
         """Return counts by kind, status, scope and project, and the sizes of the files."""
-        from engram.indexing import stats
+        from engram.project.indexing import stats
 
         return stats(self.here)
 
     def context(self, *, budget: int | None = None, query: str = "") -> Briefing:
         """Return the session-start briefing packed under a token budget (text, items, tokens)."""
-        from engram.context import StandingCache, brief
+        from engram.agents.briefing import StandingCache, brief
 
         if self._context_cache is None:
             self._context_cache = StandingCache()
@@ -292,8 +291,8 @@ class Engram:
 
     def hook(self, spec: HookSpec, event: Event) -> str:
         """Return what an agent reads at one of its hooks (the briefing, a check …), acting."""
-        from engram.context import StandingCache
-        from engram.hooking.answer import answer
+        from engram.agents.answer import answer
+        from engram.agents.briefing import StandingCache
 
         if self._context_cache is None:
             self._context_cache = StandingCache()
@@ -306,7 +305,7 @@ class Engram:
         self, session_id: str | None = None, *, directory: str = "", project: str | None = None
     ) -> Session:
         """Start (or reopen) a session; without an id a new one is made. Returns the session."""
-        from engram import session
+        from engram.agents import session
 
         return session.start(self.here, session_id, directory=directory, project=project)
 
@@ -315,7 +314,7 @@ class Engram:
         self, session_id: str | None = None, *, summary: str = "", project: str | None = None
     ) -> Session:
         """End a session (default: the open one), saving ``summary`` as its summary if given."""
-        from engram import session
+        from engram.agents import session
 
         return session.end(self.here, session_id, summary=summary, project=project)
 
@@ -329,7 +328,7 @@ class Engram:
         **sections: str | None,
     ) -> SaveResult:
         """Save a session summary (a ``session`` memory: a later one of the session revises it)."""
-        from engram import session
+        from engram.agents import session
 
         return session.save_summary(
             self.here, content, session_id=session_id, project=project, sections=sections
@@ -340,7 +339,7 @@ class Engram:
         self, content: str, *, session_id: str | None = None, project: str | None = None
     ) -> SaveResult:
         """Save a user's prompt (kind ``prompt``; redacted like every memory)."""
-        from engram import session
+        from engram.agents import session
 
         return session.save_prompt(self.here, content, session_id=session_id, project=project)
 
@@ -354,7 +353,7 @@ class Engram:
         source: str = "capture",
     ) -> Capture:
         """Save the learnings of an agent's output (its last "Key Learnings" section)."""
-        from engram import session
+        from engram.agents import session
 
         return session.capture(
             self.here, text, session_id=session_id, project=project, source=source
@@ -362,7 +361,7 @@ class Engram:
 
     def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> Timeline:
         """Return what happened before and after a memory, oldest first."""
-        from engram.graph import timeline
+        from engram.project.graph import timeline
 
         return timeline(self.here, ref, before=before, after=after)
 
@@ -374,7 +373,7 @@ class Engram:
 
     def export_go(self, *, scope: str = "project") -> GoExport:
         """Return a store's memories as the JSON file Go engram's ``engram import`` reads."""
-        from engram.sync.goexport import GoName
+        from engram.formats.goexport import GoName
         from engram.sync.gotransfer import export_go
 
         name = GoName(self.project, self.root.name) if scope == "project" else None
@@ -393,7 +392,7 @@ class Engram:
         personal store, and its rows land on the memories both stores already hold. Plain rows
         and folders of Markdown notes go through ``engram.sync.plaintransfer``.
         """
-        from engram.sync.gotransfer import import_go_file
+        from engram.sync.gotransfer import import_go_file, import_path
         from engram.sync.plaintransfer import import_plain
 
         plain = import_plain(
@@ -416,7 +415,7 @@ class Engram:
         )
         if go is not None:
             return go
-        return transfer.import_path(self.here.ws, path, project=self.project, progress=progress)
+        return import_path(self.here.ws, path, project=self.project, progress=progress)
 
     @in_project
     def import_go(self, data: bytes, *, name: str = "the request body") -> ImportResult:
@@ -453,7 +452,7 @@ class Engram:
         author: str | None = None,
     ) -> Record:
         """Record a judgement of a memory (who, when, why); it moves the memory's ranking."""
-        from engram.judging import judge
+        from engram.hygiene.judging import judge
 
         return judge(
             self.here, ref, score=score, verdict=verdict, reason=reason, query=query, author=author
@@ -462,7 +461,7 @@ class Engram:
     @in_project
     def consolidate_preview(self) -> list[Group]:
         """Return the candidate groups for consolidation, each with a reason and an action."""
-        from engram.hygiene import groups
+        from engram.hygiene.curate import groups
 
         return groups(self.here)
 
@@ -474,7 +473,7 @@ class Engram:
         llm: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> Plan:
         """Return a consolidation plan: merge, archive, delete or keep, per group."""
-        from engram.hygiene import plan
+        from engram.hygiene.curate import plan
 
         return plan(self.here, chosen=groups, llm=llm)
 
@@ -483,7 +482,7 @@ class Engram:
         self, plan: Plan | Mapping[str, Any] | None = None, *, dry_run: bool = False
     ) -> Applied:
         """Apply a consolidation plan (default: a fresh one); nothing is lost, twice is a no-op."""
-        from engram.hygiene import apply_plan
+        from engram.hygiene.curate import apply_plan
 
         return apply_plan(self.here, plan, dry_run=dry_run)
 
@@ -496,19 +495,19 @@ class Engram:
         command: Sequence[str] | None = None,
     ) -> Training:
         """Run the trainer; store its insights as ``insight`` memories derived from sources."""
-        from engram.hygiene import train
+        from engram.hygiene.curate import train
 
         return train(self.here, timeout=timeout, on_event=on_event, command=command)
 
     def insights(self) -> list[Record]:
         """Return the live insight memories, newest first."""
-        from engram.hygiene import insights
+        from engram.hygiene.curate import insights
 
         return insights(self.here)
 
     def delete_insight(self, ref: str) -> Record:
         """Forget an insight memory (a tombstone: a later training does not bring it back)."""
-        from engram.hygiene import delete_insight
+        from engram.hygiene.curate import delete_insight
 
         return delete_insight(self.here, ref)
 
@@ -516,7 +515,7 @@ class Engram:
 
     def projects(self) -> list[ProjectInfo]:
         """Return every project named in the project and personal stores, with its counts."""
-        from engram.projects import listing
+        from engram.project.names import listing
 
         return listing(self.here)
 
@@ -524,20 +523,20 @@ class Engram:
         self, sources: Iterable[str], into: str, *, dry_run: bool = False
     ) -> ProjectMerge:
         """Move the memories of ``sources`` to project ``into`` (rev+1 each), in both stores."""
-        from engram.projects import merge
+        from engram.project.names import merge
 
         return merge(self.here, sources, into, dry_run=dry_run)
 
     def projects_variants(self) -> list[VariantGroup]:
         """Return groups of project names that look like one project spelled differently."""
-        from engram.projects import variants
+        from engram.project.names import variants
 
         return variants(self.here)
 
     @in_project
     def projects_prune(self, *, dry_run: bool = False) -> ProjectPrune:
         """Forget projects that have no live memory left: their entries in the session log."""
-        from engram.projects import prune
+        from engram.project.names import prune
 
         return prune(self.here, dry_run=dry_run)
 
@@ -550,7 +549,7 @@ class Engram:
         folder: str = "engram",
     ) -> ExportResult:
         """Write the memories as notes in an Obsidian vault (incremental; the user's notes kept)."""
-        from engram.obsidian import export_vault
+        from engram.formats.obsidian import export_vault
 
         name = normalize_project(project) if project else None
         records = self.here.live_records()
@@ -561,7 +560,7 @@ class Engram:
     @staticmethod
     def merge_driver(base: Path, ours: Path, theirs: Path, pathname: str = "") -> int:
         """git's merge driver for .engram files: merge %O %A %B into %A; 0 when clean."""
-        from engram.repo import merge_driver
+        from engram.project.git import merge_driver
 
         return merge_driver(base, ours, theirs, pathname)
 
@@ -574,28 +573,28 @@ class Engram:
 
     def diff(self, spec: str | None = None, *, scope: str = "project") -> MemoryDiff:
         """List the memories added, changed and forgotten between two versions of a store."""
-        from engram.repo import diff
+        from engram.project.git import diff
 
         return diff(self._scoped(scope).store.path, spec)
 
     @in_project
     def git_setup(self, *, install: bool = False, command: str | None = None) -> GitSetup:
         """Report (and with ``install`` write) .gitattributes and the drivers' config."""
-        from engram.repo import setup
+        from engram.project.git import setup
 
         return setup(self.root, install=install, command=command)
 
     @in_project
     def resolve(self) -> list[Resolved]:
         """Rebuild conflicted .engram files from git's three stages (or their markers)."""
-        from engram.repo import resolve
+        from engram.project.git import resolve
 
         return resolve(self.here)
 
     @in_project
     def log(self, ref: str, *, limit: int = 50) -> list[Version]:
         """Return the versions of one memory in the commits reachable from HEAD, newest first."""
-        from engram.repo import log
+        from engram.project.git import log
 
         return log(self.here, ref, limit=limit)
 
@@ -643,7 +642,7 @@ class Engram:
 
     def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> IndexReport:
         """Bring the index up to date (or rebuild it from scratch); return counts."""
-        from engram.indexing import reindex
+        from engram.project.indexing import reindex
 
         return reindex(self.here, rebuild=rebuild, progress=progress)
 
@@ -658,7 +657,7 @@ class Engram:
         progress: Progress | None = None,
     ) -> IndexSummary:
         """Create and refresh memories from the project's ADRs and git history; summarise."""
-        from engram.indexing import index_project
+        from engram.project.indexing import index_project
 
         return index_project(
             self.here, adr=adr, git=git, dry_run=dry_run, rebuild=rebuild, progress=progress
@@ -667,8 +666,8 @@ class Engram:
     @in_project
     def doctor(self, *, fix: bool = False) -> list[Finding]:
         """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
-        from engram.doctor import run_checks
-        from engram.repo import driver_command
+        from engram.hygiene.doctor import run_checks
+        from engram.project.git import driver_command
 
         ws = self.here.ws
         return run_checks(ws.config, ws.store, ws.index, fix=fix, driver_command=driver_command())

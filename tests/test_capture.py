@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.capture import (
+from engram.agents.capture import (
     MAX_LEARNINGS,
     MIN_CHARS,
     Learning,

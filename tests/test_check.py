@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import pytest
 
-from engram.check import Finding, Findings, is_candidate, pack_check
+from engram.agents.briefing import estimate_tokens
+from engram.agents.check import Finding, Findings, is_candidate, pack_check
 from engram.config import personal_dir
-from engram.context import estimate_tokens
 from engram.index.query import file_matches
 from engram.indexer.plan import adr_id, hotspots_id
 from engram.model import Record, canonical_line

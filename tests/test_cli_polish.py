@@ -16,8 +16,9 @@ import typer
 from typer.testing import CliRunner
 
 import engram
-from engram import errors, rpc
+from engram import errors
 from engram.__main__ import app
+from engram.daemon import protocol as rpc
 from engram.plural import counted
 from tests.conftest import run_cli
 from tests.helpers.processes import wait_for

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from engram import reach, rpc
+from engram import reach
+from engram.daemon import protocol as rpc
 from engram.service import Engram
 from tests.conftest import run_cli
 from tests.helpers.processes import daemons_of, wait_for

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.consolidate import (
+from engram.errors import InvalidInput
+from engram.hygiene.consolidate import (
     ACTIONS,
     GROUP_KINDS,
     Group,
@@ -28,7 +29,6 @@ from engram.consolidate import (
     read_plan,
     recommend,
 )
-from engram.errors import InvalidInput
 from engram.model import Record, canonical_line, is_tombstone, normalize_fields
 from engram.store import MemoryStore
 

@@ -21,9 +21,9 @@ import pytest
 from rapidfuzz import fuzz, process
 
 from engram.config import set_value
-from engram.consolidate import NO_DEDUPE_KINDS, Group
-from engram.consolidate.shapes import is_current, text_of
-from engram.consolidate.similarity import alike, stem, words_of
+from engram.hygiene.consolidate import NO_DEDUPE_KINDS, Group
+from engram.hygiene.consolidate.shapes import is_current, text_of
+from engram.hygiene.consolidate.similarity import alike, stem, words_of
 from engram.index import semantic
 from engram.model import Record, canonical_line
 from engram.service import Engram

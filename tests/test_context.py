@@ -7,13 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from engram.context import (
-    MIN_BUDGET,
-    Briefing,
-    Section,
-    estimate_tokens,
-    pack_context,
-)
+from engram.agents.briefing import MIN_BUDGET, Briefing, Section, estimate_tokens, pack_context
 from engram.indexer.plan import hotspots_id
 from engram.model import new_id
 from engram.service import Engram

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from engram import rpc
+from engram.daemon import protocol as rpc
+from engram.daemon.protocol import Client, RpcError
 from engram.errors import (
     AmbiguousId,
     ConfigError,
@@ -33,7 +34,6 @@ from engram.errors import (
     SyncError,
 )
 from engram.model import canonical_line, parse_line
-from engram.rpc import Client, RpcError
 from engram.service import Engram
 
 START_SECONDS = 60.0  # generous: a cold interpreter on a busy 2-core machine
@@ -557,7 +557,7 @@ def test_deep_store_uses_the_short_socket(tmp_path: Path) -> None:
 
 
 def test_serve_needs_a_store(tmp_path: Path) -> None:
-    from engram.daemon import serve
+    from engram.daemon.server import serve
     from engram.errors import NotInitialized
 
     with pytest.raises(NotInitialized):
@@ -568,14 +568,14 @@ def test_serve_needs_a_store(tmp_path: Path) -> None:
 
 
 def _answer(engram: Engram, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    from engram.daemon import dispatch
+    from engram.daemon.server import dispatch
 
     answer: dict[str, Any] = json.loads(dispatch(engram, rpc.Request(1, method, params)))
     return answer
 
 
 def test_memory_search_takes_every_declared_recall_filter(tmp_path: Path) -> None:
-    from engram.daemon import METHODS
+    from engram.daemon.server import METHODS
     from engram.operations.memory import RECALL_FILTERS
 
     names = [param.name for param in METHODS["memory_search"].params]
@@ -644,7 +644,7 @@ def test_params_are_checked_by_the_shared_param(
 
 
 def test_unknown_params_are_ignored_and_limits_clamped(tmp_path: Path) -> None:
-    from engram.daemon import METHODS, check_params
+    from engram.daemon.server import METHODS, check_params
 
     params = METHODS["memory_search"].params
     checked = check_params("memory_search", params, {"query": "q", "limit": 500, "extra": 1})
@@ -657,7 +657,7 @@ def test_unknown_params_are_ignored_and_limits_clamped(tmp_path: Path) -> None:
 
 def test_params_not_sent_or_null_get_what_the_shared_check_gives_them() -> None:
     # check_params skips the check of a param not sent: the answer must be the check's.
-    from engram.daemon import METHODS, check_params
+    from engram.daemon.server import METHODS, check_params
     from engram.operations.spec import check_arguments
 
     for name, method in METHODS.items():
@@ -702,7 +702,7 @@ def test_judge(served: Daemon) -> None:
 
 @pytest.mark.skipif(
     not hasattr(Engram, "consolidate_preview")
-    or importlib.util.find_spec("engram.consolidate") is None,
+    or importlib.util.find_spec("engram.hygiene.consolidate") is None,
     reason="consolidation not in this build yet",
 )
 def test_consolidate_preview_and_dry_run(served: Daemon) -> None:

@@ -12,7 +12,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from engram.doctor import Finding
+from engram.hygiene.finding import Finding
 from engram.model import canonical_line
 from engram.service import Engram
 from engram.store import MemoryStore

@@ -708,7 +708,7 @@ def test_driver_rewrites_lines_only_orjson_calls_canonical(tmp_path: Path) -> No
 def test_the_driver_runs_when_engram_is_not_on_path(tmp_path: Path) -> None:
     """Issue 17: with engram in a virtualenv that is not active, `engram: not found` on every
     merge. The command recorded runs this installation, whatever PATH git has."""
-    from engram.repo import driver_command
+    from engram.project.git import driver_command
 
     base, ours, theirs = edited_sides()
     two_branches(tmp_path, ours, theirs, base)

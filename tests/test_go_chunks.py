@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from engram.formats.goimport import id_hex
 from engram.model import canonical_line, new_id
 from engram.service import Engram
 from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX, chunk_id, read_chunk, write_chunk
-from engram.sync.goimport import id_hex
 from tests.conftest import run_cli
 from tests.helpers.gosync import CHUNK, GoError, GoStore, unmarshal
 

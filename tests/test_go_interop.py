@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from engram.formats.common import import_id
+from engram.formats.goimport import id_hex
 from engram.model import go_int_id
 from engram.service import Engram
-from engram.sync.goimport import id_hex
-from engram.sync.imports import import_id
 from engram.sync.transfer import merge_in
 from tests.conftest import run_cli
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engram.sync.goimport import id_hex
+from engram.formats.goimport import id_hex
 from tests.conftest import run_cli
 from tests.helpers.gosync import GoStore
 from tests.helpers.gov17 import GoV17
@@ -537,7 +537,7 @@ def test_six_rounds_of_a_mixed_team_converge_as_far_as_go_17_allows(tmp_path: Pa
 
 
 def test_two_of_our_memories_saved_in_one_second_come_back_each_onto_its_own() -> None:
-    from engram.sync.goimport import GoKnown, convert_go
+    from engram.formats.goimport import GoKnown, convert_go
 
     def ours(n: int, title: str) -> dict[str, Any]:
         stamp = f"2026-05-06T07:08:09.{n:03d}Z"  # one second, as Go keeps it

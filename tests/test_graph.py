@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from engram.__main__ import app
-from engram.graph import lineage, related
 from engram.model import new_id, now
+from engram.project.graph import lineage, related
 from engram.service import Engram
 from tests.test_mcp import FRAME, connect, run
 

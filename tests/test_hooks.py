@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from engram import agents, rpc
-from engram.hooking.payload import files_of, last_assistant_text, patch_files
-from engram.hooking.reply import LIMIT
+from engram.agents import setup as agents
+from engram.agents.payload import files_of, last_assistant_text, patch_files
+from engram.agents.reply import LIMIT
+from engram.daemon import protocol as rpc
 from engram.hooks import main as hook_main
 from engram.service import Engram
 from tests.conftest import run_cli

@@ -83,7 +83,7 @@ def test_escaped_quotes_never_restart_the_scan(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from engram.model import json_depth_exceeded\n"
-        "from engram.rpc import decode_request\n"
+        "from engram.daemon.protocol import decode_request\n"
         "line = open(sys.argv[1], 'rb').read()\n"
         "deep = line[:-70] + b'\"' + line[-70:]\n"  # the string closed: now too deep
         "print(json_depth_exceeded(line), json_depth_exceeded(deep))\n"

@@ -14,17 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
-from engram.model import canonical_line, normalize_fields, parse_line
-from engram.sync.imports import (
+from engram.formats.common import import_id
+from engram.formats.convert import (
     EPOCH,
     MAX_DECOMPRESSED_BYTES,
     convert,
-    convert_go,
     convert_mcp_memory,
     detect,
-    import_id,
     mcp_entity_id,
 )
+from engram.formats.goimport import convert_go
+from engram.model import canonical_line, normalize_fields, parse_line
 from engram.sync.merge import merge_record, merge_sets
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imports"

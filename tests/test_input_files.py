@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from engram import rpc
+from engram.daemon import protocol as rpc
 from engram.errors import InputTooLarge, InvalidInput
 from engram.fileio import read_regular
 from engram.service import Engram

@@ -12,7 +12,7 @@ import frontmatter
 import pytest
 
 from engram.errors import InvalidInput
-from engram.obsidian import MANIFEST_NAME, export_vault
+from engram.formats.obsidian import MANIFEST_NAME, export_vault
 
 WIKILINK = re.compile(r"\[\[([^\]|]+)(?:\|([^\]]*))?\]\]")
 OLD = 1_000_000_000  # an mtime long past: a file that keeps it was not rewritten

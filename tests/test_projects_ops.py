@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engram.projects import ProjectInfo, pick_target, rename_changes, summarize, variant_groups
+from engram.project.names import ProjectInfo, pick_target, rename_changes, summarize, variant_groups
 
 
 def _rec(id_: str, project: str | None, **extra: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from engram import rpc
+from engram.daemon import protocol as rpc
 from engram.service import Engram
 from tests.conftest import run_cli
 from tests.helpers.processes import wait_for

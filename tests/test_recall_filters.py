@@ -153,8 +153,8 @@ def test_http_search_and_listing_take_them(store: Engram) -> None:
 
 
 def test_the_daemon_search_takes_them(store: Engram) -> None:
-    from engram import rpc
-    from engram.daemon import dispatch
+    from engram.daemon import protocol as rpc
+    from engram.daemon.server import dispatch
 
     answer = json.loads(
         dispatch(store, rpc.Request(1, "memory_search", {"query": "cache", "since": "2w"}))

@@ -44,7 +44,7 @@ import anyio
 import httpx
 import pytest
 
-from engram.rpc import Client as RpcClient
+from engram.daemon.protocol import Client as RpcClient
 from engram.service import Engram
 from engram.store.redact import REDACTED, redact
 from engram.sync.chunks import chunk_id

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from engram import agents
+from engram.agents import setup as agents
+from engram.agents.hookspec import HOOK_AGENTS
 from engram.cli import app
-from engram.hookspec import HOOK_AGENTS
 from engram.jsonc import Document, parse
 from tests.conftest import run_cli
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from engram import rpc
+from engram.daemon import protocol as rpc
 from engram.service import Engram
 from tests.conftest import run_cli
 from tests.helpers.processes import daemons_of, modules_loaded, wait_for
@@ -335,7 +335,7 @@ def test_a_daemon_leaves_when_engrams_code_changes_on_disk(ledger: Engram, tmp_p
         assert daemon.poll() is None
         time.sleep(1.5)  # a few of its checks: unchanged code keeps it
         assert daemon.poll() is None
-        upgraded = code / "engram" / "check.py"
+        upgraded = code / "engram" / "agents/check.py"
         upgraded.write_text(upgraded.read_text() + "\n# upgraded\n")
         daemon.wait(timeout=30)  # it left on its own
         assert not socket.exists()

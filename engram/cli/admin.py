@@ -18,8 +18,8 @@ from engram.plural import counted
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from engram.indexing import IndexSummary
-    from engram.repo import GitSetup
+    from engram.project.git import GitSetup
+    from engram.project.indexing import IndexSummary
 
 
 @app.command()
@@ -193,7 +193,7 @@ def setup(
     as_json: JsonOpt = False,
 ) -> None:
     """Give an agent engram's MCP server, instructions and hooks (a rerun changes nothing)."""
-    from engram import agents
+    from engram.agents import setup as agents
     from engram.config import find_repo_root
 
     root = find_repo_root(start_of(ctx))

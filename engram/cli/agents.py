@@ -27,8 +27,8 @@ from engram.cli.app import (
     warn_problems,
 )
 from engram.cli.options import OPTIONAL, Values, options
-from engram.compat_go import own_project
 from engram.errors import InvalidInput
+from engram.operations.compat_go import own_project
 from engram.operations.memory import CHECK, CONTEXT
 from engram.operations.sessions import (
     CAPTURE,

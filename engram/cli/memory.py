@@ -28,9 +28,9 @@ from engram.cli.app import (
     warn_problems,
 )
 from engram.cli.options import REQUIRED, Values, options
-from engram.compat_go import FOREIGN_TYPE_FACTOR
 from engram.errors import InvalidInput, NotFound
 from engram.model import kind_and_type, normalize_kind, type_of
+from engram.operations.compat_go import FOREIGN_TYPE_FACTOR
 from engram.operations.memory import (
     FORGET,
     GET,
@@ -48,7 +48,7 @@ from engram.operations.views import HitView, stale_note
 from engram.plural import counted
 
 if TYPE_CHECKING:
-    from engram.graph import Summary, TimelineEntry
+    from engram.project.graph import Summary, TimelineEntry
     from engram.service import Engram
 
 STDIN = "'-' or a pipe reads standard input."

@@ -127,7 +127,7 @@ def daemon_command(
 ) -> None:
     """Serve this store over a Unix socket (newline-delimited JSON, engram-rs methods)."""
     from engram.config import ENGRAM_DIR
-    from engram.rpc import socket_path
+    from engram.daemon.protocol import socket_path
 
     root = _root_of(ctx)
     where = socket or socket_path(root / ENGRAM_DIR)

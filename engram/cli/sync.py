@@ -24,9 +24,9 @@ from engram.cli.app import (
     read_stdin,
 )
 from engram.cli.options import Values, options
-from engram.compat_go import own_project
 from engram.errors import InvalidInput
 from engram.operations.admin import EXPORT, SYNC
+from engram.operations.compat_go import own_project
 from engram.plural import counted
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
 """hooks/ is the ``engram hook AGENT EVENT`` adapter: an agent's hook payload in, its answer out.
 
 An agent runs its hooks as shell commands with a JSON payload on standard input and reads their
-standard output. ``engram setup`` installs one per event (``engram.hookspec.HOOKS``);
+standard output. ``engram setup`` installs one per event (``engram.agents.hookspec.HOOKS``);
 this package runs one: it reads the payload, finds the store of the agent's folder, and prints
-what ``engram.hooking.answer`` returns (the briefing, the check of the files a tool call
+what ``engram.agents.answer`` returns (the briefing, the check of the files a tool call
 touches, the learnings captured, the session ended).
 
 Answers in milliseconds: the store's daemon answers when it runs (``engram_hook`` over its
@@ -30,9 +30,9 @@ import signal
 import sys
 
 from engram import reach
+from engram.agents.hookspec import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
+from engram.agents.payload import MAX_PAYLOAD, PayloadError, cwd_of, event_of, parse
 from engram.errors import EngramError, NotInitialized
-from engram.hooking.payload import MAX_PAYLOAD, PayloadError, cwd_of, event_of, parse
-from engram.hookspec import HOOK_AGENTS, HOOKS, HookSpec, hook_spec
 
 TYPE_CHECKING = False  # typing costs a hook process 10 ms: annotations only (mypy reads this)
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@
     stdio.py      the stdin/stdout pipes, served on the event loop
     server.py     the SDK wiring, sampling, and ``run`` (what ``engram mcp`` calls)
 
-Budgets, paging and cursors are ``engram.paging``'s, hits and provenance
+Budgets, paging and cursors are ``engram.mcp_server.paging``'s, hits and provenance
 ``engram.operations.views``'s; this package renders and transports only. It imports the mcp
 SDK only while serving, never another adapter, and writes nothing to stdout. This module only
 re-exports.
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from engram.mcp_server.catalog import select_tools, tool_names
 from engram.mcp_server.core import DEFAULT_BUDGET, MIN_BUDGET, EngramMCP
+from engram.mcp_server.paging import decode_cursor, encode_cursor
 from engram.mcp_server.server import run, serve
 from engram.mcp_server.table import COMPATS, PROFILES, Call, Tool
 from engram.operations.memory import RECALL_LIMIT, RECALL_MAX
-from engram.paging import decode_cursor, encode_cursor
 
 __all__ = [
     "COMPATS",

@@ -7,8 +7,8 @@ profiles, and reach handlers of this adapter's own (``tools/go.py``: text answer
 integer ids); engram-rs's reach the native handlers. Each row names its target, its own
 parameters (checked like every tool's), how its arguments map onto the target's (``rename``,
 then ``convert``) and how the answer is reshaped (``shape``; engram-rs's shapes live in
-``engram.compat_rs``, shared with the socket daemon). These rows are the MCP adapter's own:
-they are not operations of the facade, and no other adapter offers them.
+``engram.operations.compat_rs``, shared with the socket daemon). These rows are the MCP adapter's
+own: they are not operations of the facade, and no other adapter offers them.
 
 It must not import the mcp SDK nor any other adapter.
 """
@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from engram import compat_rs as rs
 from engram.mcp_server.table import Args, Shape, Tool
 from engram.model import KINDS
+from engram.operations import compat_rs as rs
 from engram.operations import memory as memory_ops
 from engram.operations.params import Param
 

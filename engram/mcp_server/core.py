@@ -4,7 +4,7 @@
 on first use (the working folder's, else the first of the client's roots that lies in one,
 else the personal store alone, which answers what needs a project in words for the person),
 picks the tools of its profile and compatibility sets (``table``), holds the response budget
-and the recall cursors (``engram.paging.Pages``), and dispatches each call to
+and the recall cursors (``engram.mcp_server.paging.Pages``), and dispatches each call to
 the handler registered for the tool's target (``tools``). ``call`` is the error boundary:
 every failure becomes an MCP error result with a message and a hint, and the server keeps
 serving. Inside it, advice renders in this server's words (``engram.operations.advice``):
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.config import ENGRAM_DIR, find_root
 from engram.errors import ConfigError, EngramError, InvalidInput, NotFound, NotInitialized
 from engram.mcp_server.catalog import resolve_tools, select_tools
+from engram.mcp_server.paging import CHARS_PER_TOKEN, Pages, dumps
 from engram.mcp_server.prompts import render_prompt
 from engram.mcp_server.resources import read_resource
 from engram.mcp_server.table import COMPATS, Call
 from engram.mcp_server.tools import HANDLERS
 from engram.operations import advice
-from engram.paging import CHARS_PER_TOKEN, Pages, dumps
 
 if TYPE_CHECKING:
     import logging

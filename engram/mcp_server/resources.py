@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Final
 
 from engram.errors import NotFound
 from engram.mcp_server.catalog import tables
+from engram.mcp_server.paging import CHARS_PER_TOKEN
 from engram.mcp_server.table import Call
 from engram.mcp_server.tools.around import briefing, stats_payload
 from engram.mcp_server.tools.memory import read_memory
-from engram.paging import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
+from engram.mcp_server.paging import Budget, estimate_tokens
 from engram.operations import Operation
 from engram.operations.params import Param
 from engram.operations.spec import check_arguments
-from engram.paging import Budget, estimate_tokens
 
 PROFILES: Final = ("agent", "admin", "all")
 COMPATS: Final = ("go-engram", "engram-rs")

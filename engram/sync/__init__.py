@@ -11,7 +11,9 @@ Everything that reconciles two views of the memories (the git merge driver, sync
 - ``exchange``: ``engram sync``, local and through a git remote, over one workspace.
 - ``remote`` (dulwich: fetch, commit, push), ``gitsetup`` (the attributes and drivers'
   config), ``gitmerge`` (the merge driver), ``gitresolve`` (``resolve``), ``gitlog`` (a
-  memory's git log), ``imports`` (other tools' formats).
+  memory's git log).
+- ``gotransfer``, ``plaintransfer``: other tools' files merged into the stores (``engram.formats``
+  converts them).
 
 Nothing here imports the service or an adapter; dulwich is imported inside functions.
 """

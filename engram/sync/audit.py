@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import EngramError, InvalidInput
+from engram.formats.goknown import GO_SOURCE
 from engram.model import format_time, now
 from engram.store import files as store_files
 from engram.store.quarantine import move_aside
@@ -66,7 +67,6 @@ from engram.sync.chunks import (
     read_chunk,
     write_chunk,
 )
-from engram.sync.goknown import GO_SOURCE
 
 
 @dataclass

@@ -10,7 +10,7 @@ it fails the whole import on a chunk that is not one object. So engram writes (d
 
 ``engram.records`` is what engram reads back, every field as stored; ``sessions``,
 ``observations`` and ``prompts`` are the same memories as Go's rows
-(``engram.sync.goexport.go_chunk_rows``), which engram never reads from its own chunks. The
+(``engram.formats.goexport.go_chunk_rows``), which engram never reads from its own chunks. The
 bytes are canonical (sorted keys, compact, raw UTF-8, one line and a newline), so the same
 records give the same bytes and the chunk id (a hash of them) on every clone. Older engram
 chunks (gzip'd JSON Lines of records, "legacy") stay readable; ``engram sync`` and
@@ -32,7 +32,7 @@ from engram.model import Record, canonical_line, parse_line
 from engram.store.redact import Scrubber
 
 if TYPE_CHECKING:
-    from engram.sync.goexport import GoName
+    from engram.formats.goexport import GoName
 
 __all__ = ["FORM_KEY", "FORM_VERSION", "Rendered", "is_engram_object", "records_of", "render"]
 
@@ -76,7 +76,7 @@ def render(
     this project under ``go_name`` (Go's name for it) when given; the changes of memories Go
     has (``go_has``: ids earlier chunks carried) in its ``mutations`` journal only.
     """
-    from engram.sync.goexport import go_chunk_rows
+    from engram.formats.goexport import go_chunk_rows
 
     lines: dict[tuple[str, bytes], Record] = {}
     for record in records:

@@ -48,7 +48,7 @@ from engram.store.redact import Scrubber, default_scrubber
 from engram.sync import chunkform, manifestform
 
 if TYPE_CHECKING:
-    from engram.sync.goexport import GoName
+    from engram.formats.goexport import GoName
 
 MANIFEST: Final = "manifest.json"
 CHUNKS: Final = "chunks"

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from engram import config as config_mod
 from engram.errors import EngramError, SyncError
+from engram.formats.goexport import GoName
 from engram.model import normalize_project, now
 from engram.store import MEMORIES, MemoryStore
 from engram.store import files as store_files
@@ -31,7 +32,6 @@ from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
 from engram.sync.audit import Rewritten, rewrite_legacy
 from engram.sync.chunks import ChunkEntry, SyncState
-from engram.sync.goexport import GoName
 from engram.sync.gotransfer import GoImportResult, GoRoute
 from engram.sync.transfer import ImportResult, Progress, merge3_in
 from engram.workspace import Workspace

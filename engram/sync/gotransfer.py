@@ -7,7 +7,9 @@ chunks (engram's, Go engram's or both): it converts with what both stores alread
 merges each through ``engram.sync.transfer.merge_in`` (the one merge function) and reports every
 row left out and every note of the conversion. A memory already in one store stays in it.
 ``merge_chunks`` does the same for the chunks an ``engram sync`` applies (``GoRoute``: one view
-of the stores per sync). ``export_go`` is ``engram export --format go-engram``.
+of the stores per sync). ``export_go`` is ``engram export --format go-engram``. ``import_path``
+imports any other file or folder (an engram export, an MCP memory file, a store folder) into one
+store.
 
 This module reads records and writes only through the workspaces; it imports no service or
 adapter.
@@ -17,15 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from engram import config as config_mod
 from engram.errors import EngramError, InvalidInput
 from engram.fileio import read_regular
-from engram.model import Record, now
-from engram.sync.goexport import GoExport, GoName, go_document
-from engram.sync.goknown import GoKnown
+from engram.formats.goexport import GoExport, GoName, go_document
+from engram.formats.goknown import GoKnown
+from engram.model import Record, format_time, now
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
 
@@ -37,6 +40,7 @@ __all__ = [
     "import_folder",
     "import_go_data",
     "import_go_file",
+    "import_path",
     "known_of",
     "merge_chunks",
     "merge_go",
@@ -155,7 +159,7 @@ def merge_chunks(
     out are counted as skipped, with their chunk and reason; its notes are kept. ``go_names``:
     Go's names for this project (``convert_go``).
     """
-    from engram.sync.imports import convert_go
+    from engram.formats.goimport import convert_go
 
     result = GoImportResult(format="chunks")
     if records:
@@ -294,7 +298,7 @@ def import_go_data(
     What ``import_go_file`` does with a file's bytes: the HTTP route ``POST /import`` of
     ``engram serve --compat go-engram`` sends its request body here.
     """
-    from engram.sync.imports import convert, detect
+    from engram.formats.convert import convert, detect
 
     try:
         fmt = detect(data, name)
@@ -325,3 +329,36 @@ def export_go(ws: Workspace, name: GoName | None = None) -> GoExport:
     ``name``: engram's own memories of this project go out under Go's name for it.
     """
     return go_document(ws.store.read_all(), exported_at=now(), name=name)
+
+
+def import_path(
+    ws: Workspace, path: Path, *, project: str, progress: Progress | None = None
+) -> ImportResult:
+    """Import a file or folder of another memory tool (format detected) or of engram.
+
+    Files: an engram export, a Go engram export or chunk, an MCP memory server's JSONL.
+    Folders: a store with ``manifest.json`` and ``chunks/`` (engram's or Go engram's; its
+    ``.engram/`` inside is found too). Re-importing the same thing changes nothing. ``project``
+    names the project converted records belong to.
+    """
+    from engram.formats.convert import convert
+
+    if path.is_dir():
+        route = GoRoute(lambda: [ws])  # no personal store given: every row stays in this one
+        return import_folder(ws, path, project=project, route=route, progress=progress)
+    max_bytes = int(ws.config.number("store.max_content_bytes"))
+    data = read_regular(path)  # a named pipe or a device is refused, never waited on
+    try:
+        # Formats without times take the file's: importing it again gives the same records.
+        stamp = format_time(datetime.fromtimestamp(path.stat().st_mtime, UTC))
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    converted = convert(
+        data, name=str(path), project=project, stamp=stamp, max_content_bytes=max_bytes
+    )
+    # A JSON document has no line per item (it may be one line): name items by index.
+    label = f"{path}: memories" if converted.format == "engram" else str(path)
+    result = merge_in(ws, converted.records, label=label, progress=progress)
+    result.errors = list(converted.skipped) + result.errors
+    result.format = converted.format
+    return result

@@ -1,6 +1,6 @@
 """Plain rows and folders of Markdown notes into the project and personal stores.
 
-``import_plain`` is ``engram import`` for the shapes ``engram.sync.plain`` converts: a file of
+``import_plain`` is ``engram import`` for the shapes ``engram.formats.plain`` converts: a file of
 plain rows (JSON Lines, a JSON array, ``{"memories": [...]}``) or a folder of ``.md`` notes (a
 basic-memory folder, an Obsidian vault) that is not a store folder (``manifest.json``,
 ``chunks/``, ``.engram/``: those go to the chunk import). It reads the files (hidden folders,
@@ -24,10 +24,10 @@ from typing import Final
 from engram import config as config_mod
 from engram.errors import InputTooLarge, InvalidInput
 from engram.fileio import read_regular
+from engram.formats.common import Converted
+from engram.formats.plain import Note
 from engram.model import format_time
 from engram.sync.gotransfer import GoImportResult, merge_go
-from engram.sync.imports import Converted
-from engram.sync.plain import Note
 from engram.sync.transfer import Progress
 from engram.workspace import Workspace
 
@@ -84,8 +84,8 @@ def read_notes(root: Path, *, skipped: list[str]) -> list[Note]:
 
 
 def _convert(path: Path, *, project: str, max_bytes: int) -> Converted | None:
-    from engram.sync import plain
-    from engram.sync.imports import convert, detect
+    from engram.formats import plain
+    from engram.formats.convert import convert, detect
 
     if path.is_dir():
         if not is_notes_folder(path):

@@ -19,12 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 from engram.errors import EngramError, InvalidInput
-from engram.fileio import read_regular
 from engram.model import (
     Record,
     format_time,
@@ -43,7 +40,6 @@ __all__ = [
     "Progress",
     "export",
     "import_document",
-    "import_path",
     "merge3_in",
     "merge_in",
 ]
@@ -126,41 +122,6 @@ def import_document(
     if not isinstance(items, list):
         raise InvalidInput("import document has no 'memories' list")
     return merge_in(ws, items, progress=progress)
-
-
-def import_path(
-    ws: Workspace, path: Path, *, project: str, progress: Progress | None = None
-) -> ImportResult:
-    """Import a file or folder of another memory tool (format detected) or of engram.
-
-    Files: an engram export, a Go engram export or chunk, an MCP memory server's JSONL.
-    Folders: a store with ``manifest.json`` and ``chunks/`` (engram's or Go engram's; its
-    ``.engram/`` inside is found too). Re-importing the same thing changes nothing. ``project``
-    names the project converted records belong to.
-    """
-    from engram.sync.imports import convert
-
-    if path.is_dir():
-        from engram.sync.gotransfer import GoRoute, import_folder
-
-        route = GoRoute(lambda: [ws])  # no personal store given: every row stays in this one
-        return import_folder(ws, path, project=project, route=route, progress=progress)
-    max_bytes = int(ws.config.number("store.max_content_bytes"))
-    data = read_regular(path)  # a named pipe or a device is refused, never waited on
-    try:
-        # Formats without times take the file's: importing it again gives the same records.
-        stamp = format_time(datetime.fromtimestamp(path.stat().st_mtime, UTC))
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    converted = convert(
-        data, name=str(path), project=project, stamp=stamp, max_content_bytes=max_bytes
-    )
-    # A JSON document has no line per item (it may be one line): name items by index.
-    label = f"{path}: memories" if converted.format == "engram" else str(path)
-    result = merge_in(ws, converted.records, label=label, progress=progress)
-    result.errors = list(converted.skipped) + result.errors
-    result.format = converted.format
-    return result
 
 
 def _same_but_times(current: Record, incoming: Record) -> bool:

@@ -30,8 +30,8 @@ from engram.service import Engram
 from engram.terminal import visible
 
 if TYPE_CHECKING:
-    from engram.graph import Lineage, Neighbour, Timeline
-    from engram.indexing import Stats
+    from engram.project.graph import Lineage, Neighbour, Timeline
+    from engram.project.indexing import Stats
 
 
 class Text(rich.text.Text):

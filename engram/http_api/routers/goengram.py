@@ -4,10 +4,10 @@ Go engram's Claude Code hooks and OpenCode plugin talk to its HTTP server (127.0
 ``ENGRAM_PORT`` or 7437): they start sessions, save prompts, post an agent's output for passive
 capture and fetch the context. These routes answer them as Go's server does: its paths and query
 parameters, its request bodies, its JSON (integer ids from ``engram.model.go_id_of``, times as
-``YYYY-MM-DD HH:MM:SS``, rows as ``engram.sync.goexport`` writes them for ``engram export
+``YYYY-MM-DD HH:MM:SS``, rows as ``engram.formats.goexport`` writes them for ``engram export
 --format go-engram``), its statuses (400 for a body or parameter that is not what it needs, 404
 for an unknown id, 201 for a save) and its errors (``{"error": "message"}``, naming the field).
-Go's arguments map onto the facade through ``engram.compat_go``, as Go's MCP names do.
+Go's arguments map onto the facade through ``engram.operations.compat_go``, as Go's MCP names do.
 
 Where the shapes cannot be Go's, engram's meaning is kept and said: a list with nothing in it
 is ``[]`` (Go sends ``null``); ``/search`` ranks with engram's score, given as ``rank`` negated
@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse
 
-from engram import compat_go
 from engram.errors import EngramError, InvalidInput, NotFound
+from engram.formats.goexport import go_document, go_observation, go_prompt, go_time
+from engram.formats.goknown import sync_id_of
 from engram.http_api.deps import Api
 from engram.http_api.errors import GoRouteError
 from engram.model import go_id_of, is_tombstone, now, type_of
-from engram.sync.goexport import go_document, go_observation, go_prompt, go_time
-from engram.sync.goknown import sync_id_of
+from engram.operations import compat_go
 
 if TYPE_CHECKING:
     from engram.service import Engram

@@ -18,7 +18,7 @@ from engram.model import is_pinned
 from engram.operations.views import HitView, is_candidate, provenance
 
 if TYPE_CHECKING:
-    from engram.graph import Lineage
+    from engram.project.graph import Lineage
     from engram.service import Engram
 
 CANDIDATES: Final = 50

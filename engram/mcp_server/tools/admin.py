@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engram.errors import InvalidInput
+from engram.mcp_server.paging import decode_cursor, dumps, encode_cursor
 from engram.mcp_server.tools.registry import MORE_NOTE, Args, handler, listing
 from engram.model import MAX_DOCUMENT_DEPTH, loads
 from engram.operations.advice import PERSON
 from engram.operations.views import TITLE_CHARS, clip
-from engram.paging import decode_cursor, dumps, encode_cursor
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP

@@ -1,9 +1,9 @@
 """The tools that look around memories: context, check, stats, why, related, timeline.
 
 Each handler calls the facade and renders the answer within the call's budget: the briefing
-and the pre-edit check are packed again with fewer tokens until they fit (``engram.paging``),
-lists are cut to fit and say so. ``briefing`` and ``stats_payload`` are shared with the
-``engram://`` resources.
+and the pre-edit check are packed again with fewer tokens until they fit
+(``engram.mcp_server.paging``), lists are cut to fit and say so. ``briefing`` and ``stats_payload``
+are shared with the ``engram://`` resources.
 
 It must not import the mcp SDK nor any other adapter.
 """
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.mcp_server.paging import CHARS_PER_TOKEN, fitted_check, shrink
 from engram.mcp_server.tools.registry import (
     GET_NOTE,
     ID_CHARS,
@@ -24,11 +25,10 @@ from engram.mcp_server.tools.registry import (
 )
 from engram.operations.advice import PERSON
 from engram.operations.views import TITLE_CHARS, clip, provenance
-from engram.paging import CHARS_PER_TOKEN, fitted_check, shrink
 
 if TYPE_CHECKING:
-    from engram.check import Findings
-    from engram.context import Briefing
+    from engram.agents.briefing import Briefing
+    from engram.agents.check import Findings
     from engram.mcp_server.core import EngramMCP
     from engram.mcp_server.table import Call
 

@@ -2,8 +2,8 @@
 
 Go engram answers in text ("Memory saved: …", "Found 3 memories: …", "Suggested topic_key:
 …") and names observations by integers, so an agent set up for it reads these answers as it
-reads Go's. Each handler maps Go's arguments onto the facade as ``engram.compat_go`` does for
-every adapter that speaks Go's names (a Go type through ``engram.model.kind_and_type``, so
+reads Go's. Each handler maps Go's arguments onto the facade as ``engram.operations.compat_go`` does
+for every adapter that speaks Go's names (a Go type through ``engram.model.kind_and_type``, so
 ``command`` or a user's own type is kept as written; the same save, update and search filters
 as ``engram serve --compat go-engram``), and
 names memories by ``engram.model.go_id_of``: the id a memory imported from Go carries, else the
@@ -24,13 +24,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram import compat_go, model
+from engram import model
 from engram.errors import EngramError, InvalidInput
 from engram.mcp_server.compat import go_context_budget
+from engram.mcp_server.paging import estimate_tokens
 from engram.mcp_server.tools.registry import Args, handler
 from engram.model import go_id_of, type_of
+from engram.operations import compat_go
 from engram.operations.views import clip
-from engram.paging import estimate_tokens
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP

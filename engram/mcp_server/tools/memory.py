@@ -2,7 +2,7 @@
 
 Each handler checks nothing itself (its tool's schema did), calls the facade once and renders
 the answer within the call's budget; hits are rendered through ``engram.operations.views``,
-paging through ``engram.paging``. Recall passes the filters its declaration names
+paging through ``engram.mcp_server.paging``. Recall passes the filters its declaration names
 (``RECALL.filter_values``), so a filter added there reaches the service without an edit here.
 
 It must not import the mcp SDK nor any other adapter.
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engram.errors import InvalidInput
+from engram.mcp_server.paging import Budget, Page, decode_cursor, encode_cursor, memory_page, unseen
 from engram.mcp_server.tools.registry import (
     BROWSE_NOTE,
     GET_NOTE,
@@ -27,7 +28,6 @@ from engram.mcp_server.tools.registry import (
 from engram.operations import advice
 from engram.operations.memory import RECALL, RECALL_LIMIT
 from engram.operations.views import TITLE_CHARS, clip, hit_views, provenance
-from engram.paging import Budget, Page, decode_cursor, encode_cursor, memory_page, unseen
 
 if TYPE_CHECKING:
     from engram.index.query import Hit

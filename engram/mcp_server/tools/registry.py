@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.mcp_server.paging import Budget
 from engram.operations import OPERATIONS
 from engram.operations.params import split
-from engram.paging import Budget
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP

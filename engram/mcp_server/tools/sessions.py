@@ -46,7 +46,7 @@ def session_start(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("session_summary")
 def session_summary(mcp: EngramMCP, args: Args, call: Call) -> str:
-    from engram.session import FIELD_NAMES
+    from engram.agents.session import FIELD_NAMES
 
     sections = {name: args.get(name) for name in FIELD_NAMES if args.get(name)}
     result = mcp.engram.session_summary(

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from engram.agents.hookspec import HOOKS, HookSpec
 from engram.errors import ConfigError, InvalidInput
 from engram.fileio import temp_file
-from engram.hookspec import HOOKS, HookSpec
 from engram.jsonc import Document, JsoncError
 
 AGENTS: Final = ("claude-code", "codex", "gemini-cli", "opencode", "cursor", "vscode")

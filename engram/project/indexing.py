@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engram.memories import revise
 from engram.model import Record, normalize_fields
+from engram.project.memories import revise
 
 if TYPE_CHECKING:
     from engram.indexer.adr import Skipped

@@ -23,14 +23,19 @@ and nothing else. This ``__init__`` only re-exports.
 
 from __future__ import annotations
 
-from engram.consolidate.decide import LLM_CONTENT_CHARS, LLM_OUTPUT_BYTES, llm_command, recommend
-from engram.consolidate.groups import (
+from engram.hygiene.consolidate.decide import (
+    LLM_CONTENT_CHARS,
+    LLM_OUTPUT_BYTES,
+    llm_command,
+    recommend,
+)
+from engram.hygiene.consolidate.groups import (
     FILE_BOUND_KINDS,
     NO_DEDUPE_KINDS,
     STALE_MIN_COMMITS,
     find_groups,
 )
-from engram.consolidate.plans import (
+from engram.hygiene.consolidate.plans import (
     PLAN_VERSION,
     Applied,
     Plan,
@@ -39,7 +44,7 @@ from engram.consolidate.plans import (
     plan_changes,
     read_plan,
 )
-from engram.consolidate.shapes import (
+from engram.hygiene.consolidate.shapes import (
     ACTIONS,
     CURRENT_STATUSES,
     DECIDERS,

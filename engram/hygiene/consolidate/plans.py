@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from engram.consolidate.shapes import (
+from engram.hygiene.consolidate.shapes import (
     Recommendation,
     Resolver,
     best_of,

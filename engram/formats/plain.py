@@ -1,6 +1,6 @@
 """Imports of the plain shapes people have: JSON rows of notes, and folders of Markdown notes.
 
-Two formats, converted into engram records deterministically (like ``engram.sync.imports``):
+Two formats, converted into engram records deterministically (like ``engram.formats.convert``):
 
 - ``plain``: JSON Lines, a JSON array, or an object ``{"memories": [...]}`` /
   ``{"records": [...]}`` of ``{title, content, kind?, tags?, files?, ...}`` rows. Synonyms a
@@ -36,6 +36,18 @@ from typing import Any, Final
 
 from engram.config import load_front_matter
 from engram.errors import InputTooLarge, InvalidInput
+from engram.formats.common import (
+    MAX_CONTENT_BYTES,
+    Converted,
+    clip_title,
+    files_of,
+    finish_record,
+    first_line,
+    import_id,
+    scrubbed,
+    sha_hex,
+    time_of,
+)
 from engram.model import (
     MAX_LIST_ITEMS,
     REQUIRED,
@@ -46,18 +58,6 @@ from engram.model import (
     loads,
     normalize_project,
     value_too_deep,
-)
-from engram.sync.imports import (
-    MAX_CONTENT_BYTES,
-    Converted,
-    _clip,
-    _files,
-    _finish,
-    _first_line,
-    _scrubbed,
-    _sha,
-    _time,
-    import_id,
 )
 
 __all__ = [
@@ -216,7 +216,7 @@ def _moment(value: Any, field: str) -> str:
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidInput(f"{field}: not a time: {value!r}") from exc
     try:
-        return _time(value)
+        return time_of(value)
     except InvalidInput as exc:
         raise InvalidInput(f"{field}: {exc.message}") from exc
 
@@ -226,7 +226,7 @@ def _times(row: Mapping[str, Any], stamp: str) -> tuple[str, str]:
     updated_key, updated = _pick(row, _UPDATED_KEYS)
     first = _moment(created, created_key) if created_key else ""
     last = _moment(updated, updated_key) if updated_key else ""
-    first = first or last or _time(stamp)
+    first = first or last or time_of(stamp)
     return first, max(last or first, first)
 
 
@@ -237,7 +237,7 @@ def _tags(value: Any) -> list[str]:
     for item in items[:MAX_LIST_ITEMS]:
         if item is None or isinstance(item, dict | list | tuple | set):
             continue
-        for word in re.split(r"[,\s]+", _scrubbed(str(item))):  # `password: x` is no two tags
+        for word in re.split(r"[,\s]+", scrubbed(str(item))):  # `password: x` is no two tags
             word = word.strip().lstrip("#")
             if word and word not in out:
                 out.append(word)
@@ -277,14 +277,14 @@ def _row(
     if not isinstance(row, dict):
         raise InvalidInput("not a JSON object")
     if all(key in row for key in REQUIRED):
-        return _finish(dict(row), max_bytes)  # already an engram record
+        return finish_record(dict(row), max_bytes)  # already an engram record
     _key, title_value = _pick(row, _TITLE_KEYS)
     content_key, content_value = _pick(row, _CONTENT_KEYS)
     title = _text(title_value, "title").strip()
     content = _text(content_value, content_key or "content").strip()
     if not title and not content:
         raise InvalidInput("missing title and content")
-    title = _clip(title or _first_line(content).lstrip("# ").strip())
+    title = clip_title(title or first_line(content).lstrip("# ").strip())
     type_key, written = _pick(row, ("kind", "type"))
     kind, foreign = kind_and_type(written if type_key else "", default="note")
     created, updated = _times(row, stamp)
@@ -293,7 +293,7 @@ def _row(
         "title": title,
         "content": content,
         "tags": _tags(row.get("tags", row.get("tag"))),
-        "files": _files(row),
+        "files": files_of(row),
         "project": normalize_project(str(row.get("project") or project)),
         "scope": "project",
         "source": source or f"import:{PLAIN_FORMAT}",
@@ -314,7 +314,7 @@ def _row(
     if extra and not value_too_deep(extra):
         record["imported"] = _jsonable(extra)
     record["id"] = import_id(identity or _identity(row, title, content))
-    return _finish(record, max_bytes)
+    return finish_record(record, max_bytes)
 
 
 def _identity(row: Mapping[str, Any], title: str, content: str) -> str:
@@ -324,7 +324,7 @@ def _identity(row: Mapping[str, Any], title: str, content: str) -> str:
         return f"plain:id:{own}"
     if isinstance(row.get("topic_key"), str) and row["topic_key"].strip():
         return f"plain:topic:{row['topic_key'].strip()}"
-    return f"plain:{_sha(title + chr(31) + content)}"
+    return f"plain:{sha_hex(title + chr(31) + content)}"
 
 
 # ── Markdown notes ───────────────────────────────────────────────────────────────────────────
@@ -455,7 +455,7 @@ def _note(
     }
     row.update(title=title, content=content)
     tags = _tags(meta.get("tags", meta.get("tag")))
-    row["tags"] = tags + [tag for tag in _body_tags(_scrubbed(body)) if tag not in tags]
+    row["tags"] = tags + [tag for tag in _body_tags(scrubbed(body)) if tag not in tags]
     permalink = meta.get("permalink")
     kept: dict[str, Any] = {"path": note.path}
     identity = f"markdown:{note.path}"  # the same key whether the folder is a vault or not

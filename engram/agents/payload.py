@@ -5,7 +5,7 @@ agent works in, its session id, the files a tool call is about to touch (or just
 text of its last answer, and how the session started. Pure: it reads the payload and, for the
 last answer when the payload lacks it, the tail of the transcript file the payload names. It
 imports only the standard library's cheapest modules: a hook process the daemon answers loads
-this, ``engram.hookspec`` and little else.
+this, ``engram.agents.hookspec`` and little else.
 
 Payloads, from the agents' hook references:
 

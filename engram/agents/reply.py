@@ -17,13 +17,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
-from engram.context import PERSONAL, STANDING
+from engram.agents.briefing import PERSONAL, STANDING
 from engram.operations.views import clip, snippet, stale_note
 
 if TYPE_CHECKING:
-    from engram.check import Finding, Findings
-    from engram.context import Briefing, BriefingItem
-    from engram.session import Capture
+    from engram.agents.briefing import Briefing, BriefingItem
+    from engram.agents.check import Finding, Findings
+    from engram.agents.session import Capture
 
 LIMIT: Final = 9000  # characters of context per hook (Claude Code truncates past 10,000)
 SNIPPET: Final = 160  # characters of a memory's content under a pre-edit finding

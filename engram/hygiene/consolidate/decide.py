@@ -14,8 +14,14 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from engram.consolidate.shapes import ACTIONS, Group, Recommendation, importance_of, status_of
 from engram.errors import InvalidInput
+from engram.hygiene.consolidate.shapes import (
+    ACTIONS,
+    Group,
+    Recommendation,
+    importance_of,
+    status_of,
+)
 from engram.model import loads
 
 __all__ = ["LLM_CONTENT_CHARS", "LLM_OUTPUT_BYTES", "llm_command", "recommend"]

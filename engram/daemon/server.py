@@ -1,8 +1,8 @@
 """The socket daemon: one long-lived Engram answering engram-rs methods over a Unix socket.
 
 ``serve`` keeps the store and its index open and answers the newline-delimited JSON protocol of
-engram.rpc (error codes are tabled there). Each connection's requests are answered one after
-another, in the order they came; every call runs in one worker thread, so the synchronous
+engram.daemon.protocol (error codes are tabled there). Each connection's requests are answered one
+after another, in the order they came; every call runs in one worker thread, so the synchronous
 service never sees two calls at once, however many clients connect.
 
 Backpressure: a connection holds at most ``PIPELINE_DEPTH`` requests read but not answered, and
@@ -15,7 +15,7 @@ written. A client that goes away mid-request costs only its own connection.
 
 One daemon per store: ``state/daemon.lock`` is held (flock) for the daemon's life, and a second
 daemon fails with a message naming the first. Besides the engram-rs methods it answers
-``engram_hook``, an agent's hook as ``engram hook`` would (``engram.hooking``), which is how a
+``engram_hook``, an agent's hook as ``engram hook`` would (``engram.agents``), which is how a
 hook answers in milliseconds; the composition root's daemon (``engram daemon``, and the one
 hooks and commands start on first use) answers ``engram_cli`` too, a forwarded command line
 (``engram.cli.forwarded``). A daemon started with ``idle`` leaves after
@@ -27,7 +27,7 @@ replaced; SIGTERM and SIGINT shut down cleanly and remove the socket.
 Each method's params are declared with the shared ``engram.operations`` ``Param`` and checked
 by it (a refusal is a 1001 naming the param); ``memory_search`` takes every declared recall
 filter and renders its hits through the shared hit view. This is an adapter: it calls
-engram.service and the shapes of engram.compat_rs, and never imports another adapter.
+engram.service and the shapes of engram.operations.compat_rs, and never imports another adapter.
 """
 
 from __future__ import annotations
@@ -47,17 +47,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from engram import compat_rs as rs
 from engram import config as config_mod
-from engram import reach, rpc
+from engram import reach
 from engram.config import ENGRAM_DIR
+from engram.daemon import protocol as rpc
+from engram.daemon.protocol import INVALID_PARAMS, READ_ONLY, UNKNOWN_METHOD, Request, RpcError
 from engram.errors import EngramError, InvalidInput, NotInitialized
 from engram.fileio import atomic_write
+from engram.operations import compat_rs as rs
 from engram.operations.memory import RECALL_FILTERS, RECALL_LIMIT, RECALL_MAX
 from engram.operations.params import Param
 from engram.operations.spec import check_arguments
 from engram.operations.views import HitView
-from engram.rpc import INVALID_PARAMS, READ_ONLY, UNKNOWN_METHOD, Request, RpcError
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -254,13 +255,13 @@ def _train_delete(engram: Engram, args: dict[str, Any]) -> Any:
 
 
 def _engram_hook(engram: Engram, args: dict[str, Any]) -> Any:
-    from engram.hooking.payload import event_of
-    from engram.hookspec import hook_spec
+    from engram.agents.hookspec import hook_spec
+    from engram.agents.payload import event_of
 
     spec = hook_spec(args["agent"], args["event"])
     if spec is None:
         raise InvalidInput(f"no engram hook {args['agent']} {args['event']}")
-    from engram.hooking.payload import cwd_of
+    from engram.agents.payload import cwd_of
 
     fallback = args["cwd"] or str(engram.root)
     store = reach.find_store(cwd_of(args["payload"], fallback_cwd=fallback))

@@ -1,11 +1,11 @@
 """Memory hygiene over an opened project: consolidation, the trainer's insights.
 
-It wires the pure steps of ``engram.consolidate`` to the project's store (preview the groups,
-recommend an action per group, apply a plan under the lock), runs the trainer
+It wires the pure steps of ``engram.hygiene.consolidate`` to the project's store (preview the
+groups, recommend an action per group, apply a plan under the lock), runs the trainer
 (``engram.trainer``) and stores its insights as ``insight`` memories derived from their
 sources (a ``Training`` says what a run did), and lists and forgets them. Writes go through
 ``Workspace.write``; the logic of grouping, recommending and planning stays in
-``engram.consolidate``. It must not import the service or an adapter.
+``engram.hygiene.consolidate``. It must not import the service or an adapter.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from engram import config as config_mod
 from engram.errors import InvalidInput
-from engram.memories import forget, revise
 from engram.model import Record, is_tombstone, normalize_fields
 from engram.operations import advice
+from engram.project.memories import forget, revise
 
 if TYPE_CHECKING:
-    from engram.consolidate import Applied, Group, Plan
+    from engram.hygiene.consolidate import Applied, Group, Plan
     from engram.project import Project
     from engram.trainer.protocol import Insight, Recommendation, TrainOutcome
     from engram.workspace import Workspace
@@ -71,7 +71,7 @@ class Training:
 
 def groups(here: Project) -> list[Group]:
     """Return the candidate groups for consolidation among the project's memories."""
-    from engram.consolidate import find_groups
+    from engram.hygiene.consolidate import find_groups
 
     ws = here.ws
     records = ws.index.all_records(include_deleted=True)
@@ -104,7 +104,7 @@ def plan(
     ``consolidate.llm_command`` (ENGRAM_HOME or the environment: never a committed config,
     whose command is ignored and named under ``warnings``); else the heuristics.
     """
-    from engram.consolidate import Group, llm_command, make_plan, recommend
+    from engram.hygiene.consolidate import Group, llm_command, make_plan, recommend
 
     ws = here.ws
     found = (
@@ -132,7 +132,7 @@ def apply_plan(
     archive is a status; delete is a tombstone. ``dry_run`` returns the exact changes without
     writing them.
     """
-    from engram.consolidate import Applied, plan_changes, read_plan
+    from engram.hygiene.consolidate import Applied, plan_changes, read_plan
 
     ws = here.ws
     fresh = plan(here) if chosen is None else None

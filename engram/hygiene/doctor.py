@@ -4,7 +4,7 @@ Checks: memories.jsonl parses (bad lines, duplicate ids, git conflict markers, o
 canonical bytes), the sync chunks and manifest are sound (``engram.sync.audit``), no temp file
 of a write cut short is left (``fix`` removes them), .gitignore keeps index/, state/ and temp
 files out of git, no secrets sit anywhere engram keeps text (memories,
-chunks, quarantine, state, index: ``engram.secrets_audit``), which memories keep a
+chunks, quarantine, state, index: ``engram.hygiene.secrets_audit``), which memories keep a
 concurrent edit (``conflicts``), the git merge and diff drivers are set up, and the index
 agrees with the file. ``fix`` rewrites the file canonically, merges duplicate ids with the one
 merge function, repairs in place a line with a UTF-8 byte order mark or bytes that are not UTF-8
@@ -19,11 +19,11 @@ Feature layer: called by the service, prints nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engram.config import Config
 from engram.errors import CorruptStore
+from engram.hygiene.finding import Finding
 from engram.index.db import Index
 from engram.model import is_tombstone, now, recover_line
 from engram.operations import advice
@@ -42,25 +42,6 @@ if TYPE_CHECKING:
 
     from engram.store.jsonl import Scan
     from engram.sync.audit import ChunkAudit
-
-
-@dataclass
-class Finding:
-    """One thing ``doctor`` found: severity ``error`` / ``warning`` / ``ok``, and if fixed."""
-
-    severity: str
-    check: str
-    message: str
-    fixed: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready mapping."""
-        return {
-            "severity": self.severity,
-            "check": self.check,
-            "message": self.message,
-            "fixed": self.fixed,
-        }
 
 
 def run_checks(
@@ -99,7 +80,7 @@ def _run_checks(
     findings += _check_gitignore(store, fix=fix)  # 2. git hygiene
     findings += _check_tracked_local(store, fix=fix)  # 2b. local state a commit carries
     # 3. Secrets anywhere engram keeps text (written by hand, by an older tool, by a teammate).
-    from engram.secrets_audit import check_secrets
+    from engram.hygiene.secrets_audit import check_secrets
 
     findings += check_secrets(store, index, fix=fix)
     findings += _check_config(config)  # 3b. after the scan above, which ran the patterns

@@ -8,7 +8,7 @@ Three foreign formats are read (REFERENCE.md), besides engram's own export:
   gzip'd, without ``exported_at``, maybe with a ``mutations`` journal);
 - ``mcp-memory``: the knowledge-graph JSON Lines of the MCP reference "memory" server;
 - ``plain``: rows of ``{title, content, ...}`` as JSON Lines, a JSON array or
-  ``{"memories": [...]}`` (``engram.sync.plain``, which also reads folders of Markdown notes).
+  ``{"memories": [...]}`` (``engram.formats.plain``, which also reads folders of Markdown notes).
 
 Every id is derived from what the item is (Go's ``sync_id``, else a natural key; an MCP
 entity's name), never drawn at random, and no time is read from the clock: converting the same
@@ -23,37 +23,26 @@ the records through redaction and the one merge function (``engram.sync.merge``)
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import re
 import zlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.errors import EngramError, InputTooLarge, InvalidInput
+from engram.errors import InputTooLarge, InvalidInput
+from engram.formats.common import MAX_CONTENT_BYTES, Converted, finish_record, import_id, time_of
+from engram.formats.goimport import convert_go
 from engram.model import (
     MAX_DOCUMENT_DEPTH,
     Record,
-    canonical_line,
     check_unicode,
-    format_time,
     loads,
-    normalize_fields,
     normalize_kind,
-    normalize_path,
     normalize_project,
-    parse_line,
-    parse_time,
 )
 
 if TYPE_CHECKING:
-    from engram.sync.goknown import GoKnown
+    from engram.formats.goknown import GoKnown
 
 MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
-MAX_CONTENT_BYTES: Final = 1_048_576  # the default of store.max_content_bytes
-TITLE_CHARS: Final = 120
 # The time given to records whose source carries none (MCP memory files); pass ``stamp``.
 EPOCH: Final = "1970-01-01T00:00:00.000Z"
 MCP_SOURCE: Final = "import:mcp-memory"
@@ -61,131 +50,12 @@ FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory",
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 _GO_ARRAYS: Final = ("sessions", "observations", "prompts")
-_FILE_KEYS: Final = ("files", "file", "file_path", "path", "paths")
 _EXPECTED: Final = (
     "expected an engram export ({'format': 'engram', 'memories': [...]}), a Go engram export or "
     "sync chunk ({'sessions', 'observations', 'prompts'}, maybe gzip'd), or an MCP memory "
     "JSONL file (lines of {'type': 'entity' | 'relation', ...}), or plain rows of "
     "{'title', 'content', ...} (JSON Lines, a JSON array, or {'memories': [...]})"
 )
-
-
-@dataclass
-class Converted:
-    """Records converted from one file, the items left out, and the format read."""
-
-    records: list[Record]
-    skipped: list[str] = field(default_factory=list)
-    format: str = ""
-    notes: list[str] = field(default_factory=list)  # e.g. rows collapsed into one memory
-
-
-# ── ids, times, text ─────────────────────────────────────────────────────────────────────────
-
-
-def import_id(key: str) -> str:
-    """Return the stable id (26 lowercase base32 characters) of the memory imported as ``key``."""
-    digest = hashlib.sha256(key.encode("utf-8")).digest()[:16]
-    return base64.b32encode(digest).decode("ascii").rstrip("=").lower()
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _time(value: Any) -> str:
-    """Return a Go time (``YYYY-MM-DD HH:MM:SS`` UTC or RFC 3339) as engram's RFC 3339 UTC."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"not a time: {value!r}")
-    moment: datetime = parse_time(value)
-    return format_time(moment)
-
-
-def _text(value: Any) -> str:
-    """Return a Go string field as text (null and missing are empty)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int):
-        return str(value)
-    raise InvalidInput(f"expected text, got {type(value).__name__}")
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
-_SECTION_WORDS: Final = frozenset(
-    {"goal", "instructions", "discoveries", "accomplished", "next steps", "relevant files"}
-)
-
-
-# A `Label: text` line; never a URL's scheme (`mysql://…` is no label "mysql").
-_LABEL: Final = re.compile(
-    r"^(?:\*\*|__)?([A-Za-z ]+?)\s*(?::(?!//)\s*(?:\*\*|__)?|(?:\*\*|__)\s*:)\s*(.*)$"
-)
-
-
-def _summary_line(text: str) -> str:
-    """Return a summary's first line of substance: markdown marks and bare headings left out."""
-    for line in text.splitlines():
-        words = re.sub(r"^\s*(?:#{1,6}\s*|[-*+•]\s+|\d+[.)]\s+)", "", line).strip()
-        label = _LABEL.match(words)
-        if label and label.group(1).strip().lower() in _SECTION_WORDS:
-            words = label.group(2)  # "**Goal:** ship it" -> "ship it"
-        elif label:
-            words = f"{label.group(1).strip()}: {label.group(2)}"  # "**Note:** x" -> "Note: x"
-        words = words.strip(" *_#`:")
-        if words and words.lower() not in _SECTION_WORDS:
-            return words
-    return ""
-
-
-def _scrubbed(text: str) -> str:
-    """Return text with its secrets redacted, before a conversion splits, cuts or rewrites it.
-
-    The store redacts every record it writes, but only what is left: half a key cut by a title's
-    limit, a tag split off ``password: hunter`` or a URL whose ``//`` a path became ``/`` no
-    longer match their rules.
-    """
-    from engram.store.redact import default_scrubber
-
-    return default_scrubber().text(text)[0]
-
-
-def _clip(text: str, limit: int = TITLE_CHARS) -> str:
-    """Return text on one line, at most ``limit`` characters, its secrets redacted first."""
-    text = " ".join(_scrubbed(text).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]
-    return cut.rstrip() + "…"
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
-def _finish(record: Record, max_content_bytes: int) -> Record:
-    """Validate a converted record as the store would read it; raise InvalidInput if it fails."""
-    from engram.store.redact import scrub_record
-
-    # Scrubbed before normalising (which lower-cases tags and could hide a key from the rules);
-    # the store scrubs again with the user's extra patterns on the way in.
-    record, _ = scrub_record(record)
-    out = normalize_fields(record, max_content_bytes=max_content_bytes)
-    try:
-        parse_line(canonical_line(out), path="import", lineno=1)
-    except EngramError as exc:
-        raise InvalidInput(exc.message.removeprefix("import:1: ")) from exc
-    return out
 
 
 # ── reading and detecting ────────────────────────────────────────────────────────────────────
@@ -236,7 +106,7 @@ def _json_value(payload: bytes, name: str) -> Any:
 
 
 def _looks_plain(payload: bytes) -> bool:
-    from engram.sync.plain import looks_plain_lines
+    from engram.formats.plain import looks_plain_lines
 
     return looks_plain_lines(payload)
 
@@ -261,7 +131,7 @@ def _looks_mcp(payload: bytes) -> bool:
 
 def _sniff(data: bytes, name: str) -> tuple[str, bytes, Any]:
     """Return (format, the decompressed bytes, the parsed value when the file is one)."""
-    from engram.sync.plain import plain_rows
+    from engram.formats.plain import plain_rows
 
     payload = _gunzip(data, name) if data[:2] == _GZIP_MAGIC else data
     value = _json_value(payload, name)
@@ -310,7 +180,7 @@ def convert(
             payload, project=project, stamp=stamp, max_content_bytes=max_content_bytes
         )
     if fmt == "plain":
-        from engram.sync.plain import convert_plain
+        from engram.formats.plain import convert_plain
 
         return convert_plain(
             payload,
@@ -325,48 +195,6 @@ def convert(
         # Every item, objects or not: the merge names each one it skips by its index.
         return Converted(list(obj.get("memories") or []), [], "engram")
     return convert_go(
-        obj,
-        project=project,
-        fmt=fmt,
-        max_content_bytes=max_content_bytes,
-        known=known,
-        go_names=go_names,
-    )
-
-
-# ── Go engram ────────────────────────────────────────────────────────────────────────────────
-
-
-def _files(row: Mapping[str, Any]) -> list[str]:
-    found: list[str] = []
-    for key in _FILE_KEYS:
-        value = row.get(key)
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if not isinstance(item, str) or not item.strip():
-                continue
-            try:
-                path = normalize_path(_scrubbed(item))
-            except InvalidInput:
-                continue  # absolute or escaping paths say nothing about this repository
-            if path and path not in found:
-                found.append(path)
-    return found
-
-
-def convert_go(
-    obj: Mapping[str, Any],
-    *,
-    project: str,
-    fmt: str = "go-engram-export",
-    max_content_bytes: int = MAX_CONTENT_BYTES,
-    known: GoKnown | None = None,
-    go_names: Sequence[str] = (),
-) -> Converted:
-    """Convert a Go engram export or sync chunk (already parsed): ``engram.sync.goimport``."""
-    from engram.sync import goimport
-
-    return goimport.convert_go(
         obj,
         project=project,
         fmt=fmt,
@@ -407,7 +235,7 @@ def convert_mcp_memory(
     edited file's records win over an older import; default the epoch) and rev 1.
     """
     default_project = normalize_project(project)
-    created = _time(stamp)
+    created = time_of(stamp)
     skipped: list[str] = []
     text = data.decode("utf-8-sig", errors="replace")
     entities: dict[str, dict[str, Any]] = {}
@@ -498,7 +326,7 @@ def convert_mcp_memory(
         if not record["project"]:
             del record["project"]
         try:
-            records.append(_finish(record, max_content_bytes))
+            records.append(finish_record(record, max_content_bytes))
         except InvalidInput as exc:
             skipped.append(f"{entry['where']}: entity {name!r}: {exc.message}")
     records.sort(key=lambda record: str(record["id"]))
@@ -509,11 +337,9 @@ __all__ = [
     "EPOCH",
     "FORMATS",
     "MAX_DECOMPRESSED_BYTES",
-    "Converted",
     "convert",
     "convert_go",
     "convert_mcp_memory",
     "detect",
-    "import_id",
     "mcp_entity_id",
 ]

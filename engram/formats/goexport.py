@@ -4,7 +4,7 @@
 "observations", "prompts"}`` as Go's own export does: ``version`` a string (Go refuses a
 number), times as ``YYYY-MM-DD HH:MM:SS`` UTC, integer ids, and a session row for every session
 an observation or prompt names (Go's tables have a foreign key on it). A record imported from Go
-goes back with the type and every field it came with (``engram.sync.goimport`` keeps them in
+goes back with the type and every field it came with (``engram.formats.goimport`` keeps them in
 ``go``); engram's own memories go out as observations whose ``sync_id`` is ``obs-`` + the 32
 hex digits of their id, so that Go's next export brings them back onto the same memory.
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from engram.errors import InvalidInput
+from engram.formats.goknown import GO_SOURCE, go_session_of, sync_id_of
 from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
-from engram.sync.goknown import GO_SOURCE, go_session_of, sync_id_of
 
 __all__ = [
     "GO_EXPORT_VERSION",

@@ -6,7 +6,7 @@ Go observation's fields onto the facade with these functions, so a save, an upda
 means the same through either: a Go type through ``engram.model.kind_and_type`` (``command``
 or a user's own type is kept as written), ``observation`` as an alias of ``content``, a scope
 that cannot move a memory between stores refused with the same words. Go's rows going out are
-``engram.sync.goexport``'s (``go_observation``, ``go_prompt``), the ones its export writes.
+``engram.formats.goexport``'s (``go_observation``, ``go_prompt``), the ones its export writes.
 
 Plain data in, plain data out: no facade, no adapter, no I/O.
 """

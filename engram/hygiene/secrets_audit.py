@@ -35,7 +35,7 @@ from engram.model import change_time
 from engram.operations import advice
 
 if TYPE_CHECKING:
-    from engram.doctor import Finding
+    from engram.hygiene.finding import Finding
     from engram.index.db import Index
     from engram.store import MemoryStore
 
@@ -60,7 +60,7 @@ def check_secrets(store: MemoryStore, index: Index, *, fix: bool) -> list[Findin
 
 
 def _finding(check: str, message: str) -> Finding:
-    from engram.doctor import Finding
+    from engram.hygiene.finding import Finding
 
     return Finding("error", check, message)
 

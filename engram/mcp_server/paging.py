@@ -28,13 +28,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
-from engram.context import CHARS_PER_TOKEN, estimate_tokens
+from engram.agents.briefing import CHARS_PER_TOKEN, estimate_tokens
 from engram.errors import InvalidInput
 from engram.operations.advice import PERSON
 from engram.operations.views import HitLike
 
 if TYPE_CHECKING:
-    from engram.check import Findings
+    from engram.agents.check import Findings
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, NamedTuple, Protocol
 
-from engram.consolidate.similarity import spellings
+from engram.hygiene.consolidate.similarity import spellings
 
 __all__ = [
     "MIN_COSINE",

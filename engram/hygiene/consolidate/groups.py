@@ -15,8 +15,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from engram.consolidate.candidates import Item, Neighbours, candidate_pairs
-from engram.consolidate.shapes import (
+from engram.errors import InvalidInput
+from engram.hygiene.consolidate.candidates import Item, Neighbours, candidate_pairs
+from engram.hygiene.consolidate.shapes import (
     GROUP_KINDS,
     Group,
     Resolver,
@@ -28,8 +29,7 @@ from engram.consolidate.shapes import (
     tags_drown,
     text_of,
 )
-from engram.consolidate.similarity import alike, words_of
-from engram.errors import InvalidInput
+from engram.hygiene.consolidate.similarity import alike, words_of
 from engram.model import is_tombstone
 
 __all__ = ["FILE_BOUND_KINDS", "NO_DEDUPE_KINDS", "STALE_MIN_COMMITS", "find_groups"]

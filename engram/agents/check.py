@@ -15,7 +15,7 @@ them, most relevant first:
 Within a reason the heaviest come first (importance, as ``cite_columns`` reads it; a hotspot by
 its changes, a recall hit by its rank), then the project's store before the personal one, then
 by id. The findings are packed greedily under a token budget with the context packer's
-estimator (``engram.context.estimate_tokens``); each carries its id prefix so the agent can
+estimator (``engram.agents.briefing.estimate_tokens``); each carries its id prefix so the agent can
 ``get`` it, and the text's advice is in the reader's words (``engram.operations.advice``).
 An empty answer is valid: ``Findings`` with none.
 
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.context import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
+from engram.agents.briefing import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
 from engram.errors import InvalidInput
 from engram.index.query import file_matches
 from engram.index.records import cite_columns

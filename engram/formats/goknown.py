@@ -1,7 +1,7 @@
 """Which engram record a Go engram row is: the keys rows and records are found by.
 
-``engram.sync.goimport`` converts Go rows and asks ``GoKnown`` (what the stores hold) which
-record each is; ``engram.sync.goexport`` names records as Go knows them (``sync_id_of``,
+``engram.formats.goimport`` converts Go rows and asks ``GoKnown`` (what the stores hold) which
+record each is; ``engram.formats.goexport`` names records as Go knows them (``sync_id_of``,
 ``go_session_of``). The keys (docs/decisions.md, "Go engram both ways" and "A mixed team"):
 
 - ``id:`` and ``sync:``: a record's id and the sync_ids Go may know it by (Go's own, else

@@ -1,4 +1,11 @@
-"""One opened project: its workspaces, its session log and the lookups across both stores.
+"""project/ is the opened project and what is done over it: write path, graph, names, git.
+
+Its modules: ``memories`` (the write path: remember, update, forget), ``graph`` (lineage,
+neighbours, timeline), ``names`` (project names, variants and renames), ``indexing`` (the
+search index and the memories of ADRs and git history), ``git`` (the merge and diff drivers,
+a memory's git log). This file holds ``Project``, which they all work on.
+
+One opened project: its workspaces, its session log and the lookups across both stores.
 
 ``Project`` is what the feature modules work on: the project's ``Workspace`` and, for
 ``scope=personal``, the one under ENGRAM_HOME (opened when first asked for), the clone's session

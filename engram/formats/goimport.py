@@ -1,8 +1,8 @@
 """Go engram rows into engram records, under identities that survive edits and upgrades.
 
 Converts a Go engram export or sync chunk (already parsed: ``sessions``, ``observations``,
-``prompts``, maybe a ``mutations`` journal) into engram records. ``engram.sync.imports`` detects
-the format and calls ``convert_go``; ``engram.sync.goexport`` writes records back in Go's shape.
+``prompts``, maybe a ``mutations`` journal) into engram records. ``engram.formats.convert`` detects
+the format and calls ``convert_go``; ``engram.formats.goexport`` writes records back in Go's shape.
 
 What a record keeps of its Go row (docs/decisions.md, "Go engram both ways"): the fields
 engram has its own place for (title, content, type as written next to the kind it ranks as,
@@ -20,7 +20,7 @@ Which record a row is (first found wins):
    scope and topic key, and only when the row is newer and differs, so Go's row never erases
    engram's richer fields.
    A row without such a sync_id (Go engram 1.7 drops it and renumbers rows) is one of
-   engram's own memories come back when ``engram.sync.goknown.own_keys`` find it (creation
+   engram's own memories come back when ``engram.formats.goknown.own_keys`` find it (creation
    second and session, or creation second and text); a forgotten one stays forgotten.
 2. A record ``known`` already (the stores' records, passed in by the service): by the row's
    ``sync_id``, its Go row (session, creation time and Go id), its topic key (project, scope,
@@ -42,6 +42,32 @@ from datetime import timedelta
 from typing import Any, Final
 
 from engram.errors import InvalidInput
+from engram.formats.common import (
+    MAX_CONTENT_BYTES,
+    Converted,
+    clip_title,
+    count_of,
+    files_of,
+    finish_record,
+    first_line,
+    import_id,
+    sha_hex,
+    summary_line,
+    text_of,
+    time_of,
+)
+from engram.formats.goknown import (
+    GO_SOURCE,
+    GoKnown,
+    carried_id,
+    go_fields,
+    go_session_of,
+    identity_keys,
+    own_keys,
+    own_memory,
+    row_keys,
+    sync_id_of,
+)
 from engram.model import (
     Record,
     check_unicode,
@@ -54,32 +80,6 @@ from engram.model import (
     normalize_project,
     parse_time,
     type_of,
-)
-from engram.sync.goknown import (
-    GO_SOURCE,
-    GoKnown,
-    carried_id,
-    go_fields,
-    go_session_of,
-    identity_keys,
-    own_keys,
-    own_memory,
-    row_keys,
-    sync_id_of,
-)
-from engram.sync.imports import (
-    MAX_CONTENT_BYTES,
-    Converted,
-    _clip,
-    _count,
-    _files,
-    _finish,
-    _first_line,
-    _sha,
-    _summary_line,
-    _text,
-    _time,
-    import_id,
 )
 
 __all__ = [
@@ -131,22 +131,28 @@ class _Candidate:
 
 def _legacy_key(entity: str, row: Mapping[str, Any], project: str) -> str:
     """Return the content-hash key engram derived ids from before stable identities."""
-    sync_id = _text(row.get("sync_id")).strip()
+    sync_id = text_of(row.get("sync_id")).strip()
     name = "obs" if entity == "observation" else "prompt"
     if sync_id:
         return f"go-engram:{name}:{sync_id}"
-    parts = [normalize_project(_text(row.get("project"))) or project, _text(row.get("session_id"))]
+    parts = [
+        normalize_project(text_of(row.get("project"))) or project,
+        text_of(row.get("session_id")),
+    ]
     parts[1] = parts[1].strip()
     if entity == "observation":
-        parts += [_text(row.get("type")).strip().lower(), " ".join(_text(row.get("title")).split())]
-    parts.append(_sha(normalize_content(_text(row.get("content")))))
-    return f"go-engram:{name}:" + _sha("\x1f".join(parts))
+        parts += [
+            text_of(row.get("type")).strip().lower(),
+            " ".join(text_of(row.get("title")).split()),
+        ]
+    parts.append(sha_hex(normalize_content(text_of(row.get("content")))))
+    return f"go-engram:{name}:" + sha_hex("\x1f".join(parts))
 
 
 def _file_key(entity: str, row: Mapping[str, Any], project: str) -> str:
     """Return the key that chains one entity's rows and mutations inside one document."""
     if entity == "session":
-        sid = _text(row.get("id")).strip()
+        sid = text_of(row.get("id")).strip()
         if not sid:
             raise InvalidInput("no session id")
         return f"session:{sid}"
@@ -166,7 +172,7 @@ def _deleted_at(row: Mapping[str, Any]) -> str | None:
     value = row.get("deleted_at")
     if value in (None, ""):
         return None
-    return _time(value)
+    return time_of(value)
 
 
 def _times(row: Mapping[str, Any], created_key: str, *updated_keys: str) -> tuple[str, str]:
@@ -174,8 +180,8 @@ def _times(row: Mapping[str, Any], created_key: str, *updated_keys: str) -> tupl
     updated_raw = next((row[key] for key in updated_keys if row.get(key)), None)
     if not created_raw and not updated_raw:
         raise InvalidInput(f"no {created_key}")
-    created = _time(created_raw) if created_raw else _time(updated_raw)
-    updated = _time(updated_raw) if updated_raw else created
+    created = time_of(created_raw) if created_raw else time_of(updated_raw)
+    updated = time_of(updated_raw) if updated_raw else created
     return created, max(created, updated)
 
 
@@ -201,16 +207,18 @@ def _live_or_tombstone(
 
 def _observation(row: Mapping[str, Any]) -> tuple[Record, int]:
     """Return an observation row as a live record without an id, and its rev."""
-    base_rev = max(_count(row.get("revision_count")) or 1, 1)
+    base_rev = max(count_of(row.get("revision_count")) or 1, 1)
     created, updated = _times(row, "created_at", "updated_at")
-    content = _text(row.get("content"))
-    title = " ".join(_text(row.get("title")).split()) or _clip(_first_line(content))
-    kind, written = kind_and_type(_text(row.get("type")))
+    content = text_of(row.get("content"))
+    title = " ".join(text_of(row.get("title")).split()) or clip_title(first_line(content))
+    kind, written = kind_and_type(text_of(row.get("type")))
     record: Record = {
         "kind": kind,
         "title": title,
         "content": content,
-        "scope": "personal" if _text(row.get("scope")).strip().lower() == "personal" else "project",
+        "scope": "personal"
+        if text_of(row.get("scope")).strip().lower() == "personal"
+        else "project",
         "source": GO_SOURCE,
         "created_at": created,
         "updated_at": updated,
@@ -218,18 +226,18 @@ def _observation(row: Mapping[str, Any]) -> tuple[Record, int]:
     }
     if written is not None:
         record["type"] = written
-    project = normalize_project(_text(row.get("project")))
+    project = normalize_project(text_of(row.get("project")))
     if project:
         record["project"] = project
     for key in ("topic_key", "session_id", "tool_name"):
-        text = _text(row.get(key)).strip()
+        text = text_of(row.get(key)).strip()
         if text:
             record[key] = text
-    duplicates = _count(row.get("duplicate_count"))
+    duplicates = count_of(row.get("duplicate_count"))
     if duplicates is not None and duplicates > 1:
         # Go counts the first save (a fresh row has 1); engram counts only the re-saves.
         record["duplicate_count"] = duplicates - 1
-    files = _files(row)
+    files = files_of(row)
     if files:
         record["files"] = files
     meta = _meta(row, _OBS_OWN, record)
@@ -239,11 +247,11 @@ def _observation(row: Mapping[str, Any]) -> tuple[Record, int]:
 
 
 def _prompt(row: Mapping[str, Any]) -> tuple[Record, int]:
-    content = _text(row.get("content"))
+    content = text_of(row.get("content"))
     created, updated = _times(row, "created_at", "updated_at")
     record: Record = {
         "kind": "prompt",
-        "title": _clip(_first_line(content)) or "Prompt",
+        "title": clip_title(first_line(content)) or "Prompt",
         "content": content,
         "scope": "project",
         "source": GO_SOURCE,
@@ -251,10 +259,10 @@ def _prompt(row: Mapping[str, Any]) -> tuple[Record, int]:
         "updated_at": updated,
         "rev": 1,
     }
-    project = normalize_project(_text(row.get("project")))
+    project = normalize_project(text_of(row.get("project")))
     if project:
         record["project"] = project
-    session_id = _text(row.get("session_id")).strip()
+    session_id = text_of(row.get("session_id")).strip()
     if session_id:
         record["session_id"] = session_id
     meta = _meta(row, _PROMPT_OWN, record)
@@ -264,17 +272,17 @@ def _prompt(row: Mapping[str, Any]) -> tuple[Record, int]:
 
 
 def _session(row: Mapping[str, Any]) -> tuple[Record, int]:
-    sid = _text(row.get("id")).strip()
-    summary = _text(row.get("summary"))
+    sid = text_of(row.get("id")).strip()
+    summary = text_of(row.get("summary"))
     created, updated = _times(row, "started_at", "updated_at", "ended_at")
     session = {
-        key: _time(row[key]) if key.endswith("_at") else _text(row[key]).strip()
+        key: time_of(row[key]) if key.endswith("_at") else text_of(row[key]).strip()
         for key in ("started_at", "ended_at", "directory")
         if row.get(key) not in (None, "")
     }
     record: Record = {
         "kind": "session",
-        "title": _clip(f"Session: {_summary_line(summary) or sid}"),
+        "title": clip_title(f"Session: {summary_line(summary) or sid}"),
         "content": summary,
         "scope": "project",
         "source": GO_SOURCE,
@@ -284,7 +292,7 @@ def _session(row: Mapping[str, Any]) -> tuple[Record, int]:
         "updated_at": updated,
         "rev": 1,
     }
-    project = normalize_project(_text(row.get("project")))
+    project = normalize_project(text_of(row.get("project")))
     if project:
         record["project"] = project
     meta = _meta(row, _SESSION_OWN, record)
@@ -304,7 +312,7 @@ def _sort_time(row: Mapping[str, Any], *keys: str) -> str:
     """Return a row's newest time for last-writer-wins ordering ('' when none parses)."""
     for key in keys:
         try:
-            return _time(row.get(key))
+            return time_of(row.get(key))
         except InvalidInput:
             continue
     return ""
@@ -333,7 +341,7 @@ def _mutation_rows(
         if not isinstance(mutation, Mapping):
             skipped.append(f"mutations[{position}]: not a JSON object")
             continue
-        seq = _count(mutation.get("seq"))
+        seq = count_of(mutation.get("seq"))
         ordered.append((seq if seq is not None else position, position, mutation))
     rows: list[tuple[str, _Row]] = []
     for _seq, position, mutation in sorted(ordered, key=lambda item: (item[0], item[1])):
@@ -349,8 +357,8 @@ def _mutation_rows(
         try:
             payload = _payload(mutation)
             check_unicode(mutation)
-            occurred = _time(mutation.get("occurred_at"))
-            entity_key = _text(mutation.get("entity_key")).strip()
+            occurred = time_of(mutation.get("occurred_at"))
+            entity_key = text_of(mutation.get("entity_key")).strip()
             key_field = "id" if entity == "session" else "sync_id"
             if entity_key and not payload.get(key_field):
                 payload[key_field] = entity_key
@@ -367,7 +375,7 @@ def _mutation_rows(
         else:
             row["deleted_at"] = None
             if prior is not None and entity == "observation" and "revision_count" not in payload:
-                row["revision_count"] = max(_count(prior.get("revision_count")) or 1, 1) + 1
+                row["revision_count"] = max(count_of(prior.get("revision_count")) or 1, 1) + 1
         latest[key] = row
         rows.append((key, _Row(entity, where, row)))
     return rows
@@ -422,7 +430,7 @@ def _resolve(
     """
     project = str(live.get("project") or "")
     entity = "prompt" if row.entity == "prompt" else "obs"
-    sync_id = _text(row.data.get("sync_id")).strip()
+    sync_id = text_of(row.data.get("sync_id")).strip()
     carried = carried_id(sync_id) if sync_id else None
     stores = [seen] if known is None else [seen, known]
     if carried is not None:
@@ -521,8 +529,8 @@ def _bare_sessions(rows: list[_Row]) -> dict[str, tuple[dict[str, Any], list[str
         if row.entity != "session":
             continue
         try:
-            sid = _text(row.data.get("id")).strip()
-            summary = _text(row.data.get("summary")).strip()
+            sid = text_of(row.data.get("id")).strip()
+            summary = text_of(row.data.get("summary")).strip()
         except InvalidInput:
             continue  # not text: the row's own conversion reports it as skipped
         if summary or row.data.get("deleted_at"):
@@ -557,8 +565,8 @@ def _quiet_session(
     A row whose id or summary is not text makes a record attempt, whose conversion skips it.
     """
     try:
-        sid = _text(row.data.get("id")).strip()
-        summary = _text(row.data.get("summary")).strip()
+        sid = text_of(row.data.get("id")).strip()
+        summary = text_of(row.data.get("summary")).strip()
     except InvalidInput:
         return False
     if sid in bare:
@@ -573,7 +581,7 @@ def _alias(live: Record, row: Mapping[str, Any], project: str, aliases: frozense
     """File a row Go named after the folder under this project; its spelling stays in ``go``."""
     if project and live.get("project") in aliases:
         live["project"] = project
-        live.setdefault("go", {})["project"] = _text(row.get("project"))
+        live.setdefault("go", {})["project"] = text_of(row.get("project"))
 
 
 def convert_go(
@@ -620,7 +628,7 @@ def convert_go(
                 live.setdefault("go", {})["session"] = bare[sid][0]
                 attached[sid] = attached.get(sid, 0) + 1
             record = _live_or_tombstone(live, row.data, base_rev, bool(live["content"].strip()))
-            record = _finish(record, max_content_bytes)
+            record = finish_record(record, max_content_bytes)
         except InvalidInput as exc:
             skipped.append(f"{row.where}: {exc.message}")
             continue

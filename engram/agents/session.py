@@ -9,9 +9,9 @@ first section is kept as a preamble. ``Relevant files`` lines become the memory'
 Parsing is pure. Over an opened ``Project``, ``start`` and ``end`` keep the clone's session log,
 ``save_summary`` saves a summary as the session's ``session`` memory (one per session: a later
 one revises it), ``save_prompt`` a user's prompt as a ``prompt`` memory, and ``capture`` the
-"Key Learnings" of an agent's reply (``engram.capture`` finds them) as ``discovery`` memories,
-all through the write path (``engram.memories``). ``start`` and ``end`` return a ``Session``,
-``capture`` a ``Capture``.
+"Key Learnings" of an agent's reply (``engram.agents.capture`` finds them) as ``discovery``
+memories, all through the write path (``engram.project.memories``). ``start`` and ``end`` return a
+``Session``, ``capture`` a ``Capture``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from engram.errors import InvalidInput
-from engram.memories import SaveResult, remember
 from engram.model import Record, new_id, normalize_content
 from engram.project import check_session_id
+from engram.project.memories import SaveResult, remember
 
 if TYPE_CHECKING:
     from engram.project import Project
@@ -343,7 +343,7 @@ def capture(
     Each item becomes a ``discovery`` memory unless one with the same title or the same
     text already exists (in any kind). Returns what was extracted, saved and skipped.
     """
-    from engram.capture import extract_learnings
+    from engram.agents.capture import extract_learnings
 
     name = here.project_name(project)
     sid = here.session_id(session_id, name)

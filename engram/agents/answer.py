@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+from engram.agents import reply
+from engram.agents.payload import absolute
 from engram.errors import EngramError
-from engram.hooking import reply
-from engram.hooking.payload import absolute
 from engram.operations import advice
 from engram.operations.spec import OPERATIONS
 
 if TYPE_CHECKING:
-    from engram.context import StandingCache
-    from engram.hooking.payload import Event
-    from engram.hookspec import HookSpec
+    from engram.agents.briefing import StandingCache
+    from engram.agents.hookspec import HookSpec
+    from engram.agents.payload import Event
     from engram.project import Project
 
 log = logging.getLogger("engram.hooks")
@@ -27,7 +27,7 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
 
     ``cache`` holds the briefing's query-free sections between calls of a long-lived process.
     """
-    from engram import session
+    from engram.agents import session
 
     with advice.using(AGENT_TOOLS):
         if spec.action == "brief":
@@ -42,8 +42,8 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
 
 
 def _brief(here: Project, cache: StandingCache, spec: HookSpec, event: Event) -> str:
-    from engram import session
-    from engram.context import brief
+    from engram.agents import session
+    from engram.agents.briefing import brief
 
     if event.session_id:
         try:
@@ -55,7 +55,7 @@ def _brief(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
 
 
 def _check(here: Project, spec: HookSpec, event: Event) -> str:
-    from engram.check import check_files
+    from engram.agents.check import check_files
     from engram.model import repo_path
 
     wanted: list[str] = []
@@ -81,7 +81,7 @@ def _check(here: Project, spec: HookSpec, event: Event) -> str:
 
 
 def _capture(here: Project, spec: HookSpec, event: Event) -> str:
-    from engram import session
+    from engram.agents import session
 
     if event.nested or not event.message:
         return ""
