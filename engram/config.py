@@ -102,7 +102,7 @@ search:
   min_score_ratio: 0.2
   # BM25 weight of each field.
   field_weights: {{title: 6.0, tags: 3.0, content: 1.0, files: 1.5}}
-  # Multipliers applied after BM25 (DESIGN.md section 6). Unlisted kinds weigh 1.0; kind
+  # Multipliers applied after BM25 (README). Unlisted kinds weigh 1.0; kind
   # weights and the importance step are off: on the labelled sets, each left out of the fit
   # in turn, they lowered MRR and recall@5 (docs/decisions.md, "Multipliers, held out").
   kind_weights: {{}}

@@ -1,8 +1,8 @@
 """The memory record: kinds, statuses, links, canonical JSON, ids, hashes and validation.
 
 A memory is a plain ``dict`` (``Record``) so that unknown fields survive every read and write
-verbatim (DESIGN.md §2). This module owns the canonical line format of memories.jsonl
-(DESIGN.md §3) and the rules that turn caller input into a valid record. It does no I/O and
+verbatim (README). This module owns the canonical line format of memories.jsonl
+(README) and the rules that turn caller input into a valid record. It does no I/O and
 imports nothing from engram but ``errors``.
 """
 
@@ -665,7 +665,7 @@ MAX_TYPE_CHARS: Final = 64
 def kind_and_type(value: object, *, default: str = "note") -> tuple[str, str | None]:
     """Split another tool's type into the kind engram ranks it as and the type as written.
 
-    DESIGN.md §2: a type engram knows (or an alias of one) is its kind, and nothing more is
+    README: a type engram knows (or an alias of one) is its kind, and nothing more is
     kept when it is written exactly as that kind. Any other string (Go engram's ``command``,
     ``file_change``, ``passive``, ``manual``, a user's own) ranks as ``default`` or as its
     alias's kind, and is returned as written, stripped, so it goes back out unchanged (the

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md §7, read from docs/layers.toml and checked on every module of engram/.
+"""The layers of docs/architecture.md, as docs/layers.toml has them, checked on every module.
 
 One checker (``violations``) reads the import statements of a package and reports: a module the
 map does not place, an import the map does not allow (adapters never import each other, the
@@ -729,3 +729,17 @@ def test_the_house_rules_report_each_planted_breach(tmp_path: Path) -> None:
         "engram.pub: imports a private name from engram.a",  # a private module is its own
         "engram.gone: an exception no longer needed: remove it",
     ]
+
+
+def test_code_tests_and_docs_cite_only_what_the_repository_holds() -> None:
+    outside = re.compile(r"DESIGN(?:\.md)?\s*(?:§|section)|STYLE\.md|REFERENCE\.md|\.\./shared/")
+    places = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "docs").glob("*")]
+    places += [ROOT / "README.md", *(ROOT / "benchmarks").rglob("*.py")]
+    cited = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in places
+        if path.is_file()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert cited == []  # a clone's reader can open docs/architecture.md, not a file beside it

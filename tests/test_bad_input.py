@@ -1,4 +1,4 @@
-"""Untrusted and broken input, through the service and through the real CLI (DESIGN §3, §8).
+"""Untrusted and broken input, through the service and through the real CLI (README).
 
 A damaged memories.jsonl is reported with file and line and never written over; doctor repairs
 it without losing a line; oversized, binary and non-UTF-8 input is refused with a clear error;

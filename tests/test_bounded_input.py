@@ -1,4 +1,4 @@
-"""JSON depth and size are bounded on every input (DESIGN §8): files, chunks, imports, daemon,
+"""JSON depth and size are bounded on every input (README): files, chunks, imports, daemon,
 HTTP and MCP. A line nested 1,100 deep (a 2 KB line that used to raise RecursionError from every
 command) is a bad line like any other: named with file and line, skipped by reads, refused by
 writes; a bad record in a chunk or an import is skipped while the rest applies; every server

@@ -1,4 +1,4 @@
-"""Sync chunks, the manifest and the per-clone sync state (engram.sync.chunks, DESIGN.md §5, §8).
+"""Sync chunks, the manifest and the per-clone sync state (engram.sync.chunks).
 
 Every hostile or broken input is refused with an error naming the file, and every failure leaves
 the files already stored byte for byte as they were.

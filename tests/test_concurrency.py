@@ -1,4 +1,4 @@
-"""Real OS processes racing on one store: no write lost, no torn file, crash safety (DESIGN §3).
+"""Real OS processes racing on one store: no write lost, no torn file, crash safety (README).
 
 Writers and readers are separate Python processes (tests/helpers/writer.py) that do their
 imports first and then wait for a barrier file, so that they all start at the same moment.

@@ -1,4 +1,4 @@
-"""The contract every full-text backend keeps (DESIGN.md §6), run against Tantivy and FTS5.
+"""The contract every full-text backend keeps (README), run against Tantivy and FTS5.
 
 Real on-disk indexes in tmp_path and real subprocesses; no mocks.
 """

@@ -1,4 +1,4 @@
-"""The canonical line format, hashes, ids and field validation of engram.model (DESIGN §2–3)."""
+"""The canonical line format, hashes, ids and field validation of engram.model (README)."""
 
 from __future__ import annotations
 

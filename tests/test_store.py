@@ -1,4 +1,4 @@
-"""MemoryStore: spliced atomic writes keep memories.jsonl sorted and canonical (DESIGN §3)."""
+"""MemoryStore: spliced atomic writes keep memories.jsonl sorted and canonical (README)."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ MODES: Final = ("keyword", "semantic", "hybrid")
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
 LIMIT: Final = 10
 # The baseline's BM25 column weights, in the FTS5 table's column order (engram's defaults,
-# DESIGN.md section 6, written out here so the baseline does not depend on engram's code).
+# README, written out here so the baseline does not depend on engram's code).
 BASELINE_WEIGHTS: Final = (("title", 6.0), ("tags", 3.0), ("content", 1.0), ("files", 1.5))
 _WORD: Final = re.compile(r"\w+", re.UNICODE)
 

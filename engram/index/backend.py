@@ -6,7 +6,7 @@ user text into safe word tokens). Backends live in ``tantivy.py`` and ``fts.py``
 module; ``factory.open_backend`` picks one by name, so this module imports no backend and no
 backend imports the factory. Both backends must pass ``tests/test_index_contract.py``. It must
 not import a backend library, read memories.jsonl, or apply the ranking multipliers of
-DESIGN.md §6 (that is ``ranking.py``).
+README (that is ``ranking.py``).
 """
 
 from __future__ import annotations

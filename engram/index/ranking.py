@@ -1,4 +1,4 @@
-"""Ranking: the multipliers of DESIGN.md §6 applied to a full-text score, and the 20% cut.
+"""Ranking: the multipliers (README) applied to a full-text score; the 20% cut.
 
 score = relevance × kind weight × importance × status × freshness × judgements. Pure functions
 over numbers and settings; no I/O, no SQL, no backend knowledge: the index fetches candidates and

@@ -1,4 +1,4 @@
-"""Relevance: the probability that a hit answers its query, and the floor on it (DESIGN.md §6).
+"""Relevance: the probability that a hit answers its query, and the floor on it.
 
 Every hit of a worded recall carries ``relevance``, a number in 0..1 that means the same on
 every store: of the best hits that get this estimate, about that share answer their query. It

@@ -1,7 +1,7 @@
 """Recording staleness anchors: the git blob of each file a memory cites, when it is saved.
 
 ``record_anchors`` hashes the cited files as they are in the work tree (``{"path", "blob"}``,
-DESIGN.md §2) and keeps the ones git tracks. This module owns that, the repositories it keeps
+README) and keeps the ones git tracks. This module owns that, the repositories it keeps
 open between saves (``_Opened``), and what an anchor is made of, which ``engram.indexer.anchors``
 (the checker) uses too: a cited path made repository-relative, a work-tree file's blob id, the
 errors a damaged repository raises. An anchor's ``path`` is relative to the project root (which

@@ -1,7 +1,7 @@
 """Checking staleness anchors: how far HEAD moved since the version of a file a memory cites.
 
 ``record_anchors`` (``engram.indexer.anchorrecord``) hashes the cited files when a memory is
-saved (``{"path", "blob"}``, DESIGN.md §2). This module owns ``AnchorChecker``: ``check``
+saved (``{"path", "blob"}``, README). This module owns ``AnchorChecker``: ``check``
 compares each anchor with HEAD and, for the files that differ, counts the commits that changed
 them since, so that recall, get, why and check can say "may be stale: src/auth.py changed in 3
 commits since"; ``edited`` tells the uncommitted edits.
@@ -11,7 +11,7 @@ What it must not do: run ``git`` in a subprocess; write anything but its cache f
 no commits, an unborn branch, a shallow clone, a damaged or missing object, an unreadable index):
 what cannot be known is left out (``record_anchors``) or reported as a lower bound
 (``Stale.capped``). dulwich is imported inside functions so that ``engram --help`` stays fast;
-DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
+docs/architecture.md keeps dulwich in ``indexer/`` and ``sync/`` only.
 
 Conventions (the facts a reader of a "may be stale" line relies on):
 

@@ -14,7 +14,7 @@ files, a few small text files at most: see ``gittrees``); write anything but its
 ``state_dir`` (through ``engram.store.files``); or raise for a repository state a user can be
 in (no repository, no commits, a shallow or partial clone, a damaged object): those come back
 as sentences in ``GitScan.problems``. dulwich is imported inside functions so that
-``engram --help`` stays fast; DESIGN.md §7 keeps dulwich in ``indexer/`` and ``sync/`` only.
+``engram --help`` stays fast; docs/architecture.md keeps dulwich in ``indexer/`` and ``sync/`` only.
 
 Conventions (the facts a reader of the hotspot memory relies on):
 

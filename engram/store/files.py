@@ -1,8 +1,8 @@
 """The companions of memories.jsonl under .engram/: sync chunks, manifest.json, state/ files.
 
-DESIGN.md §7: only the store writes .engram/. What a chunk, the manifest or a state file holds
-is decided elsewhere (``engram.sync.chunks`` renders and checks them, the indexer its caches,
-doctor the repairs); this module puts the bytes in place:
+Only the store writes .engram/ (docs/architecture.md). What a chunk, the manifest or a state
+file holds is decided elsewhere (``engram.sync.chunks`` renders and checks them, the indexer its
+caches, doctor the repairs); this module puts the bytes in place:
 
 - ``chunks/<name>``, ``manifest.json`` and ``state/<name>`` are replaced atomically
   (``engram.fileio.atomic_write``: a reader never sees a torn file, a crash leaves the old

@@ -1,6 +1,6 @@
 """The clone's change journal: ids of the memories this clone wrote, for `engram sync` to export.
 
-DESIGN.md §5 asks that an export carry "every change this clone made since its last export",
+README (sync) asks that an export carry "every change this clone made since its last export",
 tracked by the clone's own cursor, never by comparing wall-clock times. Every write of the
 service appends the ids it wrote to ``state/changes.log`` (one id per line, appended under the
 store lock); an export reads the ids after its cursor (a byte offset kept in the sync state),

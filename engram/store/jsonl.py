@@ -1,6 +1,6 @@
 """memories.jsonl: the canonical file, its cross-process lock and its spliced atomic writes.
 
-The file is the source of truth (DESIGN.md §3): one canonical line per record, sorted by id.
+The file is the source of truth (README): one canonical line per record, sorted by id.
 Random ids land anywhere, so a write finds its place by binary search over the raw bytes and
 splices the new line in: the cost of a write is one streaming copy of the file, never a parse
 and dump of every record. Every write is atomic (temp file in the same folder, fsync,
@@ -94,7 +94,7 @@ class MemoryStore:
         self, engram_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
     ) -> None:
         self.dir = engram_dir
-        # Every record written goes through it (DESIGN.md §8): the one choke point for secrets.
+        # Every record written goes through it (README): the one choke point for secrets.
         self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self.path = engram_dir / MEMORIES
         self.state_dir = engram_dir / "state"

@@ -6,7 +6,7 @@ compares the folder with the manifest: a manifest that does not parse, entries t
 safe, chunks the manifest does not list, entries whose file is missing. It changes nothing.
 
 ``repair_chunks`` fixes in place what can be fixed: the ``chunks/`` folder is authoritative
-(DESIGN.md §5), so the manifest is rewritten from it (known entries kept, unlisted chunks
+(README (sync)), so the manifest is rewritten from it (known entries kept, unlisted chunks
 listed, entries of missing files dropped); a chunk whose content parses but hashes to another
 name is re-addressed under its true name; a chunk that cannot be read at all is moved to the
 committed ``quarantine/chunks/`` (``engram.store.quarantine``), never deleted. Every file is

@@ -1,6 +1,6 @@
 """Sync chunks, the manifest and the per-clone sync state: the file layer of ``engram sync``.
 
-DESIGN.md §5: an export writes one immutable, content-addressed chunk
+README (sync): an export writes one immutable, content-addressed chunk
 ``.engram/chunks/<id>.jsonl.gz`` (ONE gzip'd JSON object: full memory versions, tombstones
 included, and Go engram's view of them: ``engram.sync.chunkform``) and lists it in
 ``.engram/manifest.json`` (``{"version": 2, "chunks": [{"id", "created_by", "created_at",
@@ -11,7 +11,7 @@ chunk. ``state/sync.json`` is this clone's own record of its id, the chunks it a
 service's export cursor; it is never committed.
 
 Chunks and manifests come from teammates and other tools, so everything read here is untrusted
-(DESIGN.md §8): names are checked against ``^[0-9a-f]{8,64}$`` before any path is built from
+(README): names are checked against ``^[0-9a-f]{8,64}$`` before any path is built from
 them, symlinks and non-files in ``chunks/`` are refused, files are opened without following
 links, compressed and decompressed sizes are capped while streaming (gzip bombs), and an engram
 chunk whose content does not hash to its name is refused. A failure raises ``ChunkError`` naming

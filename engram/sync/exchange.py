@@ -1,6 +1,6 @@
 """The sync exchange over one workspace: chunks in and out, and a git remote (``engram sync``).
 
-DESIGN.md §5. ``sync_local`` imports the chunks this clone has not applied (every one in one
+README (sync). ``sync_local`` imports the chunks this clone has not applied (every one in one
 merge, through ``engram.sync.transfer.merge_in``), rewrites chunks of older engram versions in
 the form Go engram reads too (``engram.sync.audit.rewrite_legacy``) and exports this clone's
 journalled changes as one new chunk. ``sync`` with a remote also fetches the store's branch

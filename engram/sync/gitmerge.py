@@ -1,6 +1,6 @@
 """The git merge driver of the canonical files: ``engram merge-driver %O %A %B %P``.
 
-DESIGN.md §4: git merges ``.engram/memories.jsonl`` and ``.engram/manifest.json`` through this
+README (sync): git merges ``.engram/memories.jsonl`` and ``.engram/manifest.json`` through this
 driver, which calls the one merge function (``engram.sync.merge.merge3``); the manifest merges
 as a set union of its chunks. This module owns ``merge_driver``, the three-way merge of one
 file's bytes (``merge_bytes``: memories line by line, the manifest by chunks) and the reading

@@ -1,4 +1,4 @@
-"""The one merge function: reconcile versions of memories, keyed by id (DESIGN.md §4).
+"""The one merge function: reconcile versions of memories, keyed by id (README, sync).
 
 Every place that reconciles two views of the memories calls this module: the git merge driver
 (three-way, with git's common ancestor), the import of sync chunks and ``engram import``

@@ -1,4 +1,4 @@
-"""Sync a store through a git remote, with dulwich: fetch, merge, commit, push (DESIGN.md §5).
+"""Sync a store through a git remote, with dulwich: fetch, merge, commit, push.
 
 The store's committed files travel on their own branch (``engram-memories`` unless told
 otherwise), whose commits hold only the store folder: never the code, never the user's index or

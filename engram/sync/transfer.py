@@ -8,7 +8,7 @@ branch fetched from a git remote. Both write through ``Workspace.write``, so the
 what the store wrote, and journal as this clone's change only what the merge made beyond the
 incoming version.
 
-Everything merged in is untrusted (DESIGN.md §8): each item is checked like a line of
+Everything merged in is untrusted (README): each item is checked like a line of
 memories.jsonl (an item that fails is skipped, with its reason, naming file and line) and
 redacted before it is compared or stored. This module must not import the service or an
 adapter, and writes nothing but through the workspace.
