@@ -1,6 +1,6 @@
 """Imports from other tools: turn their files into engram records, deterministically.
 
-Three foreign formats are read (REFERENCE.md), besides engram's own export:
+Three foreign formats are read, besides engram's own export:
 
 - ``go-engram-export``: the JSON file Go engram's ``engram export`` writes (``version``,
   ``exported_at``, ``sessions``, ``observations``, ``prompts``);

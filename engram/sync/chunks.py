@@ -62,7 +62,7 @@ SYNC_STATE: Final = "sync.json"
 GO_KEYS: Final = ("sessions", "observations", "prompts", "mutations")
 ID_CHARS: Final = 32  # hex characters of chunk_id
 
-# Hex only: engram ids are 32 hex, Go engram's are 8 hex (REFERENCE.md), a full sha256 is 64.
+# Hex only: engram ids are 32 hex, Go engram's are 8 hex, a full sha256 is 64.
 _CHUNK_ID_RE: Final = re.compile(r"^[0-9a-f]{8,64}$")
 _READ_PIECE: Final = 256 * 1024
 _LOCK_TIMEOUT: Final = 60.0
