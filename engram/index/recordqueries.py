@@ -9,6 +9,7 @@ the columns ranking and the vectors read. It keeps the per-process caches ``Reco
 
 from __future__ import annotations
 
+import abc
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,7 +26,7 @@ RESOLVED_LIMIT: Final = 4096  # id prefixes whose answer resolve keeps
 _RANK_COLUMNS: Final = "id, kind, status, importance, updated_epoch, judged"
 
 
-class RecordQueries:
+class RecordQueries(abc.ABC):
     """The lookups over the records of one index; ``Records`` adds the connection and writes."""
 
     # The per-process caches of the rows, made and dropped by ``Records`` (see its __init__).
@@ -34,9 +35,9 @@ class RecordQueries:
     _resolved: dict[str, str | None]
 
     @property
+    @abc.abstractmethod
     def db(self) -> sqlite3.Connection:
         """The connection to engram.db (``Records`` opens it)."""
-        raise NotImplementedError
 
     # -- lookups -----------------------------------------------------------------------------
 
