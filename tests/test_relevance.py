@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram import config as config_mod
 from engram.index import relevance, semantic
@@ -321,12 +324,35 @@ def test_the_relevance_model_is_a_probability_that_grows_with_the_match(mode: st
     assert 0.0 < relevance.FLOORS[mode] < 1.0
 
 
+WORDS = ("retries", "retry", "ret", "webhook", "hooks", "hook", "a", "lock", "locking")
+
+
 def test_coverage_weighs_the_query_words_by_idf() -> None:
-    terms = [(relevance.stem_pattern("retries"), 3.0), (relevance.stem_pattern("webhook"), 1.0)]
+    terms = relevance.QueryWords([("retries", 3.0), ("webhook", 1.0)])
     assert relevance.coverage("webhook deliveries retry with backoff", terms) == 1.0
     assert relevance.coverage("the webhooks are signed", terms) == 0.25
     assert relevance.coverage("unrelated text", terms) == 0.0
-    assert relevance.coverage("anything", []) == 0.0
+    assert relevance.coverage("anything", relevance.QueryWords([])) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(WORDS), st.integers(1, 5)), max_size=5),
+    st.lists(st.sampled_from([*WORDS, "x_", "-", " ", "9", "é"]), max_size=30),
+)
+def test_one_pass_coverage_credits_what_one_search_per_word_would(
+    terms: list[tuple[str, int]], pieces: list[str]
+) -> None:
+    text = "".join(pieces)
+    total = sum(weight for _, weight in terms)
+    one_by_one = sum(
+        weight
+        for term, weight in terms
+        if re.search(r"(?<![^\W_])" + re.escape(relevance.stem_of(term)), text)
+    )
+    expected = one_by_one / total if total else 0.0
+    words = relevance.QueryWords([(term, float(weight)) for term, weight in terms])
+    assert relevance.coverage(text, words) == pytest.approx(expected)
 
 
 def test_every_worded_hit_carries_its_relevance(tmp_path: Path) -> None:

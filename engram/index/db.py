@@ -484,7 +484,7 @@ class Index:
         (``relevance.py``); ``ordered`` is the ranked candidates, best first, to one past the
         page."""
         gaps = relevance.gaps([score for score, _, _ in ordered])
-        patterns = [(relevance.stem_pattern(term), weight) for term, weight in stats.terms]
+        words = relevance.QueryWords(stats.terms)
         model = relevance.MODELS[mode]
         out: dict[str, tuple[float, Features]] = {}
         for position, (_, rid, bm25) in enumerate(ordered):
@@ -494,7 +494,7 @@ class Index:
             values = relevance.features(
                 bm25=bm25,
                 query_weight=stats.weight,
-                coverage=relevance.coverage(relevance.searchable(record), patterns),
+                coverage=relevance.coverage(relevance.searchable(record), words),
                 cosine=cosines.get(rid, 0.0),
                 gap=gaps[position],
                 unseen=stats.unseen,

@@ -52,14 +52,33 @@ Model = tuple[float, ...]  # the intercept, then one coefficient per FEATURES en
 Features = tuple[float, ...]  # one value per FEATURES entry
 
 
-def stem_pattern(token: str) -> re.Pattern[str]:
-    """Return the pattern of a query word in a memory's text: its stem at the start of a word.
+def stem_of(token: str) -> str:
+    """Return the stem coverage looks for: the word less up to three final letters.
 
-    The stem is the word less up to three final letters ("retries" -> "retr"), as
-    ``query.Hit.matched`` reads it: backend-neutral, and close to both backends' stemmers.
+    "retries" -> "retr", as ``query.Hit.matched`` reads it: backend-neutral, and close to both
+    backends' stemmers.
     """
-    stem = token[: max(4, len(token) - 3)] if len(token) > 4 else token
-    return re.compile(r"(?<![^\W_])" + re.escape(stem))
+    return token[: max(4, len(token) - 3)] if len(token) > 4 else token
+
+
+class QueryWords:
+    """A query's words as coverage reads them: their stems, idf weights and one pattern.
+
+    A stem counts where it starts a word (no letter or digit before it). One pattern finds
+    every such place of every stem in a single pass over a hit's text, the longest stem first,
+    so a shorter stem that is its prefix is credited there too.
+    """
+
+    def __init__(self, terms: Sequence[tuple[str, float]]) -> None:
+        weights: dict[str, float] = {}
+        for term, weight in terms:
+            stem = stem_of(term)
+            weights[stem] = weights.get(stem, 0.0) + weight
+        self.total = sum(weight for _, weight in terms)
+        self.weights = weights
+        self.stems = sorted(weights, key=len, reverse=True)
+        alternatives = "|".join(re.escape(stem) for stem in self.stems)
+        self.pattern = re.compile(rf"(?<![^\W_])(?=({alternatives}))") if self.stems else None
 
 
 def searchable(record: Mapping[str, Any]) -> str:
@@ -74,12 +93,17 @@ def searchable(record: Mapping[str, Any]) -> str:
     ).lower()
 
 
-def coverage(text: str, terms: Sequence[tuple[re.Pattern[str], float]]) -> float:
-    """Return the idf-weighted share of the query's words (patterns, idf) found in ``text``."""
-    total = sum(weight for _, weight in terms)
-    if total <= 0:
+def coverage(text: str, words: QueryWords) -> float:
+    """Return the idf-weighted share of the query's words found in ``text``."""
+    if words.total <= 0 or words.pattern is None:
         return 0.0
-    return sum(weight for pattern, weight in terms if pattern.search(text)) / total
+    found: set[str] = set()
+    for match in words.pattern.finditer(text):
+        start = match.group(1)
+        found.update(stem for stem in words.stems if start.startswith(stem))
+        if len(found) == len(words.stems):
+            break
+    return sum(words.weights[stem] for stem in found) / words.total
 
 
 def features(
