@@ -24,7 +24,7 @@ test: $(STAMP)
 # The edit loop: lint, then the suite without the stress tests (marked slow) on every core.
 test-fast: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
-	$(BIN)/python -m pytest -q -x -m "not slow" -n auto -p no:cacheprovider
+	$(BIN)/python -m pytest -q -x -m "not slow" -n auto --dist loadfile -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
