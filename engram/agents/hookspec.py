@@ -44,6 +44,8 @@ class HookSpec:
 
 
 _EDITS: Final = "Edit|Write|MultiEdit|NotebookEdit"
+_CURSOR_EDITS: Final = "Write|Edit|MultiEdit|StrReplace|Delete"
+_OPENCODE_EDITS: Final = "edit|write|patch|multiedit|apply_patch"
 HOOKS: Final = (
     HookSpec(
         "claude-code",
@@ -66,6 +68,20 @@ HOOKS: Final = (
     HookSpec("gemini-cli", "post-edit", "AfterTool", "write_file|replace", 10, "check"),
     HookSpec("gemini-cli", "stop", "AfterAgent", None, 30, "capture"),
     HookSpec("gemini-cli", "session-end", "SessionEnd", None, 15, "end"),
+    HookSpec("cursor", "session-start", "sessionStart", None, 30, "brief"),
+    # beforeReadFile answers allow or deny only: the read's findings follow it in postToolUse.
+    HookSpec("cursor", "post-read", "postToolUse", "Read", 10, "read"),
+    HookSpec("cursor", "pre-edit", "preToolUse", _CURSOR_EDITS, 10, "edit"),
+    HookSpec("cursor", "post-edit", "postToolUse", _CURSOR_EDITS, 10, "edit"),
+    HookSpec("cursor", "pre-compact", "preCompact", None, 30, "capture"),
+    HookSpec("cursor", "stop", "afterAgentResponse", None, 30, "capture"),
+    # OpenCode's plugin events (engram.agents.opencode runs these from its plugin file).
+    HookSpec("opencode", "session-start", "session.created", None, 30, "brief"),
+    HookSpec("opencode", "prompt", "chat.message", None, 15, "prompt"),
+    HookSpec("opencode", "pre-read", "tool.execute.before", "read", 10, "check"),
+    HookSpec("opencode", "pre-edit", "tool.execute.before", _OPENCODE_EDITS, 10, "check"),
+    HookSpec("opencode", "pre-compact", "experimental.session.compacting", None, 30, "capture"),
+    HookSpec("opencode", "stop", "session.idle", None, 30, "capture"),
 )
 HOOK_AGENTS: Final = tuple(dict.fromkeys(spec.agent for spec in HOOKS))
 
