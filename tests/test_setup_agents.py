@@ -18,7 +18,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from engram.agents import health
 from engram.agents import setup as agents
+from engram.agents.commands import GEMINI_TRIGGERS
 from engram.agents.hookspec import HOOKS
 from engram.mcp_server import select_tools
 from engram.service import Engram
@@ -115,12 +117,12 @@ def test_gemini_lifecycle_matchers_match_as_gemini_compares_them(repo: Path) -> 
     for event, groups in data["hooks"].items():
         for group in groups:
             matcher = group.get("matcher")
-            if event in agents.GEMINI_TRIGGERS:  # one exact trigger, or none (every trigger)
-                assert matcher is None or matcher in agents.GEMINI_TRIGGERS[event], event
+            if event in GEMINI_TRIGGERS:  # one exact trigger, or none (every trigger)
+                assert matcher is None or matcher in GEMINI_TRIGGERS[event], event
     for spec in HOOKS:  # an alternation written as "no matcher" must name every trigger
-        lifecycle = spec.agent == "gemini-cli" and spec.native in agents.GEMINI_TRIGGERS
+        lifecycle = spec.agent == "gemini-cli" and spec.native in GEMINI_TRIGGERS
         if lifecycle and spec.matcher and "|" in spec.matcher:
-            assert set(spec.matcher.split("|")) >= set(agents.GEMINI_TRIGGERS[spec.native])
+            assert set(spec.matcher.split("|")) >= set(GEMINI_TRIGGERS[spec.native])
 
 
 def test_native_matcher_of_gemini_lifecycle_and_tool_events() -> None:
@@ -241,16 +243,16 @@ CODEX_VECTORS = [
 def test_codex_hook_hash_is_codexs(
     native: str, matcher: str | None, command: str, timeout: int, expected: str
 ) -> None:
-    assert agents.codex_hook_hash(native, matcher, command, timeout) == expected
+    assert health.codex_hook_hash(native, matcher, command, timeout) == expected
 
 
 def test_codex_hash_normalizes_as_codex_does() -> None:
-    base = agents.codex_hook_hash("Stop", None, "x", None)
-    assert base == agents.codex_hook_hash("Stop", "ignored for Stop", "x", 600)  # defaults
-    assert agents.codex_hook_hash("SessionEnd", None, "x", 30) == agents.codex_hook_hash(
+    base = health.codex_hook_hash("Stop", None, "x", None)
+    assert base == health.codex_hook_hash("Stop", "ignored for Stop", "x", 600)  # defaults
+    assert health.codex_hook_hash("SessionEnd", None, "x", 30) == health.codex_hook_hash(
         "SessionEnd", None, "x", 3
     )  # SessionEnd's timeout is held to 1-3 s
-    assert agents.codex_hook_hash("PreToolUse", "a", "x", 5) != agents.codex_hook_hash(
+    assert health.codex_hook_hash("PreToolUse", "a", "x", 5) != health.codex_hook_hash(
         "PreToolUse", "b", "x", 5
     )
 
@@ -269,7 +271,7 @@ def test_codex_trust_and_doctor_say_what_to_do(repo: Path, home: Path) -> None:
     config = home / ".codex/config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
-    found = agents.codex_trust(hooks, config)
+    found = health.codex_trust(hooks, config)
     assert found is not None and not found.trusted
     codex = [s for s in HOOKS if s.agent == "codex"]
     assert len(found.untrusted) == len(codex)
@@ -278,22 +280,22 @@ def test_codex_trust_and_doctor_say_what_to_do(repo: Path, home: Path) -> None:
     def current(spec: agents.HookSpec) -> str:
         group = data["hooks"][spec.native][0]
         hook = group["hooks"][0]
-        return agents.codex_hook_hash(
+        return health.codex_hook_hash(
             spec.native, group.get("matcher"), hook["command"], hook["timeout"]
         )
 
     first, second, *rest = codex
-    label = agents.CODEX_LABELS
+    label = health.CODEX_LABELS
     trust(config, f"{hooks}:{label[first.native]}:0:0", current(first))
     trust(config, f"{hooks}:{label[second.native]}:0:0", "sha256:" + "0" * 64)
     for spec in rest:
         trust(config, f"{hooks}:{label[spec.native]}:0:0", current(spec), enabled=False)
-    found = agents.codex_trust(hooks, config)
+    found = health.codex_trust(hooks, config)
     assert found is not None
     assert found.trusted == [f"{first.native} ({first.event})"]
     assert found.modified == [f"{second.native} ({second.event})"]
     assert found.disabled == [f"{s.native} ({s.event})" for s in rest] and not found.untrusted
-    messages = [p.message for p in agents.agent_problems(repo) if p.agent == "codex"]
+    messages = [p.message for p in health.agent_problems(repo) if p.agent == "codex"]
     assert any("changed since you trusted them" in m for m in messages)
     assert any("turned off in Codex" in m for m in messages)
 
@@ -332,7 +334,7 @@ def test_user_setup_names_this_interpreter_and_doctor_checks_it(
     repo: Path, home: Path, bare_path: str
 ) -> None:
     agents.setup("claude-code", "user", root=repo)
-    assert not [p for p in agents.agent_problems(repo, home=home) if "cannot run" in p.message]
+    assert not [p for p in health.agent_problems(repo, home=home) if "cannot run" in p.message]
     entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["engram"]
     assert entry["command"] == sys.executable
 
