@@ -71,13 +71,6 @@ def run(
     ``engram mcp`` calls this (the CLI declares the command's options); ``tools`` is its
     ``--tools`` as given (``catalog.resolve_tools``), None when not given (``profile`` then).
     """
-    import logging
-
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="engram mcp: %(levelname)s %(name)s: %(message)s",
-    )
     code = 0
     try:
         with EngramMCP(
@@ -149,7 +142,15 @@ def _leave(code: int) -> None:
 
 def serve(core: EngramMCP, replay: Replay | None = None) -> None:
     """Serve ``core`` over stdio until the client closes the connection."""
+    import logging
+
     import anyio
+
+    logging.basicConfig(  # the SDK's and the tools' rare log lines, on stderr
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="engram mcp: %(levelname)s %(name)s: %(message)s",
+    )
 
     anyio.run(_serve, core, replay)
 
