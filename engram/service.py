@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from engram import config as config_mod
 from engram import project as project_mod
-from engram.errors import CorruptStore, InvalidInput, NotInitialized
+from engram.errors import ConfigError, CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
 from engram.model import Record, normalize_project
 from engram.project import Project, memories
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from engram.agents.payload import Event
     from engram.agents.session import Capture, Session
     from engram.formats.goexport import GoExport
+    from engram.formats.instructions import BlockWrite
     from engram.formats.obsidian import ExportResult
     from engram.hygiene.consolidate import Applied, Group, Plan
     from engram.hygiene.curate import Training
@@ -555,6 +556,27 @@ class Engram:
         records = self.here.live_records()
         return export_vault(records, Path(vault), folder=folder, project=name, since=since)
 
+    def export_instructions(
+        self, fmt: str, *, to: Path | None = None, budget: int | None = None
+    ) -> BlockWrite:
+        """Write the pinned and important memories into an agent's instruction file's block.
+
+        Only the project store's memories: a committed file never carries personal ones.
+        """
+        from engram.formats.instructions import write_block
+
+        if budget is None:
+            budget = int(self.config.number("export.budget"))
+        records = self.project_ws.index.all_records()
+        return write_block(fmt, records, self.root, to=to, budget=budget)
+
+    def refresh_instructions(self) -> list[BlockWrite]:
+        """Rewrite the blocks of the formats config.yaml's ``export.formats`` names."""
+        formats = self.config.get("export.formats")
+        if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+            raise ConfigError(f"setting 'export.formats' must be a list of names, got {formats!r}")
+        return [self.export_instructions(fmt) for fmt in formats]
+
     # -- git integration ---------------------------------------------------------------------
 
     @staticmethod
@@ -620,7 +642,7 @@ class Engram:
         ws = self._scoped(scope)
         # Go engram chunks' personal rows go to the personal store, as an import sends them.
         route = GoRoute(self.here.workspaces, lambda: self.here.workspace("personal"))
-        return exchange.sync(
+        report = exchange.sync(
             ws,
             root=self.root,
             project=self.project,
@@ -631,6 +653,9 @@ class Engram:
             export=export,
             only_project=only_project,
         )
+        if scope == "project" and self.has_project:
+            report.instructions = self.refresh_instructions()
+        return report
 
     def sync_status(self, *, scope: str = "project") -> SyncStatus:
         """Return the chunks, their contributors and what is pending either way."""

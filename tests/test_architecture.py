@@ -44,6 +44,7 @@ ALLOWED_WRITES: dict[str, str] = {
     "engram.fileio": "the primitives (atomic replace, lock files) called with others' paths",
     "engram.index.*": "the derived index in .engram/index/, rebuilt from memories.jsonl at will",
     "engram.formats.obsidian": "the Obsidian vault the user names, outside .engram/",
+    "engram.formats.instructions": "only engram's marked block of an agent's instruction file",
     "engram.service": "`init` makes the project folder",
     "engram.sync.gitmerge": "the merge driver rewrites the file git hands it, outside .engram/",
     "engram.sync.remote": "its run marker and stale git lock files, in the git folder",

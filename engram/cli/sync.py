@@ -25,7 +25,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
-from engram.operations.admin import EXPORT, SYNC
+from engram.operations.admin import EXPORT, INSTRUCTION_FORMATS, SYNC
 from engram.operations.compat_go import own_project
 from engram.plural import counted
 
@@ -78,16 +78,47 @@ def export_(
         str,
         typer.Option(
             "--format",
-            metavar="engram|go-engram",
+            metavar="engram|go-engram|" + "|".join(INSTRUCTION_FORMATS),
             help="engram (default): engram's own JSON. go-engram: the file Go engram's "
-            "`engram import` reads (its types and fields as imported; no hard deletes).",
+            "`engram import` reads (its types and fields as imported; no hard deletes). "
+            "agents-md, claude-md, cursor-rules, kiro-steering, cline: the pinned and "
+            "important decisions, pitfalls and principles as a marked block of AGENTS.md, "
+            "CLAUDE.md, .cursor/rules/engram.mdc, .kiro/steering/engram.md or "
+            "memory-bank/systemPatterns.md at the repository root; text outside the block is "
+            "never touched.",
         ),
     ] = "engram",
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="With an instruction format: write the block into this file."),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget", min=100, help="With an instruction format: tokens the block may take."
+        ),
+    ] = None,
     values: Values,
 ) -> None:
     """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
+    if fmt in INSTRUCTION_FORMATS:
+        if file is not None:
+            raise InvalidInput(
+                f"--format {fmt} writes into its own file", hint=f"use --to {file} instead of FILE"
+            )
+        with open_engram(ctx) as engram:
+            done = engram.export_instructions(fmt, to=to, budget=budget)
+        state = "written" if done.created else ("updated" if done.changed else "unchanged")
+        left = f", {done.left_out} left out by the budget" if done.left_out else ""
+        echo(f"{done.path}: {state} ({counted(done.memories, 'memory')}{left})")
+        return
+    if to is not None or budget is not None:
+        raise InvalidInput("--to and --budget go with an instruction format (e.g. agents-md)")
     if fmt not in ("engram", "go-engram"):
-        raise InvalidInput(f"unknown export format {fmt!r}", hint="use engram or go-engram")
+        raise InvalidInput(
+            f"unknown export format {fmt!r}",
+            hint="use engram, go-engram or one of: " + ", ".join(INSTRUCTION_FORMATS),
+        )
     with open_engram(ctx) as engram:
         if fmt == "go-engram":
             document: Any = engram.export_go(scope=values["scope"])
@@ -282,6 +313,9 @@ def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
         )
         for lock in far.cleared_locks:
             echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
+    for block in report.instructions:
+        if block.changed:
+            echo(f"{block.path}: engram's block {'written' if block.created else 'updated'}")
 
 
 @app.command("merge-driver", hidden=True)
