@@ -42,6 +42,7 @@ from engram.workspace import Workspace
 if TYPE_CHECKING:
     from engram.agents.briefing import Briefing, StandingCache
     from engram.agents.check import Findings
+    from engram.agents.gitguard import PullRequestReview, StagedCheck
     from engram.agents.hookspec import HookSpec
     from engram.agents.payload import Event
     from engram.agents.session import Capture, Session
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
     from engram.sync.gitdiff import MemoryDiff
+    from engram.sync.gitguard import HookInstall
     from engram.sync.gitlog import Version
     from engram.sync.gitresolve import Resolved
     from engram.sync.transfer import ExportDocument
@@ -257,6 +259,27 @@ class Engram:
         from engram.agents.check import check_files
 
         return check_files(self.here, files, text=text, budget=budget)
+
+    @in_project
+    def check_staged(self, *, budget: int | None = None) -> StagedCheck:
+        """Return what the memory knows about the staged files, and what blocks the commit."""
+        from engram.agents.gitguard import check_staged
+
+        return check_staged(self.here, budget=budget)
+
+    @in_project
+    def review_pr(self, spec: str) -> PullRequestReview:
+        """Return the pull-request comment for a range: memory changes, pitfalls, decisions."""
+        from engram.agents.gitguard import review_range
+
+        return review_range(self.here, spec, self.project_ws.store.path)
+
+    @in_project
+    def setup_git_hooks(self, *, dry_run: bool = False) -> HookInstall:
+        """Install the pre-commit hook running ``engram check --staged`` (chaining any other)."""
+        from engram.sync.gitguard import install_hook
+
+        return install_hook(self.root, "engram", dry_run=dry_run)
 
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""

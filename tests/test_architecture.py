@@ -46,6 +46,7 @@ ALLOWED_WRITES: dict[str, str] = {
     "engram.formats.obsidian": "the Obsidian vault the user names, outside .engram/",
     "engram.formats.instructions": "only engram's marked block of an agent's instruction file",
     "engram.service": "`init` makes the project folder",
+    "engram.sync.gitguard": "the pre-commit hook `engram setup git-hooks` installs, in git's hooks",
     "engram.sync.gitmerge": "the merge driver rewrites the file git hands it, outside .engram/",
     "engram.sync.remote": "its run marker and stale git lock files, in the git folder",
 }

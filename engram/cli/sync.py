@@ -421,6 +421,21 @@ def _field_lines(change: FieldChange) -> list[str]:
     return [f"{change.field}: {_short(old)} → {_short(new)}"]
 
 
+@app.command("review-pr")
+def review_pr(
+    ctx: typer.Context,
+    spec: Annotated[str, typer.Argument(metavar="BASE..HEAD", help="The range of commits.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print Markdown for a pull request: its memory changes and the pitfalls about its files."""
+    with open_engram(ctx) as engram:
+        review = engram.review_pr(spec)
+    if as_json:
+        emit_json(review.to_dict())
+    else:
+        echo(review.markdown, nl=False)
+
+
 @app.command()
 def resolve(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Repair .engram/ files a merge left conflicted, from git's three versions, and stage them."""
