@@ -442,6 +442,29 @@ class Engram:
         return import_path(self.here.ws, path, project=self.project, progress=progress)
 
     @in_project
+    def import_platform(
+        self,
+        platform: str,
+        *,
+        folder: Path | None = None,
+        home: Path | None = None,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        """Import another agent's own memory files as proposed memories (``engram review``)."""
+        from engram.sync.plaintransfer import import_platform
+
+        return import_platform(
+            self.here.ws,
+            lambda: self.here.workspace("personal"),
+            platform,
+            root=self.root,
+            home=home if home is not None else Path.home(),
+            folder=folder,
+            project=self.project,
+            progress=progress,
+        )
+
+    @in_project
     def import_go(self, data: bytes, *, name: str = "the request body") -> ImportResult:
         """Import the bytes of a Go engram export or chunk as ``import_path`` imports its file."""
         from engram.sync.gotransfer import import_go_data

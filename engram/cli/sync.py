@@ -25,7 +25,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
-from engram.operations.admin import EXPORT, INSTRUCTION_FORMATS, SYNC
+from engram.operations.admin import EXPORT, INSTRUCTION_FORMATS, PLATFORMS, SYNC
 from engram.operations.compat_go import own_project
 from engram.plural import counted
 
@@ -137,22 +137,37 @@ def export_(
 def import_(
     ctx: typer.Context,
     source: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
             metavar="FILE|DIR",
             help="An engram export, a Go engram export or chunk, an MCP memory JSONL file, "
             "plain rows of {title, content, kind, tags, files} (JSON Lines, a JSON array or "
             '{"memories": [...]}), a folder of Markdown notes (basic-memory, an Obsidian '
-            "vault), a folder with manifest.json and chunks/, or - for stdin.",
+            "vault), a folder with manifest.json and chunks/, or - for stdin. With --from: "
+            "the platform's folder, if not where it keeps it.",
         ),
-    ],
+    ] = None,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="|".join(PLATFORMS),
+            help="Another agent's own memory, each file a proposed memory for `engram review`: "
+            "Claude Code's auto memory, Codex's memories, Cursor's rules, Cline's memory bank, "
+            "Serena's memories or Kiro's steering files.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge another store's memories into this one (format detected; same merge as git)."""
+    if platform is None and source is None:
+        raise typer.BadParameter("give FILE|DIR, or --from PLATFORM", param_hint="FILE|DIR")
     update_bar, close_bar = progress("importing")
     try:
         with open_engram(ctx) as engram:
-            if str(source) == "-":
+            if platform is not None:
+                result = engram.import_platform(platform, folder=source, progress=update_bar)
+            elif str(source) == "-":
                 from engram.model import MAX_DOCUMENT_DEPTH, loads
 
                 text = read_stdin()
@@ -162,6 +177,7 @@ def import_(
                     raise InvalidInput(f"stdin: not valid JSON: {exc}") from exc
                 result = engram.import_(document, progress=update_bar)
             else:
+                assert source is not None
                 result = engram.import_path(source, progress=update_bar)
     finally:
         close_bar()

@@ -94,7 +94,8 @@ FORMATS: Final[dict[str, Target]] = {  # keyed by INSTRUCTION_FORMATS, in that o
 }
 
 
-assert tuple(FORMATS) == INSTRUCTION_FORMATS, "declared formats and their targets differ"
+if tuple(FORMATS) != INSTRUCTION_FORMATS:
+    raise AssertionError("engram.operations.admin.INSTRUCTION_FORMATS and these targets differ")
 
 
 @dataclass(frozen=True)

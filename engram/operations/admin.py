@@ -41,6 +41,9 @@ INSIGHTS = declare(
 # The agents' instruction files ``engram export --format NAME`` writes a marked block into
 # (engram.formats.instructions has each one's path and front matter).
 INSTRUCTION_FORMATS: Final = ("agents-md", "claude-md", "cursor-rules", "kiro-steering", "cline")
+# The agents whose own memory files ``engram import --from NAME`` reads
+# (engram.formats.platforms has each one's folder).
+PLATFORMS: Final = ("claude-code", "codex", "cursor", "cline", "serena", "kiro")
 
 EXPORT = declare(
     Operation(
