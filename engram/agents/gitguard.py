@@ -23,6 +23,7 @@ from engram.sync.gitguard import (
 )
 
 if TYPE_CHECKING:
+    from engram.model import Record
     from engram.project import Project
     from engram.sync.gitdiff import MemoryDiff
 
@@ -67,12 +68,26 @@ class PullRequestReview:
         }
 
 
+def _citing(here: Project, files: list[str]) -> list[Record]:
+    """Return the memories of every store that cite one of ``files`` (exact, folder, glob)."""
+    found: list[Record] = []
+    if not files:
+        return found
+    for ws in here.workspaces():
+        ws.index.refresh()
+        records = ws.index.records
+        paths = records.matching_paths(files)
+        if paths:
+            found += records.get_many(sorted(records.citing_ids(paths))).values()
+    return found
+
+
 def check_staged(here: Project, *, budget: int | None = None) -> StagedCheck:
     """Return the findings for the staged files and the blockers of the commit."""
     staged = staged_files(here.root)
     files = [path for path in staged if not path.startswith(STORE_PREFIX)]
     findings = check_files(here, files, budget=budget)
-    records = here.live_records() if files else []
+    records = _citing(here, files)
     blockers = blocking_pitfalls(records, files)
     blockers += reverts_back(here.root, records, {p: staged[p] for p in files})
     return StagedCheck(findings, blockers)
