@@ -40,6 +40,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
+from engram.model import kind_of, links_of, status_of
 from engram.errors import InvalidInput
 from engram.model import is_tombstone, loads, normalize_project, parse_time
 from engram.store.atomic import atomic_write
@@ -174,7 +175,7 @@ class _Export:
                 path=path,
                 hash="",
                 title=_title(record),
-                kind=_clean(str(record.get("kind") or "note")),
+                kind=_clean(kind_of(record)),
                 files=_strings(record.get("files")),
                 project=_clean(str(record.get("project") or "")),
             )
@@ -282,8 +283,8 @@ class _Export:
         title = _title(record)
         meta: dict[str, Any] = {
             "id": _clean(str(record.get("id"))),
-            "kind": _clean(str(record.get("kind") or "note")),
-            "status": _clean(str(record.get("status") or "active")),
+            "kind": _clean(kind_of(record)),
+            "status": _clean(status_of(record)),
             "aliases": [title],
             "tags": _strings(record.get("tags")),
             "files": _strings(record.get("files")),
@@ -304,7 +305,7 @@ class _Export:
         meta["engram"] = True
 
         links: list[str] = []
-        for link in record.get("links") or []:
+        for link in links_of(record):
             if not isinstance(link, Mapping):
                 continue
             rel = _inline(str(link.get("rel") or "relates"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from engram.model import files_of, kind_of, links_of, scope_of, status_of, tags_of
 from engram.errors import CorruptStore
 from engram.fileio import ProcessLock
 from engram.index.backend import Doc
@@ -144,7 +145,7 @@ def cite_columns(record: Mapping[str, Any]) -> tuple[str, str, float]:
         weight = 3.0
     if not math.isfinite(weight):
         weight = 3.0
-    return str(record.get("kind") or "note"), str(record.get("status") or "active"), weight
+    return kind_of(record), status_of(record), weight
 
 
 def to_doc(record: Mapping[str, Any]) -> Doc:
@@ -153,11 +154,11 @@ def to_doc(record: Mapping[str, Any]) -> Doc:
         id=str(record["id"]),
         title=str(record.get("title", "")),
         content=str(record.get("content", "")),
-        tags=tuple(str(tag) for tag in record.get("tags", []) or []),
-        files=tuple(str(path) for path in record.get("files", []) or []),
+        tags=tuple(str(tag) for tag in tags_of(record)),
+        files=tuple(str(path) for path in files_of(record)),
         kind=str(record.get("kind", "")),
-        status=str(record.get("status", "active")),
-        scope=str(record.get("scope", "project")),
+        status=status_of(record),
+        scope=scope_of(record),
         project=str(record.get("project", "")),
     )
 
@@ -298,22 +299,18 @@ class Records(RecordQueries):
         live = [record for record, _, _ in rows if not is_tombstone(record)]
         conn.executemany(
             "INSERT INTO tags VALUES (?, ?)",
-            [(r["id"], str(tag)) for r in live for tag in r.get("tags", []) or []],
+            [(r["id"], str(tag)) for r in live for tag in tags_of(r)],
         )
         conn.executemany(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
-            [
-                (r["id"], str(path), *cite_columns(r))
-                for r in live
-                for path in r.get("files", []) or []
-            ],
+            [(r["id"], str(path), *cite_columns(r)) for r in live for path in files_of(r)],
         )
         conn.executemany(
             "INSERT INTO links VALUES (?, ?, ?)",
             [
                 (r["id"], str(link.get("rel", "")), str(link.get("to", "")))
                 for r in live
-                for link in r.get("links", []) or []
+                for link in links_of(r)
                 if isinstance(link, Mapping)
             ],
         )
@@ -480,8 +477,8 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         str(record["id"]),
         digest,
         str(record.get("kind", "")),
-        str(record.get("status", "active")),
-        str(record.get("scope", "project")),
+        status_of(record),
+        scope_of(record),
         str(record.get("project", "")),
         record.get("topic_key") if isinstance(record.get("topic_key"), str) else None,
         None if tomb else dedupe_key(record),

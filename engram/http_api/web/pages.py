@@ -23,6 +23,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from engram.model import links_of
 from engram.errors import EngramError, InvalidInput
 from engram.http_api.deps import Api
 from engram.http_api.errors import status_for
@@ -295,7 +296,7 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
                     button="Supersede it anyway",
                     back=default,
                 )
-            links = [dict(link) for link in record.get("links") or []]
+            links = [dict(link) for link in links_of(record)]
             links.append({"rel": "supersedes", "to": str(target["id"])})
             await api.call(engram.update, rid, links=links)
             done = "superseded"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.model import status_of
 from engram.errors import EngramError, NotFound
 from engram.model import is_pinned
 from engram.operations.views import HitView, is_candidate, provenance
@@ -48,7 +49,7 @@ class Row:
             label=label,
             id=str(item.get("id", "")),
             kind=str(item.get("kind") or ""),
-            status=str(item.get("status") or "active"),
+            status=status_of(item),
             title=str(item.get("title") or ""),
             note=note,
         )
@@ -100,7 +101,7 @@ def hotspots(engram: Engram) -> list[tuple[str, str]]:
         record = engram.get(hotspots_id(engram.project))
     except NotFound:
         return []
-    if record.get("status", "active") in ("archived", "rejected"):
+    if status_of(record) in ("archived", "rejected"):
         return []
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     return [(str(s.get("path", "")), str(s.get("changes", "?"))) for s in spots[:HOTSPOTS]]
