@@ -31,6 +31,7 @@ FAILURE_CHARS: Final = 1200
 SUBAGENT_CHARS: Final = 3000
 SNIPPET: Final = 140
 HITS: Final = 8  # recall hits looked at
+SIMILAR: Final = 0.6  # the cosine that offers a hit holding none of the text's words
 UNASKED_KINDS: Final = frozenset(("prompt", "session"))  # never offered unasked
 _PATHISH: Final = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})(?![\w/])")
 MAX_NAMED: Final = 8  # files of one text checked
@@ -127,10 +128,18 @@ def _recall(here: Project, text: str) -> list[Hit]:
 
 
 def _offered(hit: Hit, floor: float) -> bool:
+    """Tell whether a hit is offered unasked: it clears the floor itself, holds some of the
+    text's informative words or is close to it in meaning (the last hit's ``gap`` of 1 alone
+    lifts a memory that holds none of them over the floor), and is an active memory."""
+    from engram.index.relevance import FEATURES
+
     record = hit.record
+    values = dict(zip(FEATURES, hit.features, strict=False))
+    matched = values.get("coverage", 0.0) > 0 or values.get("cosine", 0.0) >= SIMILAR
     return (
         hit.relevance is not None
         and hit.relevance >= floor
+        and matched
         and str(record.get("status") or "active") == "active"
         and str(record.get("kind") or "") not in UNASKED_KINDS
     )
