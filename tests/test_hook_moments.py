@@ -272,3 +272,29 @@ def test_the_sessions_own_edit_makes_nothing_stale_and_a_stale_note_is_said_once
     other = payload("claude-code", "pre-read", root, session_id="someone-else")
     theirs = context(hook("claude-code", "pre-read", root, other), "PreToolUse")
     assert theirs.count("may be stale") == 1 and "uncommitted changes" in theirs
+
+
+def test_the_readme_hooks_table_names_every_hook_and_the_help_every_event() -> None:
+    from engram.agents.hookspec import HOOKS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Hooks", 1)[1].split("\n\n**Once per session.**", 1)[0]
+    columns = {"claude-code": 1, "codex": 2, "gemini-cli": 3, "cursor": 4}
+    rows = {
+        cells[0].strip(" `"): cells
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for cells in [line.strip("|").split("|")]
+    }
+    for spec in HOOKS:
+        cell = rows[spec.event][columns[spec.agent]]
+        assert f"`{spec.native}`" in cell, (spec, cell)
+        for tool in (spec.matcher or "").split("|"):
+            if spec.matcher and spec.native not in ("SessionStart",):
+                assert f"`{tool}`" in cell or "same tools" in cell or "shell tools" in cell, (
+                    spec,
+                    tool,
+                )
+    helped = "".join(run_cli("hook", "--help").stdout.decode().split())  # unwrapped
+    for spec in HOOKS:
+        assert spec.event in helped and spec.agent in helped
