@@ -298,3 +298,76 @@ def test_the_readme_hooks_table_names_every_hook_and_the_help_every_event() -> N
     helped = "".join(run_cli("hook", "--help").stdout.decode().split())  # unwrapped
     for spec in HOOKS:
         assert spec.event in helped and spec.agent in helped
+
+
+# -- the readers and the ledger, directly ---------------------------------------------------------
+
+
+def test_payload_readers_for_shell_commands_failures_and_cursor(tmp_path: Path) -> None:
+    from engram.agents.payload import cwd_of, error_query, event_of, failure_text, shell_files
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    assert shell_files("sed -n '1,80p' src/a.py && cat missing.py", str(tmp_path)) == (
+        ["src/a.py"],
+        "read",
+    )
+    assert shell_files("nl -ba src/a.py | head -n 40", str(tmp_path)) == (["src/a.py"], "read")
+    assert shell_files("python src/a.py; rm -rf build", str(tmp_path)) == ([], "")
+    assert shell_files("cat 'unclosed", str(tmp_path)) == ([], "")
+    patch = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: b.py\n+y\n*** End Patch\nEOF"
+    assert shell_files(patch, str(tmp_path)) == (["b.py"], "patch")
+    listed = {"tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "cat src/a.py"]}}
+    event = event_of(listed, fallback_cwd=str(tmp_path))
+    assert (event.files, event.shell) == (("src/a.py",), "read")
+
+    assert failure_text({"tool_response": "Exit code: 0\nOutput:\nok"}) == ""
+    assert failure_text({"tool_response": {"exit_code": 2, "output": "boom: fatal error"}}) == (
+        "boom: fatal error"
+    )
+    assert failure_text({"tool_response": {"error": {"message": "ENOENT: no such file"}}}) == (
+        "ENOENT: no such file"
+    )
+    assert failure_text({"tool_response": {"llmContent": "Output: fine\nExit Code: 0"}}) == ""
+    long = "\n".join(f"line {n}" for n in range(500)) + "\nValueError: bad cents"
+    assert error_query(long) == "ValueError: bad cents"
+
+    cursor = {"conversation_id": "c1", "workspace_roots": [str(tmp_path)], "text": "hi"}
+    assert cwd_of(cursor, fallback_cwd="/") == str(tmp_path)
+    event = event_of({**cursor, "hook_event_name": "afterAgentResponse"}, fallback_cwd="/")
+    assert (event.session_id, event.message) == ("c1", "hi")
+
+
+def test_the_ledger_claims_once_resets_and_hands_tasks_out_in_order(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from engram.store.ledger import HookLedger, prune
+
+    ledger = HookLedger(tmp_path, "session-1")
+    assert ledger.claim("files", ["a.py", "b.py", "a.py"]) == ["a.py", "b.py"]
+    assert ledger.claim("files", ["b.py", "c.py"]) == ["c.py"]
+    ledger.record("edited", ["a.py"])
+    ledger.reset()
+    state = ledger.state()
+    assert state.files == set() and state.edited == {"a.py"}  # own edits outlive compaction
+    assert HookLedger(tmp_path, "session-2").claim("files", ["a.py"]) == ["a.py"]
+    with pytest.raises(ValueError, match="unknown ledger kind"):
+        ledger.claim("nope", ["x"])
+
+    ledger.add_task("Explore", "look at a.py")
+    ledger.add_task("general-purpose", "fix b.py")
+    taken = ledger.take_task("general-purpose")
+    assert taken is not None and taken["text"] == "fix b.py"
+    other = ledger.take_task("Plan")  # no task of that type: the oldest one left
+    assert other is not None and other["text"] == "look at a.py"
+    assert ledger.take_task("Plan") is None
+
+    with ledger.path.open("ab") as handle:
+        handle.write(b'{"type": "files", "items": ["torn')  # a torn last line is skipped
+    assert ledger.claim("files", ["d.py"]) == ["d.py"]  # the next entry still reads
+    assert ledger.state().files == {"d.py"}
+    old = time.time() - 8 * 86400
+    os.utime(ledger.path, (old, old))
+    assert prune(tmp_path) == 1 and not ledger.path.exists()
+    assert HookLedger(tmp_path, "session-2").path.exists()
