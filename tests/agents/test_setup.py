@@ -537,13 +537,42 @@ def engram_hooks(settings: Path) -> dict[str, list[dict[str, Any]]]:
         (
             "claude-code",
             ".claude/settings.json",
-            {"SessionStart", "PreToolUse", "Stop", "SubagentStop", "SessionEnd"},
+            {
+                "SessionStart",
+                "UserPromptSubmit",
+                "PreToolUse",
+                "SubagentStart",
+                "PostToolUseFailure",
+                "PreCompact",
+                "Stop",
+                "SubagentStop",
+                "SessionEnd",
+            },
         ),
-        ("codex", ".codex/hooks.json", {"SessionStart", "PreToolUse", "Stop", "SubagentStop"}),
+        (
+            "codex",
+            ".codex/hooks.json",
+            {
+                "SessionStart",
+                "UserPromptSubmit",
+                "PreToolUse",
+                "PostToolUse",
+                "Stop",
+                "SubagentStop",
+            },
+        ),
         (
             "gemini-cli",
             ".gemini/settings.json",
-            {"SessionStart", "AfterTool", "AfterAgent", "SessionEnd"},
+            {
+                "SessionStart",
+                "BeforeAgent",
+                "BeforeTool",
+                "AfterTool",
+                "PreCompress",
+                "AfterAgent",
+                "SessionEnd",
+            },
         ),
     ],
 )
@@ -553,11 +582,13 @@ def test_setup_installs_each_agents_documented_hooks(
     setup_json(repo, agent)
     hooks = engram_hooks(repo / relative)
     assert set(hooks) == events
+    specs = [s for s in agents.HOOKS if s.agent == agent]
     for event, groups in hooks.items():
-        assert len(groups) == 1, event
-        (hook,) = groups[0]["hooks"]
-        spec = next(s for s in agents.HOOKS if s.agent == agent and s.native == event)
-        assert groups[0].get("matcher") == spec.matcher
+        assert len(groups) == len([s for s in specs if s.native == event]), event
+    for spec in specs:  # one group per hook engram declares, several for one event
+        (group,) = [g for g in hooks[spec.native] if f"hook {agent} {spec.event}" in json.dumps(g)]
+        (hook,) = group["hooks"]
+        assert group.get("matcher") == spec.matcher
         assert hook["command"] == (
             f"command -v engram >/dev/null 2>&1 || exit 0; engram hook {agent} {spec.event}"
         )
@@ -582,7 +613,8 @@ def test_hooks_join_the_users_own(repo: Path) -> None:
     data = json.loads(new)
     assert data["permissions"] == {"allow": ["Bash(npm test)"]}
     assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "audit.sh"
-    assert len(engram_hooks(settings)["PreToolUse"]) == 1
+    pre_tool = [s for s in agents.HOOKS if s.agent == "claude-code" and s.native == "PreToolUse"]
+    assert len(engram_hooks(settings)["PreToolUse"]) == len(pre_tool)
     # A hand-edited engram hook is put back, the user's hooks stay.
     settings.write_text(
         new.replace("|| exit 0; engram hook claude-code stop", "; engram hook claude-code stop")
@@ -607,7 +639,9 @@ def test_upgrade_replaces_the_one_liner_hooks_in_place(repo: Path) -> None:
     text = json.dumps(data)
     assert "engram check" not in text and "engram context" not in text and "grep" not in text
     pre = data["hooks"]["PreToolUse"]
-    assert [g["matcher"] for g in pre] == ["Bash", "Edit|Write|MultiEdit|NotebookEdit"]
+    matchers = [g["matcher"] for g in pre]
+    assert matchers[:2] == ["Bash", "Edit|Write|MultiEdit|NotebookEdit"]  # replaced in place
+    assert set(matchers[2:]) == {"Read", "Task|Agent"}  # the new ones added
     assert pre[0]["hooks"] == [{"type": "command", "command": "audit.sh"}]  # the user's stays
     assert pre[1]["hooks"][0]["command"].endswith("engram hook claude-code pre-edit")
     (start,) = data["hooks"]["SessionStart"]
