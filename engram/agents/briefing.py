@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import status_of
 from engram.errors import InvalidInput
 from engram.model import Record, is_pinned
 from engram.operations import advice
@@ -270,7 +269,7 @@ def _item(section: str, record: Mapping[str, Any], short: str) -> BriefingItem:
         id=str(record["id"]),
         short_id=short,
         kind=record.get("kind"),
-        status=status_of(record),
+        status=str(record.get("status") or "active"),
         title=clip(record.get("title", ""), TITLE_CHARS),
         from_=provenance(record),
     )
@@ -347,7 +346,7 @@ def _standing(here: Project, cache: StandingCache, scale: float) -> StandingCach
         record
         for ws in here.workspaces()
         for record in ws.index.all_records()
-        if is_pinned(record) and status_of(record) == "active"
+        if is_pinned(record) and record.get("status", "active") == "active"
     ]
     pinned.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
     sections: list[Section] = [Section("pinned", "Pinned", pinned)]

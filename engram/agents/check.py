@@ -34,7 +34,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import files_of, status_of, tags_of
 from engram.agents.briefing import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
 from engram.errors import InvalidInput
 from engram.index.query import file_matches
@@ -133,7 +132,7 @@ class Findings:
 
 def _matches(record: Mapping[str, Any], wanted: Sequence[str]) -> list[str]:
     """Return the wanted paths a record's files bear on."""
-    paths = [str(p) for p in files_of(record)]
+    paths = [str(p) for p in record.get("files") or []]
     return [w for w in wanted if any(file_matches(p, w) for p in paths)]
 
 
@@ -153,7 +152,7 @@ def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) ->
         reason=reason,
         id=str(record["id"]),
         kind=record.get("kind"),
-        status=status_of(record),
+        status=str(record.get("status") or "active"),
         note=note,
         record=record,
     )
@@ -171,7 +170,7 @@ def finish(finding: Finding) -> Finding:
 
 def _candidate(record: Record, matched: Sequence[str], reverts: dict[str, int]) -> Finding:
     """Return a revert or fix-again candidate's finding; count its reverts by wanted path."""
-    tags = {str(tag).lower() for tag in tags_of(record)}
+    tags = {str(tag).lower() for tag in record.get("tags") or []}
     if "revert" in tags:
         for path in matched:
             reverts[path] = reverts.get(path, 0) + 1

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engram.model import links_of, status_of
 from engram.cli.app import (
     JsonOpt,
     app,
@@ -109,7 +108,7 @@ def _applied(result: Applied, dry_run: bool, as_json: bool) -> None:
     verb = "would change" if dry_run else "changed"
     echo(f"{verb} {counted(result.changed, 'memory')} ({counted(result.recommendations, 'group')})")
     for change in result.changes:
-        state = "deleted" if change.get("deleted_at") else status_of(change)
+        state = "deleted" if change.get("deleted_at") else change.get("status", "active")
         echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
 
 
@@ -157,7 +156,7 @@ def insights_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if not records:
         echo("no insights yet: run engram train")
     for record in records:
-        sources = len(links_of(record))
+        sources = len(record.get("links") or [])
         echo(f"{record['id'][:8]}  {record.get('title', '')}  ({sources} sources)")
 
 

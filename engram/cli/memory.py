@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engram.model import links_of, scope_of, status_of
 from engram.cli.app import (
     JsonOpt,
     app,
@@ -198,7 +197,7 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json({**record, "stale": stale} if stale else record)
         return
-    echo(f"{record['id']}  {record.get('kind', '')}  [{status_of(record)}]")
+    echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
     if stale:
         echo(stale_note(stale))
     echo(f"# {record.get('title', '')}")
@@ -209,10 +208,10 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     for label in ("tags", "files"):
         if record.get(label):
             echo(f"{label}: {', '.join(record[label])}")
-    for link in links_of(record):
+    for link in record.get("links", []) or []:
         echo(f"link: {link.get('rel')} {link.get('to')}")
     echo(
-        f"importance: {record.get('importance', 3)}  scope: {scope_of(record)}"
+        f"importance: {record.get('importance', 3)}  scope: {record.get('scope', 'project')}"
         f"  project: {record.get('project', '')}"
     )
     origin = ", ".join(

@@ -18,7 +18,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from engram.model import rev_of, scope_of
 from engram.errors import InvalidInput
 from engram.formats.goknown import GO_SOURCE, go_session_of, sync_id_of
 from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
@@ -171,9 +170,9 @@ def _observation(record: Record) -> dict[str, Any]:
         "content": record.get("content", ""),
         "tool_name": record.get("tool_name"),
         "project": _project(record, go),
-        "scope": scope_of(record),
+        "scope": record.get("scope") or "project",
         "topic_key": record.get("topic_key"),
-        "revision_count": _int(go.get("revision_count")) or rev_of(record),
+        "revision_count": _int(go.get("revision_count")) or int(record.get("rev", 1) or 1),
         "duplicate_count": _int(go.get("duplicate_count"))
         or int(record.get("duplicate_count", 0) or 0) + 1,
         # Go sets it on every save; engram's last save of the memory is its updated_at.

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from engram.model import rev_of, scope_of
 from engram.errors import InvalidInput
 from engram.formats.common import (
     MAX_CONTENT_BYTES,
@@ -467,7 +466,7 @@ def _resolve(
     if sync_id:
         return import_id(f"go-engram:{entity}:{sync_id}"), False
     topic = live.get("topic_key")
-    scope = scope_of(live)
+    scope = live.get("scope") or "project"
     if entity == "obs" and topic:
         return import_id(f"go-engram:obs:topic:{project}\x1f{scope}\x1f{topic}"), False
     session, created = live.get("session_id"), live.get("created_at")
@@ -481,7 +480,7 @@ def _carry(existing: Record, incoming: Record) -> Record:
     """Apply a Go row to engram's own memory: its core fields, only when newer and different."""
     if is_tombstone(existing) or incoming["updated_at"] <= str(existing.get("updated_at", "")):
         return existing
-    rev = rev_of(existing) + 1
+    rev = int(existing.get("rev", 1) or 1) + 1
     if is_tombstone(incoming):
         return {
             **existing,

@@ -40,7 +40,6 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from engram.model import kind_of, links_of, status_of
 from engram.errors import InvalidInput
 from engram.model import is_tombstone, loads, normalize_project, parse_time
 from engram.store.atomic import atomic_write
@@ -175,7 +174,7 @@ class _Export:
                 path=path,
                 hash="",
                 title=_title(record),
-                kind=_clean(kind_of(record)),
+                kind=_clean(str(record.get("kind") or "note")),
                 files=_strings(record.get("files")),
                 project=_clean(str(record.get("project") or "")),
             )
@@ -283,8 +282,8 @@ class _Export:
         title = _title(record)
         meta: dict[str, Any] = {
             "id": _clean(str(record.get("id"))),
-            "kind": _clean(kind_of(record)),
-            "status": _clean(status_of(record)),
+            "kind": _clean(str(record.get("kind") or "note")),
+            "status": _clean(str(record.get("status") or "active")),
             "aliases": [title],
             "tags": _strings(record.get("tags")),
             "files": _strings(record.get("files")),
@@ -305,7 +304,7 @@ class _Export:
         meta["engram"] = True
 
         links: list[str] = []
-        for link in links_of(record):
+        for link in record.get("links") or []:
             if not isinstance(link, Mapping):
                 continue
             rel = _inline(str(link.get("rel") or "relates"))

@@ -13,7 +13,6 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import rev_of, tags_of
 from engram import config as config_mod
 from engram.errors import InvalidInput
 from engram.model import Record, change_time
@@ -87,7 +86,7 @@ def judge(
         record = {
             **latest,
             "judgements": judgements[-JUDGEMENTS_KEPT:],
-            "rev": rev_of(latest) + 1,
+            "rev": int(latest.get("rev", 1) or 1) + 1,
             "updated_at": change_time(latest.get("updated_at"), stamp=entry["at"]),
         }
         ws.write([record])
@@ -102,7 +101,7 @@ def heuristic_score(record: Record, query: str, weights: Weights) -> float:
     words = set(tokenize_query(query))
     text = " ".join(
         [str(record.get("title", "")), str(record.get("content", ""))]
-        + [str(t) for t in tags_of(record)]
+        + [str(t) for t in record.get("tags", []) or []]
     )
     have = set(tokenize_query(text))
     overlap = len(words & have) / len(words) if words else 0.5

@@ -30,7 +30,6 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import rev_of
 from engram.errors import InvalidInput
 from engram.model import change_time
 from engram.operations import advice
@@ -89,7 +88,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
         finding = _finding("secrets", f"memory {record['id']} holds what looks like {kinds}")
         found.append(finding)
         if fix:
-            rev = rev_of(clean)
+            rev = clean.get("rev", 1)
             clean["rev"] = (rev if isinstance(rev, int) else 1) + 1
             clean["updated_at"] = change_time(record.get("updated_at"))
             repaired.append(clean)

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engram.model import files_of, kind_of, links_of, scope_of, status_of, tags_of
 from engram.errors import CorruptStore
 from engram.fileio import ProcessLock
 from engram.index.backend import Doc
@@ -145,7 +144,7 @@ def cite_columns(record: Mapping[str, Any]) -> tuple[str, str, float]:
         weight = 3.0
     if not math.isfinite(weight):
         weight = 3.0
-    return kind_of(record), status_of(record), weight
+    return str(record.get("kind") or "note"), str(record.get("status") or "active"), weight
 
 
 def to_doc(record: Mapping[str, Any]) -> Doc:
@@ -154,11 +153,11 @@ def to_doc(record: Mapping[str, Any]) -> Doc:
         id=str(record["id"]),
         title=str(record.get("title", "")),
         content=str(record.get("content", "")),
-        tags=tuple(str(tag) for tag in tags_of(record)),
-        files=tuple(str(path) for path in files_of(record)),
+        tags=tuple(str(tag) for tag in record.get("tags", []) or []),
+        files=tuple(str(path) for path in record.get("files", []) or []),
         kind=str(record.get("kind", "")),
-        status=status_of(record),
-        scope=scope_of(record),
+        status=str(record.get("status", "active")),
+        scope=str(record.get("scope", "project")),
         project=str(record.get("project", "")),
     )
 
@@ -299,18 +298,22 @@ class Records(RecordQueries):
         live = [record for record, _, _ in rows if not is_tombstone(record)]
         conn.executemany(
             "INSERT INTO tags VALUES (?, ?)",
-            [(r["id"], str(tag)) for r in live for tag in tags_of(r)],
+            [(r["id"], str(tag)) for r in live for tag in r.get("tags", []) or []],
         )
         conn.executemany(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
-            [(r["id"], str(path), *cite_columns(r)) for r in live for path in files_of(r)],
+            [
+                (r["id"], str(path), *cite_columns(r))
+                for r in live
+                for path in r.get("files", []) or []
+            ],
         )
         conn.executemany(
             "INSERT INTO links VALUES (?, ?, ?)",
             [
                 (r["id"], str(link.get("rel", "")), str(link.get("to", "")))
                 for r in live
-                for link in links_of(r)
+                for link in r.get("links", []) or []
                 if isinstance(link, Mapping)
             ],
         )
@@ -477,8 +480,8 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         str(record["id"]),
         digest,
         str(record.get("kind", "")),
-        status_of(record),
-        scope_of(record),
+        str(record.get("status", "active")),
+        str(record.get("scope", "project")),
         str(record.get("project", "")),
         record.get("topic_key") if isinstance(record.get("topic_key"), str) else None,
         None if tomb else dedupe_key(record),

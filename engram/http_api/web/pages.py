@@ -23,7 +23,6 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from engram.model import links_of
 from engram.errors import EngramError, InvalidInput
 from engram.http_api.deps import Api
 from engram.http_api.errors import status_for
@@ -296,7 +295,7 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
                     button="Supersede it anyway",
                     back=default,
                 )
-            links = [dict(link) for link in links_of(record)]
+            links = [dict(link) for link in record.get("links") or []]
             links.append({"rel": "supersedes", "to": str(target["id"])})
             await api.call(engram.update, rid, links=links)
             done = "superseded"

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.model import status_of
 from engram.errors import EngramError, NotFound
 from engram.model import is_pinned
 from engram.operations.views import HitView, is_candidate, provenance
@@ -49,7 +48,7 @@ class Row:
             label=label,
             id=str(item.get("id", "")),
             kind=str(item.get("kind") or ""),
-            status=status_of(item),
+            status=str(item.get("status") or "active"),
             title=str(item.get("title") or ""),
             note=note,
         )
@@ -101,7 +100,7 @@ def hotspots(engram: Engram) -> list[tuple[str, str]]:
         record = engram.get(hotspots_id(engram.project))
     except NotFound:
         return []
-    if status_of(record) in ("archived", "rejected"):
+    if record.get("status", "active") in ("archived", "rejected"):
         return []
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     return [(str(s.get("path", "")), str(s.get("changes", "?"))) for s in spots[:HOTSPOTS]]

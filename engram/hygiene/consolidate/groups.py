@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from engram.model import scope_of
 from engram.errors import InvalidInput
 from engram.hygiene.consolidate.candidates import Item, Neighbours, candidate_pairs
 from engram.hygiene.consolidate.shapes import (
@@ -103,7 +102,7 @@ def _duplicates(
         kind = str(record.get("kind") or "")
         if kind in NO_DEDUPE_KINDS or not is_current(record):
             continue
-        key = (kind, scope_of(record), str(record.get("project") or ""))
+        key = (kind, str(record.get("scope") or "project"), str(record.get("project") or ""))
         blocks.setdefault(key, []).append(memory_id)
     budget = [max_pairs]
     groups: list[Group] = []

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from engram.model import status_of
 from engram.errors import InvalidInput
 from engram.model import check_id, normalize_content
 from engram.operations import advice
@@ -174,7 +173,7 @@ class Recommendation:
 
 def status_of(record: Mapping[str, Any]) -> str:
     """Return a record's status (``active`` when it has none)."""
-    return status_of(record)
+    return str(record.get("status") or "active")
 
 
 def is_current(record: Mapping[str, Any]) -> bool:

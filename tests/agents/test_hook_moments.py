@@ -22,8 +22,10 @@ import pytest
 
 from engram.service import Engram
 from tests.conftest import run_cli
+from tests.helpers.places import FIXTURES as FIXTURE_ROOT
+from tests.helpers.places import ROOT
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
+FIXTURES = FIXTURE_ROOT / "hooks"
 BUGFIX = "Refund totals use integer division"
 
 
@@ -277,7 +279,7 @@ def test_the_sessions_own_edit_makes_nothing_stale_and_a_stale_note_is_said_once
 def test_the_readme_hooks_table_names_every_hook_and_the_help_every_event() -> None:
     from engram.agents.hookspec import HOOKS
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("## Hooks", 1)[1].split("\n\n**Once per session.**", 1)[0]
     columns = {"claude-code": 1, "codex": 2, "gemini-cli": 3, "cursor": 4}
     rows = {
