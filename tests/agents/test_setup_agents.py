@@ -277,19 +277,23 @@ def test_codex_trust_and_doctor_say_what_to_do(repo: Path, home: Path) -> None:
     assert len(found.untrusted) == len(codex)
     data = json.loads(hooks.read_text())
 
-    def current(spec: agents.HookSpec) -> str:
-        group = data["hooks"][spec.native][0]
+    def place(spec: agents.HookSpec) -> tuple[str, str]:
+        """Return the trust key of engram's hook for ``spec`` and its current hash."""
+        groups = data["hooks"][spec.native]
+        (index,) = [i for i, g in enumerate(groups) if f"hook codex {spec.event}" in json.dumps(g)]
+        group = groups[index]
         hook = group["hooks"][0]
-        return health.codex_hook_hash(
+        label = health.CODEX_LABELS[spec.native]
+        current = health.codex_hook_hash(
             spec.native, group.get("matcher"), hook["command"], hook["timeout"]
         )
+        return f"{hooks}:{label}:{index}:0", current
 
     first, second, *rest = codex
-    label = health.CODEX_LABELS
-    trust(config, f"{hooks}:{label[first.native]}:0:0", current(first))
-    trust(config, f"{hooks}:{label[second.native]}:0:0", "sha256:" + "0" * 64)
+    trust(config, *place(first))
+    trust(config, place(second)[0], "sha256:" + "0" * 64)
     for spec in rest:
-        trust(config, f"{hooks}:{label[spec.native]}:0:0", current(spec), enabled=False)
+        trust(config, *place(spec), enabled=False)
     found = health.codex_trust(hooks, config)
     assert found is not None
     assert found.trusted == [f"{first.native} ({first.event})"]
