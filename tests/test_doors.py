@@ -38,10 +38,9 @@ LIMIT = 6
 class Answer(NamedTuple):
     """What a door said, reduced to what every door shows: ids, staleness, relevance."""
 
-    ids: list[str]  # whole ids, or the short ids a door shows instead (then ``short``)
+    ids: list[str]  # whole ids, or the short ids a door shows instead (MCP)
     stale: list[str]  # each hit's staleness, its notes joined by "; " ('' when fresh)
-    relevance: list[float | None]  # rounded to 3 places
-    short: bool = False
+    relevance: list[float | None]  # rounded to 3 places (the web page shows none)
 
 
 @pytest.fixture
@@ -96,21 +95,20 @@ def _full(hits: list[dict[str, Any]]) -> Answer:
     )
 
 
-def _compact(hits: list[dict[str, Any]], *, short: bool) -> Answer:
+def _compact(hits: list[dict[str, Any]]) -> Answer:
     """The answer of a door that shows the agent's shape (MCP, the daemon)."""
     return Answer(
         [hit["id"] for hit in hits],
         [_joined(hit.get("may_be_stale")) for hit in hits],
         [hit["relevance"] for hit in hits],
-        short,
     )
 
 
-def by_cli(root: Path) -> tuple[Answer, list[str]]:
+def by_cli(root: Path) -> Answer:
     done = run_cli("-C", str(root), "recall", QUERY, "--limit", str(LIMIT), "--json")
     assert done.returncode == 0, done.stderr.decode()
     hits = json.loads(done.stdout)["hits"]
-    return _full(hits), [hit["short_id"] for hit in hits]
+    return _full(hits)
 
 
 def by_mcp(root: Path) -> Answer:
@@ -121,17 +119,17 @@ def by_mcp(root: Path) -> Answer:
             found.extend((await client.ok("recall", {"query": QUERY, "limit": LIMIT}))["hits"])
 
     run(scenario)
-    return _compact(found, short=True)
+    return _compact(found)
 
 
-def by_http(root: Path) -> tuple[Answer, Answer]:
-    """Return the answers of GET /search and of the web page's search fragment."""
+def by_http(root: Path) -> tuple[Answer, Answer, list[str]]:
+    """Return the answers of GET /search and of the web page (and the short ids it shows)."""
     with TestClient(create_app(root), base_url="http://127.0.0.1") as client:
         api = client.get("/search", params={"q": QUERY, "limit": LIMIT})
         assert api.status_code == 200, api.text
         page = client.get("/ui/search", params={"q": QUERY, "limit": str(LIMIT), "fragment": "1"})
         assert page.status_code == 200, page.text
-    return _full(api.json()["hits"]), web_answer(page.text)
+    return _full(api.json()["hits"]), *web_answer(page.text)
 
 
 @dataclass
@@ -141,7 +139,7 @@ class WebHit:
     stale: str = ""
 
 
-def web_answer(text: str) -> Answer:
+def web_answer(text: str) -> tuple[Answer, list[str]]:
     """Read the hits of the web page's results: link, short id, staleness note, in order."""
     hits: list[WebHit] = []
     for item in re.findall(r'<li class="hit">(.*?)</li>', text, flags=re.DOTALL):
@@ -152,7 +150,8 @@ def web_answer(text: str) -> Answer:
         note = html.unescape(stale.group(1)) if stale else ""
         hits.append(WebHit(link.group(1), short.group(1), note.removeprefix("may be stale: ")))
     assert all(hit.id.startswith(hit.short_id) for hit in hits)
-    return Answer([hit.id for hit in hits], [hit.stale for hit in hits], [])
+    answer = Answer([hit.id for hit in hits], [hit.stale for hit in hits], [])
+    return answer, [hit.short_id for hit in hits]
 
 
 def by_daemon(root: Path) -> Answer:
@@ -162,28 +161,27 @@ def by_daemon(root: Path) -> Answer:
             found = client.call("memory_search", {"query": QUERY, "limit": LIMIT})
     finally:
         assert daemon.stop() == 0
-    return _compact(found["memories"], short=False)
+    return _compact(found["memories"])
 
 
 def test_one_query_gets_one_answer_through_every_door(store: Path) -> None:
-    cli, shorts = by_cli(store)
+    cli = by_cli(store)
     assert len(cli.ids) >= 4, cli  # enough hits for the order to mean something
     assert any(cli.stale) and not all(cli.stale), cli  # stale and fresh ones both
     assert all("changed in 2 commits" in note for note in cli.stale if note)
     mcp = by_mcp(store)
-    api, web = by_http(store)
+    api, web, web_shorts = by_http(store)
     daemon = by_daemon(store)
 
     assert api == cli
     assert daemon == cli
-    assert mcp.ids == shorts
-    assert all(rid.startswith(short) for rid, short in zip(cli.ids, shorts, strict=True))
-    assert mcp._replace(ids=cli.ids, short=False) == cli
-    assert (web.ids, web.stale) == (cli.ids, cli.stale)
+    assert all(rid.startswith(short) for rid, short in zip(cli.ids, mcp.ids, strict=True))
+    assert mcp._replace(ids=cli.ids) == cli
+    assert (web.ids, web.stale, web_shorts) == (cli.ids, cli.stale, mcp.ids)
     with Engram.open(store) as engram:  # and the facade itself, in this process
         views = engram.recall_views(QUERY, limit=LIMIT)
     assert [view.id for view in views] == cli.ids
-    assert [view.short_id for view in views] == shorts
+    assert [view.short_id for view in views] == mcp.ids
     assert [view.stale_note for view in views] == [
         f"may be stale: {note}" if note else "" for note in cli.stale
     ]

@@ -368,12 +368,10 @@ def _short(value: Any) -> str:
 
 def _field_lines(change: FieldChange) -> list[str]:
     """Render one field's change: old → new, or a compact line diff of a long text."""
-    from engram.sync.gitdiff import text_diff
+    from engram.sync.gitdiff import earlier, text_diff
 
     old, new = change.old, change.new
     if change.field == "history" and isinstance(old, list | None) and isinstance(new, list):
-        from engram.sync.gitdiff import earlier
-
         return [f"history: {earlier(old or [])} → {earlier(new)}"]
     texts = isinstance(old, str | None) and isinstance(new, str | None)
     if texts and any("\n" in (value or "") for value in (old, new)):

@@ -232,9 +232,6 @@ class PageOut(BaseModel):
 
 class SearchHit(BaseModel):
     id: str
-    short_id: str = Field(
-        description="the shortest prefix of the id (8 characters or more) that names only it"
-    )
     score: float
     relevance: float | None = Field(
         description="the estimated probability (0-1) that the hit answers the query;"

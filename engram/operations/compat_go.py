@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from engram.errors import InvalidInput
 from engram.model import go_id_of, kind_and_type, normalize_project, type_of
+from engram.operations.memory import DEFAULT_KIND, DEFAULT_SCOPE
 
 __all__ = [
     "FOREIGN_TYPE_FACTOR",
@@ -85,7 +86,7 @@ def observation_draft(args: Args, *, project: str | None) -> tuple[str, str, dic
     content = args.get("content")
     if content is None:
         content = args.get("observation")
-    kind, typ = kind_and_type(args.get("type"), default="note")
+    kind, typ = kind_and_type(args.get("type"), default=DEFAULT_KIND)
     extra: dict[str, Any] = {"type": typ} if typ else {}
     for key in _KEPT:
         value = args.get(key)
@@ -93,7 +94,7 @@ def observation_draft(args: Args, *, project: str | None) -> tuple[str, str, dic
             extra[key] = value.strip()
     draft: dict[str, Any] = {
         "kind": kind,
-        "scope": args.get("scope") or "project",
+        "scope": args.get("scope") or DEFAULT_SCOPE,
         "topic_key": args.get("topic_key") or None,
         "session_id": args.get("session_id") or None,
         "project": project,
@@ -117,12 +118,12 @@ def update_changes(
     if project:
         changes["project"] = project
     if args.get("type"):
-        kind, typ = kind_and_type(args["type"], default="note")
+        kind, typ = kind_and_type(args["type"], default=DEFAULT_KIND)
         changes["kind"] = kind
         if typ or current.get("type"):
             changes["type"] = typ or kind
     scope = args.get("scope")
-    here = current.get("scope", "project")
+    here = current.get("scope", DEFAULT_SCOPE)
     if scope is not None and scope != here:
         raise InvalidInput(
             f"scope: memory {go_id_of(current)} is in the {here} store; an update cannot move "
@@ -140,7 +141,7 @@ def search_filters(args: Args, *, project: str | None) -> tuple[dict[str, Any], 
     """
     filters: dict[str, Any] = {}
     written = str(args.get("type") or "").strip()
-    kind, typ = kind_and_type(written, default="note") if written else ("", None)
+    kind, typ = kind_and_type(written, default=DEFAULT_KIND) if written else ("", None)
     if kind and not typ:
         filters["kinds"] = kind
     if args.get("scope"):

@@ -280,7 +280,6 @@ class HitView:
         """Return the shape for people and programs: the fields and the whole memory."""
         out: dict[str, Any] = {
             "id": self.id,
-            "short_id": self.short_id,
             "score": self.score,
             "relevance": self.relevance,
             "kind": self.memory.get("kind"),

@@ -39,12 +39,12 @@ def remember(mcp: EngramMCP, args: Args, call: Call) -> str:
     result = mcp.engram.remember(
         args["title"],
         args.get("content") or "",
-        kind=args.get("kind") or "note",
+        kind=args["kind"],  # the declared defaults, filled in by the tool's schema check
         tags=args.get("tags"),
         files=args.get("files"),
-        importance=args.get("importance") or 3,
-        status=args.get("status") or "active",
-        scope=args.get("scope") or "project",
+        importance=args["importance"],
+        status=args["status"],
+        scope=args["scope"],
         topic_key=args.get("topic_key"),
         links=as_list(args.get("links")),
         source="agent",
