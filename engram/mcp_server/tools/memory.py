@@ -36,20 +36,21 @@ if TYPE_CHECKING:
 
 @handler("remember")
 def remember(mcp: EngramMCP, args: Args, call: Call) -> str:
+    # kind, importance, status, scope: REMEMBER's declared defaults, filled in by the tool's
+    # schema check; a name of another tool for it that leaves one out gets the write path's
+    # (the same declaration), never one stated here.
+    given = {key: args[key] for key in ("kind", "importance", "status", "scope") if args.get(key)}
     result = mcp.engram.remember(
         args["title"],
         args.get("content") or "",
-        kind=args["kind"],  # the declared defaults, filled in by the tool's schema check
         tags=args.get("tags"),
         files=args.get("files"),
-        importance=args["importance"],
-        status=args["status"],
-        scope=args["scope"],
         topic_key=args.get("topic_key"),
         links=as_list(args.get("links")),
         source="agent",
         session_id=args.get("session_id"),
         project=args.get("project"),
+        **given,
     )
     return call.render(saved_payload(result))
 
