@@ -13,9 +13,9 @@ store alone where no project exists; the operations marked ``@in_project`` then 
 ``NotInitialized`` in words for the person (``engram.project.no_project``), and a project-scoped one
 refuses its project scope the same way. Operations return typed results: dataclasses of the feature
 that builds them, each with one ``to_dict()`` that the adapters send (a method's return type is its
-operation's declared ``result``; tests/test_contract.py holds them together), or records; a recall
-with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing here imports typer,
-rich, mcp or an HTTP framework, and nothing here prints.
+operation's declared ``result``; tests/service/test_contract.py holds them together), or
+records; a recall with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing
+here imports typer, rich, mcp or an HTTP framework, and nothing here prints.
 """
 
 from __future__ import annotations
