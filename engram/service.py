@@ -14,8 +14,12 @@ store alone where no project exists; the operations marked ``@in_project`` then 
 refuses its project scope the same way. Operations return typed results: dataclasses of the feature
 that builds them, each with one ``to_dict()`` that the adapters send (a method's return type is its
 operation's declared ``result``; tests/service/test_contract.py holds them together), or
-records; a recall with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing
-here imports typer, rich, mcp or an HTTP framework, and nothing here prints.
+records; a recall with no hits returns ``[]``. ``recall_views`` returns a recall's hits finished
+(``engram.operations.views.HitView``: short id, staleness, matched fields, relevance), which
+every door renders as it is. The result types the adapters name are handed out here too (the
+``X as X`` imports), so an adapter imports the facade, not the module behind it. Errors are
+``EngramError``s with a hint. Nothing here imports typer, rich, mcp or an HTTP framework, and
+nothing here prints.
 """
 
 from __future__ import annotations
