@@ -82,7 +82,8 @@ SETS: Final = {
     "captured": HERE / "captured",
 }
 BACKENDS: Final = ("tantivy", "fts5")
-MODES: Final = ("keyword", "semantic", "hybrid")
+# A mode with a suffix embeds with that model (``search.model``), the others with the default.
+MODES: Final = ("keyword", "semantic", "hybrid", "semantic-minilm", "hybrid-minilm")
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
 LIMIT: Final = 10
 # The baseline's BM25 column weights, in the FTS5 table's column order (engram's defaults,
@@ -194,7 +195,10 @@ def engram_store(
     engram_dir = root / config_mod.ENGRAM_DIR
     shutil.copyfile(memories, engram_dir / "memories.jsonl")
     if mode is not None:
-        config_mod.set_value(engram_dir, "search.mode", mode)
+        search_mode, _, model = mode.partition("-")
+        config_mod.set_value(engram_dir, "search.mode", search_mode)
+        if model:
+            config_mod.set_value(engram_dir, "search.model", model)
     for key, value in settings.items():
         config_mod.set_value(engram_dir, key, value)
     return Engram(root)
@@ -439,9 +443,7 @@ def run_set(
         shutil.rmtree(scratch, ignore_errors=True)
     by_name = {result.name: result for result in results}
     for result in results:
-        keyword = by_name.get(
-            result.name.replace("semantic", "keyword").replace("hybrid", "keyword")
-        )
+        keyword = by_name.get(re.sub(r"(semantic|hybrid)(-\w+)?", "keyword", result.name))
         if (
             keyword is not None
             and not keyword.unavailable
@@ -523,10 +525,11 @@ def present_sets() -> list[str]:
 
 
 def _mode_works(mode: str) -> bool:
-    """Tell whether engram ranks in this mode here (the semantic ones need the extra)."""
+    """Tell whether engram ranks in this mode here (the semantic ones need their model)."""
     from engram.index import semantic
 
-    return mode == "keyword" or semantic.available()
+    _, _, model = mode.partition("-")
+    return mode == "keyword" or semantic.available(model or semantic.DEFAULT_MODEL)
 
 
 def collect_rankings(
@@ -544,8 +547,8 @@ def collect_rankings(
             queries = load_queries(folder / "queries.jsonl")
             out[name] = {}
             for mode in modes:
-                if not _mode_works(mode):
-                    continue
+                if not _mode_works(mode) or (settings and "-" in mode):
+                    continue  # the multiplier variants are scored with the default model only
                 wanted = {"search.min_relevance": 0.0, **(settings or {})}
                 with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
                     out[name][mode] = [
@@ -598,6 +601,24 @@ def figures_of(
     return out
 
 
+def kind_figures(answers: Sequence[list[str]], queries: Sequence[Query]) -> dict[str, list[float]]:
+    """Return, per query kind, recall@1/5/10 and MRR of ranked ids, query by query."""
+    out: dict[str, list[float]] = {}
+    for kind in QUERY_KINDS:
+        picked = [(q, a) for q, a in zip(queries, answers, strict=True) if q.kind == kind]
+        if picked:
+            out[kind] = [
+                *(
+                    statistics.fmean(
+                        len(q.relevant & set(a[:k])) / len(q.relevant) for q, a in picked
+                    )
+                    for k in (1, 5, 10)
+                ),
+                statistics.fmean(_rr(q, a) for q, a in picked),
+            ]
+    return out
+
+
 def _merit(rankings: Sequence[fit.Ranked], queries: Sequence[Query]) -> float:
     """Return the mean of MRR and recall@5 of unfloored rankings (how variants are chosen)."""
     row = figures_of([[rid for rid, _ in r.hits] for r in rankings], queries, None)
@@ -618,13 +639,14 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
         label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
     }
     table: dict[str, dict[str, dict[str, float]]] = {}  # set -> backend -> figures
+    kinds: dict[str, dict[str, dict[str, list[float]]]] = {}  # set -> backend -> kind -> figures
     chosen: dict[str, dict[str, object]] = {}
     for name in names:
         rows: dict[str, dict[str, float]] = {}
         search = bm25_baseline(SETS[name] / "memories.jsonl")
-        rows["bm25 (fts5)"] = figures_of(
-            [[rid for rid, _ in search(q.text)] for q in queries[name]], queries[name], None
-        )
+        baseline = [[rid for rid, _ in search(q.text)] for q in queries[name]]
+        rows["bm25 (fts5)"] = figures_of(baseline, queries[name], None)
+        kinds[name] = {"bm25 (fts5)": kind_figures(baseline, queries[name])}
         others = [other for other in names if other != name]
         for label, by_set in rankings.items():
             suffix = f" ({label})" if label else ""
@@ -640,7 +662,11 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
                 rows[f"engram {mode}{suffix} (no floor)"] = figures_of(plain, queries[name], None)
                 if not label:
                     chosen.setdefault(name, {})[mode] = {"model": model, "floor": floor}
+                    kinds[name][f"engram {mode}"] = kind_figures(kept, queries[name])
         for mode in modes:
+            if "-" in mode:
+                continue
+
             # The multipliers chosen on the other sets alone: the variant with the best mean
             # of MRR and recall@5 there, unfloored, scored here with a floor fitted there.
             def merit(label: str, mode: str = mode, others: list[str] = others) -> float:
@@ -703,7 +729,16 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
         for mode, picked in by_mode.items():
             variant = f" ({picked['variant']})" if "variant" in picked else ""
             lines.append(f"{name}, {mode}{variant}: floor {picked['floor']} fitted on the others")
-    return "\n".join(lines), {"table": table, "chosen": chosen}
+    lines.append(
+        "\nPer query kind (engram: the default multipliers, floor fitted on the other sets):"
+    )
+    per_kind: list[Sequence[str]] = [("set", "backend", "kind", "R@1", "R@5", "R@10", "MRR")]
+    for name, by_backend in kinds.items():
+        for backend, by_kind in by_backend.items():
+            for kind, values in by_kind.items():
+                per_kind.append((name, backend, kind, *(format(v, ".3f") for v in values)))
+    lines.append(align(per_kind, left=(0, 1, 2)))
+    return "\n".join(lines), {"table": table, "kinds": kinds, "chosen": chosen}
 
 
 def _cells(row: Mapping[str, float], *, shares: bool = False) -> list[str]:
