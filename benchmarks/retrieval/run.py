@@ -632,12 +632,23 @@ def _rr(query: Query, ids: Sequence[str]) -> float:
     return 0.0
 
 
-def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str, object]]:
-    """Score every set with every parameter fitted on the other sets only; return the report."""
+def held_out(
+    names: Sequence[str], modes: Sequence[str], saved: Path | None = None
+) -> tuple[str, dict[str, object]]:
+    """Score every set with every parameter fitted on the other sets only; return the report.
+
+    ``saved``: a file of engram's rankings with their features; read when it exists (to try a
+    fit or a floor without ranking again), else written after ranking.
+    """
     queries = {name: load_queries(SETS[name] / "queries.jsonl") for name in names}
-    rankings = {
-        label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
-    }
+    if saved is not None and saved.exists():
+        rankings = _load_rankings(saved)
+    else:
+        rankings = {
+            label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
+        }
+        if saved is not None:
+            _save_rankings(saved, rankings)
     table: dict[str, dict[str, dict[str, float]]] = {}  # set -> backend -> figures
     kinds: dict[str, dict[str, dict[str, list[float]]]] = {}  # set -> backend -> kind -> figures
     chosen: dict[str, dict[str, object]] = {}
@@ -741,6 +752,40 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
     return "\n".join(lines), {"table": table, "kinds": kinds, "chosen": chosen}
 
 
+Rankings = dict[str, dict[str, dict[str, list[fit.Ranked]]]]  # variant -> set -> mode -> queries
+
+
+def _save_rankings(path: Path, rankings: Rankings) -> None:
+    plain = {
+        label: {
+            name: {
+                mode: [[r.kind, sorted(r.relevant), [list(hit) for hit in r.hits]] for r in ranked]
+                for mode, ranked in by_mode.items()
+            }
+            for name, by_mode in by_set.items()
+        }
+        for label, by_set in rankings.items()
+    }
+    path.write_text(json.dumps(plain), encoding="utf-8")
+
+
+def _load_rankings(path: Path) -> Rankings:
+    plain = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        label: {
+            name: {
+                mode: [
+                    fit.Ranked(kind, frozenset(relevant), tuple((rid, tuple(v)) for rid, v in hits))
+                    for kind, relevant, hits in ranked
+                ]
+                for mode, ranked in by_mode.items()
+            }
+            for name, by_mode in by_set.items()
+        }
+        for label, by_set in plain.items()
+    }
+
+
 def _cells(row: Mapping[str, float], *, shares: bool = False) -> list[str]:
     cells = [format(row[key], ".3f") for key in ("R@1", "R@5", "R@10", "MRR", "para MRR")]
     if shares:
@@ -791,10 +836,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="leave one set out: fit the relevance model and floor on the other sets, report on"
         " each, then the worst set",
     )
+    parser.add_argument(
+        "--rankings",
+        type=Path,
+        help="with --held-out: read engram's rankings from this file if it exists (no ranking"
+        " again), else write them there",
+    )
     args = parser.parse_args(argv)
     if args.held_out:
         report, payload = held_out(
-            args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES))
+            args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES)), args.rankings
         )
         print(report)
         if args.json:

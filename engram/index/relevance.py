@@ -43,8 +43,8 @@ MODELS: Final[Mapping[str, tuple[float, ...]]] = {
     "keyword": (-2.1515, 1.6472, 2.1097, 0.0, 1.3539, -0.9835),
     "semantic": (-1.8382, 0.0, 3.3167, 0.3731, 0.6161, -0.3638),
     "hybrid": (-2.0947, 1.6349, 1.9832, 0.7071, 1.0105, -1.009),
-    "semantic:minilm": (-1.8382, 0.0, 3.3167, 0.3731, 0.6161, -0.3638),
-    "hybrid:minilm": (-2.0947, 1.6349, 1.9832, 0.7071, 1.0105, -1.009),
+    "semantic-minilm": (-1.8382, 0.0, 3.3167, 0.3731, 0.6161, -0.3638),
+    "hybrid-minilm": (-2.0947, 1.6349, 1.9832, 0.7071, 1.0105, -1.009),
 }
 # The floor of each mode (search.min_relevance: auto), by the same script: the highest that
 # keeps the answer of 99% of the answerable queries of each of those sets.
@@ -52,8 +52,8 @@ FLOORS: Final[Mapping[str, float]] = {
     "keyword": 0.25,
     "semantic": 0.34,
     "hybrid": 0.235,
-    "semantic:minilm": 0.34,
-    "hybrid:minilm": 0.235,
+    "semantic-minilm": 0.34,
+    "hybrid-minilm": 0.235,
 }
 
 Model = tuple[float, ...]  # the intercept, then one coefficient per FEATURES entry
@@ -65,7 +65,7 @@ def key(mode: str, model: str) -> str:
     cosine means something else for each model (wordllama's keys are the bare modes)."""
     if mode == "keyword" or model == "wordllama":
         return mode
-    return f"{mode}:{model}"
+    return f"{mode}-{model}"
 
 
 def stem_of(token: str) -> str:
