@@ -334,3 +334,29 @@ def store(tmp_path: Path, corpus: list[dict[str, Any]]) -> MemoryStore:
     memories = MemoryStore(folder)
     memories.rewrite(corpus)
     return memories
+
+
+@needs_minilm
+def test_doctor_warns_when_the_configured_model_cannot_be_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engram.config import set_value
+    from engram.service import Engram
+
+    _without_packaged_tokenizer(monkeypatch)
+    monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("ENGRAM_OFFLINE", "1")
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    root = tmp_path / "repo"
+    root.mkdir()
+    engram, _ = Engram.init(root, project="demo")
+    engram.close()
+    set_value(root / ".engram", "search.model", "minilm")
+    engram = Engram(root)
+    try:
+        warnings = [f for f in engram.doctor() if f.check == "model"]
+        assert [f.severity for f in warnings] == ["warning"]
+        assert "the minilm model is not installed" in warnings[0].message
+        assert "search.model: wordllama" in warnings[0].message
+    finally:
+        engram.close()
