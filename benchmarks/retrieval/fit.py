@@ -153,11 +153,22 @@ def constants(models: Mapping[str, tuple[float, ...]], floors: Mapping[str, floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Rank every set with engram, fit a model and a floor per mode on all of them, print them."""
+    """Rank every set with engram, fit a model and a floor per mode on all of them, print them.
+
+    ``--rankings PATH``: the rankings ``run.py --held-out --rankings PATH`` saved (the default
+    multipliers' ones), instead of ranking again.
+    """
+    import argparse
+
     import run  # the sibling script: it builds the stores and collects the rankings
 
-    del argv
-    rankings = run.collect_rankings(list(run.present_sets()), list(run.MODES))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rankings", type=Path, help="saved rankings to fit on")
+    args = parser.parse_args(argv)
+    if args.rankings is not None:
+        rankings = run._load_rankings(args.rankings)[""]
+    else:
+        rankings = run.collect_rankings(list(run.present_sets()), list(run.MODES))
     models: dict[str, tuple[float, ...]] = {}
     floors: dict[str, float] = {}
     for mode in run.MODES:
