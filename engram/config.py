@@ -101,8 +101,8 @@ search:
   semantic_floor: 0.4
   # Every hit carries relevance, the estimated probability (0..1) that it answers the query.
   # A query whose best hit is under this comes back empty; auto is the floor fitted for the
-  # mode (keyword 0.25, hybrid 0.235), from 50 memories on (docs/decisions.md, "A relevance
-  # estimate with a meaning"); 0 turns it off.
+  # mode (keyword 0.245, hybrid 0.23; 0.29 with minilm), from 50 memories on
+  # (docs/decisions.md, "A relevance estimate with a meaning"); 0 turns it off.
   min_relevance: auto
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2
