@@ -29,6 +29,8 @@ Backends, all in this one run over the same memories:
 - ``engram <mode> (no floor)``: the same with ``search.min_relevance: 0``, so that the table can say
   how many answerable queries the floor costs: ``lost`` counts the answerable queries whose relevant
   memory is in the unfloored top 10 and not in the floored one.
+- ``engram semantic-minilm`` and ``engram hybrid-minilm``: those modes with ``search.model:
+  minilm`` (the ``minilm`` extra: all-MiniLM-L6-v2), scored where that model is installed.
 
 A mode is "not available" when engram does not know the setting (no ``search.mode`` in
 ``engram.config.DEFAULTS``; the keyword pass then runs with the default config), when opening or
@@ -40,6 +42,10 @@ memories.jsonl is missing, a plain run leaves that set out.
 (``fit.py``) and the ranking multipliers (``VARIANTS``) are chosen on the other sets only, and
 the table gives, per set and backend, recall@1/5/10, MRR, paraphrase MRR, the answerable queries
 the floor lost and the negatives answered with nothing, then each column's worst set.
+A second table gives recall@1/5/10 and MRR per query kind for bm25 and each mode (floored).
+``--rankings PATH`` keeps engram's rankings with their features in a file (written after
+ranking, read instead of ranking when it exists), so a change of the fit can be tried in
+seconds.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
