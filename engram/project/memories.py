@@ -430,7 +430,7 @@ def _near_duplicates(ws: Workspace, record: Mapping[str, Any]) -> list[str]:
     """
     from engram.index import semantic
 
-    if not semantic.loaded():
+    if not semantic.loaded(ws.index.vectors.model):
         return []
     text = semantic.record_text(record)
     found = ws.index.similar(text, limit=4, min_cosine=NEAR_DUPLICATE_COSINE)
