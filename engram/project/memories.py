@@ -254,7 +254,7 @@ def forget(here: Project, ref: str, *, hard: bool = False) -> Record:
         current = ws.index.get(current["id"]) or current
         # after the last change this clone has seen, whatever its clock says: the forget
         # then wins over every edit it saw on every replica (engram.sync.merge)
-        stamp = change_time(current.get("updated_at"))
+        stamp = change_time(current.get("updated_at"), stamp=here.now())
         rev = int(current.get("rev", 1) or 1) + 1
         if hard:
             tombstone: Record = {
