@@ -25,12 +25,11 @@ secret).
 
 from __future__ import annotations
 
-import gzip
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
+from engram.fileio import gunzip
 from engram.model import change_time
 from engram.operations import advice
 
@@ -120,11 +119,8 @@ def _text_of(path: Path) -> str | None:
             return None
         data = path.read_bytes()
         if path.name.endswith(".gz"):
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-                data = handle.read(_MAX_SCAN_BYTES + 1)
-            if len(data) > _MAX_SCAN_BYTES:
-                return None
-    except (OSError, EOFError, gzip.BadGzipFile):
+            data = gunzip(data, name=path.name, limit=_MAX_SCAN_BYTES)
+    except (OSError, InvalidInput):
         return None
     return str(data.decode("utf-8", errors="replace"))
 

@@ -210,6 +210,7 @@ def import_folder(
 ) -> GoImportResult:
     """Import every chunk of a store folder (engram's, Go engram's or both) in one merge."""
     from engram.sync import chunks as chunks_mod
+    from engram.sync import syncfiles
 
     folder = path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
     entries, problems = chunks_mod.list_chunks(folder)
@@ -230,7 +231,7 @@ def import_folder(
         if isinstance(found, list):
             records += found
         else:
-            go_chunks.append((f"chunks/{entry.id}{chunks_mod.SUFFIX}", found))
+            go_chunks.append((f"chunks/{entry.id}{syncfiles.SUFFIX}", found))
     result = merge_chunks(
         ws,
         records,
