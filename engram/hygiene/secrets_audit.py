@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
 from engram.fileio import gunzip
-from engram.model import change_time
+from engram.model import change_time, rev_of
 from engram.operations import advice
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
         finding = _finding("secrets", f"memory {record['id']} holds what looks like {kinds}")
         found.append(finding)
         if fix:
-            rev = clean.get("rev", 1)
-            clean["rev"] = (rev if isinstance(rev, int) else 1) + 1
+            clean["rev"] = rev_of(clean) + 1
             clean["updated_at"] = change_time(record.get("updated_at"))
             repaired.append(clean)
             finding.fixed = True

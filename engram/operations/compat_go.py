@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from engram.errors import InvalidInput
-from engram.model import Record, go_id_of, kind_and_type, normalize_project, type_of
+from engram.model import (
+    DEFAULT_SCOPE,
+    Record,
+    go_id_of,
+    kind_and_type,
+    normalize_project,
+    scope_of,
+    type_of,
+)
 
 __all__ = [
     "FOREIGN_TYPE_FACTOR",
@@ -75,7 +83,7 @@ def observation_draft(args: Args, *, project: str | None) -> tuple[str, str, dic
             extra[key] = value.strip()
     draft: dict[str, Any] = {
         "kind": kind,
-        "scope": args.get("scope") or "project",
+        "scope": args.get("scope") or DEFAULT_SCOPE,
         "topic_key": args.get("topic_key") or None,
         "session_id": args.get("session_id") or None,
         "project": project,
@@ -104,7 +112,7 @@ def update_changes(
         if typ or current.get("type"):
             changes["type"] = typ or kind
     scope = args.get("scope")
-    here = current.get("scope", "project")
+    here = scope_of(current)
     if scope is not None and scope != here:
         raise InvalidInput(
             f"scope: memory {go_id_of(current)} is in the {here} store; an update cannot move "

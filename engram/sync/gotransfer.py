@@ -28,7 +28,7 @@ from engram.errors import EngramError, InvalidInput
 from engram.fileio import read_regular
 from engram.formats.goexport import GoExport, GoName, go_document
 from engram.formats.goknown import GoKnown
-from engram.model import Record, format_time, now
+from engram.model import Record, format_time, now, scope_of
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
 
@@ -121,7 +121,7 @@ def merge_go(
     ours: list[Record] = []
     theirs: list[Record] = []
     for record in records:
-        home = where.get(str(record.get("id"))) or str(record.get("scope") or "project")
+        home = where.get(str(record.get("id"))) or scope_of(record)
         mine = personal is None or ws.scope == "personal" or home != "personal"
         (ours if mine else theirs).append(record)
     result = GoImportResult()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, NotFound
-from engram.model import is_pinned
+from engram.model import is_pinned, status_of
 from engram.operations.views import HitView, is_candidate, provenance
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Row:
             label=label,
             id=str(item.get("id", "")),
             kind=str(item.get("kind") or ""),
-            status=str(item.get("status") or "active"),
+            status=status_of(item),
             title=str(item.get("title") or ""),
             note=note,
         )
@@ -100,7 +100,7 @@ def hotspots(engram: Engram) -> list[tuple[str, str]]:
         record = engram.get(hotspots_id(engram.project))
     except NotFound:
         return []
-    if record.get("status", "active") in ("archived", "rejected"):
+    if status_of(record) in ("archived", "rejected"):
         return []
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     return [(str(s.get("path", "")), str(s.get("changes", "?"))) for s in spots[:HOTSPOTS]]

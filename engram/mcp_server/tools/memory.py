@@ -25,6 +25,14 @@ from engram.mcp_server.tools.registry import (
     as_list,
     handler,
 )
+from engram.model import (
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_SCOPE,
+    DEFAULT_STATUS,
+    scope_of,
+    status_of,
+)
 from engram.operations import advice
 from engram.operations.memory import RECALL, RECALL_LIMIT
 from engram.operations.views import TITLE_CHARS, clip, hit_views, provenance
@@ -41,12 +49,12 @@ def remember(mcp: EngramMCP, args: Args, call: Call) -> str:
     result = mcp.engram.remember(
         args["title"],
         args.get("content") or "",
-        kind=args.get("kind") or "note",
+        kind=args.get("kind") or DEFAULT_KIND,
         tags=args.get("tags"),
         files=args.get("files"),
-        importance=args.get("importance") or 3,
-        status=args.get("status") or "active",
-        scope=args.get("scope") or "project",
+        importance=args.get("importance") or DEFAULT_IMPORTANCE,
+        status=args.get("status") or DEFAULT_STATUS,
+        scope=args.get("scope") or DEFAULT_SCOPE,
         topic_key=args.get("topic_key"),
         links=as_list(args.get("links")),
         source="agent",
@@ -184,10 +192,9 @@ def read_memory(mcp: EngramMCP, ref: str | int | None, cursor: str | None, call:
 def update(mcp: EngramMCP, args: Args, call: Call) -> str:
     current = mcp.record(args["id"], "update")
     scope = args.pop("scope", None)
-    if scope is not None and scope != current.get("scope", "project"):
+    if scope is not None and scope != scope_of(current):
         raise InvalidInput(
-            f"memory {current['id']} is in the {current.get('scope', 'project')} store; "
-            "update cannot move it",
+            f"memory {current['id']} is in the {scope_of(current)} store; update cannot move it",
             hint="remember it again with the other scope, then forget this one",
         )
     changes = {key: value for key, value in args.items() if key != "id"}
@@ -197,7 +204,7 @@ def update(mcp: EngramMCP, args: Args, call: Call) -> str:
     payload = {
         "id": record["id"],
         "rev": record.get("rev"),
-        "status": record.get("status", "active"),
+        "status": status_of(record),
         "title": clip(record.get("title", ""), TITLE_CHARS),
     }
     if record.get("rev") == current.get("rev"):
