@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engram.errors import InvalidInput
+from engram.errors import InputTooLarge, InvalidInput
 from engram.model import dumps, loads
 from engram.store.redact import default_scrubber
 from engram.sync import manifestform
@@ -80,7 +80,9 @@ def check_manifest(value: Any, *, name: str) -> dict[str, Any]:
 def loads_manifest(data: bytes, *, name: str = MANIFEST) -> Any:
     """Parse manifest bytes as JSON (key order kept), raising ChunkError if they are not."""
     try:
-        return loads(data)
+        return loads(data, what=name)
+    except InputTooLarge as exc:
+        raise ChunkError(exc.message, path=name) from exc
     except UnicodeDecodeError as exc:
         raise ChunkError(f"{name}: invalid UTF-8 at byte {exc.start}", path=name) from exc
     except ValueError as exc:

@@ -56,7 +56,7 @@ class SyncState:
             data = read_limited(self.path, name=name, limit=MAX_MANIFEST_BYTES)
             if data is None:
                 return {}
-            value = loads(data)
+            value = loads(data, what=name)
             if not isinstance(value, dict):
                 raise ValueError(f"expected a JSON object, got {type(value).__name__}")
             clone, applied, values = (
