@@ -111,15 +111,15 @@ def _chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
     return found
 
 
-def _text_of(path: Path) -> tuple[str | None, str]:
-    """Return a file's text (a .gz decompressed) and "", or None and why it cannot be read."""
+def _text_of(path: Path) -> str | None:
+    """Return a file's text (a .gz decompressed), or None when it is too big or unreadable."""
     try:
         data = read_regular(path, limit=_MAX_SCAN_BYTES)
         if path.name.endswith(".gz"):
             data = gunzip(data, name=str(path), limit=_MAX_SCAN_BYTES)
-    except InvalidInput as exc:  # too big, a gzip bomb, broken gzip, not a regular file
-        return None, exc.message
-    return data.decode("utf-8", errors="replace"), ""
+    except InvalidInput:  # too big, a gzip bomb, broken gzip, not a regular file
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
@@ -131,9 +131,8 @@ def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
     if not folder.is_dir():
         return found
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        text, why = _text_of(path)
-        if text is None:
-            found.append(_finding("secrets", f"{why}; not scanned for secrets"))
+        text = _text_of(path)
+        if text is None:  # set aside because it could not be read: nothing to scan
             continue
         hits = find_secrets(text, store.scrubber.patterns)
         if not hits:
@@ -161,9 +160,8 @@ def _state(store: MemoryStore, *, fix: bool) -> list[Finding]:
     for path in sorted(p for p in store.state_dir.rglob("*") if p.is_file()):
         if path.is_symlink() or path.name.endswith(_SKIP_STATE_SUFFIXES):
             continue
-        text, why = _text_of(path)
-        if text is None:
-            found.append(_finding("secrets", f"{why}; not scanned for secrets"))
+        text = _text_of(path)
+        if text is None:  # set aside because it could not be read: nothing to scan
             continue
         kinds = sorted({hit.kind for hit in find_secrets(text, store.scrubber.patterns)})
         if not kinds:
