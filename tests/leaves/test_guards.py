@@ -43,9 +43,9 @@ from engram.sync.chunks import store_chunk, verify_chunk_file
 from engram.sync.manifest import read_manifest
 from engram.sync.syncfiles import ChunkError
 from engram.sync.syncstate import SyncState
-from tests.test_chunks import gzip_bomb
+from tests.sync.test_chunks import gzip_bomb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 AWS = "AKIA" + "Q7ZKX3VBN5MRT2WP"
 
