@@ -9,7 +9,7 @@
     ├── NotFound              no memory has this id (or prefix)
     ├── AmbiguousId           the prefix names more than one memory
     ├── CorruptStore          memories.jsonl has a bad line, a duplicate id or conflict markers
-    │   └── ChunkError        [sync.chunks] a chunk, the manifest or the sync state is unreadable
+    │   └── ChunkError        [sync.syncfiles] a chunk, the manifest or the sync state is unreadable
     ├── LockTimeout           another process held the store lock for too long
     ├── StoreChanged          memories.jsonl was replaced (git) while a write ran: read again
     ├── UnsafePath            .engram/state or index/ (or a file in them) is a symbolic link

@@ -29,7 +29,12 @@ filelock does it.
 ``read_regular``: a file whose path came from outside (an import, a folder of notes, a hook
 payload's transcript, an ADR in the repository) is opened without blocking, checked on the open
 descriptor to be a regular file (a named pipe would block forever, ``/dev/zero`` never ends)
-and read up to a limit; refusals name the path.
+and read up to a limit; refusals name the path. ``gunzip`` inflates gzip'd bytes from outside (a
+chunk, an import, a quarantined file) in bounded steps: a gzip bomb is refused after ``limit``
+bytes of output, never inflated.
+
+``Closing``: the one base of what holds a connection, a file or an index open (the daemon's
+client, the full-text indexes): ``close`` it, or use it in a ``with`` statement.
 
 Both the store (memories.jsonl and its companions) and the index (its own derived files under
 index/) use them. This module writes bytes and takes locks where it is told; it knows nothing
@@ -45,9 +50,12 @@ import stat
 import tempfile
 import threading
 import time
+import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, Self
 
 from engram.errors import InputTooLarge, InvalidInput, LockTimeout
 
@@ -263,6 +271,71 @@ def read_regular(
     if got > want and tail is None:  # it grew while it was read
         raise InputTooLarge(f"{name}: over the limit of {limit:,} bytes; refused")
     return b"".join(chunks)[:want]
+
+
+_INFLATE_PIECE: Final = 256 * 1024
+
+
+def gunzip(raw: bytes, *, name: str, limit: int, hint: str | None = None) -> bytes:
+    """Decompress gzip data from outside, refusing more than ``limit`` bytes of output.
+
+    Inflated in pieces, each call bounded (``max_length``) by what is left of ``limit``: a gzip
+    bomb is refused after ``limit`` + 1 bytes, never inflated whole. Every member of a file of
+    several is read; anything after the last one is refused, as are empty, truncated or corrupt
+    data. Raises InputTooLarge over the limit and InvalidInput otherwise, each naming ``name``
+    (``hint``: the next thing to try, on the one over the limit).
+    """
+    if not raw:
+        raise InvalidInput(f"{name}: empty file, not gzip data")
+    out = bytearray()
+    pending = memoryview(raw)
+    while True:  # one pass per gzip member
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while pending and not inflater.eof:
+            piece = pending[:_INFLATE_PIECE]
+            pending = pending[len(piece) :]
+            while piece:
+                try:
+                    out += inflater.decompress(piece, limit - len(out) + 1)
+                except zlib.error as exc:
+                    raise InvalidInput(f"{name}: not valid gzip data: {exc}") from exc
+                if len(out) > limit:
+                    raise InputTooLarge(
+                        f"{name}: decompresses to more than {limit / 2**20:.3g} MiB (more than "
+                        f"the limit of {limit} bytes); refused as a possible gzip bomb",
+                        hint=hint,
+                    )
+                piece = memoryview(inflater.unconsumed_tail)
+                if inflater.eof:
+                    break
+        if not inflater.eof:
+            raise InvalidInput(f"{name}: truncated gzip data")
+        rest = inflater.unused_data + bytes(pending)
+        if not rest:
+            return bytes(out)
+        pending = memoryview(rest)
+
+
+class Closing(ABC):
+    """What holds a connection, a file or an index open: ``close`` it, or use ``with``.
+
+    ``__enter__`` returns the object itself and ``__exit__`` closes it, whatever happened.
+    """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the object holds; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class ProcessLock:

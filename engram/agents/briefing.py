@@ -22,7 +22,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record, is_pinned
+from engram.model import Record, is_pinned, status_of
 from engram.operations import advice
 from engram.operations.views import clip, provenance, snippet
 from engram.plural import counted
@@ -269,7 +269,7 @@ def _item(section: str, record: Mapping[str, Any], short: str) -> BriefingItem:
         id=str(record["id"]),
         short_id=short,
         kind=record.get("kind"),
-        status=str(record.get("status") or "active"),
+        status=status_of(record),
         title=clip(record.get("title", ""), TITLE_CHARS),
         from_=provenance(record),
     )
@@ -346,7 +346,7 @@ def _standing(here: Project, cache: StandingCache, scale: float) -> StandingCach
         record
         for ws in here.workspaces()
         for record in ws.index.all_records()
-        if is_pinned(record) and record.get("status", "active") == "active"
+        if is_pinned(record) and status_of(record) == "active"
     ]
     pinned.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
     sections: list[Section] = [Section("pinned", "Pinned", pinned)]

@@ -38,7 +38,7 @@ from engram.agents.briefing import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
 from engram.errors import InvalidInput
 from engram.index.query import file_matches
 from engram.index.records import cite_columns
-from engram.model import Record
+from engram.model import Record, files_of, status_of, tags_of
 from engram.operations import advice
 from engram.operations.views import clip, is_candidate, provenance
 from engram.plural import counted
@@ -132,7 +132,7 @@ class Findings:
 
 def _matches(record: Mapping[str, Any], wanted: Sequence[str]) -> list[str]:
     """Return the wanted paths a record's files bear on."""
-    paths = [str(p) for p in record.get("files") or []]
+    paths = [str(p) for p in files_of(record)]
     return [w for w in wanted if any(file_matches(p, w) for p in paths)]
 
 
@@ -152,7 +152,7 @@ def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) ->
         reason=reason,
         id=str(record["id"]),
         kind=record.get("kind"),
-        status=str(record.get("status") or "active"),
+        status=status_of(record),
         note=note,
         record=record,
     )
@@ -170,7 +170,7 @@ def finish(finding: Finding) -> Finding:
 
 def _candidate(record: Record, matched: Sequence[str], reverts: dict[str, int]) -> Finding:
     """Return a revert or fix-again candidate's finding; count its reverts by wanted path."""
-    tags = {str(tag).lower() for tag in record.get("tags") or []}
+    tags = {str(tag).lower() for tag in tags_of(record)}
     if "revert" in tags:
         for path in matched:
             reverts[path] = reverts.get(path, 0) + 1

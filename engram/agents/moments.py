@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 from engram.agents import reply
 from engram.agents.payload import absolute
 from engram.errors import EngramError
+from engram.model import kind_of, status_of
 from engram.operations.views import provenance, snippet
 
 if TYPE_CHECKING:
@@ -142,14 +143,14 @@ def _offered(hit: Hit, floor: float) -> bool:
         hit.relevance is not None
         and hit.relevance >= floor
         and matched
-        and str(record.get("status") or "active") == "active"
+        and status_of(record) == "active"
         and str(record.get("kind") or "") not in UNASKED_KINDS
     )
 
 
 def _hit_line(hit: Hit, short: str) -> str:
     record = hit.record
-    line = f"- {short} {record.get('kind') or 'note'}: {record.get('title', '')}"
+    line = f"- {short} {kind_of(record)}: {record.get('title', '')}"
     content = str(record.get("content") or "")
     if content:
         line += f" — {snippet(content, SNIPPET)}"

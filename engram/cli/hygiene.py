@@ -24,6 +24,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
+from engram.model import links_of, status_of
 from engram.operations.admin import INSIGHTS_DELETE, TRAIN
 from engram.plural import counted
 
@@ -108,7 +109,7 @@ def _applied(result: Applied, dry_run: bool, as_json: bool) -> None:
     verb = "would change" if dry_run else "changed"
     echo(f"{verb} {counted(result.changed, 'memory')} ({counted(result.recommendations, 'group')})")
     for change in result.changes:
-        state = "deleted" if change.get("deleted_at") else change.get("status", "active")
+        state = "deleted" if change.get("deleted_at") else status_of(change)
         echo(f"  {change['id']}  {state:<10} {change.get('title', '')}")
 
 
@@ -156,7 +157,7 @@ def insights_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if not records:
         echo("no insights yet: run engram train")
     for record in records:
-        sources = len(record.get("links") or [])
+        sources = len(links_of(record))
         echo(f"{record['id'][:8]}  {record.get('title', '')}  ({sources} sources)")
 
 

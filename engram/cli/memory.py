@@ -29,7 +29,14 @@ from engram.cli.app import (
 )
 from engram.cli.options import REQUIRED, Values, options
 from engram.errors import InvalidInput, NotFound
-from engram.model import kind_and_type, normalize_kind
+from engram.model import (
+    importance_of,
+    kind_and_type,
+    links_of,
+    normalize_kind,
+    scope_of,
+    status_of,
+)
 from engram.operations.memory import (
     FORGET,
     GET,
@@ -191,7 +198,7 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json({**record, "stale": stale} if stale else record)
         return
-    echo(f"{record['id']}  {record.get('kind', '')}  [{record.get('status', 'active')}]")
+    echo(f"{record['id']}  {record.get('kind', '')}  [{status_of(record)}]")
     if stale:
         echo(stale_note(stale))
     echo(f"# {record.get('title', '')}")
@@ -202,10 +209,10 @@ def get(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     for label in ("tags", "files"):
         if record.get(label):
             echo(f"{label}: {', '.join(record[label])}")
-    for link in record.get("links", []) or []:
+    for link in links_of(record):
         echo(f"link: {link.get('rel')} {link.get('to')}")
     echo(
-        f"importance: {record.get('importance', 3)}  scope: {record.get('scope', 'project')}"
+        f"importance: {importance_of(record)}  scope: {scope_of(record)}"
         f"  project: {record.get('project', '')}"
     )
     origin = ", ".join(

@@ -46,7 +46,6 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from engram import reach
@@ -62,6 +61,7 @@ from engram.errors import (
     NotInitialized,
     SyncError,
 )
+from engram.fileio import Closing
 
 INVALID_PARAMS: Final = 1001
 NOT_FOUND: Final = 1002
@@ -241,7 +241,7 @@ def connectable(path: Path, timeout: float = 0.5) -> bool:
     return True
 
 
-class Client:
+class Client(Closing):
     """A connection to the daemon; ``call`` one method or ``pipeline`` many, in order.
 
     ``timeout`` bounds each wait on the socket (None waits forever: for long methods such as
@@ -297,14 +297,3 @@ class Client:
         """Close the connection."""
         self._reader.close()
         self._sock.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

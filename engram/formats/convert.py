@@ -23,11 +23,11 @@ the records through redaction and the one merge function (``engram.sync.merge``)
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InputTooLarge, InvalidInput
+from engram.fileio import gunzip
 from engram.formats.common import MAX_CONTENT_BYTES, Converted, finish_record, import_id, time_of
 from engram.formats.goimport import convert_go
 from engram.model import (
@@ -49,6 +49,7 @@ MCP_SOURCE: Final = "import:mcp-memory"
 FORMATS: Final = ("engram", "go-engram-export", "go-engram-chunk", "mcp-memory", "plain")
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
+_SPLIT_HINT: Final = "split the export into smaller files"
 _GO_ARRAYS: Final = ("sessions", "observations", "prompts")
 _EXPECTED: Final = (
     "expected an engram export ({'format': 'engram', 'memories': [...]}), a Go engram export or "
@@ -59,30 +60,6 @@ _EXPECTED: Final = (
 
 
 # ── reading and detecting ────────────────────────────────────────────────────────────────────
-
-
-def _gunzip(data: bytes, name: str) -> bytes:
-    """Decompress gzip'd bytes, refusing more than MAX_DECOMPRESSED_BYTES of output."""
-    out = bytearray()
-    rest = data
-    try:
-        # A gzip file may hold several members; each is read with a bounded output.
-        while rest[:2] == _GZIP_MAGIC:
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            chunk = inflater.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - len(out))
-            out += chunk
-            if len(out) > MAX_DECOMPRESSED_BYTES or inflater.unconsumed_tail:
-                raise InvalidInput(
-                    f"{name or 'input'}: decompresses to more than "
-                    f"{MAX_DECOMPRESSED_BYTES // (1024 * 1024)} MiB; refusing to read it",
-                    hint="split the export into smaller files",
-                )
-            if not inflater.eof:
-                raise InvalidInput(f"{name or 'input'}: truncated gzip data")
-            rest = inflater.unused_data
-    except zlib.error as exc:
-        raise InvalidInput(f"{name or 'input'}: not valid gzip data: {exc}") from exc
-    return bytes(out)
 
 
 _NOT_JSON: Final = object()
@@ -133,7 +110,11 @@ def _sniff(data: bytes, name: str) -> tuple[str, bytes, Any]:
     """Return (format, the decompressed bytes, the parsed value when the file is one)."""
     from engram.formats.plain import plain_rows
 
-    payload = _gunzip(data, name) if data[:2] == _GZIP_MAGIC else data
+    payload = (
+        gunzip(data, name=name or "input", limit=MAX_DECOMPRESSED_BYTES, hint=_SPLIT_HINT)
+        if data[:2] == _GZIP_MAGIC
+        else data
+    )
     value = _json_value(payload, name)
     obj = value if isinstance(value, dict) else None
     if obj is not None:

@@ -20,7 +20,16 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.formats.goknown import GO_SOURCE, go_session_of, sync_id_of
-from engram.model import Record, go_id_of, is_tombstone, normalize_project, parse_time, type_of
+from engram.model import (
+    Record,
+    go_id_of,
+    is_tombstone,
+    normalize_project,
+    parse_time,
+    rev_of,
+    scope_of,
+    type_of,
+)
 
 __all__ = [
     "GO_EXPORT_VERSION",
@@ -170,9 +179,9 @@ def _observation(record: Record) -> dict[str, Any]:
         "content": record.get("content", ""),
         "tool_name": record.get("tool_name"),
         "project": _project(record, go),
-        "scope": record.get("scope") or "project",
+        "scope": scope_of(record),
         "topic_key": record.get("topic_key"),
-        "revision_count": _int(go.get("revision_count")) or int(record.get("rev", 1) or 1),
+        "revision_count": _int(go.get("revision_count")) or rev_of(record),
         "duplicate_count": _int(go.get("duplicate_count"))
         or int(record.get("duplicate_count", 0) or 0) + 1,
         # Go sets it on every save; engram's last save of the memory is its updated_at.

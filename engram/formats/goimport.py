@@ -79,6 +79,8 @@ from engram.model import (
     normalize_content,
     normalize_project,
     parse_time,
+    rev_of,
+    scope_of,
     type_of,
 )
 
@@ -466,7 +468,7 @@ def _resolve(
     if sync_id:
         return import_id(f"go-engram:{entity}:{sync_id}"), False
     topic = live.get("topic_key")
-    scope = live.get("scope") or "project"
+    scope = scope_of(live)
     if entity == "obs" and topic:
         return import_id(f"go-engram:obs:topic:{project}\x1f{scope}\x1f{topic}"), False
     session, created = live.get("session_id"), live.get("created_at")
@@ -480,7 +482,7 @@ def _carry(existing: Record, incoming: Record) -> Record:
     """Apply a Go row to engram's own memory: its core fields, only when newer and different."""
     if is_tombstone(existing) or incoming["updated_at"] <= str(existing.get("updated_at", "")):
         return existing
-    rev = int(existing.get("rev", 1) or 1) + 1
+    rev = rev_of(existing) + 1
     if is_tombstone(incoming):
         return {
             **existing,

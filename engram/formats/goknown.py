@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record, format_time, id_hex, is_tombstone, normalize_content, parse_time
+from engram.model import (
+    Record,
+    format_time,
+    id_hex,
+    is_tombstone,
+    normalize_content,
+    parse_time,
+    scope_of,
+)
 
 __all__ = [
     "GO_SOURCE",
@@ -99,7 +107,7 @@ def row_keys(entity: str, record: Mapping[str, Any]) -> list[str]:
             keys.append(f"{entity}:same:{session}|{created}|{_sha(normalize_content(content))}")
     topic = record.get("topic_key")
     if entity == "obs" and topic and not is_tombstone(record):
-        project, scope = record.get("project") or "", record.get("scope") or "project"
+        project, scope = record.get("project") or "", scope_of(record)
         keys.append(f"obs:topic:{project}|{scope}|{topic}")
     return keys
 

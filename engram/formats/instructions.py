@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.fileio import atomic_write, read_regular
-from engram.model import is_pinned, is_tombstone
+from engram.model import files_of, importance_of, is_pinned, is_tombstone, status_of
 from engram.operations.admin import INSTRUCTION_FORMATS
 
 __all__ = [
@@ -120,11 +120,6 @@ class BlockWrite:
         }
 
 
-def _importance(record: Mapping[str, Any]) -> int:
-    value = record.get("importance", 3)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 3
-
-
 def selected(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Return the memories a block holds, most important first.
 
@@ -137,13 +132,13 @@ def selected(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         for record in records
         if not is_tombstone(record)
         and record.get("kind") in KINDS
-        and record.get("status", "active") == "active"
-        and (is_pinned(record) or _importance(record) >= MIN_IMPORTANCE)
+        and status_of(record) == "active"
+        and (is_pinned(record) or importance_of(record) >= MIN_IMPORTANCE)
     ]
     chosen.sort(
         key=lambda r: (
             not is_pinned(r),
-            -_importance(r),
+            -importance_of(r),
             KINDS.index(str(r.get("kind"))),
             str(r.get("title", "")).casefold(),
             str(r.get("id", "")),
@@ -164,7 +159,7 @@ def _item(record: Mapping[str, Any]) -> str:
     line = f"- **{title}**"
     if is_pinned(record):
         line += " (pinned)"
-    files = [str(f) for f in record.get("files") or [] if isinstance(f, str)]
+    files = [str(f) for f in files_of(record) if isinstance(f, str)]
     if files:
         shown = ", ".join(f"`{f}`" for f in files[:5])
         line += f" — files: {shown}" + (f" and {len(files) - 5} more" if len(files) > 5 else "")

@@ -41,7 +41,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import is_tombstone, loads, normalize_project, parse_time
+from engram.model import (
+    DEFAULT_IMPORTANCE,
+    is_tombstone,
+    kind_of,
+    links_of,
+    loads,
+    normalize_project,
+    parse_time,
+    status_of,
+)
 from engram.store.atomic import atomic_write
 
 MANIFEST_NAME: Final = ".engram-export.json"
@@ -174,7 +183,7 @@ class _Export:
                 path=path,
                 hash="",
                 title=_title(record),
-                kind=_clean(str(record.get("kind") or "note")),
+                kind=_clean(kind_of(record)),
                 files=_strings(record.get("files")),
                 project=_clean(str(record.get("project") or "")),
             )
@@ -282,8 +291,8 @@ class _Export:
         title = _title(record)
         meta: dict[str, Any] = {
             "id": _clean(str(record.get("id"))),
-            "kind": _clean(str(record.get("kind") or "note")),
-            "status": _clean(str(record.get("status") or "active")),
+            "kind": _clean(kind_of(record)),
+            "status": _clean(status_of(record)),
             "aliases": [title],
             "tags": _strings(record.get("tags")),
             "files": _strings(record.get("files")),
@@ -299,12 +308,12 @@ class _Export:
             if value is None or value == "":
                 continue
             meta[key] = _clean(str(value))
-        importance = record.get("importance", 3)
+        importance = record.get("importance", DEFAULT_IMPORTANCE)
         meta["importance"] = importance if isinstance(importance, int) else str(importance)
         meta["engram"] = True
 
         links: list[str] = []
-        for link in record.get("links") or []:
+        for link in links_of(record):
             if not isinstance(link, Mapping):
                 continue
             rel = _inline(str(link.get("rel") or "relates"))
@@ -440,7 +449,7 @@ class _Export:
                 path=path,
                 hash=digest,
                 title=str(entry.get("title") or ""),
-                kind=str(entry.get("kind") or "note"),
+                kind=kind_of(entry),
                 files=_strings(entry.get("files")),
                 project=str(entry.get("project") or ""),
             )

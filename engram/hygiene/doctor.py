@@ -379,7 +379,7 @@ def _check_index(store: MemoryStore, index: Index, *, fix: bool) -> tuple[list[F
 def _check_go_reach(store: MemoryStore, audit: ChunkAudit) -> list[Finding]:
     """Say which changes made here Go engram 1.7 in this repository cannot apply."""
     from engram.sync.audit import go_unreachable
-    from engram.sync.chunks import read_manifest
+    from engram.sync.manifest import read_manifest
 
     if not audit.go_old:
         return []
@@ -421,7 +421,7 @@ def _check_go_reach(store: MemoryStore, audit: ChunkAudit) -> list[Finding]:
 def _check_chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
     """Report each defect of ``chunks/`` and ``manifest.json``; with ``fix``, repair them."""
     from engram.sync.audit import audit_chunks, repair_chunks, rewrite_legacy
-    from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX
+    from engram.sync.syncfiles import CHUNKS, MANIFEST, SUFFIX
 
     audit = audit_chunks(store.dir)
     found: list[Finding] = []

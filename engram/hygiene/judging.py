@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram import config as config_mod
 from engram.errors import InvalidInput
-from engram.model import Record, change_time
+from engram.model import Record, change_time, rev_of, tags_of
 
 if TYPE_CHECKING:
     from engram.index.ranking import Weights
@@ -86,7 +86,7 @@ def judge(
         record = {
             **latest,
             "judgements": judgements[-JUDGEMENTS_KEPT:],
-            "rev": int(latest.get("rev", 1) or 1) + 1,
+            "rev": rev_of(latest) + 1,
             "updated_at": change_time(latest.get("updated_at"), stamp=entry["at"]),
         }
         ws.write([record])
@@ -101,7 +101,7 @@ def heuristic_score(record: Record, query: str, weights: Weights) -> float:
     words = set(tokenize_query(query))
     text = " ".join(
         [str(record.get("title", "")), str(record.get("content", ""))]
-        + [str(t) for t in record.get("tags", []) or []]
+        + [str(t) for t in tags_of(record)]
     )
     have = set(tokenize_query(text))
     overlap = len(words & have) / len(words) if words else 0.5

@@ -25,13 +25,12 @@ secret).
 
 from __future__ import annotations
 
-import gzip
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import change_time
+from engram.fileio import gunzip, read_regular
+from engram.model import change_time, rev_of
 from engram.operations import advice
 
 if TYPE_CHECKING:
@@ -88,8 +87,7 @@ def _memories(store: MemoryStore, *, fix: bool) -> list[Finding]:
         finding = _finding("secrets", f"memory {record['id']} holds what looks like {kinds}")
         found.append(finding)
         if fix:
-            rev = clean.get("rev", 1)
-            clean["rev"] = (rev if isinstance(rev, int) else 1) + 1
+            clean["rev"] = rev_of(clean) + 1
             clean["updated_at"] = change_time(record.get("updated_at"))
             repaired.append(clean)
             finding.fixed = True
@@ -116,17 +114,12 @@ def _chunks(store: MemoryStore, *, fix: bool) -> list[Finding]:
 def _text_of(path: Path) -> str | None:
     """Return a file's text (a .gz decompressed), or None when it is too big or unreadable."""
     try:
-        if path.stat().st_size > _MAX_SCAN_BYTES:
-            return None
-        data = path.read_bytes()
+        data = read_regular(path, limit=_MAX_SCAN_BYTES)
         if path.name.endswith(".gz"):
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-                data = handle.read(_MAX_SCAN_BYTES + 1)
-            if len(data) > _MAX_SCAN_BYTES:
-                return None
-    except (OSError, EOFError, gzip.BadGzipFile):
+            data = gunzip(data, name=str(path), limit=_MAX_SCAN_BYTES)
+    except InvalidInput:  # too big, a gzip bomb, broken gzip, not a regular file
         return None
-    return str(data.decode("utf-8", errors="replace"))
+    return data.decode("utf-8", errors="replace")
 
 
 def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
@@ -139,7 +132,7 @@ def _quarantine(store: MemoryStore, *, fix: bool) -> list[Finding]:
         return found
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
         text = _text_of(path)
-        if text is None:
+        if text is None:  # set aside because it could not be read: nothing to scan
             continue
         hits = find_secrets(text, store.scrubber.patterns)
         if not hits:
@@ -168,7 +161,7 @@ def _state(store: MemoryStore, *, fix: bool) -> list[Finding]:
         if path.is_symlink() or path.name.endswith(_SKIP_STATE_SUFFIXES):
             continue
         text = _text_of(path)
-        if text is None:
+        if text is None:  # set aside because it could not be read: nothing to scan
             continue
         kinds = sorted({hit.kind for hit in find_secrets(text, store.scrubber.patterns)})
         if not kinds:

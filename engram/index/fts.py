@@ -18,10 +18,10 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from engram.errors import IndexError_
+from engram.fileio import Closing
 from engram.index.backend import (
     NO_FILTERS,
     TEXT_FIELDS,
@@ -80,7 +80,7 @@ def _tag_rows(rid: int, doc: Doc) -> list[tuple[str, int]]:
     return [(tag.lower(), rid) for tag in doc.tags]
 
 
-class FtsIndex:
+class FtsIndex(Closing):
     """Full-text search over memories with SQLite FTS5, stored in one database file."""
 
     name: str = "fts5"
@@ -132,17 +132,6 @@ class FtsIndex:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-    def __enter__(self) -> FtsIndex:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:

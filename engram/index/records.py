@@ -42,7 +42,21 @@ from engram.index.dbfile import (
 )
 from engram.index.ranking import epoch, judgement_score
 from engram.index.recordqueries import RecordQueries
-from engram.model import Record, dedupe_key, is_tombstone, line_id, parse_line
+from engram.model import (
+    DEFAULT_IMPORTANCE,
+    Record,
+    dedupe_key,
+    files_of,
+    importance_of,
+    is_tombstone,
+    kind_of,
+    line_id,
+    links_of,
+    parse_line,
+    scope_of,
+    status_of,
+    tags_of,
+)
 
 # 8: the vectors moved to a database of their own (vectors.py). 9: the author column.
 # 10: records_live is a partial index (a full one led the planner away from covering indexes).
@@ -137,14 +151,14 @@ def cite_columns(record: Mapping[str, Any]) -> tuple[str, str, float]:
     The kind and status as written, ``note`` and ``active`` when empty; the weight is the
     importance as a number, 3 when it is empty, zero or not a finite number.
     """
-    importance = record.get("importance") or 3
+    importance = record.get("importance") or DEFAULT_IMPORTANCE
     try:
         weight = float(importance)
     except (TypeError, ValueError, OverflowError):
-        weight = 3.0
+        weight = float(DEFAULT_IMPORTANCE)
     if not math.isfinite(weight):
-        weight = 3.0
-    return str(record.get("kind") or "note"), str(record.get("status") or "active"), weight
+        weight = float(DEFAULT_IMPORTANCE)
+    return kind_of(record), status_of(record), weight
 
 
 def to_doc(record: Mapping[str, Any]) -> Doc:
@@ -153,11 +167,11 @@ def to_doc(record: Mapping[str, Any]) -> Doc:
         id=str(record["id"]),
         title=str(record.get("title", "")),
         content=str(record.get("content", "")),
-        tags=tuple(str(tag) for tag in record.get("tags", []) or []),
-        files=tuple(str(path) for path in record.get("files", []) or []),
+        tags=tuple(str(tag) for tag in tags_of(record)),
+        files=tuple(str(path) for path in files_of(record)),
         kind=str(record.get("kind", "")),
-        status=str(record.get("status", "active")),
-        scope=str(record.get("scope", "project")),
+        status=status_of(record),
+        scope=scope_of(record),
         project=str(record.get("project", "")),
     )
 
@@ -298,22 +312,18 @@ class Records(RecordQueries):
         live = [record for record, _, _ in rows if not is_tombstone(record)]
         conn.executemany(
             "INSERT INTO tags VALUES (?, ?)",
-            [(r["id"], str(tag)) for r in live for tag in r.get("tags", []) or []],
+            [(r["id"], str(tag)) for r in live for tag in tags_of(r)],
         )
         conn.executemany(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
-            [
-                (r["id"], str(path), *cite_columns(r))
-                for r in live
-                for path in r.get("files", []) or []
-            ],
+            [(r["id"], str(path), *cite_columns(r)) for r in live for path in files_of(r)],
         )
         conn.executemany(
             "INSERT INTO links VALUES (?, ?, ?)",
             [
                 (r["id"], str(link.get("rel", "")), str(link.get("to", "")))
                 for r in live
-                for link in r.get("links", []) or []
+                for link in links_of(r)
                 if isinstance(link, Mapping)
             ],
         )
@@ -475,17 +485,16 @@ def _set_file(conn: sqlite3.Connection, data: bytes, signature: str) -> None:
 def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:
     """Return the records-table row of a record whose canonical line is ``line``."""
     tomb = is_tombstone(record)
-    importance = record.get("importance", 3)
     return (
         str(record["id"]),
         digest,
         str(record.get("kind", "")),
-        str(record.get("status", "active")),
-        str(record.get("scope", "project")),
+        status_of(record),
+        scope_of(record),
         str(record.get("project", "")),
         record.get("topic_key") if isinstance(record.get("topic_key"), str) else None,
         None if tomb else dedupe_key(record),
-        importance if isinstance(importance, int) else 3,
+        importance_of(record),
         str(record.get("created_at", "")),
         str(record.get("updated_at", "")),
         epoch(record.get("updated_at")),

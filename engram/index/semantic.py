@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import IndexError_
 from engram.index import modelfiles
+from engram.model import tags_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -353,7 +354,7 @@ def embed_query(text: str, model: str = DEFAULT_MODEL) -> Vectors:
 def record_text(record: Mapping[str, Any]) -> str:
     """Return the text of a record that is embedded: title, tags and content."""
     title = str(record.get("title", "") or "")
-    tags = " ".join(str(tag) for tag in record.get("tags", []) or [])
+    tags = " ".join(str(tag) for tag in tags_of(record))
     content = str(record.get("content", "") or "")
     return f"{title}\n{tags}\n{content}"[:MAX_CHARS]
 

@@ -25,10 +25,10 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from engram.errors import IndexError_
+from engram.fileio import Closing
 from engram.index.backend import (
     NO_FILTERS,
     TEXT_FIELDS,
@@ -120,7 +120,7 @@ def _is_lock_busy(exc: Exception) -> bool:
     return "LockBusy" in str(exc)
 
 
-class TantivyIndex:
+class TantivyIndex(Closing):
     """Full-text search over memories with Tantivy, stored in one folder."""
 
     name: str = "tantivy"
@@ -184,17 +184,6 @@ class TantivyIndex:
         with self._lock:
             self._closed = True
             self._index = None
-
-    def __enter__(self) -> TantivyIndex:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _live_index(self) -> Any:
         if self._closed or self._index is None:

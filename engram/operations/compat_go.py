@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
 from engram.errors import InvalidInput
-from engram.model import go_id_of, kind_and_type, normalize_project, type_of
-from engram.operations.memory import DEFAULT_KIND, DEFAULT_SCOPE
+from engram.model import (
+    DEFAULT_SCOPE,
+    go_id_of,
+    kind_and_type,
+    normalize_project,
+    scope_of,
+    type_of,
+)
+from engram.operations.memory import DEFAULT_KIND
 
 __all__ = [
     "FOREIGN_TYPE_FACTOR",
@@ -123,7 +130,7 @@ def update_changes(
         if typ or current.get("type"):
             changes["type"] = typ or kind
     scope = args.get("scope")
-    here = current.get("scope", DEFAULT_SCOPE)
+    here = scope_of(current)
     if scope is not None and scope != here:
         raise InvalidInput(
             f"scope: memory {go_id_of(current)} is in the {here} store; an update cannot move "

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Final
 
+# What a memory is when its save does not say: the record's defaults (engram.model.record),
+# declared once there, offered by REMEMBER's parameters here and filled in by the write path.
+from engram.model import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
+from engram.model import DEFAULT_KIND as DEFAULT_KIND
+from engram.model import DEFAULT_SCOPE as DEFAULT_SCOPE
+from engram.model import DEFAULT_STATUS as DEFAULT_STATUS
 from engram.model import KIND_ALIASES, KINDS, SCOPES, STATUSES
 from engram.operations.params import Param
 from engram.operations.spec import Operation, declare
 
 RECALL_LIMIT: Final = 5  # hits per MCP page
-# What a memory is when its save does not say: declared here once, offered by every adapter
-# (REMEMBER's parameters) and filled in by the write path (engram.project.memories.remember).
-DEFAULT_KIND: Final = "note"
-DEFAULT_IMPORTANCE: Final = 3
-DEFAULT_STATUS: Final = "active"
-DEFAULT_SCOPE: Final = "project"
 RECALL_MAX: Final = 50
 VERDICTS: Final = ("useful", "outdated", "wrong")
 KIND_HELP: Final = "decision, pitfall, bugfix, pattern, principle, architecture, fact, note …"

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from engram.model import scope_of, status_of
+
 TITLE_CHARS: Final = 160
 INACTIVE: Final = ("archived", "superseded", "rejected")  # statuses nobody reads as current
 SNIPPET_CHARS: Final = 200
@@ -169,8 +171,8 @@ def supersede_warning(current: Mapping[str, Any], target: Mapping[str, Any]) -> 
     leaves the project with neither: the active one turns superseded behind a memory that is
     itself out of use.
     """
-    status = str(current.get("status") or "active")
-    target_status = str(target.get("status") or "active")
+    status = status_of(current)
+    target_status = status_of(target)
     if status in INACTIVE and target_status not in INACTIVE:
         return (
             f"this memory is {status} and “{target.get('title', '')}” is {target_status}: "
@@ -239,11 +241,11 @@ class HitView:
             short_id=short_id or hit.id,
             score=hit.score,
             kind=str(record.get("kind") or ""),
-            status=str(record.get("status") or "active"),
+            status=status_of(record),
             title=clip(record.get("title", ""), title_chars),
             snippet=snippet(str(record.get("content") or ""), snippet_chars),
             matched=list(hit.matched) if matched else [],
-            scope=str(record.get("scope") or "project"),
+            scope=scope_of(record),
             provenance=provenance(record),
             memory=record,
             stale=list(stale),

@@ -40,7 +40,7 @@ from engram import model
 from engram.errors import AmbiguousId, InvalidInput, NotFound, NotInitialized
 from engram.index.query import Hit, Query
 from engram.index.ranking import epoch
-from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path
+from engram.model import Record, check_id, is_tombstone, normalize_project, repo_path, status_of
 from engram.operations import advice
 from engram.operations.params import split
 from engram.store import init_layout
@@ -351,7 +351,7 @@ class Project:
         record = self.ws.index.get(hotspots_id(self.name))
         if record is None or is_tombstone(record):
             return None
-        if record.get("status", "active") in ("archived", "rejected"):
+        if status_of(record) in ("archived", "rejected"):
             return None
         return record
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import Record, is_tombstone
+from engram.model import Record, files_of, is_tombstone, links_of, status_of, tags_of
 
 if TYPE_CHECKING:
     from engram.project import Project
@@ -149,7 +149,7 @@ class TimelineEntry:
             kind=record.get("kind", ""),
             title=record.get("title", ""),
             created_at=record.get("created_at", ""),
-            status=record.get("status", "active"),
+            status=status_of(record),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,7 +194,7 @@ class Timeline:
 
 def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     """Return the short view of a memory: id, kind, status and title."""
-    status = "forgotten" if is_tombstone(record) else str(record.get("status") or "active")
+    status = "forgotten" if is_tombstone(record) else status_of(record)
     return {
         "id": str(record["id"]),
         "kind": str(record.get("kind") or ""),
@@ -220,7 +220,7 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
 def _outgoing(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Return (relation, target id) of a record's links, in stored order."""
     out: list[tuple[str, str]] = []
-    for link in record.get("links", []) or []:
+    for link in links_of(record):
         if isinstance(link, Mapping) and link.get("to"):
             out.append((str(link.get("rel") or "relates"), str(link["to"])))
     return out
@@ -337,8 +337,8 @@ def related(
         rels.setdefault(to, []).append(rel)
     for src, rel in incoming:
         rels.setdefault(src, []).append(f"{rel} (in)")
-    files = [str(f) for f in record.get("files", []) or []]
-    tags = {str(t) for t in record.get("tags", []) or []}
+    files = [str(f) for f in files_of(record)]
+    tags = {str(t) for t in tags_of(record)}
     out: list[Neighbour] = []
     seen: set[str] = set()
     for other in candidates:
@@ -352,14 +352,14 @@ def related(
             score += LINK_WEIGHT * len(links)
             reasons.append("link: " + ", ".join(links))
         shared_files: list[str] = []
-        for theirs in [str(f) for f in other.get("files", []) or []]:
+        for theirs in [str(f) for f in files_of(other)]:
             weight = max((_file_relation(mine, theirs) for mine in files), default=0.0)
             if weight:
                 score += weight
                 shared_files.append(theirs)
         if shared_files:
             reasons.append("files: " + ", ".join(sorted(shared_files)))
-        shared_tags = sorted(tags & {str(t) for t in other.get("tags", []) or []})
+        shared_tags = sorted(tags & {str(t) for t in tags_of(other)})
         if shared_tags:
             score += TAG_WEIGHT * len(shared_tags)
             reasons.append("tags: " + ", ".join(shared_tags))
@@ -390,12 +390,12 @@ def neighbours(here: Project, ref: str, *, limit: int = 10) -> list[Neighbour]:
         raise InvalidInput(f"limit must not be negative, got {limit}")
     ws, record = here.locate(ref)
     incoming = ws.index.linked_to(record["id"])
-    ids = {str(link.get("to")) for link in record.get("links", []) or []}
+    ids = {str(link.get("to")) for link in links_of(record)}
     ids.update(src for src, _ in incoming)
-    files = [str(path) for path in record.get("files", []) or []]
+    files = [str(path) for path in files_of(record)]
     if files:
         ids.update(ws.index.ids_for_files(files))
-    tags = [str(tag) for tag in record.get("tags", []) or []]
+    tags = [str(tag) for tag in tags_of(record)]
     if tags:
         ids.update(ws.index.ids_for_tags(tags))
     # Similar meaning, from the stored embeddings (empty when semantic search is off).

@@ -21,25 +21,27 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 from engram import config as config_mod
 from engram.errors import InvalidInput, NotFound
 from engram.model import (
-    Record,
-    change_time,
-    content_hash,
-    dedupe_key,
-    format_time,
-    go_id_of,
-    is_pinned,
-    is_tombstone,
-    new_id,
-    normalize_fields,
-    normalize_project,
-)
-from engram.operations import advice
-from engram.operations.memory import (
     DEFAULT_IMPORTANCE,
     DEFAULT_KIND,
     DEFAULT_SCOPE,
     DEFAULT_STATUS,
+    Record,
+    change_time,
+    content_hash,
+    dedupe_key,
+    files_of,
+    format_time,
+    go_id_of,
+    is_pinned,
+    is_tombstone,
+    links_of,
+    new_id,
+    normalize_fields,
+    normalize_project,
+    rev_of,
+    tags_of,
 )
+from engram.operations import advice
 from engram.project import MIN_WRITE_PREFIX, Project, as_list
 
 if TYPE_CHECKING:
@@ -142,7 +144,7 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
     fields, redactions = _clean(ws, fields, here.repo_paths if ours else None)
     anchors = []
     if here.has_project and fields["project"] == here.name:  # files of this repository
-        anchors = _anchors(here, ws, fields.get("files") or [])
+        anchors = _anchors(here, ws, files_of(fields))
     if anchors:
         fields["anchors"] = anchors
     with ws.store.lock():
@@ -183,7 +185,7 @@ def _save(
     A ``duplicate`` is written here already (its count goes up); the others are the caller's
     to write.
     """
-    fields["links"] = _resolve_links(ws, fields.get("links", []))
+    fields["links"] = _resolve_links(ws, links_of(fields))
     if not fields["links"]:
         del fields["links"]
     stamp = clock()
@@ -203,8 +205,8 @@ def _save(
     duplicate = ws.index.find_duplicate(dedupe_key(fields), since)
     if duplicate is not None:
         # The same memory again: it counts, and tags the earlier save lacked join it (rev+1).
-        kept = [str(tag) for tag in duplicate.get("tags") or []]
-        added = [tag for tag in fields.get("tags") or [] if tag not in kept]
+        kept = [str(tag) for tag in tags_of(duplicate)]
+        added = [tag for tag in tags_of(fields) if tag not in kept]
         record = revise(ws, duplicate, {"tags": kept + added}, stamp) if added else dict(duplicate)
         record["duplicate_count"] = int(record.get("duplicate_count", 0) or 0) + 1
         ws.write([record])
@@ -230,7 +232,7 @@ def update(here: Project, ref: str, changes: Mapping[str, Any]) -> Record:
     project = fields.get("project", current.get("project"))
     if {"title", "content", "files"} & set(fields) and here.has_project and project == here.name:
         # Rewritten against the code as it is now: anchor the cited files afresh.
-        cited = fields["files"] if "files" in fields else current.get("files") or []
+        cited = fields["files"] if "files" in fields else files_of(current)
         fields["anchors"] = _anchors(here, ws, cited)
     with ws.store.lock():
         current = ws.index.get(current["id"]) or current
@@ -261,8 +263,8 @@ def forget(here: Project, ref: str, *, hard: bool = False) -> Record:
         current = ws.index.get(current["id"]) or current
         # after the last change this clone has seen, whatever its clock says: the forget
         # then wins over every edit it saw on every replica (engram.sync.merge)
-        stamp = change_time(current.get("updated_at"))
-        rev = int(current.get("rev", 1) or 1) + 1
+        stamp = change_time(current.get("updated_at"), stamp=here.now())
+        rev = rev_of(current) + 1
         if hard:
             tombstone: Record = {
                 "id": current["id"],
@@ -296,7 +298,7 @@ def set_pinned(here: Project, ref: str, pinned: bool) -> Record:
             record["go"] = {k: v for k, v in current["go"].items() if k != "pinned"}
             if not record["go"]:
                 del record["go"]
-        record["rev"] = int(current.get("rev", 1) or 1) + 1
+        record["rev"] = rev_of(current) + 1
         record["updated_at"] = change_time(current.get("updated_at"), stamp=here.now())
         ws.write([record])
     return record
@@ -341,7 +343,7 @@ def revise(ws: Workspace, current: Record, fields: Mapping[str, Any], stamp: str
         history = list(current.get("history", []) or [])
         history.append(
             {
-                "rev": current.get("rev", 1),
+                "rev": rev_of(current),
                 "title": current.get("title", ""),
                 "content": current.get("content", ""),
                 "updated_at": current.get("updated_at", ""),
@@ -353,8 +355,7 @@ def revise(ws: Workspace, current: Record, fields: Mapping[str, Any], stamp: str
             del record["history"]
     if content_hash(record) == content_hash(current) and not changed_text:
         return current
-    rev = current.get("rev", 1)
-    record["rev"] = (rev if isinstance(rev, int) else 1) + 1
+    record["rev"] = rev_of(current) + 1
     # A hybrid logical clock: later than the version it changes, also when this clock is
     # behind, so the merge (which orders by time) never lets it lose to that version.
     record["updated_at"] = change_time(current.get("updated_at"), stamp=stamp)
@@ -364,7 +365,7 @@ def revise(ws: Workspace, current: Record, fields: Mapping[str, Any], stamp: str
 def supersede(ws: Workspace, record: Mapping[str, Any], stamp: str) -> list[Record]:
     """Return the memories ``record`` supersedes, marked superseded (rev+1)."""
     out: list[Record] = []
-    for link in record.get("links", []) or []:
+    for link in links_of(record):
         if link.get("rel") != "supersedes" or link.get("to") == record["id"]:
             continue
         target = ws.index.get(str(link["to"]))
@@ -375,7 +376,7 @@ def supersede(ws: Workspace, record: Mapping[str, Any], stamp: str) -> list[Reco
                 **target,
                 "status": "superseded",
                 "updated_at": change_time(target.get("updated_at"), stamp=stamp),
-                "rev": int(target.get("rev", 1) or 1) + 1,
+                "rev": rev_of(target) + 1,
             }
         )
     return out

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import change_time, is_tombstone, normalize_project
+from engram.model import change_time, is_tombstone, normalize_project, scope_of
 from engram.project import as_list
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[ProjectInfo]:
         updated = str(record.get("updated_at") or "")
         # RFC 3339 UTC strings of one format compare in time order.
         info.last_activity = max(info.last_activity, updated)
-        scopes[name].add(str(record.get("scope") or "project"))
+        scopes[name].add(scope_of(record))
     for name, info in found.items():
         info.scopes = sorted(scopes[name])
     return [found[name] for name in sorted(found)]

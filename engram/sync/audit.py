@@ -45,28 +45,26 @@ from engram.store import files as store_files
 from engram.store.quarantine import move_aside
 from engram.store.redact import Scrubber, find_secrets
 from engram.sync.chunks import (
-    CHUNKS,
     GO_KEYS,
-    MANIFEST,
-    SUFFIX,
-    VERSION,
-    ChunkEntry,
-    ChunkError,
     chunk_form,
     chunk_id,
     chunk_path,
     drop_chunk,
     inflate_chunk,
-    is_chunk_id,
     list_chunks,
-    load_manifest,
-    manifest_layout,
     manifest_lock,
-    manifest_update,
     parse_chunk_data,
     read_chunk,
     write_chunk,
 )
+from engram.sync.manifest import (
+    VERSION,
+    ChunkEntry,
+    load_manifest,
+    manifest_layout,
+    manifest_update,
+)
+from engram.sync.syncfiles import CHUNKS, MANIFEST, SUFFIX, ChunkError, is_chunk_id
 
 
 @dataclass

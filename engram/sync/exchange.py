@@ -31,9 +31,12 @@ from engram.store import MEMORIES, MemoryStore
 from engram.store import files as store_files
 from engram.store.journal import ChangeJournal
 from engram.sync import chunks as chunks_mod
+from engram.sync import manifest as manifest_mod
+from engram.sync import syncfiles, syncstate
 from engram.sync.audit import Rewritten, rewrite_legacy
-from engram.sync.chunks import ChunkEntry, SyncState
 from engram.sync.gotransfer import GoImportResult, GoRoute
+from engram.sync.manifest import ChunkEntry
+from engram.sync.syncstate import SyncState
 from engram.sync.transfer import ImportResult, Progress, merge3_in
 from engram.workspace import Workspace
 
@@ -232,15 +235,15 @@ def _merge_remote(
         problems += [f"remote {p.message}" for p in scan.problems]
         base_scan = MemoryStore(ws.store.dir).scan(base.get(MEMORIES, b""))
         pulled.memories = merge3_in(ws, base_scan.records, scan.records)
-    prefix = f"{chunks_mod.CHUNKS}/"
+    prefix = f"{syncfiles.CHUNKS}/"
     # Chunks are verified against their names before they are written, and every file is
     # written atomically under the store lock: a killed sync leaves whole files or none.
     fetched: list[str] = []
     with ws.store.lock():
         for path, blob in sorted(files.items()):
             name = path[len(prefix) :] if path.startswith(prefix) else ""
-            chunk = name.removesuffix(chunks_mod.SUFFIX)
-            if not name.endswith(chunks_mod.SUFFIX) or not chunks_mod.is_chunk_id(chunk):
+            chunk = name.removesuffix(syncfiles.SUFFIX)
+            if not name.endswith(syncfiles.SUFFIX) or not syncfiles.is_chunk_id(chunk):
                 continue
             try:
                 if chunks_mod.store_chunk(ws.store.dir, chunk, blob, name=f"remote {path}"):
@@ -251,8 +254,8 @@ def _merge_remote(
         try:
             problems += chunks_mod.merge_manifest_file(
                 ws.store.dir,
-                files.get(chunks_mod.MANIFEST) or None,
-                name=f"remote {chunks_mod.MANIFEST}",
+                files.get(syncfiles.MANIFEST) or None,
+                name=f"remote {syncfiles.MANIFEST}",
             )
         except EngramError as exc:
             problems.append(exc.message)
@@ -288,26 +291,26 @@ def _committed_files(
             out[rel] = path.read_bytes()
     for rel, data in list(out.items()):
         top, _, name = rel.partition("/")
-        if top != chunks_mod.CHUNKS or not name.endswith(chunks_mod.SUFFIX):
+        if top != syncfiles.CHUNKS or not name.endswith(syncfiles.SUFFIX):
             continue
         if pushed.get(rel) == data:
             continue
         try:
-            chunks_mod.verify_chunk_file(name.removesuffix(chunks_mod.SUFFIX), data, name=rel)
+            chunks_mod.verify_chunk_file(name.removesuffix(syncfiles.SUFFIX), data, name=rel)
         except EngramError as exc:
             problems.append(f"{exc.message}; not pushed")
             if rel in pushed:
                 out[rel] = pushed[rel]
             else:
                 del out[rel]
-    manifest = out.get(chunks_mod.MANIFEST)
+    manifest = out.get(syncfiles.MANIFEST)
     if manifest is not None:
         try:
-            chunks_mod.parse_manifest(manifest)
+            manifest_mod.parse_manifest(manifest)
         except EngramError as exc:
             raise SyncError(
                 f"refusing to push: {exc.message}",
-                hint=f"restore .engram/{chunks_mod.MANIFEST} (git checkout) or remove it, "
+                hint=f"restore .engram/{syncfiles.MANIFEST} (git checkout) or remove it, "
                 "then run engram sync --remote again",
             ) from exc
     return out, problems
@@ -330,7 +333,7 @@ def sync_local(
     older chunk rewritten. ``only_project`` exports only the changes of that project's
     memories (a tombstone naming no project goes too); the rest wait for a later export.
     """
-    state = chunks_mod.SyncState(ws.store.dir)
+    state = syncstate.SyncState(ws.store.dir)
     route = route or GoRoute(lambda: [ws])
     applied, totals, problems = _import_chunks(
         ws, state, project=project, progress=progress, route=route, go_names=(root.name,)
@@ -391,7 +394,7 @@ def _import_chunks(
     for number, entry in enumerate(pending, start=1):
         if progress is not None:
             progress(number, len(pending))
-        name = f"chunks/{entry.id}{chunks_mod.SUFFIX}"
+        name = f"chunks/{entry.id}{syncfiles.SUFFIX}"
         try:
             numbers: list[int] = []
             chunk = chunks_mod.read_chunk(ws.store.dir, entry.id, problems=problems, lines=numbers)
@@ -503,7 +506,7 @@ def _of_project(record: Mapping[str, Any], project: str) -> bool:
 
 def sync_status(ws: Workspace) -> SyncStatus:
     """Return the chunks, their contributors and what is pending either way."""
-    state = chunks_mod.SyncState(ws.store.dir)
+    state = syncstate.SyncState(ws.store.dir)
     entries, problems = chunks_mod.list_chunks(ws.store.dir)
     offset = state.get("journal_offset")
     pending, _ = ChangeJournal(ws.store.state_dir).since(offset if isinstance(offset, int) else 0)

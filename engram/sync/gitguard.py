@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from engram.errors import EngramError, InvalidInput
 from engram.fileio import atomic_write
-from engram.model import is_pinned, is_tombstone
+from engram.model import files_of, is_pinned, is_tombstone, status_of, tags_of
 
 if TYPE_CHECKING:
     from dulwich.objects import ObjectID
@@ -195,7 +195,7 @@ def _commit_added(repo: Repo, sha: str, path: str) -> set[str]:
 def _cites(record: Mapping[str, Any], path: str) -> bool:
     from fnmatch import fnmatchcase
 
-    for cited in record.get("files") or []:
+    for cited in files_of(record):
         if not isinstance(cited, str):
             continue
         if cited == path or fnmatchcase(path, cited) or path.startswith(cited.rstrip("/") + "/"):
@@ -210,9 +210,9 @@ def blocking_pitfalls(records: Iterable[Mapping[str, Any]], files: Iterable[str]
         for r in records
         if not is_tombstone(r)
         and r.get("kind") == "pitfall"
-        and r.get("status", "active") == "active"
+        and status_of(r) == "active"
         and is_pinned(r)
-        and BLOCKING_TAG in (r.get("tags") or [])
+        and BLOCKING_TAG in (tags_of(r))
     ]
     out: list[Blocker] = []
     for path in sorted(files):
@@ -240,7 +240,7 @@ def reverts_back(
     candidates: list[tuple[Mapping[str, Any], str]] = []
     for record in records:
         # the git indexer proposes its revert pitfalls; a rejected or archived one is dropped
-        if is_tombstone(record) or record.get("status", "active") not in ("active", "proposed"):
+        if is_tombstone(record) or status_of(record) not in ("active", "proposed"):
             continue
         match = _REVERTED_RE.search(str(record.get("content", "")))
         if match:

@@ -88,7 +88,7 @@ def _parse_manifest(data: bytes, name: str) -> dict[str, Any]:
 
     Conflict markers are told apart here; the format itself is engram.sync.chunks's.
     """
-    from engram.sync.chunks import VERSION, parse_manifest
+    from engram.sync.manifest import VERSION, parse_manifest
 
     for lineno, raw in enumerate(data.splitlines(), start=1):
         if raw.startswith(MARKERS):
@@ -110,7 +110,7 @@ def merge_bytes(base: bytes, ours: bytes, theirs: bytes, name: str) -> tuple[byt
     """Merge three versions of one file; return (bytes, records, conflicted records)."""
     sides = (("base", base), ("ours", ours), ("theirs", theirs))
     if is_manifest(name):
-        from engram.sync.chunks import manifest_update, merge_manifests
+        from engram.sync.manifest import manifest_update, merge_manifests
         from engram.sync.manifestform import layout_of
 
         manifests = [_parse_manifest(data, f"{name} ({side})") for side, data in sides]

@@ -28,7 +28,7 @@ from engram.errors import EngramError, InvalidInput
 from engram.fileio import read_regular
 from engram.formats.goexport import GoExport, GoName, go_document
 from engram.formats.goknown import GoKnown
-from engram.model import Record, format_time, now
+from engram.model import Record, format_time, now, scope_of
 from engram.sync.transfer import ImportResult, Progress, merge_in
 from engram.workspace import Workspace
 
@@ -121,7 +121,7 @@ def merge_go(
     ours: list[Record] = []
     theirs: list[Record] = []
     for record in records:
-        home = where.get(str(record.get("id"))) or str(record.get("scope") or "project")
+        home = where.get(str(record.get("id"))) or scope_of(record)
         mine = personal is None or ws.scope == "personal" or home != "personal"
         (ours if mine else theirs).append(record)
     result = GoImportResult()
@@ -210,6 +210,7 @@ def import_folder(
 ) -> GoImportResult:
     """Import every chunk of a store folder (engram's, Go engram's or both) in one merge."""
     from engram.sync import chunks as chunks_mod
+    from engram.sync import syncfiles
 
     folder = path / config_mod.ENGRAM_DIR if (path / config_mod.ENGRAM_DIR).is_dir() else path
     entries, problems = chunks_mod.list_chunks(folder)
@@ -230,7 +231,7 @@ def import_folder(
         if isinstance(found, list):
             records += found
         else:
-            go_chunks.append((f"chunks/{entry.id}{chunks_mod.SUFFIX}", found))
+            go_chunks.append((f"chunks/{entry.id}{syncfiles.SUFFIX}", found))
     result = merge_chunks(
         ws,
         records,

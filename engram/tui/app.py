@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, Static
 
 from engram.errors import EngramError
+from engram.model import files_of, importance_of, links_of, rev_of, scope_of, status_of, tags_of
 from engram.operations.views import is_candidate, supersede_warning
 from engram.plural import counted
 from engram.service import Engram
@@ -81,7 +82,7 @@ def counts_text(stats: Stats) -> str:
 
 def hotspots_text(record: Mapping[str, Any] | None, limit: int = 10) -> str:
     """Return the code hotspots a hotspots memory lists, most changed first."""
-    if record is None or record.get("status", "active") in ("archived", "rejected"):
+    if record is None or status_of(record) in ("archived", "rejected"):
         return "No hotspots yet (engram index --git finds them)."
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     if not spots:
@@ -135,12 +136,12 @@ def timeline_rows(timeline: Timeline) -> list[Row]:
 def meta_text(record: Mapping[str, Any], stale: list[str]) -> str:
     """Return a memory's fields below its title: ids, tags, files, provenance, staleness."""
     lines = [
-        f"id {record.get('id', '')} · {record.get('kind', '')} · {record.get('status', 'active')}"
-        f" · importance {record.get('importance', 3)} · rev {record.get('rev', 1)}",
-        f"tags: {', '.join(map(str, record.get('tags') or [])) or '-'}",
-        f"files: {', '.join(map(str, record.get('files') or [])) or '-'}",
+        f"id {record.get('id', '')} · {record.get('kind', '')} · {status_of(record)}"
+        f" · importance {importance_of(record)} · rev {rev_of(record)}",
+        f"tags: {', '.join(map(str, tags_of(record))) or '-'}",
+        f"files: {', '.join(map(str, files_of(record))) or '-'}",
         f"source: {record.get('source') or '-'} · author: {record.get('author') or '-'}"
-        f" · project: {record.get('project') or '-'} ({record.get('scope') or 'project'})",
+        f" · project: {record.get('project') or '-'} ({scope_of(record)})",
         f"created {record.get('created_at', '')} · updated {record.get('updated_at', '')}",
     ]
     if record.get("session_id"):
@@ -161,7 +162,7 @@ def fill(table: DataTable[Any], rows: Iterable[Row]) -> list[str]:
     ids: list[str] = []
     for label, item in rows:
         rid = str(item.get("id", ""))
-        cells = (label, short(rid), item.get("kind", ""), item.get("status", "active"))
+        cells = (label, short(rid), item.get("kind", ""), status_of(item))
         table.add_row(
             *(Text(str(cell)) for cell in cells),
             Text(str(item.get("title", ""))),
@@ -315,7 +316,7 @@ class SupersedeScreen(ModalScreen[str | None]):
         self.target = rid
         said = (
             f"{short(rid)} {record.get('kind', '')} “{record.get('title', '')}” "
-            f"({record.get('status', 'active')}) will become superseded"
+            f"({status_of(record)}) will become superseded"
         )
         warning = supersede_warning(self.current, record)
         self.show(f"{said}\nwarning: {warning}" if warning else said)
@@ -594,7 +595,7 @@ class DetailScreen(MemoryScreen):
 
     def change_status(self, status: str, verb: str) -> None:
         """Set the memory's status, then say what changed and show it."""
-        before = self.record.get("status", "active")
+        before = status_of(self.record)
         self.act(
             lambda: self.tui.engram.update(self.rid, status=status),
             f"{verb} {short(self.rid)}: status {before} → {status}",
@@ -604,7 +605,7 @@ class DetailScreen(MemoryScreen):
         def picked(target: str | None) -> None:
             if target is None:
                 return
-            links = [dict(link) for link in self.record.get("links") or []]
+            links = [dict(link) for link in links_of(self.record)]
             links.append({"rel": "supersedes", "to": target})
             self.act(
                 lambda: self.tui.engram.update(self.rid, links=links),

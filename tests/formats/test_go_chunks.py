@@ -21,7 +21,8 @@ import pytest
 from engram.formats.goimport import id_hex
 from engram.model import canonical_line, new_id
 from engram.service import Engram
-from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX, chunk_id, read_chunk, write_chunk
+from engram.sync.chunks import chunk_id, read_chunk, write_chunk
+from engram.sync.syncfiles import CHUNKS, MANIFEST, SUFFIX
 from tests.conftest import run_cli
 from tests.helpers.gosync import CHUNK, GoError, GoStore, unmarshal
 

@@ -222,7 +222,7 @@ def test_a_record_nested_past_any_reader_is_refused_not_a_recursion_error(tmp_pa
 
 
 def test_every_manifest_written_is_scrubbed(tmp_path: Path) -> None:
-    from engram.sync.chunks import manifest_bytes, merge_manifests, parse_manifest
+    from engram.sync.manifest import manifest_bytes, merge_manifests, parse_manifest
 
     entry = {"id": "0" * 32, "created_by": f"laptop {GITHUB}", "created_at": STAMP, "memories": 1}
     theirs = {"version": 2, "chunks": [entry], "note": f"key {AWS}"}

@@ -33,7 +33,8 @@ from engram.model import (
 )
 from engram.service import Engram
 from engram.store import MemoryStore
-from engram.sync.chunks import CHUNKS, SUFFIX, chunk_id, read_chunk, write_chunk
+from engram.sync.chunks import chunk_id, read_chunk, write_chunk
+from engram.sync.syncfiles import CHUNKS, SUFFIX
 from tests.conftest import run_cli
 from tests.helpers.records import STAMP, record
 

@@ -23,21 +23,16 @@ from engram.errors import CorruptStore, InvalidInput
 from engram.model import canonical_line, parse_line
 from engram.store.redact import default_scrubber
 from engram.sync import chunkform, chunks
-from engram.sync.chunks import (
-    CHUNKS,
-    MANIFEST,
+from engram.sync.chunks import chunk_id, list_chunks, read_chunk, write_chunk
+from engram.sync.manifest import (
     ChunkEntry,
-    ChunkError,
-    SyncState,
-    chunk_id,
-    list_chunks,
     manifest_bytes,
     merge_manifests,
     parse_manifest,
-    read_chunk,
     read_manifest,
-    write_chunk,
 )
+from engram.sync.syncfiles import CHUNKS, MANIFEST, ChunkError
+from engram.sync.syncstate import SyncState
 
 STAMP = "2026-01-02T03:04:05.000Z"
 

@@ -16,7 +16,9 @@ from engram.hygiene.finding import Finding
 from engram.model import canonical_line
 from engram.service import Engram
 from engram.store import MemoryStore
-from engram.sync.chunks import CHUNKS, MANIFEST, SUFFIX, chunk_id, read_manifest, write_chunk
+from engram.sync.chunks import chunk_id, write_chunk
+from engram.sync.manifest import read_manifest
+from engram.sync.syncfiles import CHUNKS, MANIFEST, SUFFIX
 from tests.conftest import run_cli
 from tests.helpers.records import STAMP, record
 from tests.sync.test_chunks import gzip_bomb

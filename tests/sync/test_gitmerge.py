@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 
 from engram.errors import InvalidInput
 from engram.model import canonical_line, parse_line
-from engram.sync.chunks import manifest_bytes
 from engram.sync.gitlog import memory_log
 from engram.sync.gitmerge import merge_driver
 from engram.sync.gitresolve import resolve, split_markers
 from engram.sync.gitsetup import ATTRIBUTES, Setup, check_setup, install, runs
+from engram.sync.manifest import manifest_bytes
 from engram.sync.merge import merge3
 
 GIT = shutil.which("git")

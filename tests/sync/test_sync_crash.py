@@ -27,7 +27,9 @@ from engram.errors import SyncError
 from engram.service import Engram
 from engram.store import MemoryStore
 from engram.sync import chunks as chunks_mod
+from engram.sync import manifest as manifest_mod
 from engram.sync import remote as remote_mod
+from engram.sync import syncfiles
 from tests.conftest import run_cli
 from tests.helpers.places import ROOT
 from tests.helpers.records import clone
@@ -83,11 +85,11 @@ def _assert_consistent(remote: Path, expected_ids: set[str]) -> None:
     chunks = {p: b for p, b in files.items() if p.startswith("chunks/")}
     assert chunks
     for path, raw in chunks.items():
-        ident = path.removeprefix("chunks/").removesuffix(chunks_mod.SUFFIX)
+        ident = path.removeprefix("chunks/").removesuffix(syncfiles.SUFFIX)
         assert chunks_mod.chunk_id(gzip.decompress(raw)) == ident, path
-    manifest = chunks_mod.parse_manifest(files["manifest.json"])
+    manifest = manifest_mod.parse_manifest(files["manifest.json"])
     assert {e["id"] for e in manifest["chunks"]} <= {
-        p.removeprefix("chunks/").removesuffix(chunks_mod.SUFFIX) for p in chunks
+        p.removeprefix("chunks/").removesuffix(syncfiles.SUFFIX) for p in chunks
     }
     scan = MemoryStore(remote / "scratch").scan(files["memories.jsonl"])
     assert not scan.problems
@@ -230,7 +232,7 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         # Someone pushes a chunk whose content does not hash to its name.
         forged = "f" * 32
         files = _remote_files(remote)
-        files[f"chunks/{forged}{chunks_mod.SUFFIX}"] = gzip.compress(b'{"id":"forged"}\n')
+        files[f"chunks/{forged}{syncfiles.SUFFIX}"] = gzip.compress(b'{"id":"forged"}\n')
         repo = Repo(str(remote))
         tip = repo.refs[BRANCH].decode()
         repo.close()
@@ -238,7 +240,7 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         remote_mod.commit(remote, store, files, parents=[tip], message="forged", author="x <x@y>")
         got = b.sync(remote="origin")
         assert any(forged in p and "hashes to" in p for p in got.problems), got.problems
-        assert not (b.root / ".engram" / "chunks" / f"{forged}{chunks_mod.SUFFIX}").exists()
+        assert not (b.root / ".engram" / "chunks" / f"{forged}{syncfiles.SUFFIX}").exists()
         assert kept["id"] in {r["id"] for r in b.project_ws.store.read_all()}
 
         # A torn manifest and a truncated new chunk on b: rebuilt, and left out, not pushed.
@@ -253,11 +255,11 @@ def test_bad_chunks_and_a_torn_manifest_are_never_written_or_pushed(tmp_path: Pa
         assert report["remote"]["pushed"]
         text = " ".join(report["problems"])
         assert "manifest.json" in text and "rebuilt" in text and torn.name in text
-        chunks_mod.parse_manifest((folder / "manifest.json").read_bytes())
+        manifest_mod.parse_manifest((folder / "manifest.json").read_bytes())
         pushed = _remote_files(remote)
         assert f"chunks/{torn.name}" not in pushed
-        assert f"chunks/{forged}{chunks_mod.SUFFIX}" not in pushed
-        chunks_mod.parse_manifest(pushed["manifest.json"])
+        assert f"chunks/{forged}{syncfiles.SUFFIX}" not in pushed
+        manifest_mod.parse_manifest(pushed["manifest.json"])
 
 
 def test_the_temp_files_of_killed_writes_are_never_committed_or_pushed(tmp_path: Path) -> None:

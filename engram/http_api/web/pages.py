@@ -30,7 +30,7 @@ from engram.http_api.guard import LOGIN_PATH, WEB_COOKIE, web_cookie
 from engram.http_api.models import SearchParams
 from engram.http_api.web import views
 from engram.http_api.web.assets import render, static_file
-from engram.model import KINDS, SCOPES, STATUSES
+from engram.model import KINDS, SCOPES, STATUSES, links_of
 from engram.operations.views import is_candidate, supersede_warning
 
 CSRF_FIELD: Final = "csrf"
@@ -295,7 +295,7 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
                     button="Supersede it anyway",
                     back=default,
                 )
-            links = [dict(link) for link in record.get("links") or []]
+            links = [dict(link) for link in links_of(record)]
             links.append({"rel": "supersedes", "to": str(target["id"])})
             await api.call(engram.update, rid, links=links)
             done = "superseded"

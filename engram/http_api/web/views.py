@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError
-from engram.model import is_pinned
+from engram.model import is_pinned, status_of
 from engram.operations.views import HitView, is_candidate, provenance
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class Row:
             label=label,
             id=str(item.get("id", "")),
             kind=str(item.get("kind") or ""),
-            status=str(item.get("status") or "active"),
+            status=status_of(item),
             title=str(item.get("title") or ""),
             note=note,
         )

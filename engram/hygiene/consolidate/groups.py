@@ -30,7 +30,7 @@ from engram.hygiene.consolidate.shapes import (
     text_of,
 )
 from engram.hygiene.consolidate.similarity import alike, words_of
-from engram.model import is_tombstone
+from engram.model import is_tombstone, scope_of
 
 __all__ = ["FILE_BOUND_KINDS", "NO_DEDUPE_KINDS", "STALE_MIN_COMMITS", "find_groups"]
 
@@ -102,7 +102,7 @@ def _duplicates(
         kind = str(record.get("kind") or "")
         if kind in NO_DEDUPE_KINDS or not is_current(record):
             continue
-        key = (kind, str(record.get("scope") or "project"), str(record.get("project") or ""))
+        key = (kind, scope_of(record), str(record.get("project") or ""))
         blocks.setdefault(key, []).append(memory_id)
     budget = [max_pairs]
     groups: list[Group] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engram.errors import InvalidInput
-from engram.model import check_id, normalize_content
+from engram.model import check_id, importance_of, normalize_content, status_of
 from engram.operations import advice
 
 __all__ = [
@@ -171,11 +171,6 @@ class Recommendation:
 # -- reading records ----------------------------------------------------------------------------
 
 
-def status_of(record: Mapping[str, Any]) -> str:
-    """Return a record's status (``active`` when it has none)."""
-    return str(record.get("status") or "active")
-
-
 def is_current(record: Mapping[str, Any]) -> bool:
     """Say whether a record still speaks (active or proposed)."""
     return status_of(record) in CURRENT_STATUSES
@@ -234,12 +229,6 @@ def _useful_count(record: Mapping[str, Any]) -> int:
     if not isinstance(judgements, list):
         return 0
     return sum(1 for j in judgements if isinstance(j, Mapping) and j.get("verdict") == "useful")
-
-
-def importance_of(record: Mapping[str, Any]) -> int:
-    """Return a record's importance (3 when it has none that is a whole number)."""
-    value = record.get("importance", 3)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 3
 
 
 def best_of(ids: Iterable[str], records: Mapping[str, Mapping[str, Any]]) -> str:

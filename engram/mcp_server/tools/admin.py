@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engram.errors import InvalidInput
 from engram.mcp_server.paging import decode_cursor, dumps, encode_cursor
 from engram.mcp_server.tools.registry import MORE_NOTE, Args, handler, listing
-from engram.model import MAX_DOCUMENT_DEPTH, loads
+from engram.model import DEFAULT_SCOPE, MAX_DOCUMENT_DEPTH, links_of, loads
 from engram.operations.advice import PERSON
 from engram.operations.views import TITLE_CHARS, clip
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 @handler("export")
 def export(mcp: EngramMCP, args: Args, call: Call) -> str:
-    scope = str(args.get("scope") or "project")
+    scope = str(args.get("scope") or DEFAULT_SCOPE)
     after = ""
     if args.get("cursor"):
         state = decode_cursor(args["cursor"], "export")
@@ -166,7 +166,7 @@ def insights(mcp: EngramMCP, args: Args, call: Call) -> str:
             "id": record["id"],
             "title": clip(str(record.get("title", "")), TITLE_CHARS),
             "insight_type": record.get("insight_type"),
-            "source_ids": [link.get("to") for link in record.get("links") or []],
+            "source_ids": [link.get("to") for link in links_of(record)],
         }
         for record in mcp.engram.insights()
     ]

@@ -29,7 +29,7 @@ from engram.errors import EngramError, InvalidInput
 from engram.mcp_server.compat import go_context_budget
 from engram.mcp_server.paging import estimate_tokens
 from engram.mcp_server.tools.registry import Args, handler
-from engram.model import go_id_of, type_of
+from engram.model import go_id_of, links_of, rev_of, scope_of, type_of
 from engram.operations import compat_go
 from engram.operations.views import clip
 
@@ -188,7 +188,7 @@ def search(mcp: EngramMCP, args: Args, call: Call) -> str:
                 "sync_id": r["id"],
                 "title": r.get("title", ""),
                 "type": type_of(r),
-                "scope": r.get("scope", "project"),
+                "scope": scope_of(r),
                 "project": r.get("project"),
                 "pinned": bool(r.get("pinned")),
                 "created_at": _when(r.get("created_at")),
@@ -209,8 +209,7 @@ def search(mcp: EngramMCP, args: Args, call: Call) -> str:
         lines.append(f"[{number}] {_label(record)}")
         lines.append(f"    {preview}")
         lines.append(
-            f"    {_when(record.get('created_at'))}{where} | scope: "
-            f"{record.get('scope', 'project')}{pinned}"
+            f"    {_when(record.get('created_at'))}{where} | scope: {scope_of(record)}{pinned}"
         )
     return _fit("\n".join(lines), call)
 
@@ -220,8 +219,8 @@ def get(mcp: EngramMCP, args: Args, call: Call) -> str:
     record = mcp.record(args["id"])
     lines = [
         _label(record),
-        f"engram id: {record['id']} | rev {record.get('rev', 1)} | scope: "
-        f"{record.get('scope', 'project')}"
+        f"engram id: {record['id']} | rev {rev_of(record)} | scope: "
+        f"{scope_of(record)}"
         + (f" | project: {record['project']}" if record.get("project") else "")
         + (f" | session: {record['session_id']}" if record.get("session_id") else "")
         + (f" | topic_key: {record['topic_key']}" if record.get("topic_key") else "")
@@ -410,7 +409,7 @@ def _relate(
         link["reason"] = clip(" ".join(reason.split()), 200)
     if by.strip():
         link["by"] = by.strip()
-    links = [dict(x) for x in first.get("links") or [] if x.get("to") != second["id"]]
+    links = [dict(x) for x in links_of(first) if x.get("to") != second["id"]]
     record = mcp.engram.update(first["id"], links=[*links, link])
     done = f"Recorded: #{go_id_of(record)} {relation} #{go_id_of(second)} (link {link['rel']}"
     if relation == "supersedes":

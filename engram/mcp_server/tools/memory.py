@@ -24,6 +24,10 @@ from engram.mcp_server.tools.registry import (
     as_list,
     handler,
 )
+from engram.model import (
+    scope_of,
+    status_of,
+)
 from engram.operations import advice
 from engram.operations.memory import RECALL, RECALL_LIMIT
 from engram.operations.views import TITLE_CHARS, HitView, clip, provenance
@@ -184,10 +188,9 @@ def read_memory(mcp: EngramMCP, ref: str | int | None, cursor: str | None, call:
 def update(mcp: EngramMCP, args: Args, call: Call) -> str:
     current = mcp.record(args["id"], "update")
     scope = args.pop("scope", None)
-    if scope is not None and scope != current.get("scope", "project"):
+    if scope is not None and scope != scope_of(current):
         raise InvalidInput(
-            f"memory {current['id']} is in the {current.get('scope', 'project')} store; "
-            "update cannot move it",
+            f"memory {current['id']} is in the {scope_of(current)} store; update cannot move it",
             hint="remember it again with the other scope, then forget this one",
         )
     changes = {key: value for key, value in args.items() if key != "id"}
@@ -197,7 +200,7 @@ def update(mcp: EngramMCP, args: Args, call: Call) -> str:
     payload = {
         "id": record["id"],
         "rev": record.get("rev"),
-        "status": record.get("status", "active"),
+        "status": status_of(record),
         "title": clip(record.get("title", ""), TITLE_CHARS),
     }
     if record.get("rev") == current.get("rev"):
