@@ -213,7 +213,7 @@ REINDEX = declare(
 DOCTOR = declare(
     Operation(
         "doctor",
-        "Check the store: parse errors, duplicate ids, conflict markers, chunks, secrets, index.",
+        "Check the store (parse errors, ids, conflicts, chunks, secrets, index) and agent setups.",
         "Check the store for bad lines, duplicate ids, conflict markers, secrets and index "
         "drift; fix=true repairs what is safe (bad lines are quarantined, never deleted).",
         (Param("fix", "boolean", "Repair what can be repaired safely.", default=False),),
