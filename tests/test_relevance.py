@@ -338,9 +338,9 @@ def test_coverage_weighs_the_query_words_by_idf() -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(WORDS), st.integers(1, 5)), max_size=5),
-    st.lists(st.sampled_from([*WORDS, "x_", "-", " ", "9", "é"]), max_size=30),
+    st.lists(st.sampled_from([*WORDS, "x_", "-", " ", "9", "é", "²", "Ⅻ", "_", "\n"]), max_size=30),
 )
-def test_one_pass_coverage_credits_what_one_search_per_word_would(
+def test_coverage_credits_what_one_search_per_word_would(
     terms: list[tuple[str, int]], pieces: list[str]
 ) -> None:
     text = "".join(pieces)
