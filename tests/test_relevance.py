@@ -374,6 +374,24 @@ def test_a_title_that_is_the_content_s_first_words_is_not_ranked_as_a_title() ->
     assert ranked_title("", content) == ""
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["Fix", "fix", " ", "\t", "\n", "\u2003", "…", "...", "é", "a"])),
+    st.lists(st.sampled_from(["Fix", "FIX", " ", "\u00a0", "\n", "\u2003", "é", "a", "."])),
+)
+def test_a_title_is_compared_as_with_collapsed_whitespace(
+    title_pieces: list[str], content_pieces: list[str]
+) -> None:
+    """The comparison reads a title as the regular expression \\s+ -> " " then strip did."""
+    title, content = "".join(title_pieces), "".join(content_pieces)
+    head = re.sub(r"\s+", " ", title).strip().casefold()
+    for mark in ("…", "..."):
+        head = head.removesuffix(mark).rstrip()
+    body = re.sub(r"\s+", " ", content[: len(title) * 2 + 64]).strip().casefold()
+    expected = title if not head or not body.startswith(head) else ""
+    assert ranked_title(title, content) == expected
+
+
 @pytest.mark.parametrize("backend", ["tantivy", "fts5"])
 def test_first_words_as_title_count_once(backend: str, tmp_path: Path) -> None:
     """Two memories with the same words: one titled by its first words ranks as if untitled."""
