@@ -122,6 +122,10 @@ class Graph:
     def __len__(self) -> int:
         return len(self._index)
 
+    def keys(self) -> list[int]:
+        """Return the rows the graph holds, in increasing order."""
+        return sorted(int(key) for key in self._index.keys)
+
     def _own(self) -> Any:
         """Return the graph, copied into memory first if it is a view of a file."""
         if self._mapped:
