@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,6 +71,9 @@ class Graph:
     def __init__(self, index: Any, *, mapped: bool = False) -> None:
         self._index = index
         self._mapped = mapped  # a read-only view of a saved file: copied on the first change
+        # A server's threads may search while one of them writes: a change and a walk never
+        # overlap.
+        self._lock = threading.Lock()
 
     @classmethod
     def build(cls, matrix: Any) -> Graph:
@@ -117,7 +121,8 @@ class Graph:
 
     def save(self, path: Path) -> None:
         """Write the graph to ``path`` (the caller replaces the file in one rename)."""
-        self._index.save(str(path))
+        with self._lock:
+            self._index.save(str(path))
 
     def __len__(self) -> int:
         return len(self._index)
@@ -135,26 +140,30 @@ class Graph:
 
     def put(self, row: int, vector: Any) -> None:
         """Set the vector of ``row`` (added, or replaced if the row has one)."""
-        index = self._own()
-        if row in index:
-            index.remove(row)
-        index.add(row, vector, threads=1)
+        with self._lock:
+            index = self._own()
+            if row in index:
+                index.remove(row)
+            index.add(row, vector, threads=1)
 
     def drop(self, row: int) -> None:
         """Remove ``row`` (nothing if it is not there)."""
-        index = self._own()
-        if row in index:
-            index.remove(row)
+        with self._lock:
+            index = self._own()
+            if row in index:
+                index.remove(row)
 
     def move(self, source: int, target: int) -> None:
         """Give the vector of row ``source`` the key ``target`` (which must be free)."""
-        self._own().rename(source, target)
+        with self._lock:
+            self._own().rename(source, target)
 
     def search(self, probe: Any, count: int) -> Any:
         """Return the rows (numpy intp) of up to ``count`` vectors nearest ``probe``, roughly."""
         import numpy as np
 
-        if count <= 0 or not len(self._index):
-            return np.array([], dtype=np.intp)
-        found = self._index.search(probe, count, threads=1)
+        with self._lock:
+            if count <= 0 or not len(self._index):
+                return np.array([], dtype=np.intp)
+            found = self._index.search(probe, count, threads=1)
         return np.asarray(found.keys, dtype=np.intp)
