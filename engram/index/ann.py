@@ -40,7 +40,7 @@ EXACT_BELOW: Final = 16_384
 # querying (usearch's names). More of any is slower and finds more of the exact neighbours.
 CONNECTIVITY: Final = 16
 EXPANSION_ADD: Final = 64
-EXPANSION_SEARCH: Final = 128
+EXPANSION_SEARCH: Final = 64
 # Candidates asked of the graph: this many times the pool a recall wants, at least MIN_WALK.
 OVERSAMPLE: Final = 8
 MIN_WALK: Final = 160
@@ -117,6 +117,7 @@ class Graph:
                 rows,
             )
             return None
+        index.expansion_search = EXPANSION_SEARCH  # a saved graph does not keep it
         return cls(index, mapped=True)
 
     def save(self, path: Path) -> None:
