@@ -81,6 +81,7 @@ class Index:
         # ``_synced_sig``: they save SQLite round trips on every recall of a long-lived process.
         self._synced_sig: str | None = None
         self._ranks = ranking.RankRows(self.weights)
+        self._texts = relevance.Texts()
         self.problems: list[tuple[int, str]] = []
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -176,6 +177,7 @@ class Index:
         ids = [str(rid) for rid in ids]
         self.records.forget_ids(ids)
         self._ranks.forget(ids)
+        self._texts.forget(ids)
         self.fulltext.forget()
         self.vectors.settle()
         self._synced_sig = signature
@@ -190,6 +192,7 @@ class Index:
         self._synced_sig = None
         self.fulltext.forget()
         self._ranks.clear()
+        self._texts.clear()
         self.records.drop_caches()
         self.vectors.forget()
 
@@ -477,8 +480,8 @@ class Index:
             if rid in records
         ]
 
-    @staticmethod
     def _rate(
+        self,
         ordered: Sequence[Scored],
         records: Mapping[str, Record],
         cosines: Mapping[str, float],
@@ -499,7 +502,7 @@ class Index:
             values = relevance.features(
                 bm25=bm25,
                 query_weight=stats.weight,
-                coverage=relevance.coverage(relevance.searchable(record), words),
+                coverage=relevance.coverage(self._texts.get(rid, record), words),
                 cosine=cosines.get(rid, 0.0),
                 gap=gaps[position],
                 unseen=stats.unseen,

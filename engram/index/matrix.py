@@ -5,7 +5,9 @@ each re-normalised and transposed (``head``, the cheap first scan of ``nearest``
 first use, integer codes of the filter columns. A write changes it in place (``put``,
 ``remove``): rows live in buffers with spare room, so adding one costs one row, not a copy of
 the matrix, and a removal moves the last row into the hole. A state memory-mapped from the
-saved cache (``vectorcache.py``) is copied into such buffers on its first change only.
+saved cache (``vectorcache.py``) is copied into such buffers on its first change only. From
+``ann.EXACT_BELOW`` rows on, a nearest-neighbour graph of the rows (``ann.Graph``) follows
+every change too, and ``nearest`` walks it instead of scanning every row.
 ``nearest`` finds the rows nearest one vector; ``nearest_among`` the nearest others of each
 of a set of rows (consolidation's near-duplicate candidates).
 
@@ -17,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from engram.index import ann
+from engram.index.ann import Graph
+
 __all__ = [
     "COLUMNS",
     "HEAD_DIMS",
@@ -27,6 +32,7 @@ __all__ = [
     "head_of",
     "nearest",
     "nearest_among",
+    "scan_candidates",
 ]
 
 # Semantic candidates are found on the leading dimensions of the vectors (see ``nearest``).
@@ -56,12 +62,15 @@ def head_of(matrix: Any) -> Any:
 class VectorState:
     """The live records' embeddings: one row each, with codes of the filter columns."""
 
-    def __init__(self, ids: list[str], matrix: Any, head: Any) -> None:
+    def __init__(self, ids: list[str], matrix: Any, head: Any, graph: Graph | None = None) -> None:
         self.ids = ids
         self.rows = {rid: n for n, rid in enumerate(ids)}
         self._matrix = matrix  # numpy float32 (capacity, dim); rows past len(ids) are free
         self._head = head  # numpy float32 (HEAD_DIMS, capacity)
         self._owned = False  # the buffers are this state's own (not a read-only map)
+        # The nearest-neighbour graph of the rows (``ann.py``), keyed by row: made when a
+        # search first needs it (``graph_for_search``), then changed with every row.
+        self.graph = graph
         # Filter columns, made on first use: name -> (value -> code, int32 code per row).
         self.columns: dict[str, tuple[dict[str, int], Any]] = {}
 
@@ -112,6 +121,8 @@ class VectorState:
             self._matrix[at] = vectors[n]
             self._head[:, at] = heads[:, n]
             self._set_codes(at, values)
+            if self.graph is not None:
+                self.graph.put(at, vectors[n])
 
     def relabel(self, rows: Sequence[tuple[str, Mapping[str, str]]]) -> None:
         """Note new filter column values of rows whose vector stays (a status change)."""
@@ -138,6 +149,10 @@ class VectorState:
                 continue
             self._room(0)
             last = len(self.ids) - 1
+            if self.graph is not None:
+                self.graph.drop(at)
+                if at != last:
+                    self.graph.move(last, at)
             if at != last:
                 moved = self.ids[last]
                 self.ids[at] = moved
@@ -149,6 +164,15 @@ class VectorState:
             self.ids.pop()
             for name, (codes, column) in list(self.columns.items()):
                 self.columns[name] = (codes, column[:last])
+
+    def graph_for_search(self) -> Graph | None:
+        """Return the nearest-neighbour graph when a search should walk it (``EXACT_BELOW``
+        rows or more, and the library installed), built from the rows the first time."""
+        if len(self.ids) < ann.EXACT_BELOW or not ann.available():
+            return None
+        if self.graph is None:
+            self.graph = Graph.build(self.matrix)
+        return self.graph
 
     def column(self, name: str, values: Mapping[str, str]) -> tuple[dict[str, int], Any]:
         """Return (value -> code, int32 code per row) of a filter column, made once from
@@ -169,22 +193,72 @@ class VectorState:
 def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) -> tuple[Any, Any]:
     """Return (rows, exact cosines) of up to ``pool`` vectors nearest ``probe``, over ``floor``.
 
-    Candidates come from the cheap scan over the leading dimensions, with ``HEAD_MARGIN`` of
-    slack (on the benchmark set no pair over the floor lost more than 0.07 there); ``mask``
-    (booleans per row, or None) keeps only the rows the filters allow.
+    ``mask`` (booleans per row, or None) keeps only the rows the filters allow. A store of
+    ``ann.EXACT_BELOW`` rows or more walks the nearest-neighbour graph to a few hundred
+    candidates (``graph_candidates``); a smaller one, or a filter the graph's candidates do
+    not fill the pool with, scans the leading dimensions of every row (``scan_candidates``).
+    Either way the candidates' cosines are computed exactly on every dimension.
+    """
+    import numpy as np
+
+    if not state.ids or not np.any(probe):
+        return np.array([], dtype=np.intp), np.array([], dtype=np.float32)
+    rows = graph_candidates(probe, state, mask, pool)
+    if rows is not None:
+        found = _best(probe, state, rows, floor, pool)
+        if mask is None or len(found[0]) >= pool:
+            return found
+    return _best(probe, state, scan_candidates(probe, state, mask, floor, pool), floor, pool)
+
+
+def graph_candidates(probe: Any, state: VectorState, mask: Any, pool: int) -> Any:
+    """Return candidate rows from the graph, or None when the store is searched by a scan.
+
+    With a filter, the graph is asked for as many more candidates as the filter leaves out,
+    and a filter that leaves fewer than ``EXACT_BELOW`` rows has them all as candidates.
+    """
+    import numpy as np
+
+    graph = state.graph_for_search()
+    if graph is None:
+        return None
+    total = len(state.ids)
+    wanted = ann.candidates_wanted(pool, total)
+    if mask is None:
+        return graph.search(probe, wanted)
+    allowed = int(np.count_nonzero(mask))
+    if allowed < ann.EXACT_BELOW:
+        return np.flatnonzero(mask)
+    rows = graph.search(probe, min(total, wanted * -(-total // allowed)))
+    return rows[mask[rows]]
+
+
+def scan_candidates(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) -> Any:
+    """Return candidate rows from a scan of every row's leading dimensions.
+
+    ``HEAD_MARGIN`` of slack under the floor (on the benchmark set no pair over the floor lost
+    more than 0.07 there), and at most ``HEAD_POOL`` times the pool, best first.
     """
     import numpy as np
 
     head = probe[:HEAD_DIMS]
     norm = float(np.linalg.norm(head))
-    if norm == 0 or not state.ids:
-        return np.array([], dtype=np.intp), np.array([], dtype=np.float32)
+    if norm == 0:
+        return np.array([], dtype=np.intp)
     rough = (head / norm) @ state.head
     if mask is not None:
         rough = np.where(mask, rough, -np.inf)
     rows = np.flatnonzero(rough >= floor - HEAD_MARGIN)
     if len(rows) > pool * HEAD_POOL:
         rows = rows[np.argpartition(-rough[rows], pool * HEAD_POOL - 1)[: pool * HEAD_POOL]]
+    return rows
+
+
+def _best(probe: Any, state: VectorState, rows: Any, floor: float, pool: int) -> tuple[Any, Any]:
+    """Return (rows, exact cosines) of the best ``pool`` of ``rows`` at or over ``floor``."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.intp)
     exact = state.matrix[rows] @ probe
     keep = exact >= floor
     rows, exact = rows[keep], exact[keep]

@@ -239,10 +239,19 @@ class RecordQueries(abc.ABC):
             "SELECT id FROM files WHERE path IN (SELECT value FROM json_each(?))"
             f" AND status IN ({marks(len(statuses))})"
         )
-        # A set of the ids beats SQLite's count(DISTINCT id) (about 2.5 ms against 4 for 8,000
-        # rows): a record citing several of the paths has a row for each.
-        ids = {row[0] for row in self.db.execute(sql, [json.dumps(list(paths)), *statuses])}
-        return len(ids - set(exclude))
+        # The ids are kept with the matching paths, until the rows change (a check before
+        # each edit asks the same again; 8,000 citing rows took 8-12 ms at 100k memories).
+        cache = self._paths_cache
+        key = "\x01" + "\0".join(paths) + "\x02" + "\0".join(statuses)
+        ids = None if cache is None else cache.get(key)
+        if ids is None:
+            # A set of the ids beats SQLite's count(DISTINCT id) (about 2.5 ms against 4 for
+            # 8,000 rows): a record citing several of the paths has a row for each.
+            found = {row[0] for row in self.db.execute(sql, [json.dumps(list(paths)), *statuses])}
+            ids = list(found)
+            if cache is not None and len(cache) <= 256:
+                cache[key] = ids
+        return len(ids) - len(set(exclude).intersection(ids))
 
     def supersedes_citing(self, paths: Sequence[str], rid: str) -> bool:
         """Tell whether live record ``rid`` supersedes a superseded record citing ``paths``."""

@@ -86,6 +86,9 @@ TITLE_PHRASE_BOOST: Final = 0.5
 # third of a search of eight words (consolidation asks thousands of those).
 TITLE_PHRASE_WORDS: Final = 6
 LAYOUT_FILE: Final = "engram-layout.json"
+# Analysed tokens and query weights kept per process (see ``_groups``, ``query_weight``).
+TOKENS_KEPT: Final = 50_000
+WEIGHTS_KEPT: Final = 512
 # How a title is ranked (``backend.ranked_title``): part of the layout, so that an index
 # written under another rule is rebuilt.
 TITLE_RULE: Final = "not-the-content-prefix"
@@ -131,6 +134,10 @@ class TantivyIndex(Closing):
         self.copies = copies_of(self.weights)
         self._lock = threading.RLock()
         self._meta_signature: tuple[int, int, int] | None = None
+        # The analyzer's terms of a token never change; a query's weight changes with the
+        # documents, so those are dropped whenever the reader reloads.
+        self._terms: dict[str, tuple[str, ...]] = {}
+        self._weights: dict[str, QueryWeight] = {}
         self._closed = False
         self._schema = _build_schema()
         self._analyzer = _build_analyzer()
@@ -302,6 +309,7 @@ class TantivyIndex(Closing):
         if force or signature != self._meta_signature:
             self._live_index().reload()
             self._meta_signature = signature
+            self._weights.clear()
 
     def _searcher(self) -> Any:
         self._reload()
@@ -312,32 +320,55 @@ class TantivyIndex(Closing):
         groups: list[tuple[str, ...]] = []
         seen: set[tuple[str, ...]] = set()
         for token in tokens:
-            terms = tuple(self._analyzer.analyze(token))
+            terms = self._analysed(token)
             if terms and terms not in seen:
                 seen.add(terms)
                 groups.append(terms)
         return groups
 
+    def _analysed(self, token: str) -> tuple[str, ...]:
+        """Return the analyzer's terms of one token (kept: the analyzer is fixed)."""
+        terms = self._terms.get(token)
+        if terms is None:
+            if len(self._terms) >= TOKENS_KEPT:
+                self._terms.clear()
+            terms = self._terms[token] = tuple(self._analyzer.analyze(token))
+        return terms
+
     def query_weight(self, query: str) -> QueryWeight:
         """Return the query's informative words' body idf, the documents, and whether a word
-        of it written as a name is in none of them (``QueryWeight``)."""
-        tokens = informative(tokenize_query(query))
-        groups = self._groups(tokens)
-        named = self._groups(sorted(names(query) & set(tokens)))
+        of it written as a name is in none of them (``QueryWeight``).
+
+        Kept per query text until the reader next reloads (the documents changed): a recall
+        asks it once per query, and a warm process asks the same queries again.
+        """
         with self._lock:
             try:
                 searcher = self._searcher()
-                total = int(searcher.num_docs)
-                if not groups:
-                    return QueryWeight(0.0, total, False, 0)
-                found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
-                weight = sum(idf(total, max(count, 1)) for count in found.values())
-                unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
-                return QueryWeight(
-                    weight, total, unseen, len(groups), self._term_idfs(tokens, found, total)
-                )
+                known = self._weights.get(query)
+                if known is not None:
+                    return known
+                weight = self._weigh(searcher, query)
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
+            if len(self._weights) >= WEIGHTS_KEPT:
+                self._weights.clear()
+            self._weights[query] = weight
+            return weight
+
+    def _weigh(self, searcher: Any, query: str) -> QueryWeight:
+        tokens = informative(tokenize_query(query))
+        groups = self._groups(tokens)
+        total = int(searcher.num_docs)
+        if not groups:
+            return QueryWeight(0.0, total, False, 0)
+        named = self._groups(sorted(names(query) & set(tokens)))
+        found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
+        weight = sum(idf(total, max(count, 1)) for count in found.values())
+        unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
+        return QueryWeight(
+            weight, total, unseen, len(groups), self._term_idfs(tokens, found, total)
+        )
 
     def _term_idfs(
         self, tokens: Sequence[str], found: Mapping[str, int], total: int
@@ -346,7 +377,7 @@ class TantivyIndex(Closing):
         out: list[tuple[str, float]] = []
         counted: set[str] = set()
         for token in tokens:
-            terms = [t for t in self._analyzer.analyze(token) if t in found and t not in counted]
+            terms = [t for t in self._analysed(token) if t in found and t not in counted]
             if terms:
                 counted.update(terms)
                 out.append((token, sum(idf(total, max(found[t], 1)) for t in terms)))

@@ -2,10 +2,12 @@
 
 A new process memory-maps the vectors instead of reading every one out of SQLite. The cache
 is a base, ``vectors-<base>.matrix.npy`` / ``.head.npy`` / ``.ids.json`` (the ids written last:
-the others exist when it does), plus ``vectors-<base>.log``, to which every change of the
-state is appended as one entry: the rows put, the ids dropped, and the key of the state after
-it. So a write costs one small append, never a rewrite of the matrix; the log is folded into a
-new base once it holds a quarter as many rows as the base (``needs_compaction``).
+the others exist when it does) and, from ``ann.EXACT_BELOW`` rows on, ``.graph.usearch`` (the
+nearest-neighbour graph of those rows, ``ann.py``), plus ``vectors-<base>.log``, to which every
+change of the state is appended as one entry: the rows put, the ids dropped, and the key of the
+state after it. So a write costs one small append, never a rewrite of the matrix or the graph;
+the log is folded into a new base once it holds a quarter as many rows as the base
+(``needs_compaction``).
 
 Keys name index states (``Vectors`` makes them from the records' file signature and the
 vectors' generation). ``load(key)`` answers only when the base or one of its log entries ends
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from engram.fileio import temp_file
+from engram.index import ann
 from engram.index.matrix import VectorState
 
 __all__ = ["PREFIX", "VectorCache"]
@@ -76,6 +79,10 @@ class VectorCache:
             stem.with_name(stem.name + ".head.npy"),
             stem.with_name(stem.name + ".log"),
         )
+
+    def graph_path(self, base: str) -> Path:
+        """Return where the nearest-neighbour graph of the base ``base`` is saved."""
+        return self.folder / f"{PREFIX}{base}.graph.usearch"
 
     def forget(self) -> None:
         """Stop appending: this process's state no longer follows the log."""
@@ -125,7 +132,7 @@ class VectorCache:
             or len(set(ids)) != len(ids)
         ):
             return None
-        state = VectorState(ids, matrix, head)
+        state = VectorState(ids, matrix, head, self._graph(base, len(ids), dim))
         rows = 0
         for entry in entries:
             state.remove(entry.drop)
@@ -137,23 +144,45 @@ class VectorCache:
         self._at = _Position(log, offset, key, rows)
         return state
 
+    def _graph(self, base: str, rows: int, dim: int) -> ann.Graph | None:
+        """Return the saved graph of a base of ``rows`` vectors, or None: under
+        ``EXACT_BELOW`` rows there is none, and one that is missing or unreadable is said in
+        the log and built again by the first search that needs it."""
+        if rows < ann.EXACT_BELOW or not ann.available():
+            return None
+        path = self.graph_path(base)
+        graph = ann.Graph.load(path, rows, dim)
+        if graph is None and not path.exists():
+            ann.log.warning("the nearest-neighbour graph %s is missing: rebuilding it", path)
+        return graph
+
     # -- writing -----------------------------------------------------------------------------
 
     def save(self, key: str, state: VectorState) -> None:
-        """Write ``state`` as the base at ``key`` with an empty log; remove every other file."""
+        """Write ``state`` as the base at ``key`` with an empty log; remove every other file.
+
+        Its nearest-neighbour graph is built first when the state is big enough to need one
+        (``VectorState.graph_for_search``), and saved with it.
+        """
         import numpy as np
 
         self._at = None
         ids_path, matrix_path, head_path, log = self._paths(key)
+        graph = state.graph_for_search()
+        graph_path = self.graph_path(key)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             _replace(matrix_path, lambda out: np.save(out, state.matrix, allow_pickle=False))
             _replace(head_path, lambda out: np.save(out, state.head, allow_pickle=False))
+            if graph is not None:
+                _replace_by_name(graph_path, graph.save)
             _replace(log, lambda out: out.write(b""))
             _replace(ids_path, lambda out: out.write(json.dumps(state.ids).encode("utf-8")))
-        except OSError:
+        except (OSError, RuntimeError):
             return  # a read-only index folder still works, only slower to start
         keep = {path.name for path in (ids_path, matrix_path, head_path, log)}
+        if graph is not None:
+            keep.add(graph_path.name)
         for old in self.folder.glob(f"{PREFIX}*"):
             if old.name not in keep and not old.name.startswith("."):
                 with contextlib.suppress(OSError):
@@ -239,6 +268,19 @@ def _entry_at(data: bytes, offset: int) -> _Entry | None:
     except (ValueError, KeyError, TypeError):
         return None
     return _Entry(key, put, drop, body[size:], end)
+
+
+def _replace_by_name(path: Path, write: Callable[[Path], object]) -> None:
+    """Replace ``path`` in one rename with what ``write`` writes to a file it is given by name."""
+    fd, tmp = temp_file(path)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _replace(path: Path, write: Callable[[IO[bytes]], object]) -> None:

@@ -449,3 +449,30 @@ def test_a_check_pages_through_the_files_index_and_reads_only_what_it_shows(
         # Of the 200 and more findings, the page the budget draws from and the candidates.
         assert result.left_out > 150 and len(read) < 60
         assert {f.id for f in result.findings} <= read
+
+
+def test_a_long_lived_process_counts_what_was_written_since_its_last_check(project: Path) -> None:
+    """The citing count is kept between checks (a check before each edit asks it again) and
+    follows every write: a new memory, a forgotten one, a status change (issue 30)."""
+    with Engram.open(project) as engram:
+        first = save(project, "Never log the raw token", "pitfall", ["src/auth/token.py"])
+        records = engram.here.ws.index.records
+        paths = records.matching_paths(["src/auth/token.py"])
+        assert records.count_citing(paths, ["active"]) == 1
+        engram.check(["src/auth/token.py"])
+        second = engram.remember(
+            "Tokens expire after an hour", "body", kind="fact", files=["src/auth/token.py"]
+        ).record["id"]
+        engram.check(["src/auth/token.py"])
+        paths = records.matching_paths(["src/auth/token.py"])
+        assert records.count_citing(paths, ["active"]) == 2
+        assert records.count_citing(paths, ["active"], exclude=[first]) == 1
+        engram.update(second, status="archived")
+        engram.check(["src/auth/token.py"])
+        paths = records.matching_paths(["src/auth/token.py"])
+        assert records.count_citing(paths, ["active"]) == 1
+        assert records.count_citing(paths, ["archived"]) == 1
+        engram.forget(first)
+        engram.check(["src/auth/token.py"])
+        paths = records.matching_paths(["src/auth/token.py"])
+        assert records.count_citing(paths, ["active"]) == 0

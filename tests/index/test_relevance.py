@@ -348,9 +348,9 @@ def test_coverage_weighs_the_query_words_by_idf() -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(WORDS), st.integers(1, 5)), max_size=5),
-    st.lists(st.sampled_from([*WORDS, "x_", "-", " ", "9", "é"]), max_size=30),
+    st.lists(st.sampled_from([*WORDS, "x_", "-", " ", "9", "é", "²", "Ⅻ", "_", "\n"]), max_size=30),
 )
-def test_one_pass_coverage_credits_what_one_search_per_word_would(
+def test_coverage_credits_what_one_search_per_word_would(
     terms: list[tuple[str, int]], pieces: list[str]
 ) -> None:
     text = "".join(pieces)
@@ -382,6 +382,24 @@ def test_a_title_that_is_the_content_s_first_words_is_not_ranked_as_a_title() ->
     )
     assert ranked_title("Log in JSON lines", "") == "Log in JSON lines"
     assert ranked_title("", content) == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["Fix", "fix", " ", "\t", "\n", "\u2003", "…", "...", "é", "a"])),
+    st.lists(st.sampled_from(["Fix", "FIX", " ", "\u00a0", "\n", "\u2003", "é", "a", "."])),
+)
+def test_a_title_is_compared_as_with_collapsed_whitespace(
+    title_pieces: list[str], content_pieces: list[str]
+) -> None:
+    """The comparison reads a title as the regular expression \\s+ -> " " then strip did."""
+    title, content = "".join(title_pieces), "".join(content_pieces)
+    head = re.sub(r"\s+", " ", title).strip().casefold()
+    for mark in ("…", "..."):
+        head = head.removesuffix(mark).rstrip()
+    body = re.sub(r"\s+", " ", content[: len(title) * 2 + 64]).strip().casefold()
+    expected = title if not head or not body.startswith(head) else ""
+    assert ranked_title(title, content) == expected
 
 
 @pytest.mark.parametrize("backend", ["tantivy", "fts5"])

@@ -1,0 +1,278 @@
+"""The nearest-neighbour graph of the embeddings (``engram.index.ann``) and how search uses it.
+
+Real model files, real stores in tmp_path built from the labelled sets' real memories
+(benchmarks/retrieval: harbor, agentlog, captured), real saved files. The graph is used from
+``ann.EXACT_BELOW`` rows on (16k in use); these stores hold a few hundred memories, so the
+threshold is lowered for them (a setting of the code under test, not a stand-in for it). What
+must hold: the graph has one node per row of the matrix, keyed by that row, through adds,
+replacements, removals and rebuilds; what a search finds through it agrees with an exact scan
+of every vector; a graph file that is missing or damaged is built again and said so in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram.index import ann, semantic
+from engram.index.db import Index
+from engram.index.matrix import VectorState, head_of, nearest, scan_candidates
+from engram.index.query import Query
+from engram.model import canonical_line
+from engram.store import MemoryStore
+from tests.test_semantic import STAMP, open_index, record
+
+pytestmark = [
+    pytest.mark.skipif(not semantic.available(), reason="wordllama is not installed"),
+    pytest.mark.skipif(not ann.available(), reason="usearch is not installed"),
+]
+
+SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval"
+SMALL: int = 64  # the threshold these stores use (see the module docstring)
+
+
+def set_files(name: str) -> Path:
+    return SETS if name == "harbor" else SETS / name
+
+
+def real_memories() -> list[dict[str, Any]]:
+    """Every memory of three labelled sets, as their memories.jsonl hold them."""
+    out: list[dict[str, Any]] = []
+    for name in ("harbor", "agentlog", "captured"):
+        lines = (set_files(name) / "memories.jsonl").read_text(encoding="utf-8").splitlines()
+        out.extend(json.loads(line) for line in lines if line.strip())
+    return out
+
+
+def real_queries() -> list[str]:
+    out: list[str] = []
+    for name in ("harbor", "agentlog", "captured"):
+        lines = (set_files(name) / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        out.extend(str(json.loads(line)["query"]) for line in lines if line.strip())
+    return out
+
+
+@pytest.fixture
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    folder = tmp_path / ".engram"
+    folder.mkdir()
+    path = folder / "memories.jsonl"
+    records = sorted(real_memories(), key=lambda r: str(r["id"]))
+    path.write_bytes(b"".join(canonical_line(r) for r in records))
+    return MemoryStore(folder)
+
+
+def unit_rows(count: int, dim: int = 32, seed: int = 7) -> Any:
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((count, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def assert_graph_follows_rows(state: VectorState) -> None:
+    """One node per row, keyed by the row, holding that row's vector (its own nearest)."""
+    graph = state.graph
+    assert graph is not None
+    assert graph.keys() == list(range(len(state.ids)))
+    for row in range(len(state.ids)):
+        found = int(graph.search(state.matrix[row], 1)[0])
+        # itself, or a row with the same vector (two memories with the same text)
+        assert found == row or float(state.matrix[found] @ state.matrix[row]) > 0.9999
+
+
+def exact_nearest(state: VectorState, probe: Any, floor: float, pool: int) -> set[int]:
+    cosines = state.matrix @ probe
+    rows = np.flatnonzero(cosines >= floor)
+    order = rows[np.argsort(-cosines[rows], kind="stable")]
+    return set(order[:pool].tolist())
+
+
+# -- the graph and the matrix it follows -----------------------------------------------------
+
+
+def test_the_graph_follows_adds_replacements_and_removals(small_threshold: None) -> None:
+    vectors = unit_rows(200)
+    state = VectorState([f"m{n}" for n in range(100)], vectors[:100].copy(), head_of(vectors[:100]))
+    assert state.graph is None
+    assert state.graph_for_search() is not None  # 100 rows, over the threshold: built
+    assert_graph_follows_rows(state)
+    state.put([(f"m{n}", vectors[n], {}) for n in range(100, 150)])  # new rows
+    state.put([(f"m{n}", vectors[n + 150], {}) for n in range(0, 50, 10)])  # new vectors
+    assert_graph_follows_rows(state)
+    state.remove(["m3", "m149", "m0", "m77", "nobody"])  # the last row moves into each hole
+    assert "m149" not in state.rows and len(state.ids) == 146
+    assert_graph_follows_rows(state)
+    for rid, row in state.rows.items():
+        number = int(rid[1:])
+        expected = vectors[number + 150] if number % 10 == 0 and number < 50 else vectors[number]
+        assert np.allclose(state.matrix[row], expected)
+
+
+def test_a_small_state_builds_no_graph_and_scans() -> None:
+    vectors = unit_rows(50)
+    state = VectorState([f"m{n}" for n in range(50)], vectors.copy(), head_of(vectors))
+    assert state.graph_for_search() is None  # under ann.EXACT_BELOW
+    rows, cosines = nearest(vectors[4], state, None, 0.0, 5)
+    assert 4 in rows.tolist() and float(cosines.max()) == pytest.approx(1.0)
+    assert state.graph is None
+
+
+def test_search_through_the_graph_agrees_with_an_exact_scan(
+    store: MemoryStore, small_threshold: None
+) -> None:
+    index = open_index(store, "hybrid")
+    try:
+        index.search(Query(text="warm up"))
+        state = index.vectors.state()
+        assert state is not None and len(state.ids) > 400
+        assert state.graph is not None and len(state.graph) == len(state.ids)
+        floor, pool = 0.4, 20
+        overlaps: list[float] = []
+        scanned: list[float] = []
+        for text in real_queries():
+            probe = semantic.embed_query(text)
+            truth = exact_nearest(state, probe, floor, pool)
+            if not truth:
+                continue
+            rows, cosines = nearest(probe, state, None, floor, pool)
+            assert np.allclose(cosines, state.matrix[rows] @ probe)  # scores are exact
+            overlaps.append(len(truth & set(rows.tolist())) / len(truth))
+            by_scan = scan_candidates(probe, state, None, floor, pool)
+            top = by_scan[np.argsort(-(state.matrix[by_scan] @ probe))][:pool]
+            scanned.append(len(truth & set(top.tolist())) / len(truth))
+        assert len(overlaps) > 100
+        assert float(np.mean(overlaps)) >= 0.98
+        assert float(np.mean(overlaps)) >= float(np.mean(scanned)) - 0.01
+    finally:
+        index.close()
+
+
+def test_a_filtered_search_through_the_graph_keeps_to_the_filter(
+    store: MemoryStore, small_threshold: None
+) -> None:
+    index = open_index(store, "hybrid")
+    try:
+        kinds = frozenset({"pitfall"})
+        hits = index.search(Query(text="a migration that locked the table", kinds=kinds, limit=20))
+        assert hits and all(hit.record["kind"] == "pitfall" for hit in hits)
+        wanted = {str(r["id"]) for r in index.all_records() if r.get("kind") == "pitfall"}
+        state = index.vectors.state()
+        assert state is not None
+        mask = np.array([rid in wanted for rid in state.ids])
+        probe = semantic.embed_query("a migration that locked the table")
+        for floor in (0.1, 0.3):
+            rows, _ = nearest(probe, state, mask, floor, 10)
+            assert rows.size and all(state.ids[row] in wanted for row in rows.tolist())
+            cosines = np.where(mask, state.matrix @ probe, -np.inf)
+            best = {row for row in np.argsort(-cosines)[:10].tolist() if cosines[row] >= floor}
+            assert len(best & set(rows.tolist())) >= len(best) - 1 and len(rows) <= 10
+    finally:
+        index.close()
+
+
+def test_writes_change_the_graph_and_a_new_process_maps_it(
+    store: MemoryStore, small_threshold: None
+) -> None:
+    index = open_index(store, "hybrid")
+    try:
+        index.search(Query(text="warm up"))
+        folder = store.dir / "index"
+        saved = sorted(path.name for path in folder.glob("vectors-*.graph.usearch"))
+        assert len(saved) == 1
+        fresh = record(
+            "Background jobs park poison messages in a dead letter queue",
+            "After three failed attempts a job's message is moved aside for a person to read.",
+        )
+        index.apply([fresh], store.put([fresh]))
+        gone = index.all_records()[5]
+        tomb = {"id": gone["id"], "rev": 9, "updated_at": STAMP, "deleted_at": STAMP}
+        index.apply([tomb], store.put([tomb]))
+        state = index.vectors.state()
+        assert state is not None and fresh["id"] in state.rows and gone["id"] not in state.rows
+        assert_graph_follows_rows(state)
+        hits = index.search(Query(text="where do failing job messages end up", limit=3))
+        assert fresh["id"] in [hit.id for hit in hits]
+        # The graph file is not rewritten by a write: a new process maps it and replays the log.
+        assert sorted(path.name for path in folder.glob("vectors-*.graph.usearch")) == saved
+        other = open_index(store, "hybrid")
+        try:
+            mapped = other.vectors.state()
+            assert mapped is not None and mapped.graph is not None
+            assert mapped.ids == state.ids
+            assert_graph_follows_rows(mapped)
+            query = Query(text="where do failing job messages end up")
+            assert [h.id for h in other.search(query)] == [h.id for h in index.search(query)]
+        finally:
+            other.close()
+    finally:
+        index.close()
+
+
+def test_a_rebuild_makes_a_graph_of_the_rebuilt_vectors(
+    store: MemoryStore, small_threshold: None
+) -> None:
+    index = open_index(store, "hybrid")
+    try:
+        before = index.search(Query(text="deploys that lost connections"))
+        index.rebuild()
+        after = index.search(Query(text="deploys that lost connections"))
+        assert [h.id for h in after] == [h.id for h in before]
+        state = index.vectors.state()
+        assert state is not None
+        assert_graph_follows_rows(state)
+        graphs = list((store.dir / "index").glob("vectors-*.graph.usearch"))
+        assert len(graphs) == 1  # the old base's graph went with it
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbled", "another size"])
+def test_a_missing_or_damaged_graph_file_is_built_again_and_said(
+    store: MemoryStore,
+    small_threshold: None,
+    damage: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = open_index(store, "hybrid")
+    try:
+        expected = [h.id for h in index.search(Query(text="deploys that lost connections"))]
+    finally:
+        index.close()
+    (path,) = (store.dir / "index").glob("vectors-*.graph.usearch")
+    if damage == "missing":
+        path.unlink()
+    elif damage == "garbled":
+        path.write_bytes(b"\x00garbage" * 64)
+    else:
+        ann.Graph.build(unit_rows(70, dim=256)).save(path)
+    with caplog.at_level(logging.WARNING, logger="engram.index"):
+        other = open_index(store, "hybrid")
+        try:
+            got = [h.id for h in other.search(Query(text="deploys that lost connections"))]
+            state = other.vectors.state()
+            assert state is not None
+            assert_graph_follows_rows(state)
+        finally:
+            other.close()
+    assert got == expected
+    said = [r.getMessage() for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
+    assert said and str(path) in said[0] and "rebuilding it" in said[0]
+    # ... and saved again: the next process maps it without a word.
+    assert ann.Graph.load(path, len(state.ids), state.dim) is not None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="engram.index"):
+        third: Index = open_index(store, "hybrid")
+        try:
+            assert [h.id for h in third.search(Query(text="deploys that lost connections"))] == got
+        finally:
+            third.close()
+    assert not [r for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
