@@ -25,14 +25,15 @@ from engram.index.matrix import VectorState, head_of, nearest, scan_candidates
 from engram.index.query import Query
 from engram.model import canonical_line
 from engram.store import MemoryStore
-from tests.test_semantic import STAMP, open_index, record
+from tests.helpers.places import ROOT
+from tests.index.test_semantic import STAMP, open_index, record
 
 pytestmark = [
     pytest.mark.skipif(not semantic.available(), reason="wordllama is not installed"),
     pytest.mark.skipif(not ann.available(), reason="usearch is not installed"),
 ]
 
-SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval"
+SETS = ROOT / "benchmarks" / "retrieval"
 SMALL: int = 64  # the threshold these stores use (see the module docstring)
 
 
