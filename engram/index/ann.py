@@ -132,6 +132,15 @@ class Graph:
         """Return the rows the graph holds, in increasing order."""
         return sorted(int(key) for key in self._index.keys)
 
+    def vector(self, row: int) -> Any:
+        """Return the vector the graph holds for ``row`` (float32, as quantized), or None."""
+        import numpy as np
+
+        with self._lock:
+            if row not in self._index:
+                return None
+            return np.asarray(self._index.get(row, dtype=np.float32), dtype=np.float32)
+
     def _own(self) -> Any:
         """Return the graph, copied into memory first if it is a view of a file."""
         if self._mapped:

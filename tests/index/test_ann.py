@@ -80,14 +80,26 @@ def unit_rows(count: int, dim: int = 32, seed: int = 7) -> Any:
 
 
 def assert_graph_follows_rows(state: VectorState) -> None:
-    """One node per row, keyed by the row, holding that row's vector (its own nearest)."""
+    """One node per row, keyed by the row, holding that row's vector, and found by it.
+
+    The node's vector is the row's as int8 keeps it (a cosine near 1); the walk is approximate,
+    so a row's own vector finds it (or a row with the same vector) for nearly every row.
+    """
     graph = state.graph
     assert graph is not None
-    assert graph.keys() == list(range(len(state.ids)))
-    for row in range(len(state.ids)):
-        found = int(graph.search(state.matrix[row], 1)[0])
-        # itself, or a row with the same vector (two memories with the same text)
-        assert found == row or float(state.matrix[found] @ state.matrix[row]) > 0.9999
+    rows = len(state.ids)
+    assert graph.keys() == list(range(rows))
+    for row in range(rows):
+        held = graph.vector(row)
+        assert held is not None
+        cosine = float(held @ state.matrix[row]) / float(np.linalg.norm(held))
+        assert cosine > 0.99, (row, cosine)
+    found = 0
+    for row in range(rows):
+        nearest = int(graph.search(state.matrix[row], 1)[0])
+        if nearest == row or float(state.matrix[nearest] @ state.matrix[row]) > 0.9999:
+            found += 1
+    assert found >= 0.97 * rows, f"{found} of {rows} rows found themselves"
 
 
 def exact_nearest(state: VectorState, probe: Any, floor: float, pool: int) -> set[int]:
