@@ -1,0 +1,109 @@
+"""Score offline capture on the labelled transcripts: precision, recall, proposals when quiet.
+
+Run ``python benchmarks/capture/run.py``. Each transcript under ``transcripts/<agent>/`` goes
+through ``engram.agents.inbox.capture_transcript``, the entry point the stop, subagent-stop,
+pre-compact and session-end hooks call, into a scratch store (one per agent, made with
+``Engram.init`` in a temporary git repository), exactly as a hook would. The proposals are
+then held to ``labels.json`` (written by hand before the extractor ran): a proposal answers a
+label when its kind is one of the label's kinds and it names one of the label's files or
+contains one of its words; each label is answered once. Printed, per agent and overall:
+
+- precision: proposals that answer a label / all proposals;
+- recall: labels answered / all labels;
+- proposals per uneventful session (sessions with no label; the aim is none);
+- proposed again: what a second capture of every transcript saves anew (the aim is none: a
+  hook fires at every stop and reads the whole transcript again).
+
+``--show`` prints every proposal with the label it answered, if any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+from engram.agents.inbox import capture_transcript  # noqa: E402
+from engram.service import Engram  # noqa: E402
+
+AGENTS = ("claude-code", "codex", "gemini-cli")
+CWD = "/home/dev/work/app"  # the folder the scripted sessions ran in (make.py)
+
+
+def answers(record: dict[str, Any], label: dict[str, Any]) -> bool:
+    """Tell whether a proposed memory answers a hand-written label."""
+    if record.get("kind") not in label["kinds"]:
+        return False
+    files = set(record.get("files") or [])
+    if files & set(label["files"]):
+        return True
+    text = f"{record.get('title', '')}\n{record.get('content', '')}".lower()
+    return any(word.lower() in text for word in label["words"])
+
+
+def score(agent: str, labels: dict[str, list[dict[str, Any]]], show: bool) -> dict[str, int]:
+    tally = {"proposals": 0, "right": 0, "labels": 0, "found": 0, "quiet": 0, "quiet_props": 0,
+             "again": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "app"
+        root.mkdir()
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        engram, _ = Engram.init(root, "app")
+        with engram:
+            for path in sorted((HERE / "transcripts" / agent).glob("*.jsonl")):
+                wanted = labels[path.stem]
+                got = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
+                records = [engram.get(item.id) for item in got.proposed]
+                open_labels = list(wanted)
+                tally["proposals"] += len(records)
+                tally["labels"] += len(wanted)
+                if not wanted:
+                    tally["quiet"] += 1
+                    tally["quiet_props"] += len(records)
+                for record in records:
+                    hit = next((lab for lab in open_labels if answers(record, lab)), None)
+                    if hit is not None:
+                        open_labels.remove(hit)
+                        tally["right"] += 1
+                    if show:
+                        mark = f"answers: {hit['note']}" if hit else "NO LABEL"
+                        print(f"  {agent} {path.stem}: {record['kind']} {record['title']!r} "
+                              f"{record.get('files')} -> {mark}")
+                if show:
+                    for label in open_labels:
+                        print(f"  {agent} {path.stem}: MISSED {label['note']}")
+                tally["found"] += len(wanted) - len(open_labels)
+            for path in sorted((HERE / "transcripts" / agent).glob("*.jsonl")):
+                again = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
+                tally["again"] += len(again.proposed)
+    return tally
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--show", action="store_true", help="print every proposal")
+    args = parser.parse_args(argv)
+    labels = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))["sessions"]
+    rows = {agent: score(agent, labels, args.show) for agent in AGENTS}
+    total = {key: sum(row[key] for row in rows.values()) for key in next(iter(rows.values()))}
+    print(f"{'agent':<12} {'sessions':>8} {'proposals':>9} {'precision':>9} {'recall':>7} "
+          f"{'per quiet':>9} {'again':>5}")
+    for name, row in [*rows.items(), ("all", total)]:
+        sessions = len(list((HERE / "transcripts").glob(f"{'*' if name == 'all' else name}/*")))
+        precision = row["right"] / row["proposals"] if row["proposals"] else 1.0
+        recall = row["found"] / row["labels"] if row["labels"] else 1.0
+        quiet = row["quiet_props"] / row["quiet"] if row["quiet"] else 0.0
+        print(f"{name:<12} {sessions:>8} {row['proposals']:>9} {precision:>9.2f} {recall:>7.2f} "
+              f"{quiet:>9.2f} {row['again']:>5}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
