@@ -132,32 +132,68 @@ def claude(name: str, steps: list[Step]) -> list[dict[str, Any]]:
             _, command, code, output = step
             if code:
                 result = f"Exit code {code}\n{output}"
-                tool("Bash", {"command": command, "description": "Run"}, result, True,
-                     f"Error: {result}")
+                tool(
+                    "Bash",
+                    {"command": command, "description": "Run"},
+                    result,
+                    True,
+                    f"Error: {result}",
+                )
             else:
                 extra = {"stdout": output, "stderr": "", "interrupted": False, "isImage": False}
                 tool("Bash", {"command": command, "description": "Run"}, output, False, extra)
         elif step[0] == "read":
             _, path, content = step
-            extra = {"type": "text", "file": {"filePath": full(path), "content": content,
-                                              "numLines": content.count("\n"), "startLine": 1,
-                                              "totalLines": content.count("\n")}}
+            extra = {
+                "type": "text",
+                "file": {
+                    "filePath": full(path),
+                    "content": content,
+                    "numLines": content.count("\n"),
+                    "startLine": 1,
+                    "totalLines": content.count("\n"),
+                },
+            }
             tool("Read", {"file_path": full(path)}, numbered(content), False, extra)
         elif step[0] == "edit":
             _, path, old, new = step
-            extra = {"filePath": full(path), "oldString": old, "newString": new,
-                     "originalFile": None, "structuredPatch": [], "userModified": False,
-                     "replaceAll": False}
-            tool("Edit", {"file_path": full(path), "old_string": old, "new_string": new,
-                          "replace_all": False},
-                 f"The file {full(path)} has been updated. Here's the result of running `cat -n` "
-                 f"on a snippet of the edited file:\n{numbered(new)}", False, extra)
+            extra = {
+                "filePath": full(path),
+                "oldString": old,
+                "newString": new,
+                "originalFile": None,
+                "structuredPatch": [],
+                "userModified": False,
+                "replaceAll": False,
+            }
+            tool(
+                "Edit",
+                {
+                    "file_path": full(path),
+                    "old_string": old,
+                    "new_string": new,
+                    "replace_all": False,
+                },
+                f"The file {full(path)} has been updated. Here's the result of running `cat -n` "
+                f"on a snippet of the edited file:\n{numbered(new)}",
+                False,
+                extra,
+            )
         elif step[0] == "write":
             _, path, content = step
-            extra = {"type": "create", "filePath": full(path), "content": content,
-                     "structuredPatch": []}
-            tool("Write", {"file_path": full(path), "content": content},
-                 f"File created successfully at: {full(path)}", False, extra)
+            extra = {
+                "type": "create",
+                "filePath": full(path),
+                "content": content,
+                "structuredPatch": [],
+            }
+            tool(
+                "Write",
+                {"file_path": full(path), "content": content},
+                f"File created successfully at: {full(path)}",
+                False,
+                extra,
+            )
     return lines
 
 
@@ -181,41 +217,86 @@ def codex(name: str, steps: list[Step]) -> list[dict[str, Any]]:
     def line(kind: str, payload: dict[str, Any]) -> None:
         lines.append({"timestamp": clock.tick(), "type": kind, "payload": payload})
 
-    line("session_meta", {"id": session, "timestamp": clock.tick(), "cwd": CWD,
-                          "originator": "codex_cli_rs", "cli_version": "0.171.0",
-                          "instructions": None, "source": "cli", "model_provider": "openai",
-                          "git": {"commit_hash": "9f1c2e7", "branch": "main"}})
+    line(
+        "session_meta",
+        {
+            "id": session,
+            "timestamp": clock.tick(),
+            "cwd": CWD,
+            "originator": "codex_cli_rs",
+            "cli_version": "0.171.0",
+            "instructions": None,
+            "source": "cli",
+            "model_provider": "openai",
+            "git": {"commit_hash": "9f1c2e7", "branch": "main"},
+        },
+    )
     for step in steps:
         if step[0] == "user":
-            line("turn_context", {"cwd": CWD, "approval_policy": "on-request",
-                                  "sandbox_policy": {"type": "workspace-write"},
-                                  "model": "gpt-5.1-codex", "summary": "auto"})
-            line("response_item", {"type": "message", "role": "user",
-                                   "content": [{"type": "input_text", "text": step[1]}]})
+            line(
+                "turn_context",
+                {
+                    "cwd": CWD,
+                    "approval_policy": "on-request",
+                    "sandbox_policy": {"type": "workspace-write"},
+                    "model": "gpt-5.1-codex",
+                    "summary": "auto",
+                },
+            )
+            line(
+                "response_item",
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": step[1]}],
+                },
+            )
             line("event_msg", {"type": "user_message", "message": step[1], "images": []})
         elif step[0] == "say":
             line("event_msg", {"type": "agent_message", "message": step[1]})
-            line("response_item", {"type": "message", "role": "assistant",
-                                   "content": [{"type": "output_text", "text": step[1]}]})
+            line(
+                "response_item",
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": step[1]}],
+                },
+            )
         elif step[0] in ("run", "read"):
             if step[0] == "run":
                 _, command, code, output = step
             else:
                 command, code, output = f"sed -n '1,200p' {step[1]}", 0, step[2]
             call = "call_" + next(make).replace("-", "")[:22]
-            line("response_item", {"type": "function_call", "name": "exec_command",
-                                   "arguments": json.dumps({"cmd": command, "workdir": CWD}),
-                                   "call_id": call})
-            line("event_msg", {"type": "exec_command_end", "call_id": call,
-                               "command": ["/bin/bash", "-lc", command], "cwd": CWD,
-                               "exit_code": code, "aggregated_output": output,
-                               "stdout": output, "stderr": "", "duration": {"secs": 0,
-                                                                            "nanos": 400000000},
-                               "formatted_output": output})
-            text = (f"Chunk ID: {call[-6:]}\nWall time: 0.4012 seconds\nProcess exited with code "
-                    f"{code}\nOriginal token count: {len(output) // 4}\nOutput:\n{output}")
-            line("response_item", {"type": "function_call_output", "call_id": call,
-                                   "output": text})
+            line(
+                "response_item",
+                {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "arguments": json.dumps({"cmd": command, "workdir": CWD}),
+                    "call_id": call,
+                },
+            )
+            line(
+                "event_msg",
+                {
+                    "type": "exec_command_end",
+                    "call_id": call,
+                    "command": ["/bin/bash", "-lc", command],
+                    "cwd": CWD,
+                    "exit_code": code,
+                    "aggregated_output": output,
+                    "stdout": output,
+                    "stderr": "",
+                    "duration": {"secs": 0, "nanos": 400000000},
+                    "formatted_output": output,
+                },
+            )
+            text = (
+                f"Chunk ID: {call[-6:]}\nWall time: 0.4012 seconds\nProcess exited with code "
+                f"{code}\nOriginal token count: {len(output) // 4}\nOutput:\n{output}"
+            )
+            line("response_item", {"type": "function_call_output", "call_id": call, "output": text})
         elif step[0] in ("edit", "write"):
             if step[0] == "edit":
                 _, path, old, new = step
@@ -224,15 +305,34 @@ def codex(name: str, steps: list[Step]) -> list[dict[str, Any]]:
                 _, path, new = step
                 patch = patch_of(path, "", new, add=True)
             call = "call_" + next(make).replace("-", "")[:22]
-            line("response_item", {"type": "custom_tool_call", "status": "completed",
-                                   "call_id": call, "name": "apply_patch", "input": patch})
-            line("event_msg", {"type": "patch_apply_end", "call_id": call, "success": True,
-                               "stdout": f"Success. Updated the following files:\nM {path}\n",
-                               "stderr": ""})
-            out = {"output": f"Success. Updated the following files:\nM {path}\n",
-                   "metadata": {"exit_code": 0, "duration_seconds": 0.0}}
-            line("response_item", {"type": "custom_tool_call_output", "call_id": call,
-                                   "output": json.dumps(out)})
+            line(
+                "response_item",
+                {
+                    "type": "custom_tool_call",
+                    "status": "completed",
+                    "call_id": call,
+                    "name": "apply_patch",
+                    "input": patch,
+                },
+            )
+            line(
+                "event_msg",
+                {
+                    "type": "patch_apply_end",
+                    "call_id": call,
+                    "success": True,
+                    "stdout": f"Success. Updated the following files:\nM {path}\n",
+                    "stderr": "",
+                },
+            )
+            out = {
+                "output": f"Success. Updated the following files:\nM {path}\n",
+                "metadata": {"exit_code": 0, "duration_seconds": 0.0},
+            }
+            line(
+                "response_item",
+                {"type": "custom_tool_call_output", "call_id": call, "output": json.dumps(out)},
+            )
     return lines
 
 
@@ -243,59 +343,117 @@ def gemini(name: str, steps: list[Step]) -> list[dict[str, Any]]:
     clock, make = Clock(name), ids(name, "gemini-cli")
     session = next(make)
     start = clock.tick()
-    lines: list[dict[str, Any]] = [{
-        "sessionId": session,
-        "projectHash": hashlib.sha256(CWD.encode()).hexdigest(),
-        "startTime": start,
-        "lastUpdated": start,
-        "kind": "main",
-    }]
+    lines: list[dict[str, Any]] = [
+        {
+            "sessionId": session,
+            "projectHash": hashlib.sha256(CWD.encode()).hexdigest(),
+            "startTime": start,
+            "lastUpdated": start,
+            "kind": "main",
+        }
+    ]
 
     def call(tool: str, args: dict[str, Any], output: str, display: str) -> None:
         cid = f"{tool}-{next(make)[:13]}"
         stamp = clock.tick()
-        lines.append({
-            "id": next(make), "timestamp": stamp, "type": "gemini", "content": "",
-            "toolCalls": [{
-                "id": cid, "name": tool, "args": args,
-                "result": [{"functionResponse": {"id": cid, "name": tool,
-                                                 "response": {"output": output}}}],
-                "status": "success", "timestamp": stamp, "resultDisplay": display,
-                "displayName": tool, "description": "", "renderOutputAsMarkdown": False,
-            }],
-            "thoughts": [], "model": "gemini-3-pro",
-        })
+        lines.append(
+            {
+                "id": next(make),
+                "timestamp": stamp,
+                "type": "gemini",
+                "content": "",
+                "toolCalls": [
+                    {
+                        "id": cid,
+                        "name": tool,
+                        "args": args,
+                        "result": [
+                            {
+                                "functionResponse": {
+                                    "id": cid,
+                                    "name": tool,
+                                    "response": {"output": output},
+                                }
+                            }
+                        ],
+                        "status": "success",
+                        "timestamp": stamp,
+                        "resultDisplay": display,
+                        "displayName": tool,
+                        "description": "",
+                        "renderOutputAsMarkdown": False,
+                    }
+                ],
+                "thoughts": [],
+                "model": "gemini-3-pro",
+            }
+        )
         lines.append({"$set": {"lastUpdated": stamp}})
 
     for step in steps:
         if step[0] == "user":
-            lines.append({"id": next(make), "timestamp": clock.tick(), "type": "user",
-                          "content": [{"text": step[1]}]})
+            lines.append(
+                {
+                    "id": next(make),
+                    "timestamp": clock.tick(),
+                    "type": "user",
+                    "content": [{"text": step[1]}],
+                }
+            )
         elif step[0] == "say":
-            lines.append({"id": next(make), "timestamp": clock.tick(), "type": "gemini",
-                          "content": step[1], "thoughts": [],
-                          "tokens": {"input": 2100, "output": 60, "cached": 0, "thoughts": 0,
-                                     "tool": 0, "total": 2160},
-                          "model": "gemini-3-pro"})
+            lines.append(
+                {
+                    "id": next(make),
+                    "timestamp": clock.tick(),
+                    "type": "gemini",
+                    "content": step[1],
+                    "thoughts": [],
+                    "tokens": {
+                        "input": 2100,
+                        "output": 60,
+                        "cached": 0,
+                        "thoughts": 0,
+                        "tool": 0,
+                        "total": 2160,
+                    },
+                    "model": "gemini-3-pro",
+                }
+            )
         elif step[0] == "run":
             _, command, code, output = step
             text = f"Output: {output or '(empty)'}"
             if code:
                 text += f"\nExit Code: {code}"
             text += "\nProcess Group PGID: 48213"
-            call("run_shell_command", {"command": command, "description": "Run"}, text,
-                 output if not code else f"{output}\nExit Code: {code}")
+            call(
+                "run_shell_command",
+                {"command": command, "description": "Run"},
+                text,
+                output if not code else f"{output}\nExit Code: {code}",
+            )
         elif step[0] == "read":
             call("read_file", {"file_path": full(step[1])}, step[2], "")
         elif step[0] == "edit":
             _, path, old, new = step
-            call("replace", {"file_path": full(path), "old_string": old, "new_string": new,
-                             "instruction": "Apply the change"},
-                 f"Successfully modified file: {full(path)} (1 replacements).", "")
+            call(
+                "replace",
+                {
+                    "file_path": full(path),
+                    "old_string": old,
+                    "new_string": new,
+                    "instruction": "Apply the change",
+                },
+                f"Successfully modified file: {full(path)} (1 replacements).",
+                "",
+            )
         elif step[0] == "write":
             _, path, content = step
-            call("write_file", {"file_path": full(path), "content": content},
-                 f"Successfully created and wrote to new file: {full(path)}.", "")
+            call(
+                "write_file",
+                {"file_path": full(path), "content": content},
+                f"Successfully created and wrote to new file: {full(path)}.",
+                "",
+            )
     return lines
 
 

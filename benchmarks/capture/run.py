@@ -49,8 +49,15 @@ def answers(record: dict[str, Any], label: dict[str, Any]) -> bool:
 
 
 def score(agent: str, labels: dict[str, list[dict[str, Any]]], show: bool) -> dict[str, int]:
-    tally = {"proposals": 0, "right": 0, "labels": 0, "found": 0, "quiet": 0, "quiet_props": 0,
-             "again": 0}
+    tally = {
+        "proposals": 0,
+        "right": 0,
+        "labels": 0,
+        "found": 0,
+        "quiet": 0,
+        "quiet_props": 0,
+        "again": 0,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "app"
         root.mkdir()
@@ -74,8 +81,10 @@ def score(agent: str, labels: dict[str, list[dict[str, Any]]], show: bool) -> di
                         tally["right"] += 1
                     if show:
                         mark = f"answers: {hit['note']}" if hit else "NO LABEL"
-                        print(f"  {agent} {path.stem}: {record['kind']} {record['title']!r} "
-                              f"{record.get('files')} -> {mark}")
+                        print(
+                            f"  {agent} {path.stem}: {record['kind']} {record['title']!r} "
+                            f"{record.get('files')} -> {mark}"
+                        )
                 if show:
                     for label in open_labels:
                         print(f"  {agent} {path.stem}: MISSED {label['note']}")
@@ -93,15 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     labels = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))["sessions"]
     rows = {agent: score(agent, labels, args.show) for agent in AGENTS}
     total = {key: sum(row[key] for row in rows.values()) for key in next(iter(rows.values()))}
-    print(f"{'agent':<12} {'sessions':>8} {'proposals':>9} {'precision':>9} {'recall':>7} "
-          f"{'per quiet':>9} {'again':>5}")
+    print(
+        f"{'agent':<12} {'sessions':>8} {'proposals':>9} {'precision':>9} {'recall':>7} "
+        f"{'per quiet':>9} {'again':>5}"
+    )
     for name, row in [*rows.items(), ("all", total)]:
         sessions = len(list((HERE / "transcripts").glob(f"{'*' if name == 'all' else name}/*")))
         precision = row["right"] / row["proposals"] if row["proposals"] else 1.0
         recall = row["found"] / row["labels"] if row["labels"] else 1.0
         quiet = row["quiet_props"] / row["quiet"] if row["quiet"] else 0.0
-        print(f"{name:<12} {sessions:>8} {row['proposals']:>9} {precision:>9.2f} {recall:>7.2f} "
-              f"{quiet:>9.2f} {row['again']:>5}")
+        print(
+            f"{name:<12} {sessions:>8} {row['proposals']:>9} {precision:>9.2f} {recall:>7.2f} "
+            f"{quiet:>9.2f} {row['again']:>5}"
+        )
     return 0
 
 

@@ -28,7 +28,7 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "run",
             "python -m pytest -q tests/test_dates.py",
             1,
-            "F..\n=================================== FAILURES ===================================\n"
+            "F..\n=========================== FAILURES ===========================\n"
             "____________________________ test_parse_iso_utc ____________________________\n"
             "    def test_parse_iso_utc():\n"
             ">       assert parse_when('2024-01-05T10:00:00Z').tzinfo is not None\n"
@@ -82,8 +82,11 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "  const prices = (cart.items ?? []).map((i) => i.price * i.qty);\n",
         ),
         ("run", "npm test", 0, " Test Files  1 passed (1)\n      Tests  12 passed (12)"),
-        ("say", "An empty cart has no `items` array after the refactor; `cartTotal` now treats it "
-         "as empty. All 12 tests pass."),
+        (
+            "say",
+            "An empty cart has no `items` array after the refactor; `cartTotal` now treats it "
+            "as empty. All 12 tests pass.",
+        ),
     ],
     "bugfix-config-timeout": [
         ("user", "go test fails in config, please look"),
@@ -110,7 +113,7 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
         (
             "write",
             "config/defaults.go",
-            "package config\n\nimport \"time\"\n\n// Defaults is what Load starts from: a "
+            'package config\n\nimport "time"\n\n// Defaults is what Load starts from: a '
             "missing key keeps its default.\nfunc Defaults() Config {\n\treturn Config{Timeout: 30 "
             "* time.Second}\n}\n",
         ),
@@ -120,8 +123,11 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             0,
             "ok  \texample.com/relay/config\t0.005s\nok  \texample.com/relay/server\t0.020s",
         ),
-        ("say", "Load decoded into a zero Config, so a file without `timeout` gave 0s. It now "
-         "starts from `Defaults()` (new config/defaults.go)."),
+        (
+            "say",
+            "Load decoded into a zero Config, so a file without `timeout` gave 0s. It now "
+            "starts from `Defaults()` (new config/defaults.go).",
+        ),
     ],
     "revert-loader-cache": [
         ("user", "the loader is slow, can you speed it up?"),
@@ -145,8 +151,11 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "def load(path):\n",
         ),
         ("run", "python -m pytest -q", 0, "31 passed in 0.58s"),
-        ("say", "Caching `load` broke reloading (a changed file must be read again), so I took "
-         "the cache out. The slowness is elsewhere: parsing, not reading."),
+        (
+            "say",
+            "Caching `load` broke reloading (a changed file must be read again), so I took "
+            "the cache out. The slowness is elsewhere: parsing, not reading.",
+        ),
     ],
     "revert-makefile-xdist": [
         ("user", "make the test target run in parallel"),
@@ -171,8 +180,11 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "\tpython -m pytest -q\n",
         ),
         ("run", "make test", 0, "python -m pytest -q\n88 passed in 3.10s"),
-        ("say", "`-n auto` needs pytest-xdist, which is not a dependency here, so I restored the "
-         "target. Add pytest-xdist to the dev dependencies first if you want parallel runs."),
+        (
+            "say",
+            "`-n auto` needs pytest-xdist, which is not a dependency here, so I restored the "
+            "target. Add pytest-xdist to the dev dependencies first if you want parallel runs.",
+        ),
     ],
     "correction-print-logging": [
         ("user", "add some logging to the sync job so we can see what it does"),
@@ -194,22 +206,34 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "        print(f'syncing batch {batch.id}')\n",
             "        log.info('sync.batch', batch_id=batch.id)\n",
         ),
-        ("say", "Switched to `log.info('sync.batch', batch_id=...)` with the module's structlog "
-         "logger."),
+        (
+            "say",
+            "Switched to `log.info('sync.batch', batch_id=...)` with the module's structlog "
+            "logger.",
+        ),
     ],
     "correction-never-main": [
         ("user", "commit the docs fix and push it"),
-        ("run", "git add docs/install.md && git commit -m 'docs: fix install steps'", 0,
-         "[main 4f2a9c1] docs: fix install steps\n 1 file changed, 3 insertions(+), 1 deletion(-)"),
+        (
+            "run",
+            "git add docs/install.md && git commit -m 'docs: fix install steps'",
+            0,
+            "[main 4f2a9c1] docs: fix install steps\n"
+            " 1 file changed, 3 insertions(+), 1 deletion(-)",
+        ),
         ("say", "Committed. Pushing to origin main now."),
         (
             "user",
             "wait, we never push straight to main here. Push a branch and open a pull request "
             "instead; main is protected and only changes through reviewed PRs.",
         ),
-        ("run", "git switch -c docs/install-steps && git push -u origin docs/install-steps", 0,
-         "Switched to a new branch 'docs/install-steps'\nbranch 'docs/install-steps' set up to "
-         "track 'origin/docs/install-steps'."),
+        (
+            "run",
+            "git switch -c docs/install-steps && git push -u origin docs/install-steps",
+            0,
+            "Switched to a new branch 'docs/install-steps'\nbranch 'docs/install-steps' set up to "
+            "track 'origin/docs/install-steps'.",
+        ),
         ("say", "Pushed `docs/install-steps`; open the pull request from there."),
     ],
     "correction-no-db-mocks": [
@@ -261,11 +285,14 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
             "read",
             "src/scheduler.py",
             "class Scheduler:\n    def __init__(self, clock):\n        self.clock = clock\n"
-            "        self.jobs = []\n\n    def every(self, seconds, job):\n        self.jobs.append("
-            "(seconds, job))\n",
+            "        self.jobs = []\n\n    def every(self, seconds, job):\n"
+            "        self.jobs.append((seconds, job))\n",
         ),
-        ("say", "`Scheduler` keeps a list of (interval, job) pairs and runs each job when its "
-         "interval has passed on the injected clock; `every` registers one."),
+        (
+            "say",
+            "`Scheduler` keeps a list of (interval, job) pairs and runs each job when its "
+            "interval has passed on the injected clock; `every` registers one.",
+        ),
     ],
     "quiet-tests-pass": [
         ("user", "run the tests please"),
@@ -274,43 +301,69 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
     ],
     "quiet-rename": [
         ("user", "rename the variable x to total in report.py"),
-        ("edit", "src/report.py", "    x = sum(row.amount for row in rows)\n    return x\n",
-         "    total = sum(row.amount for row in rows)\n    return total\n"),
+        (
+            "edit",
+            "src/report.py",
+            "    x = sum(row.amount for row in rows)\n    return x\n",
+            "    total = sum(row.amount for row in rows)\n    return total\n",
+        ),
         ("run", "python -m pytest -q tests/test_report.py", 0, "5 passed in 0.08s"),
         ("say", "Renamed `x` to `total`; the report tests pass."),
     ],
     "quiet-lint-missing": [
         ("user", "can you lint the project?"),
-        ("run", "make lint", 2, "ruff check .\nmake: ruff: No such file or directory\n"
-         "make: *** [Makefile:7: lint] Error 127"),
-        ("say", "`ruff` is not installed in this environment, so `make lint` cannot run. Want me "
-         "to install it?"),
+        (
+            "run",
+            "make lint",
+            2,
+            "ruff check .\nmake: ruff: No such file or directory\n"
+            "make: *** [Makefile:7: lint] Error 127",
+        ),
+        (
+            "say",
+            "`ruff` is not installed in this environment, so `make lint` cannot run. Want me "
+            "to install it?",
+        ),
         ("user", "no, that's all for today, thanks"),
         ("say", "OK."),
     ],
     "quiet-flaky-rerun": [
         ("user", "check that the client tests pass"),
-        ("run", "python -m pytest -q tests/test_client.py", 1,
-         "FAILED tests/test_client.py::test_stream - ConnectionResetError: [Errno 104] "
-         "Connection reset by peer\n1 failed, 8 passed in 2.31s"),
+        (
+            "run",
+            "python -m pytest -q tests/test_client.py",
+            1,
+            "FAILED tests/test_client.py::test_stream - ConnectionResetError: [Errno 104] "
+            "Connection reset by peer\n1 failed, 8 passed in 2.31s",
+        ),
         ("run", "python -m pytest -q tests/test_client.py", 0, "9 passed in 2.05s"),
         ("say", "They pass; the first run hit a connection reset from the local test server."),
     ],
     "quiet-missing-module": [
         ("user", "run the config tests"),
-        ("run", "python -m pytest -q tests/test_config.py", 2,
-         "ImportError while importing test module 'tests/test_config.py'.\n"
-         "E   ModuleNotFoundError: No module named 'yaml'\n1 error in 0.10s"),
+        (
+            "run",
+            "python -m pytest -q tests/test_config.py",
+            2,
+            "ImportError while importing test module 'tests/test_config.py'.\n"
+            "E   ModuleNotFoundError: No module named 'yaml'\n1 error in 0.10s",
+        ),
         ("run", "python -m pip install pyyaml", 0, "Successfully installed PyYAML-6.0.2"),
         ("run", "python -m pytest -q tests/test_config.py", 0, "7 passed in 0.12s"),
-        ("say", "PyYAML was missing from this virtualenv; after installing it the 7 config tests "
-         "pass."),
+        (
+            "say",
+            "PyYAML was missing from this virtualenv; after installing it the 7 config tests pass.",
+        ),
     ],
     "mixed-bugfix-and-correction": [
         ("user", "price parsing crashes on '1,50' from the German shop"),
-        ("run", "python -m pytest -q tests/test_price.py", 1,
-         "FAILED tests/test_price.py::test_comma_decimal - decimal.InvalidOperation: "
-         "[<class 'decimal.ConversionSyntax'>]\n1 failed, 6 passed in 0.07s"),
+        (
+            "run",
+            "python -m pytest -q tests/test_price.py",
+            1,
+            "FAILED tests/test_price.py::test_comma_decimal - decimal.InvalidOperation: "
+            "[<class 'decimal.ConversionSyntax'>]\n1 failed, 6 passed in 0.07s",
+        ),
         (
             "edit",
             "src/price.py",

@@ -37,7 +37,9 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
         if spec.action == "capture":
             return _capture(here, spec, event)
         if spec.action == "end" and event.session_id:
+            notice = _capture(here, spec, event)  # the session's last stretch, then its end
             session.end(here, event.session_id)
+            return notice
         return ""
 
 
@@ -81,11 +83,6 @@ def _check(here: Project, spec: HookSpec, event: Event) -> str:
 
 
 def _capture(here: Project, spec: HookSpec, event: Event) -> str:
-    from engram.agents import session
+    from engram.agents.inbox import capture_hook
 
-    if event.nested or not event.message:
-        return ""
-    capture = session.capture(
-        here, event.message, session_id=event.session_id or None, source=f"hook:{spec.agent}"
-    )
-    return reply.notice_output(reply.capture_notice(capture))
+    return reply.notice_output(capture_hook(here, spec.agent, event))

@@ -14,9 +14,10 @@ or merges them, one by one or all at once. ``nudge`` is the prompt hook's remind
 ``remember`` exists, for a session that has edited files for a while and saved nothing.
 
 A person's own model command (``capture.polish_command`` in ENGRAM_HOME's config, or
-``ENGRAM_CAPTURE_POLISH``; never the committed config: ``engram.config.USER_ONLY``) may rewrite a proposal's title and
-content: it gets the proposal as JSON on stdin and answers JSON ``{"title", "content"}``
-within ``POLISH_SECONDS``; anything else keeps the proposal as it was.
+``ENGRAM_CAPTURE_POLISH``; never the committed config: ``engram.config.USER_ONLY``) may
+rewrite a proposal's title and content: it gets the proposal as JSON on stdin and answers
+JSON ``{"title", "content"}`` within ``POLISH_SECONDS``; anything else keeps the proposal as
+it was.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from engram.model import Record, normalize_content, now
 from engram.project.memories import remember, update
 
 if TYPE_CHECKING:
+    from engram.agents.payload import Event
     from engram.agents.proposals import Proposal
+    from engram.agents.transcript import Transcript
     from engram.project import Project
 
 __all__ = [
@@ -42,10 +45,14 @@ __all__ = [
     "NUDGE",
     "Captured",
     "Review",
+    "capture_hook",
+    "capture_notice",
     "capture_transcript",
+    "locate_transcript",
     "nudge",
     "proposed_label",
     "review",
+    "save_proposals",
 ]
 
 CAPTURE_SOURCE: Final = "capture:"
@@ -114,12 +121,79 @@ def capture_transcript(
     cwd: str = "",
 ) -> Captured:
     """Propose memories from an agent's transcript; save the new ones as ``proposed``."""
-    from engram.agents.proposals import propose
     from engram.agents.transcript import read_transcript
 
     transcript = read_transcript(path, agent)
     transcript.cwd = transcript.cwd or cwd
+    return save_proposals(here, transcript, session_id=session_id)
+
+
+def capture_hook(here: Project, agent: str, event: Event) -> str:
+    """Capture at a stop, subagent stop, compaction or session end; return the person's notice.
+
+    The transcript is the payload's (``transcript_path``, a subagent's own when given), else
+    the agent's own file for the session (``locate_transcript``); without one, the last
+    answer's "Key Learnings" are all there is to read. Every proposal is saved ``proposed``.
+    """
+    from engram.agents.transcript import Step, Transcript
+
+    if event.nested:
+        return ""
+    path = event.transcript or locate_transcript(agent, event.session_id)
+    if path and os.path.isfile(path):
+        captured = capture_transcript(
+            here, path, agent=agent, session_id=event.session_id or None, cwd=event.cwd
+        )
+    elif event.message:
+        said = Transcript(agent, "", event.session_id, event.cwd, [Step("say", 0, event.message)])
+        captured = save_proposals(here, said, session_id=event.session_id or None)
+    else:
+        return ""
+    return capture_notice(captured)
+
+
+def capture_notice(captured: Captured) -> str:
+    """Return the line telling the person what a capture proposed ('' when nothing new)."""
+    if not captured.proposed:
+        return ""
+    titles = "; ".join(item.title[:60] for item in captured.proposed[:3])
+    more = f" and {len(captured.proposed) - 3} more" if len(captured.proposed) > 3 else ""
+    count = len(captured.proposed)
+    noun = "memory" if count == 1 else "memories"
+    return f"engram proposed {count} {noun} for review (engram review): {titles}{more}"
+
+
+def locate_transcript(agent: str, session_id: str) -> str:
+    """Return the agent's own transcript file of a session ('' when none is found).
+
+    Codex keeps ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<session>.jsonl`` (default
+    ``~/.codex``), Gemini CLI ``~/.gemini/tmp/<project-hash>/chats/session-<time>-<first 8 of
+    the session>.jsonl``; the newest match wins.
+    """
+    import glob
+
+    if not session_id or not all(c.isalnum() or c in "-_" for c in session_id):
+        return ""
+    if agent == "codex":
+        home = os.environ.get("CODEX_HOME") or os.path.expanduser("~/.codex")
+        pattern = os.path.join(home, "sessions", "*", "*", "*", f"rollout-*-{session_id}.jsonl")
+    elif agent == "gemini-cli":
+        home = os.path.expanduser("~/.gemini")
+        pattern = os.path.join(home, "tmp", "*", "chats", f"session-*-{session_id[:8]}.json*")
+    else:
+        return ""
+    found = sorted(glob.glob(pattern), key=os.path.getmtime)
+    return found[-1] if found else ""
+
+
+def save_proposals(
+    here: Project, transcript: Transcript, *, session_id: str | None = None
+) -> Captured:
+    """Propose memories from a transcript read; save the new ones as ``proposed``."""
+    from engram.agents.proposals import propose
+
     sid = session_id or transcript.session_id
+    path = transcript.path
     out = Captured(transcript.agent, sid, path, notes=list(transcript.notes))
     proposals = propose(transcript, str(here.root))
     if not proposals:
@@ -139,7 +213,7 @@ def capture_transcript(
             proposal.content,
             kind=proposal.kind,
             tags=["capture"],
-            files=_in_repo(here, proposal.files),
+            files=_in_repo(proposal.files),
             status="proposed",
             source=f"{CAPTURE_SOURCE}{transcript.agent}",
             session_id=_session(sid),
@@ -178,7 +252,7 @@ def _session(sid: str) -> str | None:
         return None  # an agent's id engram cannot keep as a session id: the capture says it
 
 
-def _in_repo(here: Project, files: list[str]) -> list[str]:
+def _in_repo(files: list[str]) -> list[str]:
     """Return the files that are inside this repository (a proposal may name others)."""
     out = []
     for path in files:
@@ -231,11 +305,15 @@ def _polisher(here: Project) -> list[str] | None:
 def _polish(command: list[str], proposal: Proposal, notes: list[str]) -> None:
     """Let the person's model command rewrite a proposal's title and content, or leave it."""
     data = json.dumps(
-        {"kind": proposal.kind, "title": proposal.title, "content": proposal.content,
-         "files": proposal.files}
+        {
+            "kind": proposal.kind,
+            "title": proposal.title,
+            "content": proposal.content,
+            "files": proposal.files,
+        }
     )
     try:
-        done = subprocess.run(  # noqa: S603 - the person's own command, from their settings
+        done = subprocess.run(  # the person's own command, from their own settings
             command,
             input=data,
             capture_output=True,
@@ -293,9 +371,7 @@ def inbox(here: Project) -> list[Record]:
     """Return the proposed memories waiting for review, oldest first (ADRs' own left out)."""
     hits = here.recall("", statuses="proposed", limit=INBOX_LIMIT)
     records = [
-        hit.record
-        for hit in hits
-        if not str(hit.record.get("source") or "").startswith("adr:")
+        hit.record for hit in hits if not str(hit.record.get("source") or "").startswith("adr:")
     ]
     records.sort(key=lambda r: (str(r.get("created_at") or ""), str(r.get("id"))))
     return records

@@ -47,7 +47,7 @@ class PayloadError(ValueError):
 class Event:
     """One hook call: where, which session, and what it is about."""
 
-    __slots__ = ("cwd", "files", "message", "nested", "session_id")
+    __slots__ = ("cwd", "files", "message", "nested", "session_id", "transcript")
 
     def __init__(
         self,
@@ -57,12 +57,14 @@ class Event:
         files: tuple[str, ...] = (),  # as the agent sent them
         message: str = "",  # the agent's last answer (stop events)
         nested: bool = False,  # a stop hook already running for this stop (do nothing twice)
+        transcript: str = "",  # the session's transcript file (a subagent's own when given)
     ) -> None:
         self.cwd = cwd
         self.session_id = session_id
         self.files = files
         self.message = message
         self.nested = nested
+        self.transcript = transcript
 
 
 def parse(data: bytes) -> dict[str, Any]:
@@ -93,17 +95,18 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
     tool_input = payload.get("tool_input")
     files = files_of(tool_input) if isinstance(tool_input, Mapping) else []
     message = _text(payload.get("last_assistant_message")) or _text(payload.get("prompt_response"))
-    if not message and payload.get("hook_event_name") in ("Stop", "SubagentStop"):
-        transcript = _text(payload.get("agent_transcript_path")) or _text(
-            payload.get("transcript_path")
-        )
-        message = last_assistant_text(transcript) if transcript else ""
+    transcript = _text(payload.get("agent_transcript_path")) or _text(
+        payload.get("transcript_path")
+    )
+    if not message and payload.get("hook_event_name") in ("Stop", "SubagentStop") and transcript:
+        message = last_assistant_text(transcript)
     return Event(
         cwd=cwd,
         session_id=_text(payload.get("session_id")),
         files=tuple(files),
         message=message,
         nested=payload.get("stop_hook_active") is True,
+        transcript=transcript,
     )
 
 

@@ -185,7 +185,9 @@ def _bugfixes(steps: list[Step], undone: list[tuple[int, int]], rel: _Rel) -> li
     return out
 
 
-def _bugfix(steps: list[Step], failed: Step, edits: list[Step], passed: Step, rel: _Rel) -> Proposal:
+def _bugfix(
+    steps: list[Step], failed: Step, edits: list[Step], passed: Step, rel: _Rel
+) -> Proposal:
     files = list(dict.fromkeys(rel(edit.path) for edit in edits if edit.path))
     error = _error_line(failed.output)
     after = _said_after(steps, passed)
@@ -219,8 +221,9 @@ def _pitfall(steps: list[Step], pair: tuple[int, int], rel: _Rel) -> Proposal:
     what = novel[0][:LINE_CHARS] if novel else "a change"
     parts = [f"A change to {path} was made and undone in the same session:\n{_changes([first])}"]
     if failures:
-        parts.append(f"While it stood, `{failures[0].text}` failed with: "
-                     f"{_error_line(failures[0].output)}")
+        parts.append(
+            f"While it stood, `{failures[0].text}` failed with: {_error_line(failures[0].output)}"
+        )
     after = _said_after(steps, undo)
     if after:
         parts.append(f"The agent's note: {after}")
@@ -282,16 +285,14 @@ def _is_correction(text: str) -> bool:
     """Tell whether the person's words stop the agent or state a rule, with a rule word."""
     if len(text) < 12 or len(text) > 2000:
         return False
-    return bool(
-        (_STOPPING.match(text) or _PROJECT_RULE.search(text)) and _RULE_WORD.search(text)
-    )
+    return bool((_STOPPING.match(text) or _PROJECT_RULE.search(text)) and _RULE_WORD.search(text))
 
 
 def _rule_sentence(text: str) -> str:
     """Return the correction's words without the interjection, from its first rule sentence."""
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     start = next((n for n, s in enumerate(sentences) if _RULE_WORD.search(s)), 0)
-    rule = " ".join(sentences[start:start + 2])
+    rule = " ".join(sentences[start : start + 2])
     rule = re.sub(r"^(?:no|nope|wait|actually|hmm|ok)\s*[,.!:-]+\s*", "", rule, flags=re.I)
     return rule or text
 

@@ -243,9 +243,7 @@ def _claude_tool(name: str, tool_input: Mapping[str, Any], number: int) -> Itera
 def _claude_result(step: Step, block: Mapping[str, Any]) -> None:
     content = block.get("content")
     if isinstance(content, list):
-        content = "\n".join(
-            _str(part.get("text")) for part in content if isinstance(part, Mapping)
-        )
+        content = "\n".join(_str(part.get("text")) for part in content if isinstance(part, Mapping))
     text = _str(content)
     match = _CLAUDE_EXIT.match(text)
     if match:
@@ -344,7 +342,9 @@ def _codex_call(payload: Mapping[str, Any], number: int) -> Iterator[Step]:
 
 def _patch_steps(patch: str, number: int) -> Iterator[Step]:
     """Yield one edit per file of an apply_patch text: its removed and added lines."""
-    path, old, new, action = "", [], [], ""
+    path, action = "", ""
+    old: list[str] = []
+    new: list[str] = []
     for line in patch.splitlines():
         match = _PATCH_FILE.match(line)
         if match or line.startswith("*** End Patch"):
