@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from engram.agents.briefing import Briefing, StandingCache
     from engram.agents.check import Findings
     from engram.agents.hookspec import HookSpec
+    from engram.agents.inbox import Captured, Review
     from engram.agents.payload import Event
     from engram.agents.session import Capture, Session
     from engram.formats.goexport import GoExport
@@ -358,6 +359,41 @@ class Engram:
         return session.capture(
             self.here, text, session_id=session_id, project=project, source=source
         )
+
+    @in_project
+    def review(
+        self,
+        action: str = "list",
+        ids: Sequence[str] | None = None,
+        *,
+        every: bool = False,
+        title: str | None = None,
+        content: str | None = None,
+        into: str | None = None,
+        limit: int | None = None,
+    ) -> Review:
+        """List proposed memories (oldest first), or accept, reject or merge them."""
+        from engram.agents import inbox
+
+        return inbox.review(
+            self.here,
+            action,
+            list(ids or []),
+            every=every,
+            title=title,
+            content=content,
+            into=into,
+            limit=limit,
+        )
+
+    @in_project
+    def capture_transcript(
+        self, path: str, *, agent: str = "", session_id: str | None = None
+    ) -> Captured:
+        """Propose memories from an agent's transcript file; save the new ones as proposed."""
+        from engram.agents import inbox
+
+        return inbox.capture_transcript(self.here, path, agent=agent, session_id=session_id)
 
     def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> Timeline:
         """Return what happened before and after a memory, oldest first."""

@@ -117,3 +117,32 @@ CAPTURE = declare(
         result="Capture",
     )
 )
+
+REVIEW = declare(
+    Operation(
+        "review",
+        "List proposed memories (oldest first), or accept, reject or merge them.",
+        "The review inbox: memories proposed from sessions (status proposed, not reviewed). "
+        "action list shows them oldest first; accept (optionally with a new title or content), "
+        "reject (remembered: not proposed again) or merge (into another memory) takes ids, or "
+        "all=true for every one. Call it when the person asks to review captured memories.",
+        (
+            Param(
+                "action",
+                "string",
+                "list, accept, reject or merge.",
+                enum=("list", "accept", "reject", "merge"),
+                default="list",
+                argument=True,
+            ),
+            Param("ids", "strings", "The proposed memories' ids (or id prefixes).", argument=True),
+            Param("all", "boolean", "Every proposed memory.", target="every"),
+            Param("title", "string", "accept: the title to keep instead."),
+            Param("content", "string", "accept: the content to keep instead."),
+            Param("into", "id", "merge: the memory the proposal is folded into."),
+            Param("limit", "integer", "list: most to show.", minimum=1, maximum=10000),
+        ),
+        command="review",
+        result="Review",
+    )
+)
