@@ -139,17 +139,22 @@ def capture_hook(here: Project, agent: str, event: Event) -> str:
 
     if event.nested:
         return ""
+    from engram.agents.transcript import read_transcript
+
     path = event.transcript or locate_transcript(agent, event.session_id)
     if path and os.path.isfile(path):
-        captured = capture_transcript(
-            here, path, agent=agent, session_id=event.session_id or None, cwd=event.cwd
-        )
+        transcript = read_transcript(path, agent)
+        transcript.cwd = transcript.cwd or event.cwd
     elif event.message:
-        said = Transcript(agent, "", event.session_id, event.cwd, [Step("say", 0, event.message)])
-        captured = save_proposals(here, said, session_id=event.session_id or None)
+        transcript = Transcript(agent, "", event.session_id, event.cwd)
     else:
         return ""
-    return capture_notice(captured)
+    message = event.message.strip()
+    said = {step.text.strip() for step in transcript.steps if step.kind == "say"}
+    if message and message not in said:  # the last answer may not be in the file yet
+        end = transcript.steps[-1].line + 1 if transcript.steps else 0
+        transcript.steps.append(Step("say", end, message))
+    return capture_notice(save_proposals(here, transcript, session_id=event.session_id or None))
 
 
 def capture_notice(captured: Captured) -> str:

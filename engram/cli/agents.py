@@ -211,10 +211,10 @@ def capture(
             return
         for note in captured.notes:
             echo(note, err=True)
-        for item in captured.proposed:
-            echo(f"proposed {item.id}  {item.kind}: {item.title}")
-        for item in captured.known:
-            echo(f"known    {item.id}  {item.kind} ({item.status}): {item.title}")
+        for new in captured.proposed:
+            echo(f"proposed {new.id}  {new.kind}: {new.title}")
+        for old in captured.known:
+            echo(f"known    {old.id}  {old.kind} ({old.status}): {old.title}")
         if not captured.proposed and not captured.known:
             echo("nothing worth proposing in this transcript", err=True)
         return

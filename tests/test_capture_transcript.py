@@ -1,0 +1,334 @@
+"""Offline capture from an agent's own transcript, the review inbox, and the nudge (issue 32).
+
+The transcripts are the labelled set's (benchmarks/capture/transcripts: each scripted session in
+Claude Code's, Codex's and Gemini CLI's on-disk format) and small ones written here; the stores
+are real, in git repositories under tmp_path; the CLI, the hooks and the MCP server run as real
+processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from engram.agents import inbox
+from engram.agents.payload import Event
+from engram.agents.proposals import propose
+from engram.agents.transcript import parse_transcript, read_transcript
+from engram.errors import InvalidInput
+from engram.service import Engram
+from tests.conftest import run_cli
+
+SET = Path(__file__).resolve().parent.parent / "benchmarks" / "capture" / "transcripts"
+AGENTS = ("claude-code", "codex", "gemini-cli")
+CWD = "/home/dev/work/app"  # where the scripted sessions ran
+
+
+def claude_line(kind: str, content: Any, **more: Any) -> str:
+    role = "assistant" if kind == "assistant" else "user"
+    entry = {
+        "type": kind,
+        "sessionId": "s-1",
+        "cwd": CWD,
+        "message": {"role": role, "content": content},
+    }
+    return json.dumps({**entry, **more})
+
+
+def bash(call: str, command: str) -> str:
+    block = {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": command}}
+    return claude_line("assistant", [block])
+
+
+def result(call: str, text: str, error: bool = False) -> str:
+    block = {"type": "tool_result", "tool_use_id": call, "content": text, "is_error": error}
+    return claude_line("user", [block])
+
+
+def edit(call: str, path: str, old: str, new: str) -> str:
+    block = {
+        "type": "tool_use",
+        "id": call,
+        "name": "Edit",
+        "input": {"file_path": f"{CWD}/{path}", "old_string": old, "new_string": new},
+    }
+    return claude_line("assistant", [block])
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_each_agents_format_reads_into_the_same_steps(agent: str) -> None:
+    transcript = read_transcript(SET / agent / "mixed-bugfix-and-correction.jsonl")
+    assert transcript.agent == agent and transcript.session_id and not transcript.notes
+    kinds = [step.kind for step in transcript.steps]
+    assert kinds == ["user", "run", "edit", "say", "user", "edit", "run", "say"]
+    failed, passed = transcript.steps[1], transcript.steps[6]
+    assert (failed.code, passed.code) == (1, 0)
+    assert failed.text == passed.text == "python -m pytest -q tests/test_price.py"
+    assert "InvalidOperation" in failed.output
+    assert transcript.steps[2].path.endswith("src/price.py")
+    assert "except Exception" in transcript.steps[5].old
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_rules_propose_what_happened(agent: str) -> None:
+    def kinds(name: str) -> list[tuple[str, list[str]]]:
+        transcript = read_transcript(SET / agent / f"{name}.jsonl")
+        return [(p.kind, p.files) for p in propose(transcript, CWD)]
+
+    assert kinds("bugfix-config-timeout") == [
+        ("bugfix", ["config/config.go", "config/defaults.go"])
+    ]
+    # The fix that only undid an edit is the edit's pitfall, not a bugfix.
+    assert kinds("revert-loader-cache") == [("pitfall", ["src/loader.py"])]
+    assert kinds("correction-print-logging") == [("preference", ["src/sync.py"])]
+    assert kinds("lesson-csv-bom") == [("discovery", [])]
+    # A rerun that passes with no edit, a package installed, "no, that's all": nothing.
+    for quiet in ("quiet-flaky-rerun", "quiet-missing-module", "quiet-lint-missing"):
+        assert kinds(quiet) == [], quiet
+
+
+def test_a_bugfix_names_the_error_the_files_and_what_changed() -> None:
+    transcript = read_transcript(SET / "codex" / "bugfix-isoformat.jsonl")
+    (fix,) = propose(transcript, CWD)
+    assert fix.title.startswith("Fix: ValueError: Invalid isoformat string")
+    assert "`python -m pytest -q tests/test_dates.py` failed with" in fix.content
+    assert '+ return datetime.fromisoformat(text.replace("Z", "+00:00"))' in fix.content
+    assert fix.line == 5  # the failed run's line in the rollout
+
+
+def test_bad_lines_are_skipped_and_named_and_nothing_else_is_lost() -> None:
+    lines = [
+        claude_line("user", "make the tests pass"),
+        "{not json",
+        bash("t1", "pytest -q"),
+        json.dumps([1, 2]),
+        result("t1", "Exit code 1\nE   KeyError: 'rate'", error=True),
+        edit("t2", "rates.py", "rates[name]", "rates.get(name, 0)"),
+        bash("t3", "pytest -q"),
+        result("t3", "5 passed"),
+    ]
+    transcript = parse_transcript("\n".join(lines), path="t.jsonl")
+    assert transcript.notes == ["t.jsonl: 2 unreadable line(s) skipped: 2, 4"]
+    (fix,) = propose(transcript, CWD)
+    assert fix.kind == "bugfix" and fix.files == ["rates.py"] and "KeyError" in fix.title
+
+
+def test_a_long_transcript_is_read_from_its_tail_and_a_pipe_is_refused(tmp_path: Path) -> None:
+    from engram.agents import transcript as module
+
+    path = tmp_path / "long.jsonl"
+    filler = claude_line("user", "x" * 1000) + "\n"
+    path.write_text(filler * (module.MAX_BYTES // len(filler) + 50) + bash("t", "ls") + "\n")
+    read = read_transcript(path)
+    assert read.notes and "only the last" in read.notes[0]
+    assert read.steps[-1].text == "ls"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"not a regular file|cannot be read"):
+        read_transcript(fifo)  # refused at once, never waiting for a writer
+
+
+def test_proposals_are_saved_proposed_with_provenance_once_and_rejections_stay(
+    project: Engram,
+) -> None:
+    path = str(SET / "codex" / "mixed-bugfix-and-correction.jsonl")
+    first = inbox.capture_transcript(project.here, path, cwd=CWD)
+    assert [item.kind for item in first.proposed] == ["bugfix", "preference"]
+    fix = project.get(first.proposed[0].id)
+    assert (fix["status"], fix["source"], fix["files"]) == (
+        "proposed",
+        "capture:codex",
+        ["src/price.py"],
+    )
+    assert fix["capture"]["agent"] == "codex" and fix["capture"]["line"] == 5
+    assert fix["capture"]["session"] == read_transcript(path).session_id
+
+    again = inbox.capture_transcript(project.here, path, cwd=CWD)
+    assert not again.proposed and len(again.known) == 2  # a later stop reads it all again
+
+    project.review("reject", [first.proposed[1].id])
+    assert not inbox.capture_transcript(project.here, path, cwd=CWD).proposed
+    assert project.get(first.proposed[1].id)["status"] == "rejected"
+    # The same session in another agent's format is recognised too (same command and error).
+    other = inbox.capture_transcript(
+        project.here, str(SET / "claude-code" / "mixed-bugfix-and-correction.jsonl"), cwd=CWD
+    )
+    assert not other.proposed
+
+
+def test_secrets_in_a_transcript_are_scrubbed_before_they_are_stored(project: Engram) -> None:
+    key = "sk-ant-api03-" + "Q" * 80
+    lines = [
+        claude_line("user", "deploy is broken"),
+        bash("t1", "make deploy"),
+        result("t1", f"Exit code 2\nError: 401 Unauthorized with key {key}", error=True),
+        edit("t2", "deploy.sh", "curl $URL", "curl -H @auth $URL"),
+        bash("t3", "make deploy"),
+        result("t3", "deployed"),
+    ]
+    path = project.root / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (item,) = inbox.capture_transcript(project.here, str(path)).proposed
+    stored = project.project_ws.store.path.read_text()
+    assert key not in stored and "Unauthorized" in stored
+    assert project.get(item.id)["files"] == ["deploy.sh"]
+
+
+def test_review_from_the_command_line(project: Engram) -> None:
+    root = project.root
+    for name in ("bugfix-isoformat", "revert-loader-cache", "correction-never-main"):
+        inbox.capture_transcript(project.here, str(SET / "gemini-cli" / f"{name}.jsonl"), cwd=CWD)
+    done = run_cli("review", "--json", cwd=root)
+    assert done.returncode == 0, done.stderr.decode()
+    listed = json.loads(done.stdout)
+    assert [item["kind"] for item in listed["items"]] == ["bugfix", "pitfall", "preference"]
+    assert all(item["label"] == "proposed, not reviewed" for item in listed["items"])
+    fix, pitfall, preference = (item["id"] for item in listed["items"])
+
+    text = run_cli("review", cwd=root).stdout.decode()
+    assert "(proposed, not reviewed)" in text and "3 waiting" in text
+
+    done = run_cli("review", "accept", fix[:10], "--title", "fromisoformat and Z", cwd=root)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "accepted" in done.stdout.decode() and "2 still waiting" in done.stdout.decode()
+    accepted = project.get(fix)
+    assert (accepted["status"], accepted["title"]) == ("active", "fromisoformat and Z")
+    assert accepted["reviewed"]["at"]
+
+    target = project.remember("Deploys go through pull requests", kind="decision").record
+    done = run_cli("review", "merge", preference, "--into", target["id"], cwd=root)
+    assert done.returncode == 0, done.stderr.decode()
+    assert project.get(preference)["status"] == "superseded"
+    assert "push straight to main" in project.get(target["id"])["content"]
+
+    refused = run_cli("review", "accept", fix, cwd=root)  # no longer proposed
+    assert refused.returncode != 0 and "not proposed" in refused.stderr.decode()
+    done = run_cli("review", "reject", "--all", cwd=root)
+    assert done.returncode == 0 and project.get(pitfall)["status"] == "rejected"
+    assert json.loads(run_cli("review", "--json", cwd=root).stdout)["items"] == []
+
+
+def test_the_mcp_review_tool_over_stdio(project: Engram) -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    inbox.capture_transcript(
+        project.here, str(SET / "claude-code" / "revert-makefile-xdist.jsonl"), cwd=CWD
+    )
+    env = {k: v for k, v in os.environ.items() if k.startswith("ENGRAM_") or k == "PYTHONPATH"}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "engram", "-C", str(project.root), "mcp"], env=env
+    )
+
+    async def scenario() -> None:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            listed = await session.call_tool("review", {})
+            data = json.loads(listed.content[0].text)
+            (item,) = data["items"]
+            assert item["label"] == "proposed, not reviewed" and item["files"] == ["Makefile"]
+            done = await session.call_tool("review", {"action": "accept", "ids": [item["id"]]})
+            assert not done.is_error and json.loads(done.content[0].text)["left"] == 0
+            bad = await session.call_tool("review", {"action": "accept"})
+            assert bad.is_error and "name the proposed memories" in bad.content[0].text
+
+    anyio.run(scenario)
+    assert project.recall("xdist", limit=1)[0].record["status"] == "active"
+
+
+def test_the_stop_hook_finds_a_codex_rollout_by_its_session(
+    project: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = SET / "codex" / "bugfix-cart-undefined.jsonl"
+    sid = read_transcript(source).session_id
+    day = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "02"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-11-02T09-00-00-{sid}.jsonl").write_bytes(source.read_bytes())
+    payload = {
+        "session_id": sid,
+        "transcript_path": None,
+        "cwd": str(project.root),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": "All 12 tests pass.",
+    }
+    done = run_cli(
+        "hook",
+        "codex",
+        "stop",
+        cwd=project.root,
+        stdin=json.dumps(payload).encode(),
+        env={"CODEX_HOME": str(tmp_path / "codex-home")},
+    )
+    # The hook ran from the repository; the rollout's cwd is elsewhere, so paths come relative
+    # to the rollout's own folder.
+    assert done.returncode == 0, done.stderr.decode()
+    notice = json.loads(done.stdout)["systemMessage"]
+    assert notice.startswith("engram proposed 1 memory for review (engram review): Fix: TypeError")
+    (hit,) = project.recall("Cannot read properties of undefined", limit=1)
+    assert (hit.record["status"], hit.record["files"]) == ("proposed", ["src/cart.js"])
+
+
+def test_a_polish_command_from_the_persons_settings_rewrites_proposals(
+    project: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "polish.py"
+    script.write_text(
+        "import json, sys\nd = json.load(sys.stdin)\n"
+        "print(json.dumps({'title': 'Polished: ' + d['kind'], 'content': d['content']}))\n"
+    )
+    # A committed config naming a command is ignored: it never runs.
+    (project.root / ".engram" / "config.yaml").write_text(
+        "capture:\n  polish_command: touch /nonexistent/pwned\n", encoding="utf-8"
+    )
+    path = str(SET / "codex" / "lesson-csv-bom.jsonl")
+    plain = Engram(project.root)
+    with plain:
+        (item,) = inbox.capture_transcript(plain.here, path, cwd=CWD).proposed
+        assert item.title.startswith("Excel reads a CSV")
+        plain.forget(item.id, hard=True)
+    monkeypatch.setenv("ENGRAM_CAPTURE_POLISH", f"{sys.executable} {script}")
+    with Engram(project.root) as polished:
+        captured = inbox.capture_transcript(
+            polished.here, str(SET / "codex" / "bugfix-isoformat.jsonl"), cwd=CWD
+        )
+        assert [item.title for item in captured.proposed] == ["Polished: bugfix"]
+
+
+def test_the_nudge_comes_once_per_window_and_never_after_a_save(project: Engram) -> None:
+    lines = [claude_line("user", "refactor the report module")]
+    lines += [edit(f"t{n}", f"report{n}.py", "a", "b") for n in range(6)]
+    path = project.root / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    few = project.root / "few.jsonl"
+    few.write_text("\n".join(lines[:3]) + "\n")
+    assert inbox.nudge(project.here, str(few), "s-few") == ""  # two edits: not yet
+    assert inbox.nudge(project.here, str(path), "s-1") == inbox.NUDGE
+    assert inbox.nudge(project.here, str(path), "s-1") == ""  # once per window
+    project.remember("Report totals are cents", session_id="s-2")
+    assert inbox.nudge(project.here, str(path), "s-2") == ""  # this session saved something
+
+
+def test_a_stop_without_a_transcript_still_proposes_the_last_answers_lessons(
+    project: Engram,
+) -> None:
+    event = Event(
+        str(project.root),
+        session_id="s-9",
+        message="Done.\n\n## Key Learnings\n- The nightly export must run after the ledger "
+        "close, or it reads half a day.",
+    )
+    notice = inbox.capture_hook(project.here, "gemini-cli", event)
+    assert notice.startswith("engram proposed 1 memory for review")
+    (hit,) = project.recall("nightly export ledger close", limit=1)
+    assert (hit.record["kind"], hit.record["status"]) == ("discovery", "proposed")
+    assert inbox.capture_hook(project.here, "gemini-cli", event) == ""  # known now
