@@ -332,3 +332,20 @@ def test_a_stop_without_a_transcript_still_proposes_the_last_answers_lessons(
     (hit,) = project.recall("nightly export ledger close", limit=1)
     assert (hit.record["kind"], hit.record["status"]) == ("discovery", "proposed")
     assert inbox.capture_hook(project.here, "gemini-cli", event) == ""  # known now
+
+
+def test_go_engrams_mem_review_lists_and_accepts_proposals(project: Engram) -> None:
+    from engram.mcp_server import EngramMCP
+
+    inbox.capture_transcript(
+        project.here, str(SET / "codex" / "correction-no-db-mocks.jsonl"), cwd=CWD
+    )
+    (proposal,) = project.review().items
+    with EngramMCP(project.root, compat=("go-engram",)) as core:
+        listed, is_error = core.call("mem_review", {"action": "list"})
+        assert not is_error and "proposed, not reviewed" in listed
+        assert "Don't mock the database in tests" in listed
+        done, is_error = core.call("mem_review", {"action": "mark_reviewed", "id": proposal["id"]})
+        assert not is_error and done.startswith("Accepted:"), done
+    assert project.get(proposal["id"])["status"] == "active"
+    assert project.review().items == []

@@ -474,12 +474,12 @@ def nudge(here: Project, transcript: str, session_id: str, *, agent: str = "") -
     last = logged.get("nudged_at")
     if isinstance(last, (int, float)) and time.time() - last < NUDGE_WINDOW:
         return ""
-    steps = read_transcript(transcript, agent).steps
-    if sum(step.kind == "edit" for step in steps) < NUDGE_EDITS:
-        return ""
-    for ws in here.workspaces():
+    for ws in here.workspaces():  # the cheap questions first: the transcript is read last
         saved = ws.index.session_records(session_id)
         if any(not str(r.get("source") or "").startswith(CAPTURE_SOURCE) for r in saved):
             return ""
+    steps = read_transcript(transcript, agent).steps
+    if sum(step.kind == "edit" for step in steps) < NUDGE_EDITS:
+        return ""
     here.sessions.note(session_id, nudged_at=time.time())  # logged or not: once a window
     return NUDGE
