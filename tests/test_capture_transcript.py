@@ -349,3 +349,43 @@ def test_go_engrams_mem_review_lists_and_accepts_proposals(project: Engram) -> N
         assert not is_error and done.startswith("Accepted:"), done
     assert project.get(proposal["id"])["status"] == "active"
     assert project.review().items == []
+
+
+def test_the_http_api_and_the_web_inbox(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.http_api import create_app
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    Engram.init(root, "web")[0].close()
+    app = create_app(root)
+    engram = app.state.engram
+    for name in ("bugfix-cart-undefined", "correction-print-logging"):
+        inbox.capture_transcript(engram.here, str(SET / "claude-code" / f"{name}.jsonl"), cwd=CWD)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        listed = client.get("/review").json()
+        assert [item["kind"] for item in listed["items"]] == ["bugfix", "preference"]
+        fix, preference = (item["id"] for item in listed["items"])
+
+        page = client.get("/ui/review")
+        assert page.status_code == 200 and page.text.count('<tr class="proposal">') == 2
+        assert '<span class="muted">proposed, not reviewed</span>' in page.text
+        assert "Cannot read properties of undefined" in page.text
+        key = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        forged = client.post(f"/ui/review/{fix}/accept", data={"csrf": "guess"})
+        assert forged.status_code == 403 and engram.get(fix)["status"] == "proposed"
+        crossed = client.post(
+            f"/ui/review/{fix}/accept",
+            data={"csrf": key},
+            headers={"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+        )
+        assert crossed.status_code == 403 and engram.get(fix)["status"] == "proposed"
+        done = client.post(f"/ui/review/{fix}/accept", data={"csrf": key}, follow_redirects=False)
+        assert done.status_code == 303 and done.headers["location"] == "/ui/review?done=accepted"
+        assert engram.get(fix)["status"] == "active"
+
+        rejected = client.post("/review", json={"action": "reject", "ids": [preference]})
+        assert rejected.status_code == 200, rejected.text
+        assert rejected.json()["left"] == 0 and engram.get(preference)["status"] == "rejected"
+        assert "Nothing to review" in client.get("/ui/review").text
