@@ -389,3 +389,34 @@ def test_the_http_api_and_the_web_inbox(tmp_path: Path) -> None:
         assert rejected.status_code == 200, rejected.text
         assert rejected.json()["left"] == 0 and engram.get(preference)["status"] == "rejected"
         assert "Nothing to review" in client.get("/ui/review").text
+
+
+def test_the_tui_inbox_accepts_and_rejects_with_keys(project: Engram) -> None:
+    pytest.importorskip("textual")
+    from textual.widgets import DataTable
+
+    from engram.tui.app import EngramApp, ReviewScreen
+
+    for name in ("bugfix-isoformat", "revert-loader-cache"):
+        inbox.capture_transcript(project.here, str(SET / "codex" / f"{name}.jsonl"), cwd=CWD)
+    fix, pitfall = (record["id"] for record in project.review().items)
+    app = EngramApp(project)
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("v")
+            await pilot.pause()
+            assert isinstance(app.screen, ReviewScreen)
+            table = app.screen.query_one("#inbox", DataTable)
+            assert table.row_count == 2
+            assert [str(table.get_row_at(n)[3]) for n in range(2)] == ["proposed"] * 2
+            await pilot.press("y")  # the first row: the bugfix
+            await pilot.pause()
+            assert table.row_count == 1
+            await pilot.press("x")
+            await pilot.pause()
+            assert table.row_count == 0
+
+    anyio.run(main)
+    assert (project.get(fix)["status"], project.get(pitfall)["status"]) == ("active", "rejected")
