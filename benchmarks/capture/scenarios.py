@@ -388,3 +388,105 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
         ("say", "Decimal commas parse, and a bad price raises `PriceError` instead of becoming 0."),
     ],
 }
+
+# Written, and labelled in labels.json, after the rules were written and before they were run on
+# these: sessions the rules were not shaped on (reported apart by run.py as "held out").
+HELD_OUT: Final[dict[str, list[Step]]] = {
+    "h-bugfix-rerun-narrower": [
+        ("user", "the invoice export test fails"),
+        ("run", "python -m pytest -q -x tests/test_invoice.py", 1,
+         "E   KeyError: 'vat_rate'\nFAILED tests/test_invoice.py::test_export_eu - KeyError: "
+         "'vat_rate'\n1 failed, 3 passed in 0.10s"),
+        ("edit", "src/invoice.py", "    rate = customer['vat_rate']\n",
+         "    rate = customer.get('vat_rate', DEFAULT_VAT)\n"),
+        ("run", "python -m pytest -q tests/test_invoice.py", 0, "4 passed in 0.09s"),
+        ("say", "Customers imported before 2024 have no `vat_rate`; the export falls back to "
+         "DEFAULT_VAT."),
+    ],
+    "h-pathlib-request": [
+        ("user", "add a helper that lists the report files"),
+        ("edit", "src/reports.py", "REPORTS = 'reports'\n",
+         "REPORTS = 'reports'\n\n\ndef report_files():\n    return [os.path.join(REPORTS, f) "
+         "for f in os.listdir(REPORTS)]\n"),
+        ("say", "Added `report_files()`."),
+        ("user", "Please use pathlib here, this codebase has moved off os.path everywhere."),
+        ("edit", "src/reports.py",
+         "    return [os.path.join(REPORTS, f) for f in os.listdir(REPORTS)]\n",
+         "    return sorted(Path(REPORTS).iterdir())\n"),
+        ("say", "Now `sorted(Path(REPORTS).iterdir())`."),
+    ],
+    "h-no-run-again": [
+        ("user", "run the integration tests"),
+        ("run", "make integration", 0, "12 passed in 14.2s"),
+        ("say", "All 12 integration tests pass."),
+        ("user", "no, run them again with the slow ones included"),
+        ("run", "make integration SLOW=1", 0, "15 passed in 40.8s"),
+        ("say", "With the slow ones: 15 pass."),
+    ],
+    "h-bugfix-other-test": [
+        ("user", "fix the date display bug in the header"),
+        ("edit", "src/header.py", "    return when.strftime('%d/%m')\n",
+         "    return when.strftime('%d %b')\n"),
+        ("run", "python -m pytest -q", 1,
+         "FAILED tests/test_header.py::test_header_date - AssertionError: assert '05 Jan' == "
+         "'5 Jan'\n1 failed, 40 passed in 0.90s"),
+        ("edit", "src/header.py", "    return when.strftime('%d %b')\n",
+         "    return f'{when.day} {when:%b}'\n"),
+        ("run", "python -m pytest -q", 0, "41 passed in 0.88s"),
+        ("say", "The header shows '5 Jan' now; strftime has no portable day without a zero."),
+    ],
+    "h-write-restores-file": [
+        ("user", "switch the settings loader to tomllib"),
+        ("edit", "src/settings.py", "import yaml\n", "import tomllib\n"),
+        ("run", "python -m pytest -q tests/test_settings.py", 1,
+         "E   AttributeError: module 'tomllib' has no attribute 'safe_load'\n"
+         "1 failed in 0.04s"),
+        ("write", "src/settings.py", "import yaml\n\n\ndef load(path):\n    with open(path) as f:"
+         "\n        return yaml.safe_load(f)\n"),
+        ("run", "python -m pytest -q tests/test_settings.py", 0, "6 passed in 0.05s"),
+        ("say", "Put YAML back: the settings files are YAML (config/*.yaml), so tomllib cannot "
+         "read them without converting every file first."),
+    ],
+    "h-lint-unused-import": [
+        ("user", "make lint pass"),
+        ("run", "ruff check .", 1, "src/api.py:3:8: F401 [*] `json` imported but unused\n"
+         "Found 1 error."),
+        ("edit", "src/api.py", "import json\nimport logging\n", "import logging\n"),
+        ("run", "ruff check .", 0, "All checks passed!"),
+        ("say", "Removed the unused `json` import; lint passes."),
+    ],
+    "h-own-typo": [
+        ("user", "add a total row to the summary"),
+        ("edit", "src/summary.py", "    return rows\n",
+         "    rows.append({'label': 'Total', 'amount': totl})\n    return rows\n"),
+        ("run", "python -m pytest -q tests/test_summary.py", 1,
+         "E   NameError: name 'totl' is not defined\n1 failed, 2 passed in 0.03s"),
+        ("edit", "src/summary.py", "'amount': totl})", "'amount': sum(r['amount'] for r in rows)})"),
+        ("run", "python -m pytest -q tests/test_summary.py", 0, "3 passed in 0.03s"),
+        ("say", "Added the total row."),
+    ],
+    "h-rule-up-front": [
+        ("user", "We always run make check before committing, and commits follow Conventional "
+         "Commits. Now fix the typo in the README title and commit it."),
+        ("edit", "README.md", "# Ledgr\n", "# Ledger\n"),
+        ("run", "make check", 0, "ruff ... ok\nmypy ... ok\npytest ... 120 passed"),
+        ("run", "git commit -am 'docs: fix README title'", 0,
+         "[main 1a2b3c4] docs: fix README title\n 1 file changed"),
+        ("say", "Fixed and committed as `docs: fix README title` after `make check`."),
+    ],
+    "h-note-for-next-time": [
+        ("user", "why does the CI cache never hit?"),
+        ("read", ".github/workflows/ci.yml", "      - uses: actions/cache@v4\n        with:\n"
+         "          key: deps-${{ hashFiles('requirements.txt') }}\n"),
+        ("say", "The cache key hashes requirements.txt, but dependencies live in "
+         "pyproject.toml and uv.lock, so the key never matches a saved cache.\n\nNote for next "
+         "time: the CI cache key must hash uv.lock, not requirements.txt (which no longer "
+         "exists)."),
+    ],
+    "h-dont-worry-explain": [
+        ("user", "what does parse_line do?"),
+        ("say", "It splits a CSV line, honouring quotes. Shall I run its tests too?"),
+        ("user", "don't worry about the tests, just tell me what it returns for an empty line"),
+        ("say", "For an empty line it returns an empty list."),
+    ],
+}
