@@ -14,7 +14,10 @@ contains one of its words; each label is answered once. Printed, per agent and o
 - proposed again: what a second capture of every transcript saves anew (the aim is none: a
   hook fires at every stop and reads the whole transcript again).
 
-``--show`` prints every proposal with the label it answered, if any.
+Two sets, reported apart and together: "tuned" (the sixteen sessions the rules were written
+with in view) and "held out" (the ten ``h-*`` sessions, written and labelled after the rules and
+before the rules first ran on them). ``--show`` prints every proposal with the label it
+answered, if any.
 """
 
 from __future__ import annotations
@@ -48,37 +51,39 @@ def answers(record: dict[str, Any], label: dict[str, Any]) -> bool:
     return any(word.lower() in text for word in label["words"])
 
 
-def score(agent: str, labels: dict[str, list[dict[str, Any]]], show: bool) -> dict[str, int]:
-    tally = {
-        "proposals": 0,
-        "right": 0,
-        "labels": 0,
-        "found": 0,
-        "quiet": 0,
-        "quiet_props": 0,
-        "again": 0,
-    }
+SETS = ("tuned", "held out")  # held out: the sessions named h-*, labelled after the rules
+
+
+def score(
+    agent: str, labels: dict[str, list[dict[str, Any]]], show: bool
+) -> dict[str, dict[str, int]]:
+    """Capture every transcript of one agent into a scratch store; tally each set."""
+    keys = ("proposals", "right", "labels", "found", "quiet", "quiet_props", "again", "sessions")
+    tally = {name: dict.fromkeys(keys, 0) for name in SETS}
+    paths = sorted((HERE / "transcripts" / agent).glob("*.jsonl"))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "app"
         root.mkdir()
         subprocess.run(["git", "init", "-q", str(root)], check=True)
         engram, _ = Engram.init(root, "app")
         with engram:
-            for path in sorted((HERE / "transcripts" / agent).glob("*.jsonl")):
+            for path in paths:
+                row = tally[SETS[1] if path.stem.startswith("h-") else SETS[0]]
                 wanted = labels[path.stem]
                 got = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
                 records = [engram.get(item.id) for item in got.proposed]
                 open_labels = list(wanted)
-                tally["proposals"] += len(records)
-                tally["labels"] += len(wanted)
+                row["sessions"] += 1
+                row["proposals"] += len(records)
+                row["labels"] += len(wanted)
                 if not wanted:
-                    tally["quiet"] += 1
-                    tally["quiet_props"] += len(records)
+                    row["quiet"] += 1
+                    row["quiet_props"] += len(records)
                 for record in records:
                     hit = next((lab for lab in open_labels if answers(record, lab)), None)
                     if hit is not None:
                         open_labels.remove(hit)
-                        tally["right"] += 1
+                        row["right"] += 1
                     if show:
                         mark = f"answers: {hit['note']}" if hit else "NO LABEL"
                         print(
@@ -88,33 +93,49 @@ def score(agent: str, labels: dict[str, list[dict[str, Any]]], show: bool) -> di
                 if show:
                     for label in open_labels:
                         print(f"  {agent} {path.stem}: MISSED {label['note']}")
-                tally["found"] += len(wanted) - len(open_labels)
-            for path in sorted((HERE / "transcripts" / agent).glob("*.jsonl")):
+                row["found"] += len(wanted) - len(open_labels)
+            for path in paths:
+                row = tally[SETS[1] if path.stem.startswith("h-") else SETS[0]]
                 again = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
-                tally["again"] += len(again.proposed)
+                row["again"] += len(again.proposed)
     return tally
+
+
+def line(name: str, row: dict[str, int]) -> str:
+    precision = row["right"] / row["proposals"] if row["proposals"] else 1.0
+    recall = row["found"] / row["labels"] if row["labels"] else 1.0
+    quiet = row["quiet_props"] / row["quiet"] if row["quiet"] else 0.0
+    return (
+        f"{name:<12} {row['sessions']:>8} {row['labels']:>6} {row['proposals']:>9} "
+        f"{precision:>9.2f} {recall:>7.2f} {row['quiet']:>6} {quiet:>9.2f} {row['again']:>5}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--show", action="store_true", help="print every proposal")
     args = parser.parse_args(argv)
-    labels = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))["sessions"]
+    data = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))
+    labels = {**data["sessions"], **data["held_out"]}
     rows = {agent: score(agent, labels, args.show) for agent in AGENTS}
-    total = {key: sum(row[key] for row in rows.values()) for key in next(iter(rows.values()))}
-    print(
-        f"{'agent':<12} {'sessions':>8} {'proposals':>9} {'precision':>9} {'recall':>7} "
-        f"{'per quiet':>9} {'again':>5}"
-    )
-    for name, row in [*rows.items(), ("all", total)]:
-        sessions = len(list((HERE / "transcripts").glob(f"{'*' if name == 'all' else name}/*")))
-        precision = row["right"] / row["proposals"] if row["proposals"] else 1.0
-        recall = row["found"] / row["labels"] if row["labels"] else 1.0
-        quiet = row["quiet_props"] / row["quiet"] if row["quiet"] else 0.0
+    for name in (*SETS, "all"):
+        print(f"\n{name}")
         print(
-            f"{name:<12} {sessions:>8} {row['proposals']:>9} {precision:>9.2f} {recall:>7.2f} "
-            f"{quiet:>9.2f} {row['again']:>5}"
+            f"{'agent':<12} {'sessions':>8} {'labels':>6} {'proposals':>9} {'precision':>9} "
+            f"{'recall':>7} {'quiet':>6} {'per quiet':>9} {'again':>5}"
         )
+        picked = {
+            agent: (
+                {key: sum(row[s][key] for s in SETS) for key in row[SETS[0]]}
+                if name == "all"
+                else row[name]
+            )
+            for agent, row in rows.items()
+        }
+        for agent, row in picked.items():
+            print(line(agent, row))
+        total = {key: sum(row[key] for row in picked.values()) for key in row}
+        print(line("all agents", total))
     return 0
 
 
