@@ -420,3 +420,23 @@ def test_the_tui_inbox_accepts_and_rejects_with_keys(project: Engram) -> None:
 
     anyio.run(main)
     assert (project.get(fix)["status"], project.get(pitfall)["status"]) == ("active", "rejected")
+
+
+def test_an_unreviewed_proposal_is_never_offered_unasked_and_always_labelled(
+    project: Engram,
+) -> None:
+    from engram.operations.views import HitView
+
+    inbox.capture_transcript(
+        project.here, str(SET / "claude-code" / "bugfix-isoformat.jsonl"), cwd=CWD
+    )
+    (hit,) = project.recall("fromisoformat trailing Z isoformat", limit=1)
+    view = HitView.of(hit)
+    assert view.status == "proposed" and view.provenance.endswith("proposed, not reviewed")
+    briefing = project.context(query="fromisoformat isoformat string")
+    assert hit.id not in [item.id for item in briefing.items]  # asked for words: not offered
+    project.review("accept", [hit.id])
+    briefing = project.context(query="fromisoformat isoformat string")
+    assert hit.id in [item.id for item in briefing.items]
+    (after,) = project.recall("fromisoformat trailing Z isoformat", limit=1)
+    assert "not reviewed" not in HitView.of(after).provenance

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput, NotFound
 from engram.model import Record, normalize_content, now
+from engram.operations.views import UNREVIEWED
 from engram.project.memories import remember, update
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ NUDGE: Final = (
     "later session should know (a bug's cause, a decision, a pitfall), save it with the "
     "`remember` tool."
 )
-PROPOSED_LABEL: Final = "proposed, not reviewed"
+PROPOSED_LABEL: Final = UNREVIEWED
 
 
 def proposed_label(record: dict[str, Any] | Record) -> str:

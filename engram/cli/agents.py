@@ -39,6 +39,7 @@ from engram.operations.sessions import (
     SESSION_SUMMARY,
     SUMMARY_SECTIONS,
 )
+from engram.operations.views import UNREVIEWED
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -251,7 +252,7 @@ def review(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
             where = f" · {capture.get('agent')} line {capture.get('line')}" if capture else ""
             files = ", ".join(record.get("files") or [])
             echo(
-                f"{record['id'][:8]}  {record.get('kind', 'note')} (proposed, not reviewed): "
+                f"{record['id'][:8]}  {record.get('kind', 'note')} ({UNREVIEWED}): "
                 f"{record.get('title', '')}"
             )
             echo(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engram.mcp_server.tools.registry import Args, handler
-from engram.operations.views import TITLE_CHARS, clip
+from engram.operations.views import TITLE_CHARS, UNREVIEWED, clip
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP
@@ -125,7 +125,7 @@ def review(mcp: EngramMCP, args: Args, call: Call) -> str:
             "id": record["id"],
             "kind": record.get("kind"),
             "status": record.get("status"),
-            "label": "proposed, not reviewed" if record.get("status") == "proposed" else "",
+            "label": UNREVIEWED if record.get("status") == "proposed" else "",
             "title": clip(str(record.get("title", "")), TITLE_CHARS),
             "files": list(record.get("files") or []),
             "source": record.get("source"),
