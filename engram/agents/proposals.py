@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from engram.agents.capture import extract_learnings, learning_title
+from engram.agents.capture import Learning, extract_learnings, learning_title
 from engram.model import normalize_content
 
 if TYPE_CHECKING:
@@ -45,13 +45,20 @@ _ERROR_WORDS: Final = re.compile(
     r"cannot|Cannot|not found|got .* want)"
 )
 _STOPPING: Final = re.compile(
-    r"^\s*(?:no\b|nope\b|wait\b|stop\b|don'?t\b|do not\b|never\b|please don'?t\b|actually\b|"
-    r"that'?s wrong\b|not like that\b)",
+    r"^\s*(?:no\b|nope\b|wait\b|stop\b|don'?t\b|do not\b|never\b|please (?:don'?t|do not|"
+    r"never|always|use|avoid)\b|actually\b|that'?s wrong\b|not like that\b)",
     re.IGNORECASE,
 )
 _PROJECT_RULE: Final = re.compile(
     r"\b(?:we (?:never|always|don'?t|do not|only|must)|in this (?:repo|project|codebase)|"
+    r"this (?:repo|project|codebase) (?:has|uses|moved|never|always)|"
     r"here we|our (?:rule|convention|style))\b",
+    re.IGNORECASE,
+)
+# Words that stop the agent without stating any rule ("don't worry about …", "never mind").
+_NOT_A_RULE: Final = re.compile(
+    r"^\W*(?:no,?\s+)?(?:don'?t worry|do not worry|never ?mind|no worries|no problem|"
+    r"no need)\b",
     re.IGNORECASE,
 )
 _RULE_WORD: Final = re.compile(
@@ -66,6 +73,21 @@ _TELLING: Final = (
     r"\b\w+(?:Error|Exception)\b:",
     r"\bgot\b.*\bwant\b",
     r"^(?:FAILED|FAIL:?)\s",
+)
+# Failures that are slips of writing, not knowledge: the agent's own typo, a linter's or a
+# formatter's complaint. Fixing one teaches a later session nothing.
+_SLIP: Final = re.compile(
+    r"\b(?:NameError|SyntaxError|IndentationError|TabError|UnboundLocalError)\b|"
+    r"\bF401\b|\bimported but unused\b|\bwould reformat\b"
+)
+_LINTERS: Final = frozenset(
+    {"ruff", "flake8", "pylint", "black", "isort", "eslint", "prettier", "gofmt", "rubocop"}
+)
+# A lesson the agent states on a line of its own, outside a "Key Learnings" section.
+_LESSON_LINE: Final = re.compile(
+    r"^[ \t>*_-]*(?:note for next time|lesson(?: learned| learnt)?|takeaway|for future "
+    r"reference|gotcha|remember for next time)[*_]*\s*[:—–-]\s*(.{20,600})$",
+    re.IGNORECASE | re.MULTILINE,
 )
 _SENTENCE: Final = re.compile(r"(?<=[.!?;])\s+")
 
@@ -112,7 +134,12 @@ def _relative(path: str, cwd: str, root: str) -> str:
 
 
 def _same_command(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
+    """Tell whether two command lines run the same thing (options aside: ``-x``, ``-q`` …)."""
+    return _bare(a) == _bare(b)
+
+
+def _bare(command: str) -> tuple[str, ...]:
+    return tuple(word for word in command.split() if not word.startswith("-"))
 
 
 def _flat(text: str | None) -> str:
@@ -135,8 +162,15 @@ def _undone(steps: list[Step]) -> list[tuple[int, int]]:
                 pairs.append((earlier, later))
                 taken.add(earlier)
                 break
-            if first.old is None and step.old is None and _flat(step.new) == _flat(first.new):
-                continue  # the same whole file written again
+            if (
+                step.old is None
+                and first.old
+                and _flat(first.old) in _flat(step.new)
+                and _flat(first.new) not in _flat(step.new)
+            ):  # the whole file written again, with the old text back and the new one gone
+                pairs.append((earlier, later))
+                taken.add(earlier)
+                break
     return pairs
 
 
@@ -169,7 +203,7 @@ def _bugfixes(steps: list[Step], undone: list[tuple[int, int]], rel: _Rel) -> li
     out: list[Proposal] = []
     used: set[int] = set()
     for index, failed in enumerate(steps):
-        if failed.kind != "run" or not failed.code or index in used:
+        if failed.kind != "run" or not failed.code or index in used or _slip(failed):
             continue
         edits: list[int] = []
         for later in range(index + 1, len(steps)):
@@ -183,6 +217,13 @@ def _bugfixes(steps: list[Step], undone: list[tuple[int, int]], rel: _Rel) -> li
                 if step.code == 0:
                     break
     return out
+
+
+def _slip(failed: Step) -> bool:
+    """Tell whether a failure is a slip of writing or a linter's complaint (no bugfix)."""
+    words = [w for w in failed.text.split() if not w.startswith("-")]
+    programs = {os.path.basename(w) for w in words[:3]}
+    return bool(programs & _LINTERS) or bool(_SLIP.search(_error_line(failed.output)))
 
 
 def _bugfix(
@@ -264,7 +305,8 @@ def _corrections(steps: list[Step], rel: _Rel) -> list[Proposal]:
                 touched.append(rel(step.path))
             continue
         text = " ".join(step.text.split())
-        if acted and _is_correction(text):
+        # A rule of the project counts whenever it is said; a "no, …" only after the agent acted.
+        if _is_correction(text) and (acted or _PROJECT_RULE.search(text)):
             rule = _rule_sentence(text)
             out.append(
                 Proposal(
@@ -283,7 +325,7 @@ def _corrections(steps: list[Step], rel: _Rel) -> list[Proposal]:
 
 def _is_correction(text: str) -> bool:
     """Tell whether the person's words stop the agent or state a rule, with a rule word."""
-    if len(text) < 12 or len(text) > 2000:
+    if len(text) < 12 or len(text) > 2000 or _NOT_A_RULE.match(text):
         return False
     return bool((_STOPPING.match(text) or _PROJECT_RULE.search(text)) and _RULE_WORD.search(text))
 
@@ -300,9 +342,14 @@ def _rule_sentence(text: str) -> str:
 def _lessons(steps: list[Step]) -> list[Proposal]:
     out: list[Proposal] = []
     for step in steps:
-        if step.kind != "say" or "earning" not in step.text:
+        if step.kind != "say":
             continue
-        for learning in extract_learnings(step.text):
+        found = extract_learnings(step.text) if "earning" in step.text else []
+        for match in _LESSON_LINE.finditer(step.text):
+            text = " ".join(match.group(1).split())
+            if len(text) >= 20:
+                found.append(Learning(learning_title(text), text))
+        for learning in found:
             out.append(
                 Proposal(
                     "discovery",
