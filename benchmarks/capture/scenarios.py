@@ -394,25 +394,43 @@ SCENARIOS: Final[dict[str, list[Step]]] = {
 HELD_OUT: Final[dict[str, list[Step]]] = {
     "h-bugfix-rerun-narrower": [
         ("user", "the invoice export test fails"),
-        ("run", "python -m pytest -q -x tests/test_invoice.py", 1,
-         "E   KeyError: 'vat_rate'\nFAILED tests/test_invoice.py::test_export_eu - KeyError: "
-         "'vat_rate'\n1 failed, 3 passed in 0.10s"),
-        ("edit", "src/invoice.py", "    rate = customer['vat_rate']\n",
-         "    rate = customer.get('vat_rate', DEFAULT_VAT)\n"),
+        (
+            "run",
+            "python -m pytest -q -x tests/test_invoice.py",
+            1,
+            "E   KeyError: 'vat_rate'\nFAILED tests/test_invoice.py::test_export_eu - KeyError: "
+            "'vat_rate'\n1 failed, 3 passed in 0.10s",
+        ),
+        (
+            "edit",
+            "src/invoice.py",
+            "    rate = customer['vat_rate']\n",
+            "    rate = customer.get('vat_rate', DEFAULT_VAT)\n",
+        ),
         ("run", "python -m pytest -q tests/test_invoice.py", 0, "4 passed in 0.09s"),
-        ("say", "Customers imported before 2024 have no `vat_rate`; the export falls back to "
-         "DEFAULT_VAT."),
+        (
+            "say",
+            "Customers imported before 2024 have no `vat_rate`; the export falls back to "
+            "DEFAULT_VAT.",
+        ),
     ],
     "h-pathlib-request": [
         ("user", "add a helper that lists the report files"),
-        ("edit", "src/reports.py", "REPORTS = 'reports'\n",
-         "REPORTS = 'reports'\n\n\ndef report_files():\n    return [os.path.join(REPORTS, f) "
-         "for f in os.listdir(REPORTS)]\n"),
+        (
+            "edit",
+            "src/reports.py",
+            "REPORTS = 'reports'\n",
+            "REPORTS = 'reports'\n\n\ndef report_files():\n    return [os.path.join(REPORTS, f) "
+            "for f in os.listdir(REPORTS)]\n",
+        ),
         ("say", "Added `report_files()`."),
         ("user", "Please use pathlib here, this codebase has moved off os.path everywhere."),
-        ("edit", "src/reports.py",
-         "    return [os.path.join(REPORTS, f) for f in os.listdir(REPORTS)]\n",
-         "    return sorted(Path(REPORTS).iterdir())\n"),
+        (
+            "edit",
+            "src/reports.py",
+            "    return [os.path.join(REPORTS, f) for f in os.listdir(REPORTS)]\n",
+            "    return sorted(Path(REPORTS).iterdir())\n",
+        ),
         ("say", "Now `sorted(Path(REPORTS).iterdir())`."),
     ],
     "h-no-run-again": [
@@ -425,68 +443,297 @@ HELD_OUT: Final[dict[str, list[Step]]] = {
     ],
     "h-bugfix-other-test": [
         ("user", "fix the date display bug in the header"),
-        ("edit", "src/header.py", "    return when.strftime('%d/%m')\n",
-         "    return when.strftime('%d %b')\n"),
-        ("run", "python -m pytest -q", 1,
-         "FAILED tests/test_header.py::test_header_date - AssertionError: assert '05 Jan' == "
-         "'5 Jan'\n1 failed, 40 passed in 0.90s"),
-        ("edit", "src/header.py", "    return when.strftime('%d %b')\n",
-         "    return f'{when.day} {when:%b}'\n"),
+        (
+            "edit",
+            "src/header.py",
+            "    return when.strftime('%d/%m')\n",
+            "    return when.strftime('%d %b')\n",
+        ),
+        (
+            "run",
+            "python -m pytest -q",
+            1,
+            "FAILED tests/test_header.py::test_header_date - AssertionError: assert '05 Jan' == "
+            "'5 Jan'\n1 failed, 40 passed in 0.90s",
+        ),
+        (
+            "edit",
+            "src/header.py",
+            "    return when.strftime('%d %b')\n",
+            "    return f'{when.day} {when:%b}'\n",
+        ),
         ("run", "python -m pytest -q", 0, "41 passed in 0.88s"),
         ("say", "The header shows '5 Jan' now; strftime has no portable day without a zero."),
     ],
     "h-write-restores-file": [
         ("user", "switch the settings loader to tomllib"),
         ("edit", "src/settings.py", "import yaml\n", "import tomllib\n"),
-        ("run", "python -m pytest -q tests/test_settings.py", 1,
-         "E   AttributeError: module 'tomllib' has no attribute 'safe_load'\n"
-         "1 failed in 0.04s"),
-        ("write", "src/settings.py", "import yaml\n\n\ndef load(path):\n    with open(path) as f:"
-         "\n        return yaml.safe_load(f)\n"),
+        (
+            "run",
+            "python -m pytest -q tests/test_settings.py",
+            1,
+            "E   AttributeError: module 'tomllib' has no attribute 'safe_load'\n1 failed in 0.04s",
+        ),
+        (
+            "write",
+            "src/settings.py",
+            "import yaml\n\n\ndef load(path):\n    with open(path) as f:"
+            "\n        return yaml.safe_load(f)\n",
+        ),
         ("run", "python -m pytest -q tests/test_settings.py", 0, "6 passed in 0.05s"),
-        ("say", "Put YAML back: the settings files are YAML (config/*.yaml), so tomllib cannot "
-         "read them without converting every file first."),
+        (
+            "say",
+            "Put YAML back: the settings files are YAML (config/*.yaml), so tomllib cannot "
+            "read them without converting every file first.",
+        ),
     ],
     "h-lint-unused-import": [
         ("user", "make lint pass"),
-        ("run", "ruff check .", 1, "src/api.py:3:8: F401 [*] `json` imported but unused\n"
-         "Found 1 error."),
+        (
+            "run",
+            "ruff check .",
+            1,
+            "src/api.py:3:8: F401 [*] `json` imported but unused\nFound 1 error.",
+        ),
         ("edit", "src/api.py", "import json\nimport logging\n", "import logging\n"),
         ("run", "ruff check .", 0, "All checks passed!"),
         ("say", "Removed the unused `json` import; lint passes."),
     ],
     "h-own-typo": [
         ("user", "add a total row to the summary"),
-        ("edit", "src/summary.py", "    return rows\n",
-         "    rows.append({'label': 'Total', 'amount': totl})\n    return rows\n"),
-        ("run", "python -m pytest -q tests/test_summary.py", 1,
-         "E   NameError: name 'totl' is not defined\n1 failed, 2 passed in 0.03s"),
-        ("edit", "src/summary.py", "'amount': totl})", "'amount': sum(r['amount'] for r in rows)})"),
+        (
+            "edit",
+            "src/summary.py",
+            "    return rows\n",
+            "    rows.append({'label': 'Total', 'amount': totl})\n    return rows\n",
+        ),
+        (
+            "run",
+            "python -m pytest -q tests/test_summary.py",
+            1,
+            "E   NameError: name 'totl' is not defined\n1 failed, 2 passed in 0.03s",
+        ),
+        (
+            "edit",
+            "src/summary.py",
+            "'amount': totl})",
+            "'amount': sum(r['amount'] for r in rows)})",
+        ),
         ("run", "python -m pytest -q tests/test_summary.py", 0, "3 passed in 0.03s"),
         ("say", "Added the total row."),
     ],
     "h-rule-up-front": [
-        ("user", "We always run make check before committing, and commits follow Conventional "
-         "Commits. Now fix the typo in the README title and commit it."),
+        (
+            "user",
+            "We always run make check before committing, and commits follow Conventional "
+            "Commits. Now fix the typo in the README title and commit it.",
+        ),
         ("edit", "README.md", "# Ledgr\n", "# Ledger\n"),
         ("run", "make check", 0, "ruff ... ok\nmypy ... ok\npytest ... 120 passed"),
-        ("run", "git commit -am 'docs: fix README title'", 0,
-         "[main 1a2b3c4] docs: fix README title\n 1 file changed"),
+        (
+            "run",
+            "git commit -am 'docs: fix README title'",
+            0,
+            "[main 1a2b3c4] docs: fix README title\n 1 file changed",
+        ),
         ("say", "Fixed and committed as `docs: fix README title` after `make check`."),
     ],
     "h-note-for-next-time": [
         ("user", "why does the CI cache never hit?"),
-        ("read", ".github/workflows/ci.yml", "      - uses: actions/cache@v4\n        with:\n"
-         "          key: deps-${{ hashFiles('requirements.txt') }}\n"),
-        ("say", "The cache key hashes requirements.txt, but dependencies live in "
-         "pyproject.toml and uv.lock, so the key never matches a saved cache.\n\nNote for next "
-         "time: the CI cache key must hash uv.lock, not requirements.txt (which no longer "
-         "exists)."),
+        (
+            "read",
+            ".github/workflows/ci.yml",
+            "      - uses: actions/cache@v4\n        with:\n"
+            "          key: deps-${{ hashFiles('requirements.txt') }}\n",
+        ),
+        (
+            "say",
+            "The cache key hashes requirements.txt, but dependencies live in "
+            "pyproject.toml and uv.lock, so the key never matches a saved cache.\n\nNote for next "
+            "time: the CI cache key must hash uv.lock, not requirements.txt (which no longer "
+            "exists).",
+        ),
     ],
     "h-dont-worry-explain": [
         ("user", "what does parse_line do?"),
         ("say", "It splits a CSV line, honouring quotes. Shall I run its tests too?"),
         ("user", "don't worry about the tests, just tell me what it returns for an empty line"),
         ("say", "For an empty line it returns an empty list."),
+    ],
+}
+
+# Written, and labelled in labels.json, after the rules were adjusted on HELD_OUT and before
+# the rules ran on these: the set whose figures estimate the rules on sessions they were not
+# shaped on (run.py's "fresh").
+FRESH: Final[dict[str, list[Step]]] = {
+    "f-bugfix-go-nil": [
+        ("user", "go test ./store panics since the cache change"),
+        (
+            "run",
+            "go test ./store",
+            1,
+            "--- FAIL: TestGetMissing (0.00s)\npanic: runtime error: invalid memory address or nil "
+            "pointer dereference [recovered]\n\tstore/store.go:42 +0x1d\nFAIL\texample.com/kv/store"
+            "\t0.006s",
+        ),
+        (
+            "read",
+            "store/store.go",
+            "func (s *Store) Get(k string) []byte {\n\treturn s.cache.Get(k)\n}\n",
+        ),
+        (
+            "edit",
+            "store/store.go",
+            "\treturn s.cache.Get(k)\n",
+            "\tif s.cache == nil {\n\t\treturn s.disk.Get(k)\n\t}\n\treturn s.cache.Get(k)\n",
+        ),
+        ("run", "go test ./store", 0, "ok  \texample.com/kv/store\t0.005s"),
+        ("say", "A Store opened with caching off has a nil cache; Get now reads the disk then."),
+    ],
+    "f-bugfix-rust-empty": [
+        ("user", "cargo test fails on the parser"),
+        (
+            "run",
+            "cargo test",
+            101,
+            "running 9 tests\ntest parse::tests::empty_input ... FAILED\n\nthread "
+            "'parse::tests::empty_input' panicked at src/parse.rs:17:21:\nindex out of bounds: the "
+            "len is 0 but the index is 0\n\ntest result: FAILED. 8 passed; 1 failed",
+        ),
+        (
+            "edit",
+            "src/parse.rs",
+            "    let first = tokens[0];\n",
+            "    let Some(&first) = tokens.first() else {\n        return Ok(Vec::new());\n    };\n",
+        ),
+        ("run", "cargo test", 0, "running 9 tests\ntest result: ok. 9 passed; 0 failed"),
+        (
+            "say",
+            "`parse` indexed the first token without checking; empty input now parses to an "
+            "empty list.",
+        ),
+    ],
+    "f-correction-stop-reformatting": [
+        ("user", "bump the retry count in deploy.yaml to 5"),
+        ("write", "deploy.yaml", "retries: 5\ntimeout: 30\nregion: eu-west-1\n"),
+        ("say", "Set retries to 5 (and normalised the file's indentation)."),
+        (
+            "user",
+            "Stop reformatting whole files, only change the lines you need to. Big diffs "
+            "are hard to review here.",
+        ),
+        ("say", "Understood; I will keep edits to the lines that change."),
+    ],
+    "f-correction-soft-api": [
+        ("user", "make parse() accept a encoding argument"),
+        ("edit", "src/reader.py", "def parse(path):\n", "def parse(path, encoding):\n"),
+        ("say", "parse now takes `encoding`."),
+        (
+            "user",
+            "Hmm, I'd rather you keep the public API unchanged: add a new parse_with() "
+            "instead of changing parse()'s signature, other teams call it.",
+        ),
+        (
+            "edit",
+            "src/reader.py",
+            "def parse(path, encoding):\n",
+            "def parse(path):\n    return parse_with(path, 'utf-8')\n\n\n"
+            "def parse_with(path, encoding):\n",
+        ),
+        ("say", "parse() is unchanged; parse_with(path, encoding) is new."),
+    ],
+    "f-quiet-docstrings": [
+        ("user", "add docstrings to the three public functions in utils.py"),
+        (
+            "edit",
+            "src/utils.py",
+            "def slug(text):\n",
+            'def slug(text):\n    """Return text as a URL slug."""\n',
+        ),
+        (
+            "edit",
+            "src/utils.py",
+            "def chunks(items, n):\n",
+            'def chunks(items, n):\n    """Yield lists of n items."""\n',
+        ),
+        (
+            "edit",
+            "src/utils.py",
+            "def clamp(x, lo, hi):\n",
+            'def clamp(x, lo, hi):\n    """Return x within [lo, hi]."""\n',
+        ),
+        ("run", "python -m pytest -q tests/test_utils.py", 0, "9 passed in 0.04s"),
+        ("say", "Added docstrings to slug, chunks and clamp."),
+    ],
+    "f-quiet-no-test-needed": [
+        ("user", "is there a test for the retry logic?"),
+        ("run", "grep -rn retry tests/", 1, ""),
+        ("say", "No, nothing under tests/ mentions retry. Should I add one?"),
+        ("user", "ok, no need to add one now"),
+        ("say", "Fine."),
+    ],
+    "f-revert-httpx-bump": [
+        ("user", "bump httpx to the latest"),
+        ("edit", "pyproject.toml", '    "httpx>=0.27,<0.28",\n', '    "httpx>=0.28,<0.29",\n'),
+        (
+            "run",
+            "uv sync && uv run pytest -q",
+            1,
+            "E   TypeError: Client.__init__() got an unexpected keyword argument 'proxies'\n"
+            "FAILED tests/test_client.py::test_proxy - TypeError\n1 failed, 52 passed in 3.1s",
+        ),
+        ("edit", "pyproject.toml", '    "httpx>=0.28,<0.29",\n', '    "httpx>=0.27,<0.28",\n'),
+        ("run", "uv sync && uv run pytest -q", 0, "53 passed in 3.0s"),
+        (
+            "say",
+            "httpx 0.28 removed `proxies=`, which src/client.py still passes, so I kept the "
+            "pin below 0.28. Moving to `mounts=` first would allow the bump.",
+        ),
+    ],
+    "f-bugfix-and-same-lesson": [
+        ("user", "the CSV import drops the last row"),
+        (
+            "run",
+            "python -m pytest -q tests/test_import.py",
+            1,
+            "E   AssertionError: assert 2 == 3\nFAILED tests/test_import.py::test_all_rows - "
+            "AssertionError: assert 2 == 3",
+        ),
+        (
+            "edit",
+            "src/importer.py",
+            "    for line in text.split('\\n')[:-1]:\n",
+            "    for line in text.splitlines():\n",
+        ),
+        ("run", "python -m pytest -q tests/test_import.py", 0, "4 passed in 0.03s"),
+        (
+            "say",
+            "Fixed.\n\n## Key Learnings\n- The importer cut the last line off assuming a "
+            "trailing newline; files exported from Excel have none, so split with splitlines().",
+        ),
+    ],
+    "f-timeout-raised": [
+        ("user", "test_net keeps failing on CI"),
+        (
+            "run",
+            "python -m pytest -q tests/test_net.py",
+            1,
+            "E   TimeoutError: no reply within 1.0 s\nFAILED tests/test_net.py::test_roundtrip - "
+            "TimeoutError",
+        ),
+        (
+            "edit",
+            "tests/test_net.py",
+            "    reply = client.ask(msg, timeout=1.0)\n",
+            "    reply = client.ask(msg, timeout=5.0)\n",
+        ),
+        ("run", "python -m pytest -q tests/test_net.py", 0, "3 passed in 2.4s"),
+        ("say", "The CI runners answer in 1-2 s under load; the round-trip test now waits 5 s."),
+    ],
+    "f-quiet-missing-file": [
+        ("user", "how many TODOs are left in src?"),
+        ("run", "grep -rn TODO src | wc -l", 0, "14"),
+        ("run", "cat TODO.md", 1, "cat: TODO.md: No such file or directory"),
+        ("say", "14 TODO comments in src/; there is no TODO.md."),
     ],
 }
