@@ -35,7 +35,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from scenarios import HELD_OUT, SCENARIOS, Step  # noqa: E402
+from scenarios import FRESH, HELD_OUT, SCENARIOS, Step  # noqa: E402
 
 CWD = "/home/dev/work/app"
 AGENTS = ("claude-code", "codex", "gemini-cli")
@@ -464,11 +464,11 @@ def main() -> int:
     for agent in AGENTS:
         folder = HERE / "transcripts" / agent
         folder.mkdir(parents=True, exist_ok=True)
-        for name, steps in {**SCENARIOS, **HELD_OUT}.items():
+        for name, steps in {**SCENARIOS, **HELD_OUT, **FRESH}.items():
             lines = RENDER[agent](name, steps)
             text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
             (folder / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    count = len(AGENTS) * (len(SCENARIOS) + len(HELD_OUT))
+    count = len(AGENTS) * (len(SCENARIOS) + len(HELD_OUT) + len(FRESH))
     print(f"wrote {count} transcripts under {HERE / 'transcripts'}")
     return 0
 

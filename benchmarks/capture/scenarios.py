@@ -604,7 +604,8 @@ FRESH: Final[dict[str, list[Step]]] = {
             "edit",
             "src/parse.rs",
             "    let first = tokens[0];\n",
-            "    let Some(&first) = tokens.first() else {\n        return Ok(Vec::new());\n    };\n",
+            "    let Some(&first) = tokens.first() else {\n"
+            "        return Ok(Vec::new());\n    };\n",
         ),
         ("run", "cargo test", 0, "running 9 tests\ntest result: ok. 9 passed; 0 failed"),
         (
