@@ -440,3 +440,22 @@ def test_an_unreviewed_proposal_is_never_offered_unasked_and_always_labelled(
     assert hit.id in [item.id for item in briefing.items]
     (after,) = project.recall("fromisoformat trailing Z isoformat", limit=1)
     assert "not reviewed" not in HitView.of(after).provenance
+
+
+def test_the_prompt_hook_answers_with_the_nudge_once(project: Engram) -> None:
+    from engram.agents.answer import answer
+    from engram.agents.briefing import StandingCache
+    from engram.agents.hookspec import HookSpec
+
+    lines = [claude_line("user", "refactor the report module")]
+    lines += [edit(f"t{n}", f"report{n}.py", "a", "b") for n in range(6)]
+    path = project.root / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    spec = HookSpec("claude-code", "prompt", "UserPromptSubmit", None, 15, "prompt")
+    event = Event(str(project.root), session_id="s-7", transcript=str(path))
+    out = json.loads(answer(project.here, StandingCache(), spec, event))
+    assert out["hookSpecificOutput"] == {
+        "hookEventName": "UserPromptSubmit",
+        "additionalContext": inbox.NUDGE,
+    }
+    assert answer(project.here, StandingCache(), spec, event) == ""

@@ -36,6 +36,8 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
             return _check(here, spec, event)
         if spec.action == "capture":
             return _capture(here, spec, event)
+        if spec.action == "prompt":
+            return _nudge(here, spec, event)
         if spec.action == "end" and event.session_id:
             notice = _capture(here, spec, event)  # the session's last stretch, then its end
             session.end(here, event.session_id)
@@ -86,3 +88,10 @@ def _capture(here: Project, spec: HookSpec, event: Event) -> str:
     from engram.agents.inbox import capture_hook
 
     return reply.notice_output(capture_hook(here, spec.agent, event))
+
+
+def _nudge(here: Project, spec: HookSpec, event: Event) -> str:
+    from engram.agents.inbox import nudge
+
+    text = nudge(here, event.transcript, event.session_id, agent=spec.agent)
+    return reply.context_output(spec.native, text)

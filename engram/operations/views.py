@@ -183,10 +183,11 @@ def is_unreviewed(record: Mapping[str, Any]) -> bool:
     """Tell whether a record was proposed from an agent's session and nobody reviewed it yet.
 
     Capture saves them (``engram.agents.inbox``: status proposed, source ``capture:<agent>``);
-    a person accepts (active) or rejects one with ``engram review``. The labelled capture set
-    (benchmarks/capture) measured such proposals wrong four times in five on sessions their
-    rules were not shaped on, so nothing unasked (a briefing, a prompt's or a file's memories)
-    shows one, and wherever one is shown its provenance says it is unreviewed.
+    a person accepts (active) or rejects one with ``engram review``. On the labelled capture
+    set (benchmarks/capture) the rules' first run on sessions they were not shaped on was wrong
+    four times in five, and after adjustment one in seven proposals on fresh sessions is still
+    wrong, so nothing unasked (a briefing, a prompt's or a file's memories) shows one, and
+    wherever one is shown its provenance says it is unreviewed.
     """
     return record.get("status") == "proposed" and str(record.get("source") or "").startswith(
         "capture:"
