@@ -459,3 +459,38 @@ def test_the_prompt_hook_answers_with_the_nudge_once(project: Engram) -> None:
         "additionalContext": inbox.NUDGE,
     }
     assert answer(project.here, StandingCache(), spec, event) == ""
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_transcripts_the_real_programs_wrote(agent: str) -> None:
+    """r-bugfix: the real agent ran a failing check, edited src/billing.py, ran it again."""
+    transcript = read_transcript(SET / agent / "r-bugfix.jsonl")
+    assert transcript.agent == agent and not transcript.notes
+    people = [step.text for step in transcript.steps if step.kind == "user"]
+    # Gemini CLI's session and hook context are not the person's words.
+    assert people == ["Fix the refund rounding bug in src/billing.py"]
+    runs = [step for step in transcript.steps if step.kind == "run" and "refund" in step.text]
+    assert [run.code for run in runs] == [1, 0]
+    assert "gave 52, want 53" in runs[0].output and "untrusted_context" not in runs[0].output
+    (edit,) = [step for step in transcript.steps if step.kind == "edit"]
+    assert edit.path.endswith("src/billing.py") and "+ 50) // 100" in edit.new
+    data = json.loads((SET.parent / "labels.json").read_text())
+    (fix,) = propose(transcript, data["real_cwd"][agent]["r-bugfix"])
+    assert fix.kind == "bugfix" and fix.files == ["src/billing.py"]
+    quiet = read_transcript(SET / agent / "r-quiet.jsonl")
+    assert propose(quiet, data["real_cwd"][agent]["r-quiet"]) == []
+
+
+def test_a_refused_tool_call_is_no_step() -> None:
+    """A command the person did not approve, an edit that did not apply: nothing happened."""
+    lines = [
+        claude_line("user", "fix it"),
+        bash("t1", "pytest -q"),
+        result("t1", "This command requires approval", error=True),
+        edit("t2", "a.py", "x", "y"),
+        result("t2", "<tool_use_error>File has not been read yet.</tool_use_error>", error=True),
+        bash("t3", "pytest -q"),
+        result("t3", "3 passed"),
+    ]
+    steps = parse_transcript("\n".join(lines)).steps
+    assert [(step.kind, step.code) for step in steps] == [("user", None), ("run", 0)]

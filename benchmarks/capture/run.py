@@ -19,8 +19,9 @@ with in view); "adjusted" (the ten ``h-*`` sessions, written and labelled after 
 before the rules first ran on them: precision 0.20 and recall 0.17 then; the rules were then
 adjusted on them); "fresh" (the ten ``f-*`` sessions, written and labelled after that
 adjustment, before the rules ran on them: the estimate for sessions the rules were not shaped
-on). ``--show`` prints every proposal with the label it
-answered, if any.
+on); "real" (the two ``r-*`` sessions per agent that the real agent programs ran against a
+scripted fake model, transcripts as the programs wrote them). ``--show`` prints every
+proposal with the label it answered, if any.
 """
 
 from __future__ import annotations
@@ -54,16 +55,16 @@ def answers(record: dict[str, Any], label: dict[str, Any]) -> bool:
     return any(word.lower() in text for word in label["words"])
 
 
-SETS = ("tuned", "adjusted", "fresh")  # by name: h-* adjusted, f-* fresh, the rest tuned
+SETS = ("tuned", "adjusted", "fresh", "real")  # by name: h- adjusted, f- fresh, r- real
 
 
 def set_of(name: str) -> str:
     """Return the set a session belongs to, by its name."""
-    return {"h-": "adjusted", "f-": "fresh"}.get(name[:2], "tuned")
+    return {"h-": "adjusted", "f-": "fresh", "r-": "real"}.get(name[:2], "tuned")
 
 
 def score(
-    agent: str, labels: dict[str, list[dict[str, Any]]], show: bool
+    agent: str, labels: dict[str, list[dict[str, Any]]], show: bool, cwds: dict[str, str]
 ) -> dict[str, dict[str, int]]:
     """Capture every transcript of one agent into a scratch store; tally each set."""
     keys = ("proposals", "right", "labels", "found", "quiet", "quiet_props", "again", "sessions")
@@ -78,7 +79,8 @@ def score(
             for path in paths:
                 row = tally[set_of(path.stem)]
                 wanted = labels[path.stem]
-                got = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
+                cwd = cwds.get(path.stem, CWD)  # where the session ran, if its file does not say
+                got = capture_transcript(engram.here, str(path), agent=agent, cwd=cwd)
                 records = [engram.get(item.id) for item in got.proposed]
                 open_labels = list(wanted)
                 row["sessions"] += 1
@@ -104,7 +106,8 @@ def score(
                 row["found"] += len(wanted) - len(open_labels)
             for path in paths:
                 row = tally[set_of(path.stem)]
-                again = capture_transcript(engram.here, str(path), agent=agent, cwd=CWD)
+                cwd = cwds.get(path.stem, CWD)
+                again = capture_transcript(engram.here, str(path), agent=agent, cwd=cwd)
                 row["again"] += len(again.proposed)
     return tally
 
@@ -124,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="print every proposal")
     args = parser.parse_args(argv)
     data = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))
-    labels = {**data["sessions"], **data["held_out"], **data["fresh"]}
-    rows = {agent: score(agent, labels, args.show) for agent in AGENTS}
+    labels = {**data["sessions"], **data["held_out"], **data["fresh"], **data["real"]}
+    rows = {agent: score(agent, labels, args.show, data["real_cwd"][agent]) for agent in AGENTS}
     for name in (*SETS, "all"):
         print(f"\n{name}")
         print(

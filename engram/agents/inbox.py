@@ -16,8 +16,8 @@ or merges them, one by one or all at once. ``nudge`` is the prompt hook's remind
 A person's own model command (``capture.polish_command`` in ENGRAM_HOME's config, or
 ``ENGRAM_CAPTURE_POLISH``; never the committed config: ``engram.config.USER_ONLY``) may
 rewrite a proposal's title and content: it gets the proposal as JSON on stdin and answers
-JSON ``{"title", "content"}`` within ``POLISH_SECONDS``; anything else keeps the proposal as
-it was.
+JSON ``{"title", "content"}``; one capture gives the command ``POLISH_SECONDS`` in all (a hook
+must answer in time), and anything else keeps the proposal as it was.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -59,7 +60,7 @@ __all__ = [
 CAPTURE_SOURCE: Final = "capture:"
 ACTIONS: Final = ("list", "accept", "reject", "merge")
 INBOX_LIMIT: Final = 10_000
-POLISH_SECONDS: Final = 20.0
+POLISH_SECONDS: Final = 12.0  # for all of one capture's proposals (a stop hook has 21 s)
 # The nudge: after this many edits in a session with nothing saved, once per this many seconds.
 NUDGE_EDITS: Final = 5
 NUDGE_WINDOW: Final = 3600.0
@@ -206,13 +207,14 @@ def save_proposals(
         return out
     known = _captured_keys(here)
     polish = _polisher(here)
+    deadline = time.monotonic() + POLISH_SECONDS
     for proposal in proposals:
         record = known.get(proposal.key) or _said_already(here, proposal)
         if record is not None:
             out.known.append(_item(record))
             continue
         if polish is not None:
-            _polish(polish, proposal, out.notes)
+            _polish(polish, proposal, out.notes, deadline - time.monotonic())
         result = remember(
             here,
             proposal.title,
@@ -308,8 +310,11 @@ def _polisher(here: Project) -> list[str] | None:
     return shlex.split(text) if text else None
 
 
-def _polish(command: list[str], proposal: Proposal, notes: list[str]) -> None:
+def _polish(command: list[str], proposal: Proposal, notes: list[str], seconds: float) -> None:
     """Let the person's model command rewrite a proposal's title and content, or leave it."""
+    if seconds < 1:
+        notes.append(f"polish command {command[0]}: no time left; proposal kept as extracted")
+        return
     data = json.dumps(
         {
             "kind": proposal.kind,
@@ -324,7 +329,7 @@ def _polish(command: list[str], proposal: Proposal, notes: list[str]) -> None:
             input=data,
             capture_output=True,
             text=True,
-            timeout=POLISH_SECONDS,
+            timeout=seconds,
             check=False,
         )
         answer = json.loads(done.stdout) if done.returncode == 0 else None
@@ -465,8 +470,6 @@ def nudge(here: Project, transcript: str, session_id: str, *, agent: str = "") -
     saved no memory, and it was not said in this session within ``NUDGE_WINDOW`` seconds (the
     clone's session log keeps when).
     """
-    import time
-
     from engram.agents.transcript import read_transcript
 
     if not session_id or not transcript or not os.path.isfile(transcript):

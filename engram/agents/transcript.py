@@ -55,6 +55,21 @@ _EDIT_TOOLS: Final = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _CLAUDE_EXIT: Final = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _CODEX_EXIT: Final = re.compile(r"(?:Process exited with code|Exit code:?) (-?\d+)")
 _GEMINI_EXIT: Final = re.compile(r"^Exit Code: (-?\d+)", re.MULTILINE)
+REFUSED: Final = "refused"  # a tool call that did not happen (denied, failed to apply): dropped
+_NOT_RUN: Final = (
+    "This command requires approval",
+    "<tool_use_error>",
+    "The user doesn't want to proceed",
+    "Permission to use",
+    "[Request interrupted",
+)
+# What agents add to the person's message themselves: Gemini CLI's session and hook context.
+_INJECTED: Final = re.compile(
+    r"<(session_context|hook_context|system-reminder)>.*?</\1>\s*|"
+    r"<(?:session_context|hook_context|system-reminder)>.*\Z",
+    re.DOTALL,
+)
+_UNTRUSTED: Final = re.compile(r"</?untrusted_context>")
 _PATCH_FILE: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
 
 
@@ -107,6 +122,7 @@ def parse_transcript(text: str, agent: str = "", *, path: str = "") -> Transcrip
     out = Transcript(agent=agent, path=path, notes=notes)
     reader = {"claude-code": _claude, "codex": _codex, "gemini-cli": _gemini}[agent]
     reader(entries, out)
+    out.steps = [step for step in out.steps if step.kind != REFUSED]
     if len(out.steps) > MAX_STEPS:
         out.notes.append(f"{path}: only the last {MAX_STEPS} of {len(out.steps)} steps kept")
         del out.steps[:-MAX_STEPS]
@@ -177,7 +193,7 @@ def _str(value: Any) -> str:
 
 
 def _claude(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
-    pending: dict[str, Step] = {}
+    pending: dict[str, list[Step]] = {}
     for number, entry in entries:
         out.session_id = out.session_id or _str(entry.get("sessionId"))
         out.cwd = out.cwd or _str(entry.get("cwd"))
@@ -197,8 +213,7 @@ def _claude(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
                 if block.get("type") == "text":
                     _person(out, number, _str(block.get("text")))
                 elif block.get("type") == "tool_result":
-                    step = pending.pop(_str(block.get("tool_use_id")), None)
-                    if step is not None and step.kind == "run":
+                    for step in pending.pop(_str(block.get("tool_use_id")), []):
                         _claude_result(step, block)
         elif entry.get("type") == "assistant":
             for block in content if isinstance(content, list) else []:
@@ -209,14 +224,14 @@ def _claude(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
                 elif block.get("type") == "tool_use":
                     tool_input = block.get("input")
                     if isinstance(tool_input, Mapping):
-                        for step in _claude_tool(_str(block.get("name")), tool_input, number):
-                            out.steps.append(step)
-                            pending[_str(block.get("id"))] = step
+                        steps = list(_claude_tool(_str(block.get("name")), tool_input, number))
+                        out.steps += steps
+                        pending[_str(block.get("id"))] = steps
 
 
 def _person(out: Transcript, number: int, text: str) -> None:
-    """Add the person's words (not the commands and notes Claude Code records as user text)."""
-    text = text.strip()
+    """Add the person's words (not the commands, notes and hook context agents record there)."""
+    text = _INJECTED.sub("", text).strip()
     if text and not text.startswith(("<command-", "<local-command", "Caveat:", "[Request")):
         out.steps.append(Step("user", number, text=_clip(text)))
 
@@ -241,15 +256,23 @@ def _claude_tool(name: str, tool_input: Mapping[str, Any], number: int) -> Itera
 
 
 def _claude_result(step: Step, block: Mapping[str, Any]) -> None:
+    """Read a tool call's answer: a command's exit status and output; an edit that failed."""
     content = block.get("content")
     if isinstance(content, list):
         content = "\n".join(_str(part.get("text")) for part in content if isinstance(part, Mapping))
     text = _str(content)
+    if step.kind == "edit":
+        if block.get("is_error") is True:
+            step.kind = REFUSED  # not applied: the file was not read first, the text not found
+        return
     match = _CLAUDE_EXIT.match(text)
     if match:
         step.code = int(match.group(1))
         text = text[match.end() :].lstrip("\n")
     elif block.get("is_error") is True:
+        # Refused or interrupted before it ran ("requires approval", a tool_use_error): it
+        # neither failed nor passed, and tells nothing about the code.
+        step.kind = REFUSED if text.lstrip().startswith(_NOT_RUN) else step.kind
         step.code = 1
     else:
         step.code = 0
@@ -261,6 +284,7 @@ def _claude_result(step: Step, block: Mapping[str, Any]) -> None:
 
 def _codex(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
     calls: dict[str, Step] = {}
+    patched: dict[str, list[Step]] = {}  # the edits of each apply_patch call
     said: list[Step] = []  # the assistant's response_item messages
     told: list[Step] = []  # agent_message events (the same words; used when no message item)
     people = 0
@@ -297,6 +321,11 @@ def _codex(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
             for step in _codex_call(payload, number):
                 out.steps.append(step)
                 calls[_str(payload.get("call_id"))] = step
+                if step.kind == "edit":
+                    patched.setdefault(_str(payload.get("call_id")), []).append(step)
+        elif kind == "event_msg" and what == "patch_apply_end" and payload.get("success") is False:
+            for edit in patched.get(_str(payload.get("call_id")), []):
+                edit.kind = REFUSED
         elif kind == "response_item" and what in (
             "function_call_output",
             "custom_tool_call_output",
@@ -304,6 +333,9 @@ def _codex(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
             step = calls.get(_str(payload.get("call_id")))
             if step is not None and step.kind == "run":
                 _codex_output(step, payload.get("output"))
+            elif step is not None and _codex_failed(payload.get("output")):
+                for edit in patched.get(_str(payload.get("call_id")), []):
+                    edit.kind = REFUSED  # the patch did not apply
     if not people:
         out.steps += items
     out.steps += said or told
@@ -365,6 +397,22 @@ def _patch_step(number: int, path: str, action: str, old: list[str], new: list[s
     return Step("edit", number, path=path, old=before, new=_clip("".join(f"{x}\n" for x in new)))
 
 
+def _codex_failed(output: Any) -> bool:
+    """Tell whether an apply_patch answer says the patch was not applied."""
+    text = _str(output)
+    if text.lstrip().startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, Mapping):
+            meta = value.get("metadata")
+            if isinstance(meta, Mapping) and meta.get("exit_code") not in (0, None):
+                return True
+            text = _str(value.get("output"))
+    return text.lstrip().lower().startswith(("error", "apply_patch verification failed"))
+
+
 def _codex_output(step: Step, output: Any) -> None:
     text = _str(output)
     if text.lstrip().startswith("{"):
@@ -403,6 +451,14 @@ def _gemini(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
         elif isinstance(entry.get("id"), str):
             first = messages.get(entry["id"], (number, entry))[0]
             messages[entry["id"]] = (first, entry)
+        elif isinstance(entry.get("$set"), Mapping) and isinstance(
+            entry["$set"].get("messages"), list
+        ):  # the whole conversation set anew (a resumed or rewritten session)
+            messages = {
+                m["id"]: (number, m)
+                for m in entry["$set"]["messages"]
+                if isinstance(m, dict) and isinstance(m.get("id"), str)
+            }
     for number, message in messages.values():
         content = message.get("content")
         if isinstance(content, list):
@@ -433,13 +489,13 @@ def _gemini_call(call: Mapping[str, Any], number: int) -> Iterator[Step]:
             step.code = int(match.group(1))
         else:
             step.code = 1 if call.get("status") == "error" else 0
-        body = output.removeprefix("Output: ")
+        body = _UNTRUSTED.sub("", output).strip().removeprefix("Output: ")
         step.output = _clip(re.split(r"\n(?:Exit Code|Process Group PGID|Signal): ", body)[0])
         yield step
-    elif name == "replace" and call.get("status") != "error":
+    elif name == "replace" and call.get("status") not in ("error", "cancelled"):
         old, new = _str(args.get("old_string")), _str(args.get("new_string"))
         yield Step("edit", number, path=path, old=_clip(old), new=_clip(new))
-    elif name == "write_file" and call.get("status") != "error":
+    elif name == "write_file" and call.get("status") not in ("error", "cancelled"):
         yield Step("edit", number, path=path, new=_clip(_str(args.get("content"))))
 
 
