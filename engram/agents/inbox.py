@@ -141,10 +141,10 @@ def capture_hook(here: Project, agent: str, event: Event) -> str:
 
     if event.nested:
         return ""
-    from engram.agents.transcript import read_transcript
+    from engram.agents.transcript import AGENTS, read_transcript
 
     path = event.transcript or locate_transcript(agent, event.session_id)
-    if path and os.path.isfile(path):
+    if agent in AGENTS and path and os.path.isfile(path):  # a format engram reads
         transcript = read_transcript(path, agent)
         transcript.cwd = transcript.cwd or event.cwd
     elif event.message:
