@@ -386,29 +386,16 @@ class Engram:
 
     @in_project
     def review(
-        self,
-        action: str = "list",
-        ids: Sequence[str] | None = None,
-        *,
-        every: bool = False,
-        title: str | None = None,
-        content: str | None = None,
-        into: str | None = None,
-        limit: int | None = None,
+        self, action: str = "list", ids: Sequence[str] | None = None, **options: Any
     ) -> Review:
-        """List proposed memories (oldest first), or accept, reject or merge them."""
+        """List proposed memories (oldest first), or accept, reject or merge them.
+
+        ``options``: ``every`` (all of them), ``title`` and ``content`` (accept), ``into``
+        (merge), ``limit`` (list): see ``engram.agents.inbox.review``.
+        """
         from engram.agents import inbox
 
-        return inbox.review(
-            self.here,
-            action,
-            list(ids or []),
-            every=every,
-            title=title,
-            content=content,
-            into=into,
-            limit=limit,
-        )
+        return inbox.review(self.here, action, list(ids or []), **options)
 
     @in_project
     def capture_transcript(
