@@ -122,10 +122,9 @@ REVIEW = declare(
     Operation(
         "review",
         "List proposed memories (oldest first), or accept, reject or merge them.",
-        "The review inbox: memories proposed from sessions (status proposed, not reviewed). "
-        "action list shows them oldest first; accept (optionally with a new title or content), "
-        "reject (remembered: not proposed again) or merge (into another memory) takes ids, or "
-        "all=true for every one. Call it when the person asks to review captured memories.",
+        "The inbox of memories proposed from sessions, not reviewed. list: oldest first. "
+        "accept (optionally a new title or content), reject (not proposed again) or merge "
+        "(into another memory): ids, or all=true. Use when the person asks to review them.",
         (
             Param(
                 "action",
