@@ -59,6 +59,7 @@ _CLAUDE_EDITS: Final = "Edit|Write|MultiEdit|NotebookEdit"
 _CODEX_SHELL: Final = "Bash|shell|shell_command|exec_command|local_shell|container.exec"
 _GEMINI_EDITS: Final = "write_file|replace"
 _CURSOR_EDITS: Final = "Write|Edit|MultiEdit|StrReplace|Delete"
+_OPENCODE_EDITS: Final = "edit|write|patch|multiedit|apply_patch"
 HOOKS: Final = (
     HookSpec(
         "claude-code",
@@ -105,6 +106,13 @@ HOOKS: Final = (
     HookSpec("cursor", "post-edit", "postToolUse", _CURSOR_EDITS, 10, "edit"),
     HookSpec("cursor", "pre-compact", "preCompact", None, 30, "capture"),
     HookSpec("cursor", "stop", "afterAgentResponse", None, 30, "capture"),
+    # OpenCode's plugin events (engram.agents.opencode runs these from its plugin file).
+    HookSpec("opencode", "session-start", "session.created", None, 30, "brief"),
+    HookSpec("opencode", "prompt", "chat.message", None, 15, "prompt"),
+    HookSpec("opencode", "pre-read", "tool.execute.before", "read", 10, "read"),
+    HookSpec("opencode", "pre-edit", "tool.execute.before", _OPENCODE_EDITS, 10, "edit"),
+    HookSpec("opencode", "pre-compact", "experimental.session.compacting", None, 30, "capture"),
+    HookSpec("opencode", "stop", "session.idle", None, 30, "capture"),
 )
 HOOK_AGENTS: Final = tuple(dict.fromkeys(spec.agent for spec in HOOKS))
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import shlex
 import shutil
 import stat
 import sys
@@ -28,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from engram.agents.commands import (
+    hook_command,
+    missing_line,
+    native_matcher,
+)
 from engram.agents.hookspec import HOOKS, HookSpec
+from engram.agents.opencode import OWNED, PLUGIN_FILE, plugin_text
 from engram.errors import ConfigError, InvalidInput
 from engram.fileio import temp_file
 from engram.jsonc import Document, JsoncError
@@ -38,6 +43,8 @@ SCOPES: Final = ("project", "user")
 SERVER: Final = "engram"
 START: Final = "<!-- engram:start -->"
 END: Final = "<!-- engram:end -->"
+OPENCODE_PLUGIN: Final = PLUGIN_FILE
+CURSOR_HOOKS_VERSION: Final = 1  # the version of .cursor/hooks.json Cursor documents
 
 INSTRUCTIONS: Final = """\
 ## Memory (engram)
@@ -67,13 +74,9 @@ code). Reach it through the `engram` MCP tools.
 """
 
 
-def hook_command(prefix: Sequence[str], spec: HookSpec) -> str:
-    """Return the shell command of a hook: engram's, skipped where engram is not installed."""
-    program = shlex.quote(prefix[0])
-    return (
-        f"command -v {program} >/dev/null 2>&1 || exit 0; "
-        f"{shlex.join([*prefix, 'hook', spec.agent, spec.event])}"
-    )
+def opencode_plugin(prefix: Sequence[str]) -> str:
+    """Return the OpenCode plugin that runs engram's hooks with the command ``prefix``."""
+    return plugin_text(prefix, missing_line(prefix[0]))
 
 
 # Front matter of the instruction files that engram owns whole (Cursor rule, VS Code file).
@@ -155,7 +158,7 @@ class Status:
 
 
 @dataclass(frozen=True)
-class _Target:
+class Target:
     path: Path
     kind: str
     edit: Callable[[str | None], str]  # old text (None: no file) -> new text
@@ -191,7 +194,7 @@ def vscode_user_dir(home: Path) -> Path:
     return _xdg_config(home) / "Code" / "User"
 
 
-def _codex_home(home: Path) -> Path:
+def codex_home(home: Path) -> Path:
     custom = os.environ.get("CODEX_HOME")
     return Path(custom) if custom else home / ".codex"
 
@@ -204,48 +207,66 @@ def _pick(folder: Path, *names: str) -> Path:
     return folder / names[0]
 
 
-def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Target], list[str]]:
+def _codex_targets(scope: str, root: Path, home: Path, notes: list[str]) -> list[Target]:
+    """Return Codex's files (its MCP entry, AGENTS.md, hooks.json), noting what to trust."""
+    base = engram_command(scope)
+    codex = codex_home(home)
+    project = scope == "project"
+    hooks = root / ".codex" / "hooks.json" if project else codex / "hooks.json"
+    if project:
+        notes.append("Codex reads .codex/config.toml only in projects you have trusted")
+    notes.append(codex_trust_note(shown_path(hooks, scope, root, home)))
+    return [
+        _toml_target(
+            root / ".codex" / "config.toml" if project else codex / "config.toml", [*base, "mcp"]
+        ),
+        _markdown_target(root / "AGENTS.md" if project else codex / "AGENTS.md"),
+        _hooks_target(hooks, "codex", base),
+    ]
+
+
+def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[Target], list[str]]:
     """Return the files to edit for an agent and scope, and notes for the user."""
     base = engram_command(scope)
-    argv = [*base, "mcp"]
+    argv, notes, project = [*base, "mcp"], [], scope == "project"
     stdio = {"command": argv[0], "args": argv[1:]}
-    notes: list[str] = []
-    project = scope == "project"
     if agent == "claude-code":
+        settings = (root if project else home) / ".claude" / "settings.json"
         targets = [
             _json_target(root / ".mcp.json" if project else home / ".claude.json", stdio),
             _markdown_target(root / "CLAUDE.md" if project else home / ".claude" / "CLAUDE.md"),
-            _hooks_target((root if project else home) / ".claude" / "settings.json", agent, base),
+            _hooks_target(settings, agent, base),
+            _allow_target(settings),
         ]
         if project:
             notes.append("Claude Code asks once before it starts a server from .mcp.json")
-    elif agent == "codex":
-        codex = _codex_home(home)
-        targets = [
-            _toml_target(
-                root / ".codex" / "config.toml" if project else codex / "config.toml", argv
-            ),
-            _markdown_target(root / "AGENTS.md" if project else codex / "AGENTS.md"),
-            _hooks_target(
-                root / ".codex" / "hooks.json" if project else codex / "hooks.json", agent, base
-            ),
-        ]
-        if project:
-            notes.append("Codex reads .codex/config.toml only in projects you have trusted")
         notes.append(
-            "Codex runs hooks.json while its hooks feature is on (the default in current "
-            "versions; else `[features] hooks = true` in config.toml)"
+            f"Claude Code may call engram's read-only tools without asking "
+            f"({', '.join(read_only_tools())}); it asks before the tools that write"
         )
+    elif agent == "codex":
+        targets = _codex_targets(scope, root, home, notes)
     elif agent == "gemini-cli":
         folder = (root if project else home) / ".gemini"
         targets = [
-            _json_target(folder / "settings.json", stdio),
+            _json_target(folder / "settings.json", {**stdio, "trust": True}),
             _markdown_target(root / "GEMINI.md" if project else folder / "GEMINI.md"),
             _hooks_target(folder / "settings.json", agent, base),
         ]
+        notes.append(
+            'the engram server entry has "trust": true, so Gemini CLI lists and runs engram\'s '
+            "tools without asking (headless Gemini CLI hides tools that would ask), the ones "
+            "that write memories too"
+        )
+        if project:
+            notes.append(
+                "Gemini CLI starts a project's MCP server only in a folder you trust "
+                "(`gemini trust`, or the prompt at start)"
+            )
     elif agent == "opencode":
         folder = root if project else _xdg_config(home) / "opencode"
         entry = {"type": "local", "command": argv, "enabled": True}
+        plugins = (root / ".opencode" if project else folder) / "plugins"
         targets = [
             _json_target(
                 _pick(folder, "opencode.json", "opencode.jsonc"),
@@ -254,6 +275,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
                 new_file={"$schema": "https://opencode.ai/config.json"},
             ),
             _markdown_target(folder / "AGENTS.md"),
+            _whole_target(plugins / OPENCODE_PLUGIN, "hooks", opencode_plugin(base)),
         ]
     elif agent == "cursor":
         folder = (root if project else home) / ".cursor"
@@ -265,6 +287,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
                 "Cursor keeps user rules in its settings, not in a file: the instructions are "
                 "installed per project (`engram setup cursor`)"
             )
+        targets.append(_flat_hooks_target(folder / "hooks.json", agent, base))
     elif agent == "vscode":
         entry = {"type": "stdio", "command": argv[0], "args": argv[1:]}
         if project:
@@ -286,7 +309,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
 # -- editors ---------------------------------------------------------------------------------
 
 
-def _parse_json(path: Path, text: str) -> Document:
+def parse_json(path: Path, text: str) -> Document:
     try:
         return Document(text)
     except JsoncError as exc:
@@ -306,11 +329,11 @@ def _json_target(
     *,
     key: str = "mcpServers",
     new_file: dict[str, Any] | None = None,
-) -> _Target:
+) -> Target:
     """Return the edit that sets ``key.engram``: the whole entry if missing, else our keys."""
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             if doc.root is None:
                 for name, value in (new_file or {}).items():
@@ -326,12 +349,12 @@ def _json_target(
         return doc.text
 
     def present(text: str) -> bool:
-        return isinstance(_parse_json(path, text).get([key, SERVER]), dict)
+        return isinstance(parse_json(path, text).get([key, SERVER]), dict)
 
-    return _Target(path, "mcp", edit, present)
+    return Target(path, "mcp", edit, present)
 
 
-def _toml_target(path: Path, argv: Sequence[str]) -> _Target:
+def _toml_target(path: Path, argv: Sequence[str]) -> Target:
     """Return the edit that sets ``[mcp_servers.engram]`` command and args, keeping comments."""
     import tomlkit
     from tomlkit.exceptions import ParseError
@@ -375,10 +398,10 @@ def _toml_target(path: Path, argv: Sequence[str]) -> _Target:
         servers = load(text).get("mcp_servers")
         return isinstance(servers, dict) and isinstance(servers.get(SERVER), dict)
 
-    return _Target(path, "mcp", edit, present)
+    return Target(path, "mcp", edit, present)
 
 
-def _markdown_target(path: Path, header: str = "") -> _Target:
+def _markdown_target(path: Path, header: str = "") -> Target:
     """Return the edit that puts the instructions between the engram markers."""
 
     def edit(old: str | None) -> str:
@@ -402,10 +425,10 @@ def _markdown_target(path: Path, header: str = "") -> _Target:
     def present(text: str) -> bool:
         return START in text and END in text
 
-    return _Target(path, "instructions", edit, present)
+    return Target(path, "instructions", edit, present)
 
 
-def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
+def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> Target:
     """Return the edit that installs engram's hooks for ``agent`` in its settings file."""
     specs = [spec for spec in HOOKS if spec.agent == agent]
     millis = agent == "gemini-cli"  # Gemini CLI counts a hook's timeout in milliseconds
@@ -415,26 +438,134 @@ def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
         if millis:
             hook = {"name": f"engram-{spec.event}", **hook}
         hook["timeout"] = spec.timeout * 1000 if millis else spec.timeout
-        return {"matcher": spec.matcher, "hooks": [hook]} if spec.matcher else {"hooks": [hook]}
+        matcher = native_matcher(spec)
+        return {"matcher": matcher, "hooks": [hook]} if matcher else {"hooks": [hook]}
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             for spec in specs:
-                _ensure_hook(doc, spec.native, group(spec), _markers(spec))
+                _ensure_hook(doc, spec.native, group(spec), markers(spec))
         except JsoncError as exc:
             raise _syntax_error(path, exc.line, exc.column, exc.reason) from exc
         return doc.text
 
     def present(text: str) -> bool:
-        doc = _parse_json(path, text)
+        doc = parse_json(path, text)
         # Any of engram's hooks makes the part present (outdated when others are missing).
-        return any(_find_hook(doc, spec.native, _markers(spec)) is not None for spec in specs)
+        return any(find_hook(doc, spec.native, markers(spec)) is not None for spec in specs)
 
-    return _Target(path, "hooks", edit, present)
+    return Target(path, "hooks", edit, present)
 
 
-def _markers(spec: HookSpec) -> tuple[str, ...]:
+def _flat_hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> Target:
+    """Return the edit that installs engram's hooks in Cursor's ``hooks.json`` (version 1).
+
+    Cursor's file lists each event's hooks directly (``{"command", "matcher", "timeout"}``),
+    with no matcher groups; engram's entry is found by its command, as in the other agents'.
+    """
+    specs = [spec for spec in HOOKS if spec.agent == agent]
+
+    def entry(spec: HookSpec) -> dict[str, Any]:
+        hook: dict[str, Any] = {"command": hook_command(prefix, spec)}
+        if spec.matcher:
+            hook["matcher"] = spec.matcher
+        hook["timeout"] = spec.timeout
+        return hook
+
+    def edit(old: str | None) -> str:
+        doc = parse_json(path, old or "")
+        try:
+            if doc.get(["version"]) is None:
+                doc.set(["version"], CURSOR_HOOKS_VERSION)
+            for spec in specs:
+                wanted = entry(spec)
+                found = _find_flat(doc, spec.native, markers(spec))
+                if found is None:
+                    doc.append(["hooks", spec.native], wanted)
+                else:
+                    doc.replace(["hooks", spec.native, found], wanted)
+        except JsoncError as exc:
+            raise _syntax_error(path, exc.line, exc.column, exc.reason) from exc
+        return doc.text
+
+    def present(text: str) -> bool:
+        doc = parse_json(path, text)
+        return any(_find_flat(doc, spec.native, markers(spec)) is not None for spec in specs)
+
+    return Target(path, "hooks", edit, present)
+
+
+def _find_flat(doc: Document, event: str, markers: Sequence[str]) -> int | None:
+    entries = doc.get(["hooks", event])
+    if not isinstance(entries, list):
+        return None
+    for index, hook in enumerate(entries):
+        if _is_ours(hook, markers):
+            return index
+    return None
+
+
+def read_only_tools() -> list[str]:
+    """Return the names of the read-only tools ``engram mcp`` offers an agent (its profile)."""
+    from engram.operations import OPERATIONS
+
+    return [
+        op.name
+        for op in OPERATIONS.values()
+        if op.profile == "agent" and op.read_only and (not op.only or "mcp" in op.only)
+    ]
+
+
+def allowed_tools() -> list[str]:
+    """Return Claude Code's permission rules for engram's read-only tools."""
+    return [f"mcp__{SERVER}__{name}" for name in read_only_tools()]
+
+
+def _allow_target(path: Path) -> Target:
+    """Return the edit that lets Claude Code call engram's read-only tools without asking.
+
+    Only the read-only tools: a tool that writes memories still asks. The user's own rules
+    stay; a rule engram wrote earlier is kept.
+    """
+
+    def edit(old: str | None) -> str:
+        doc = parse_json(path, old or "")
+        try:
+            current = doc.get(["permissions", "allow"])
+            if current is not None and not isinstance(current, list):
+                raise ConfigError(
+                    f"{path}: permissions.allow must be a list",
+                    hint=f"fix {path} by hand (engram wrote nothing), then run the setup again",
+                )
+            have = set(current or [])
+            for rule in allowed_tools():
+                if rule not in have:
+                    doc.append(["permissions", "allow"], rule)
+        except JsoncError as exc:
+            raise _syntax_error(path, exc.line, exc.column, exc.reason) from exc
+        return doc.text
+
+    def present(text: str) -> bool:
+        allow = parse_json(path, text).get(["permissions", "allow"])
+        return isinstance(allow, list) and any(rule in allow for rule in allowed_tools())
+
+    return Target(path, "permissions", edit, present)
+
+
+def _whole_target(path: Path, kind: str, text: str) -> Target:
+    """Return the edit of a file engram owns whole (it is written as ``text``)."""
+
+    def edit(old: str | None) -> str:
+        return text
+
+    def present(old: str) -> bool:
+        return OWNED in old
+
+    return Target(path, kind, edit, present)
+
+
+def markers(spec: HookSpec) -> tuple[str, ...]:
     """Return what names engram's hook for an event in a command: today's and earlier ones."""
     return (f"hook {spec.agent} {spec.event}", *spec.legacy)
 
@@ -446,7 +577,7 @@ def _is_ours(hook: Any, markers: Sequence[str]) -> bool:
     return any(marker in command for marker in markers)
 
 
-def _find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, int] | None:
+def find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, int] | None:
     """Return (group, hook) indexes of engram's hook for an event, if it is there."""
     groups = doc.get(["hooks", event])
     if not isinstance(groups, list):
@@ -462,7 +593,7 @@ def _find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, 
 
 def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequence[str]) -> None:
     """Put engram's hook group for an event in place: replace ours, else append it."""
-    found = _find_hook(doc, event, markers)
+    found = find_hook(doc, event, markers)
     if found is None:
         doc.append(["hooks", event], group)
         return
@@ -477,7 +608,7 @@ def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequ
 # -- running ---------------------------------------------------------------------------------
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -516,7 +647,7 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def _shown(path: Path, scope: str, root: Path, home: Path) -> str:
+def shown_path(path: Path, scope: str, root: Path, home: Path) -> str:
     """Return a path as printed: relative to the project, or under ~ for the user's files."""
     base, label = (root, "") if scope == "project" else (home, "~/")
     try:
@@ -553,20 +684,20 @@ def setup(
     _check(agent, scope)
     home = home or Path.home()
     root = root.resolve()
-    targets, notes = _targets(agent, scope, root, home)
-    planned: list[tuple[_Target, str | None, str]] = []
+    targets, notes = agent_targets(agent, scope, root, home)
+    planned: list[tuple[Target, str | None, str]] = []
     texts: dict[Path, str | None] = {}  # each file as the edits planned so far leave it
     originals: dict[Path, str | None] = {}
     for target in targets:  # plan every file first: one unreadable file stops all writes
         if target.path not in originals:
-            originals[target.path] = texts[target.path] = _read(target.path)
+            originals[target.path] = texts[target.path] = read_text(target.path)
         old = texts[target.path]
         new = target.edit(old)
         planned.append((target, old, new))
         texts[target.path] = new  # a second part of the same file edits the first's text
     changes = []
     for target, old, new in planned:
-        shown = _shown(target.path, scope, root, home)
+        shown = shown_path(target.path, scope, root, home)
         if new == old:
             changes.append(Change(target.path, target.kind, "unchanged", "", shown))
             continue
@@ -588,17 +719,17 @@ def status(root: Path, *, home: Path | None = None) -> list[Status]:
     found: list[Status] = []
     for agent in AGENTS:
         for scope in SCOPES:
-            targets, _ = _targets(agent, scope, root, home)
+            targets, _ = agent_targets(agent, scope, root, home)
             for target in targets:
-                shown = _shown(target.path, scope, root, home)
+                shown = shown_path(target.path, scope, root, home)
                 state, detail = _state(target)
                 found.append(Status(agent, scope, target.kind, target.path, shown, state, detail))
     return found
 
 
-def _state(target: _Target) -> tuple[str, str]:
+def _state(target: Target) -> tuple[str, str]:
     try:
-        old = _read(target.path)
+        old = read_text(target.path)
         if old is None:
             return "absent", ""
         if not target.present(old):
@@ -606,3 +737,14 @@ def _state(target: _Target) -> tuple[str, str]:
         return ("configured", "") if target.edit(old) == old else ("outdated", "")
     except ConfigError as exc:
         return "error", exc.message
+
+
+def codex_trust_note(hooks: str) -> str:
+    """Return what the person must do before Codex runs engram's hooks (setup's note)."""
+    return (
+        f"Codex skips the hooks in {hooks} without a word until you trust them: start `codex` "
+        'in this project and answer its "Hooks need review" prompt with "Trust all and '
+        'continue" (or trust them in /hooks); `codex exec` never asks. Codex keeps a hash of '
+        "each hook in ~/.codex/config.toml, so a setup that changes them (an engram upgrade) "
+        "asks again; `engram doctor` says when"
+    )

@@ -281,7 +281,7 @@ def test_the_readme_hooks_table_names_every_hook_and_the_help_every_event() -> N
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("## Hooks", 1)[1].split("\n\n**Once per session.**", 1)[0]
-    columns = {"claude-code": 1, "codex": 2, "gemini-cli": 3, "cursor": 4}
+    columns = {"claude-code": 1, "codex": 2, "gemini-cli": 3, "cursor": 4, "opencode": 5}
     rows = {
         cells[0].strip(" `"): cells
         for line in table.splitlines()
