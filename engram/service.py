@@ -14,8 +14,12 @@ store alone where no project exists; the operations marked ``@in_project`` then 
 refuses its project scope the same way. Operations return typed results: dataclasses of the feature
 that builds them, each with one ``to_dict()`` that the adapters send (a method's return type is its
 operation's declared ``result``; tests/service/test_contract.py holds them together), or
-records; a recall with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing
-here imports typer, rich, mcp or an HTTP framework, and nothing here prints.
+records; a recall with no hits returns ``[]``. ``recall_views`` returns a recall's hits finished
+(``engram.operations.views.HitView``: short id, staleness, matched fields, relevance), which
+every door renders as it is. The result types the adapters name are handed out here too (the
+``X as X`` imports), so an adapter imports the facade, not the module behind it. Errors are
+``EngramError``s with a hint. Nothing here imports typer, rich, mcp or an HTTP framework, and
+nothing here prints.
 """
 
 from __future__ import annotations
@@ -32,16 +36,19 @@ from engram import project as project_mod
 from engram.errors import ConfigError, CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
 from engram.model import Record, normalize_project
-from engram.project import Project, memories
+from engram.operations import compat_go
+from engram.operations.views import ID_CHARS, HitView, hit_views
+from engram.project import NO_PROJECT_HINT, Project, memories
 from engram.project.memories import Draft, SaveResult
 from engram.store import init_layout
 from engram.sync import transfer
 from engram.sync.transfer import ImportResult
 from engram.workspace import Workspace
 
-if TYPE_CHECKING:
-    from engram.agents.briefing import Briefing, StandingCache
-    from engram.agents.check import Findings
+if TYPE_CHECKING:  # ``X as X``: result types the facade hands its adapters
+    from engram.agents.briefing import Briefing as Briefing
+    from engram.agents.briefing import StandingCache
+    from engram.agents.check import Findings as Findings
     from engram.agents.gitguard import PullRequestReview, StagedCheck
     from engram.agents.hookspec import HookSpec
     from engram.agents.inbox import Captured, Review
@@ -50,16 +57,25 @@ if TYPE_CHECKING:
     from engram.formats.goexport import GoExport
     from engram.formats.instructions import BlockWrite
     from engram.formats.obsidian import ExportResult
-    from engram.hygiene.consolidate import Applied, Group, Plan
+    from engram.hygiene.consolidate import Applied as Applied
+    from engram.hygiene.consolidate import Group, Plan
     from engram.hygiene.curate import Training
     from engram.hygiene.finding import Finding
-    from engram.project.git import GitSetup
-    from engram.project.graph import Lineage, Neighbour, Timeline
-    from engram.project.indexing import IndexReport, IndexSummary, Stats
+    from engram.project.git import GitSetup as GitSetup
+    from engram.project.graph import Lineage as Lineage
+    from engram.project.graph import Neighbour as Neighbour
+    from engram.project.graph import Summary as Summary
+    from engram.project.graph import Timeline as Timeline
+    from engram.project.graph import TimelineEntry as TimelineEntry
+    from engram.project.indexing import IndexReport
+    from engram.project.indexing import IndexSummary as IndexSummary
+    from engram.project.indexing import Stats as Stats
     from engram.project.names import ProjectInfo, ProjectMerge, ProjectPrune, VariantGroup
     from engram.store.sessions import SessionLog
-    from engram.sync.exchange import SyncReport, SyncStatus
-    from engram.sync.gitdiff import MemoryDiff
+    from engram.sync.exchange import SyncReport as SyncReport
+    from engram.sync.exchange import SyncStatus as SyncStatus
+    from engram.sync.gitdiff import FieldChange as FieldChange
+    from engram.sync.gitdiff import MemoryDiff as MemoryDiff
     from engram.sync.gitguard import HookInstall
     from engram.sync.gitlog import Version
     from engram.sync.gitresolve import Resolved
@@ -287,14 +303,73 @@ class Engram:
         return self.here.short_ids(ids, minimum)
 
     def recall(
-        self, query: str = "", *, limit: int = 10, offset: int = 0, **filters: Any
+        self,
+        query: str = "",
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        of_type: str | None = None,
+        observations: bool = False,
+        **filters: Any,
     ) -> list[Hit]:
         """Return ranked memories for any text (best first; filters combine with AND).
 
         ``filters`` are the recall filters engram.operations declares, by their Query field
-        (``kinds``, ``tags``, ``files`` …); the index reads them (``Query.build``).
+        (``kinds``, ``tags``, ``files`` …); the index reads them (``Query.build``). ``of_type``
+        keeps a type engram does not rank by (Go's ``command``), ``observations`` leaves out
+        Go engram's other tables (prompts): both filter after ranking, by Go's one rule
+        (``compat_go.after_ranking``), and page over what they kept.
         """
-        return self.here.recall(query, limit=limit, offset=offset, **filters)
+
+        def rank(count: int, start: int) -> list[Hit]:
+            return self.here.recall(query, limit=count, offset=start, **filters)
+
+        return compat_go.after_ranking(
+            rank, typ=of_type, limit=limit, offset=offset, observations=observations
+        )
+
+    def recall_views(
+        self,
+        query: str = "",
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        of_type: str | None = None,
+        observations: bool = False,
+        **filters: Any,
+    ) -> list[HitView]:
+        """Return a recall's hits as every door shows them: ``recall``, finished.
+
+        Each view carries its short id (``ID_CHARS`` or longer where that names two memories),
+        why it may be stale, the fields the query matched and its relevance; an adapter only
+        renders them, so one query answers the same through the CLI, MCP, HTTP, the web page
+        and the daemon.
+        """
+        hits = self.recall(
+            query,
+            limit=limit,
+            offset=offset,
+            of_type=of_type,
+            observations=observations,
+            **filters,
+        )
+        return self.views(hits)
+
+    def views(self, hits: Sequence[Hit]) -> list[HitView]:
+        """Return the views of ranked hits, finished as ``recall_views`` finishes them.
+
+        For an adapter that picks its hits from a longer ranking (MCP's next page leaves out
+        what earlier pages showed) before they are worked out.
+        """
+        return hit_views(
+            hits,
+            short_ids=self.here.short_ids((hit.id for hit in hits), ID_CHARS),
+            stale=self.here.stale_many(hit.record for hit in hits),
+        )
+
+    def hotspots(self) -> Record | None:
+        """Return the project's "Code hotspots" memory (None: none, forgotten or put aside)."""
+        return self.here.hotspots() if self.has_project else None
 
     def problems(self) -> list[tuple[int, str]]:
         """Return unreadable lines the index skipped in memories.jsonl (for warnings)."""
@@ -798,9 +873,11 @@ def _version(name: str) -> str:
 
 
 __all__ = [
+    "NO_PROJECT_HINT",
     "CorruptStore",
     "Engram",
     "Hit",
+    "HitView",
     "ImportResult",
     "NotInitialized",
     "SaveResult",

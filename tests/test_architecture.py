@@ -747,6 +747,142 @@ def test_code_tests_and_docs_cite_only_what_the_repository_holds() -> None:
     assert cited == []  # a clone's reader can open docs/architecture.md, not a file beside it
 
 
+# -- adapters go through the facade ------------------------------------------------------------
+
+# The adapters' groups in docs/layers.toml, and what they may import: besides their own
+# modules, only the facade (engram.service), the declarations (engram.operations) and the leaves.
+ADAPTERS = ("cli", "mcp_server", "http_api", "daemon", "tui", "hooks")
+ADAPTER_REACH = frozenset({"service", "contract", "leaves"})
+# The imports of an adapter that go around the facade, (importer, imported) with the reason
+# each is needed; the list only shrinks.
+AROUND_THE_FACADE: dict[tuple[str, str], str] = {
+    ("engram.cli.admin", "engram.agents.setup"): (
+        "`engram setup` writes a coding agent's own settings (.claude/, AGENTS.md …), where "
+        "no project may exist yet: it is no operation on a store"
+    ),
+    ("engram.cli.sync", "engram.sync.gitdiff"): (
+        "`engram diff` shows a field's change with the line diff and history summary git's "
+        "diff driver (textconv) prints, so the two read alike"
+    ),
+    ("engram.daemon.server", "engram.store.local"): (
+        "before it opens the facade, the daemon refuses a state folder behind a link or "
+        "tracked by git: its lock and socket go there"
+    ),
+    ("engram.http_api.routers.goengram", "engram.formats.goexport"): (
+        "Go's routes answer in Go's rows, written by the one writer of Go's export shape"
+    ),
+    ("engram.http_api.routers.goengram", "engram.formats.goknown"): (
+        "Go's sync ids of the rows those routes answer with, as Go's export names them"
+    ),
+    ("engram.mcp_server.paging", "engram.agents.briefing"): (
+        "a page counts tokens with the briefing's estimate, so a budget means one thing"
+    ),
+}
+
+
+def around_the_facade(package: Path, layers: LayerMap) -> list[tuple[str, int, str, str]]:
+    """Return the imports in adapters of what is not the facade, a declaration nor a leaf.
+
+    One (importer, line, imported module, its group) per module an import statement names
+    (under TYPE_CHECKING and inside functions too); a package named beside a module of it in
+    one statement (``from engram.agents import setup``) counts as the module alone.
+    """
+    found = modules(package)
+    known = set(found)
+    out: list[tuple[str, int, str, str]] = []
+    for name, path in found.items():
+        group = layers.place(name)
+        if group not in ADAPTERS:
+            continue
+        by_line: dict[int, set[str]] = {}
+        for imported, line in imports(path, package, known):
+            target = _owner(imported, known) if imported.split(".")[0] == package.name else None
+            if target is not None:
+                by_line.setdefault(line, set()).add(target)
+        for line, targets in sorted(by_line.items()):
+            for target in sorted(targets):
+                if any(other.startswith(target + ".") for other in targets):
+                    continue
+                other_group = layers.place(target)
+                if other_group is not None and other_group not in ADAPTER_REACH | {group}:
+                    out.append((name, line, target, other_group))
+    return out
+
+
+def facade_breaches(
+    package: Path, layers: LayerMap, exceptions: Mapping[tuple[str, str], str]
+) -> list[str]:
+    """Return each adapter import around the facade that no exception names, and each unused one."""
+    found = around_the_facade(package, layers)
+    problems = [
+        f"{name}:{line}: {layers.place(name)} imports {target} ({group}); an adapter imports "
+        "only engram.service, engram.operations and the leaves"
+        for name, line, target, group in found
+        if (name, target) not in exceptions
+    ]
+    used = {(name, target) for name, _, target, _ in found}
+    problems += [
+        f"{name} -> {target}: an exception no longer needed: remove it"
+        for name, target in exceptions
+        if (name, target) not in used
+    ]
+    return problems
+
+
+def test_adapters_import_only_the_facade_the_declarations_and_the_leaves() -> None:
+    assert facade_breaches(PACKAGE, load_map(), AROUND_THE_FACADE) == []
+    assert all(AROUND_THE_FACADE.values()), "say why each import goes around the facade"
+    imports_around = {(name, line) for name, line, _, _ in around_the_facade(PACKAGE, load_map())}
+    assert len(imports_around) <= 6  # 25 import statements before issue 29; only shrinks
+
+
+def test_an_adapter_reaching_around_the_facade_is_reported(tmp_path: Path) -> None:
+    package = tmp_path / "engram"
+    files = {
+        "__init__.py": "",
+        "errors.py": "",
+        "service.py": "",
+        "operations/__init__.py": "",
+        "operations/views.py": "",
+        "store/__init__.py": "",
+        "store/jsonl.py": "",
+        "index/__init__.py": "",
+        "index/db.py": "",
+        "agents/__init__.py": "",
+        "agents/setup.py": "",
+        "cli/__init__.py": "from engram.cli import app\n",
+        "cli/app.py": (
+            "from typing import TYPE_CHECKING\n"
+            "from engram.errors import *\n"
+            "from engram.operations.views import x\n"
+            "from engram.service import Engram\n"
+            "from engram.store.jsonl import MemoryStore\n"
+            "if TYPE_CHECKING:\n"
+            "    from engram.index.db import Index\n"
+            "def setup():\n"
+            "    from engram.agents import setup\n"
+        ),
+        "tui/__init__.py": "from engram.agents import setup\n",
+    }
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    found = facade_breaches(
+        package,
+        load_map(),
+        {
+            ("engram.tui", "engram.agents.setup"): "planted, and used",
+            ("engram.hooks", "engram.store.jsonl"): "planted, and not used",
+        },
+    )
+    assert [line.partition(";")[0] for line in found] == [
+        "engram.cli.app:5: cli imports engram.store.jsonl (store)",
+        "engram.cli.app:7: cli imports engram.index.db (index)",  # under TYPE_CHECKING too
+        "engram.cli.app:9: cli imports engram.agents.setup (agents)",  # inside a function too
+        "engram.hooks -> engram.store.jsonl: an exception no longer needed: remove it",
+    ]
+
+
 # -- tests sit where a reader looks for them --------------------------------------------------
 
 # The test files that are about the whole house, not one package: they stay at the top.

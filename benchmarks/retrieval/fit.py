@@ -124,16 +124,25 @@ def lost_and_empty(
 
 def choose_floor(sets: Sequence[SetRankings], model: Sequence[float]) -> float:
     """Return the highest floor of ``FLOOR_GRID`` that loses at most ``MAX_LOST`` of the
-    answerable queries of every one of ``sets``."""
+    answerable queries of every one of ``sets``.
+
+    Each answerable query with its answer in the top 10 is lost exactly when its best hit's
+    relevance is under the floor, so the best relevances are computed once per set.
+    """
+    bests: list[tuple[list[float], int]] = []
+    for rankings in sets:
+        answerable = [
+            max(relevance.probability(values, model) for _, values in ranked.hits)
+            for ranked in rankings
+            if ranked.kind != "negative" and ranked.relevant & {rid for rid, _ in ranked.hits}
+        ]
+        bests.append((answerable, len(answerable)))
     best = 0.0
     for floor in FLOOR_GRID:
-        ok = True
-        for rankings in sets:
-            lost, answered, _, _ = lost_and_empty(rankings, model, floor)
-            if lost > MAX_LOST * max(answered, 1):
-                ok = False
-                break
-        if not ok:
+        if any(
+            sum(1 for chance in chances if chance < floor) > MAX_LOST * max(count, 1)
+            for chances, count in bests
+        ):
             break
         best = floor
     return best
@@ -153,11 +162,22 @@ def constants(models: Mapping[str, tuple[float, ...]], floors: Mapping[str, floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Rank every set with engram, fit a model and a floor per mode on all of them, print them."""
+    """Rank every set with engram, fit a model and a floor per mode on all of them, print them.
+
+    ``--rankings PATH``: the rankings ``run.py --held-out --rankings PATH`` saved (the default
+    multipliers' ones), instead of ranking again.
+    """
+    import argparse
+
     import run  # the sibling script: it builds the stores and collects the rankings
 
-    del argv
-    rankings = run.collect_rankings(list(run.present_sets()), list(run.MODES))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rankings", type=Path, help="saved rankings to fit on")
+    args = parser.parse_args(argv)
+    if args.rankings is not None:
+        rankings = run._load_rankings(args.rankings)[""]
+    else:
+        rankings = run.collect_rankings(list(run.present_sets()), list(run.MODES))
     models: dict[str, tuple[float, ...]] = {}
     floors: dict[str, float] = {}
     for mode in run.MODES:

@@ -29,6 +29,8 @@ Backends, all in this one run over the same memories:
 - ``engram <mode> (no floor)``: the same with ``search.min_relevance: 0``, so that the table can say
   how many answerable queries the floor costs: ``lost`` counts the answerable queries whose relevant
   memory is in the unfloored top 10 and not in the floored one.
+- ``engram semantic-minilm`` and ``engram hybrid-minilm``: those modes with ``search.model:
+  minilm`` (the ``minilm`` extra: all-MiniLM-L6-v2), scored where that model is installed.
 
 A mode is "not available" when engram does not know the setting (no ``search.mode`` in
 ``engram.config.DEFAULTS``; the keyword pass then runs with the default config), when opening or
@@ -40,6 +42,10 @@ memories.jsonl is missing, a plain run leaves that set out.
 (``fit.py``) and the ranking multipliers (``VARIANTS``) are chosen on the other sets only, and
 the table gives, per set and backend, recall@1/5/10, MRR, paraphrase MRR, the answerable queries
 the floor lost and the negatives answered with nothing, then each column's worst set.
+A second table gives recall@1/5/10 and MRR per query kind for bm25 and each mode (floored).
+``--rankings PATH`` keeps engram's rankings with their features in a file (written after
+ranking, read instead of ranking when it exists), so a change of the fit can be tried in
+seconds.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
@@ -82,7 +88,8 @@ SETS: Final = {
     "captured": HERE / "captured",
 }
 BACKENDS: Final = ("tantivy", "fts5")
-MODES: Final = ("keyword", "semantic", "hybrid")
+# A mode with a suffix embeds with that model (``search.model``), the others with the default.
+MODES: Final = ("keyword", "semantic", "hybrid", "semantic-minilm", "hybrid-minilm")
 QUERY_KINDS: Final = ("keyword", "paraphrase", "question")
 LIMIT: Final = 10
 # The baseline's BM25 column weights, in the FTS5 table's column order (engram's defaults,
@@ -194,7 +201,10 @@ def engram_store(
     engram_dir = root / config_mod.ENGRAM_DIR
     shutil.copyfile(memories, engram_dir / "memories.jsonl")
     if mode is not None:
-        config_mod.set_value(engram_dir, "search.mode", mode)
+        search_mode, _, model = mode.partition("-")
+        config_mod.set_value(engram_dir, "search.mode", search_mode)
+        if model:
+            config_mod.set_value(engram_dir, "search.model", model)
     for key, value in settings.items():
         config_mod.set_value(engram_dir, key, value)
     return Engram(root)
@@ -439,9 +449,7 @@ def run_set(
         shutil.rmtree(scratch, ignore_errors=True)
     by_name = {result.name: result for result in results}
     for result in results:
-        keyword = by_name.get(
-            result.name.replace("semantic", "keyword").replace("hybrid", "keyword")
-        )
+        keyword = by_name.get(re.sub(r"(semantic|hybrid)(-\w+)?", "keyword", result.name))
         if (
             keyword is not None
             and not keyword.unavailable
@@ -523,10 +531,11 @@ def present_sets() -> list[str]:
 
 
 def _mode_works(mode: str) -> bool:
-    """Tell whether engram ranks in this mode here (the semantic ones need the extra)."""
+    """Tell whether engram ranks in this mode here (the semantic ones need their model)."""
     from engram.index import semantic
 
-    return mode == "keyword" or semantic.available()
+    _, _, model = mode.partition("-")
+    return mode == "keyword" or semantic.available(model or semantic.DEFAULT_MODEL)
 
 
 def collect_rankings(
@@ -544,8 +553,8 @@ def collect_rankings(
             queries = load_queries(folder / "queries.jsonl")
             out[name] = {}
             for mode in modes:
-                if not _mode_works(mode):
-                    continue
+                if not _mode_works(mode) or (settings and "-" in mode):
+                    continue  # the multiplier variants are scored with the default model only
                 wanted = {"search.min_relevance": 0.0, **(settings or {})}
                 with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
                     out[name][mode] = [
@@ -598,6 +607,24 @@ def figures_of(
     return out
 
 
+def kind_figures(answers: Sequence[list[str]], queries: Sequence[Query]) -> dict[str, list[float]]:
+    """Return, per query kind, recall@1/5/10 and MRR of ranked ids, query by query."""
+    out: dict[str, list[float]] = {}
+    for kind in QUERY_KINDS:
+        picked = [(q, a) for q, a in zip(queries, answers, strict=True) if q.kind == kind]
+        if picked:
+            out[kind] = [
+                *(
+                    statistics.fmean(
+                        len(q.relevant & set(a[:k])) / len(q.relevant) for q, a in picked
+                    )
+                    for k in (1, 5, 10)
+                ),
+                statistics.fmean(_rr(q, a) for q, a in picked),
+            ]
+    return out
+
+
 def _merit(rankings: Sequence[fit.Ranked], queries: Sequence[Query]) -> float:
     """Return the mean of MRR and recall@5 of unfloored rankings (how variants are chosen)."""
     row = figures_of([[rid for rid, _ in r.hits] for r in rankings], queries, None)
@@ -611,20 +638,32 @@ def _rr(query: Query, ids: Sequence[str]) -> float:
     return 0.0
 
 
-def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str, object]]:
-    """Score every set with every parameter fitted on the other sets only; return the report."""
+def held_out(
+    names: Sequence[str], modes: Sequence[str], saved: Path | None = None
+) -> tuple[str, dict[str, object]]:
+    """Score every set with every parameter fitted on the other sets only; return the report.
+
+    ``saved``: a file of engram's rankings with their features; read when it exists (to try a
+    fit or a floor without ranking again), else written after ranking.
+    """
     queries = {name: load_queries(SETS[name] / "queries.jsonl") for name in names}
-    rankings = {
-        label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
-    }
+    if saved is not None and saved.exists():
+        rankings = _load_rankings(saved)
+    else:
+        rankings = {
+            label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
+        }
+        if saved is not None:
+            _save_rankings(saved, rankings)
     table: dict[str, dict[str, dict[str, float]]] = {}  # set -> backend -> figures
+    kinds: dict[str, dict[str, dict[str, list[float]]]] = {}  # set -> backend -> kind -> figures
     chosen: dict[str, dict[str, object]] = {}
     for name in names:
         rows: dict[str, dict[str, float]] = {}
         search = bm25_baseline(SETS[name] / "memories.jsonl")
-        rows["bm25 (fts5)"] = figures_of(
-            [[rid for rid, _ in search(q.text)] for q in queries[name]], queries[name], None
-        )
+        baseline = [[rid for rid, _ in search(q.text)] for q in queries[name]]
+        rows["bm25 (fts5)"] = figures_of(baseline, queries[name], None)
+        kinds[name] = {"bm25 (fts5)": kind_figures(baseline, queries[name])}
         others = [other for other in names if other != name]
         for label, by_set in rankings.items():
             suffix = f" ({label})" if label else ""
@@ -640,7 +679,11 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
                 rows[f"engram {mode}{suffix} (no floor)"] = figures_of(plain, queries[name], None)
                 if not label:
                     chosen.setdefault(name, {})[mode] = {"model": model, "floor": floor}
+                    kinds[name][f"engram {mode}"] = kind_figures(kept, queries[name])
         for mode in modes:
+            if "-" in mode:
+                continue
+
             # The multipliers chosen on the other sets alone: the variant with the best mean
             # of MRR and recall@5 there, unfloored, scored here with a floor fitted there.
             def merit(label: str, mode: str = mode, others: list[str] = others) -> float:
@@ -703,7 +746,50 @@ def held_out(names: Sequence[str], modes: Sequence[str]) -> tuple[str, dict[str,
         for mode, picked in by_mode.items():
             variant = f" ({picked['variant']})" if "variant" in picked else ""
             lines.append(f"{name}, {mode}{variant}: floor {picked['floor']} fitted on the others")
-    return "\n".join(lines), {"table": table, "chosen": chosen}
+    lines.append(
+        "\nPer query kind (engram: the default multipliers, floor fitted on the other sets):"
+    )
+    per_kind: list[Sequence[str]] = [("set", "backend", "kind", "R@1", "R@5", "R@10", "MRR")]
+    for name, by_backend in kinds.items():
+        for backend, by_kind in by_backend.items():
+            for kind, values in by_kind.items():
+                per_kind.append((name, backend, kind, *(format(v, ".3f") for v in values)))
+    lines.append(align(per_kind, left=(0, 1, 2)))
+    return "\n".join(lines), {"table": table, "kinds": kinds, "chosen": chosen}
+
+
+Rankings = dict[str, dict[str, dict[str, list[fit.Ranked]]]]  # variant -> set -> mode -> queries
+
+
+def _save_rankings(path: Path, rankings: Rankings) -> None:
+    plain = {
+        label: {
+            name: {
+                mode: [[r.kind, sorted(r.relevant), [list(hit) for hit in r.hits]] for r in ranked]
+                for mode, ranked in by_mode.items()
+            }
+            for name, by_mode in by_set.items()
+        }
+        for label, by_set in rankings.items()
+    }
+    path.write_text(json.dumps(plain), encoding="utf-8")
+
+
+def _load_rankings(path: Path) -> Rankings:
+    plain = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        label: {
+            name: {
+                mode: [
+                    fit.Ranked(kind, frozenset(relevant), tuple((rid, tuple(v)) for rid, v in hits))
+                    for kind, relevant, hits in ranked
+                ]
+                for mode, ranked in by_mode.items()
+            }
+            for name, by_mode in by_set.items()
+        }
+        for label, by_set in plain.items()
+    }
 
 
 def _cells(row: Mapping[str, float], *, shares: bool = False) -> list[str]:
@@ -756,10 +842,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="leave one set out: fit the relevance model and floor on the other sets, report on"
         " each, then the worst set",
     )
+    parser.add_argument(
+        "--rankings",
+        type=Path,
+        help="with --held-out: read engram's rankings from this file if it exists (no ranking"
+        " again), else write them there",
+    )
     args = parser.parse_args(argv)
     if args.held_out:
         report, payload = held_out(
-            args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES))
+            args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES)), args.rankings
         )
         print(report)
         if args.json:

@@ -80,9 +80,11 @@ def unasked_floor(here: Project) -> float:
     setting = here.config.get("search.min_relevance")
     if isinstance(setting, int | float) and not isinstance(setting, bool):
         return float(setting)
-    mode = getattr(here.ws.index, "mode", None)
-    name = mode() if callable(mode) else "keyword"
-    return relevance.FLOORS.get(str(name), max(relevance.FLOORS.values()))
+    index = here.ws.index
+    mode = getattr(index, "mode", "keyword")  # a property of the index: the mode in effect
+    name = str(mode() if callable(mode) else mode)
+    model = str(getattr(getattr(index, "vectors", None), "model", "wordllama"))
+    return relevance.FLOORS.get(relevance.key(name, model), max(relevance.FLOORS.values()))
 
 
 def _offer(

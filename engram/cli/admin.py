@@ -18,8 +18,7 @@ from engram.plural import counted
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from engram.project.git import GitSetup
-    from engram.project.indexing import IndexSummary
+    from engram.service import GitSetup, IndexSummary
 
 
 @app.command()

@@ -28,7 +28,7 @@ from engram.operations.admin import INSIGHTS_DELETE, TRAIN
 from engram.plural import counted
 
 if TYPE_CHECKING:
-    from engram.hygiene.consolidate import Applied
+    from engram.service import Applied
 
 
 def _read_json_file(path: Path) -> Any:

@@ -29,8 +29,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import REQUIRED, Values, options
 from engram.errors import InvalidInput, NotFound
-from engram.model import kind_and_type, normalize_kind, type_of
-from engram.operations.compat_go import FOREIGN_TYPE_FACTOR
+from engram.model import kind_and_type, normalize_kind
 from engram.operations.memory import (
     FORGET,
     GET,
@@ -44,12 +43,11 @@ from engram.operations.memory import (
     UPDATE,
     WHY,
 )
-from engram.operations.views import HitView, stale_note
+from engram.operations.views import stale_note
 from engram.plural import counted
 
 if TYPE_CHECKING:
-    from engram.project.graph import Summary, TimelineEntry
-    from engram.service import Engram
+    from engram.service import Engram, Summary, TimelineEntry
 
 STDIN = "'-' or a pipe reads standard input."
 
@@ -138,17 +136,10 @@ def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
     filters = values.filters()
     typ = _type_filter(values["type"], filters)
     with open_engram(ctx) as engram:
-        if typ is None:
-            hits = engram.recall(query, **filters, limit=limit, offset=offset)
-        else:  # a type engram does not rank by: filtered after ranking, as Go engram's MCP does
-            wanted = (offset + limit) * FOREIGN_TYPE_FACTOR
-            every = engram.recall(query, **filters, limit=wanted, offset=0)
-            hits = [hit for hit in every if type_of(hit.record) == typ][offset : offset + limit]
-        found = engram.stale_many(hit.record for hit in hits)
-        views = [HitView.of(hit, stale=found.get(hit.id, ())) for hit in hits]
+        views = engram.recall_views(query, **filters, limit=limit, offset=offset, of_type=typ)
         warn_problems(engram)
     if as_json:
-        emit_json({"query": query, "count": len(hits), "hits": [view.full() for view in views]})
+        emit_json({"query": query, "count": len(views), "hits": [view.full() for view in views]})
         return
     if not views:
         echo("no memories match", err=True)
@@ -156,13 +147,13 @@ def recall(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
     for number, view in enumerate(views, start=offset + 1):
         flag = "" if view.status == "active" else f" [{view.status}]"
         echo(
-            f"{number:>2}. {view.id[:8]}  {view.memory.get('kind', ''):<12} "
+            f"{number:>2}. {view.short_id}  {view.memory.get('kind', ''):<12} "
             f"{view.memory.get('title', '')}{flag}  ({view.score:.2f})"
         )
         if view.snippet:
             echo(f"    {view.snippet}")
         if view.stale:
-            echo(f"    {stale_note(view.stale)}")
+            echo(f"    {view.stale_note}")
 
 
 app.command("search", help="Alias of recall (Go engram's search: --type, --project, --limit).")(
@@ -171,7 +162,10 @@ app.command("search", help="Alias of recall (Go engram's search: --type, --proje
 
 
 def _type_filter(written: str | None, filters: dict[str, Any]) -> str | None:
-    """Apply Go engram's --type: a kind joins the kind filter; return any other type (or None)."""
+    """Apply Go engram's --type: a kind joins the kind filter; return any other type (or None).
+
+    The other type is filtered after ranking, by the facade (``recall_views(of_type=…)``).
+    """
     if written is None or not written.strip():
         return None
     kind, typ = _go_type(written)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 
 import typer
 
@@ -30,9 +30,7 @@ from engram.operations.compat_go import own_project
 from engram.plural import counted
 
 if TYPE_CHECKING:
-    from engram.service import Engram
-    from engram.sync.exchange import SyncReport, SyncStatus
-    from engram.sync.gitdiff import FieldChange, MemoryDiff
+    from engram.service import Engram, FieldChange, MemoryDiff, SyncReport, SyncStatus
 
 
 @app.command("obsidian-export")
@@ -221,8 +219,6 @@ def _in_order(error: str) -> list[tuple[int, str]]:
 @options(SYNC)
 def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     """Share memories: import others' sync chunks, export this clone's changes as one."""
-    from engram.sync.exchange import SyncStatus  # loaded by the sync itself
-
     scope = "personal" if values["personal"] else "project"
     _go_flags(values)
     update_bar, close_bar = progress("importing chunks")
@@ -234,10 +230,10 @@ def sync(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(report.to_dict())
         return
-    if isinstance(report, SyncStatus):
-        _pending(report)
+    if values["status"]:  # the facade's sync_status answered
+        _pending(cast("SyncStatus", report))
     else:
-        _exchanged(report, import_only=values["import_only"])
+        _exchanged(cast("SyncReport", report), import_only=values["import_only"])
     for problem in report.problems:
         echo(f"warning: {problem}", err=True)
 
@@ -422,12 +418,10 @@ def _short(value: Any) -> str:
 
 def _field_lines(change: FieldChange) -> list[str]:
     """Render one field's change: old → new, or a compact line diff of a long text."""
-    from engram.sync.gitdiff import text_diff
+    from engram.sync.gitdiff import earlier, text_diff
 
     old, new = change.old, change.new
     if change.field == "history" and isinstance(old, list | None) and isinstance(new, list):
-        from engram.sync.gitdiff import earlier
-
         return [f"history: {earlier(old or [])} → {earlier(new)}"]
     texts = isinstance(old, str | None) and isinstance(new, str | None)
     if texts and any("\n" in (value or "") for value in (old, new)):

@@ -26,7 +26,7 @@ replaced; SIGTERM and SIGINT shut down cleanly and remove the socket.
 
 Each method's params are declared with the shared ``engram.operations`` ``Param`` and checked
 by it (a refusal is a 1001 naming the param); ``memory_search`` takes every declared recall
-filter and renders its hits through the shared hit view. This is an adapter: it calls
+filter and renders the facade's finished hit views (``recall_views``). This is an adapter: it calls
 engram.service and the shapes of engram.operations.compat_rs, and never imports another adapter.
 """
 
@@ -58,7 +58,6 @@ from engram.operations import compat_rs as rs
 from engram.operations.memory import RECALL_FILTERS, RECALL_LIMIT, RECALL_MAX
 from engram.operations.params import Param
 from engram.operations.spec import check_arguments
-from engram.operations.views import HitView
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -151,8 +150,8 @@ def _memory_store(engram: Engram, args: dict[str, Any]) -> Any:
 
 def _memory_search(engram: Engram, args: dict[str, Any]) -> Any:
     filters = {p.key: args[p.name] for p in SEARCH_FILTERS if args[p.name] is not None}
-    hits = engram.recall(args["query"], **filters, limit=args["limit"])
-    items = [HitView.of(hit, matched=False).compact(matched=False, scope=False) for hit in hits]
+    views = engram.recall_views(args["query"], **filters, limit=args["limit"])
+    items = [view.compact(matched=False, scope=False, whole_id=True) for view in views]
     return rs.search_shape({"note": SEARCH_NOTE, "hits": items})
 
 

@@ -96,6 +96,9 @@ def _run_checks(
         findings += _check_driver(config, driver_command, fix=fix)
     drift, live = _check_index(store, index, fix=fix)  # 6. index drift
     findings += drift
+    note = index.vectors.model_note  # 7. the embedding model configured but not to be had
+    if note and index.weights.mode != "keyword":
+        findings.append(Finding("warning", "model", note))
     if not findings:
         findings.append(
             Finding(

@@ -75,6 +75,7 @@ class Index:
             mode=self.weights.mode,
             lock=self._lock,
             lock_timeout=lock_timeout,
+            model=self.weights.model,
         )
         # Per-process caches, valid while memories.jsonl keeps the stat signature
         # ``_synced_sig``: they save SQLite round trips on every recall of a long-lived process.
@@ -99,7 +100,7 @@ class Index:
         """Return the search mode in effect: the configured one, keyword without the model."""
         return self.vectors.mode
 
-    def embedder(self) -> semantic.Embedder | None:
+    def embedder(self) -> semantic.AnyEmbedder | None:
         """Return the embedding model when the mode uses it (loaded once per process)."""
         return self.vectors.embedder()
 
@@ -211,7 +212,7 @@ class Index:
         # A process that has the model embeds its writes now (servers, a recall before). A
         # one-shot `engram remember` does not load it for one memory: like the full-text
         # queue, the next semantic search catches up.
-        embed = self.vectors.has_model() or semantic.loaded()
+        embed = self.vectors.has_model() or semantic.loaded(self.vectors.model)
         if rows and embed:
             self.embedder()  # load before taking the lock
         with self.lock():
@@ -450,7 +451,11 @@ class Index:
         records = self.records.get_many(rid for _, rid, _ in page)
         rated: dict[str, tuple[float, Features]] = {}
         if stats is not None:
-            mode = self.weights.mode if state is not None else "keyword"
+            mode = (
+                relevance.key(self.weights.mode, self.vectors.model)
+                if state is not None
+                else "keyword"
+            )
             if query.offset > 0:  # the floor is on the best hit: read it too
                 records = {**self.records.get_many([scored[0][1]]), **records}
             rated = self._rate(scored[: want + 1], records, cosines, stats, mode)

@@ -31,6 +31,7 @@ SECONDS_PER_DAY: Final = 86_400.0
 VERDICT_SCORES: Final = {"useful": 1.0, "outdated": 0.3, "wrong": 0.0}
 JUDGEMENTS_COUNTED: Final = 5
 MODES: Final = ("keyword", "semantic", "hybrid")
+EMBEDDING_MODELS: Final = ("wordllama", "minilm")  # semantic.DEFAULT_MODEL, semantic.MINILM
 CACHE_LIMIT: Final = 200_000
 # Calibration of the match strength (see keyword_relevance, semantic_relevance): measured on
 # the labelled sets of benchmarks/retrieval, for BM25 (k1 1.2, b 0.75) and wordllama's model.
@@ -57,6 +58,8 @@ class Weights:
     # keyword: BM25 only; semantic: embeddings only; hybrid: both fused. Modes that need the
     # embedding model fall back to keyword when it is not installed.
     mode: str = "hybrid"
+    # The embedding model (``semantic.MODELS``): wordllama, or minilm where installed.
+    model: str = "wordllama"
     semantic_weight: float = 0.5
     semantic_floor: float = 0.4
     # A hit whose relevance (``relevance.py``: the probability that it answers the query) is
@@ -75,6 +78,7 @@ class Weights:
             min_score_ratio=float(search.get("min_score_ratio", 0.2)),
             judgement_span=float(search.get("judgement_span", 0.6)),
             mode=_mode(search.get("mode", "hybrid")),
+            model=_model(search.get("model", "wordllama")),
             semantic_weight=min(max(float(search.get("semantic_weight", 0.5)), 0.0), 1.0),
             semantic_floor=min(max(float(search.get("semantic_floor", 0.4)), -1.0), 0.99),
             min_relevance=_floor(search.get("min_relevance", "auto")),
@@ -91,6 +95,13 @@ def _floor(value: Any) -> float | None:
     if isinstance(value, bool) or not math.isfinite(floor):
         raise ConfigError(f"search.min_relevance must be auto or a number, got {value!r}")
     return min(max(floor, 0.0), 1.0)
+
+
+def _model(value: Any) -> str:
+    model = str(value).strip().lower()
+    if model not in EMBEDDING_MODELS:
+        raise ConfigError(f"search.model must be wordllama or minilm, got {value!r}")
+    return model
 
 
 def _mode(value: Any) -> str:

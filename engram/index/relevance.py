@@ -40,16 +40,33 @@ FLOOR_MIN_DOCS: Final = 50
 # on the best hit of every query of the four labelled sets of benchmarks/retrieval (harbor,
 # adr, agentlog, captured). Intercept first, then one coefficient per FEATURES entry.
 MODELS: Final[Mapping[str, tuple[float, ...]]] = {
-    "keyword": (-2.1515, 1.6472, 2.1097, 0.0, 1.3539, -0.9835),
-    "semantic": (-1.8382, 0.0, 3.3167, 0.3731, 0.6161, -0.3638),
-    "hybrid": (-2.0947, 1.6349, 1.9832, 0.7071, 1.0105, -1.009),
+    "keyword": (-2.1617, 1.6245, 2.1046, 0.0, 1.3758, -0.9746),
+    "semantic": (-1.8635, 0.0, 3.3237, 0.3731, 0.6398, -0.3588),
+    "hybrid": (-2.1148, 1.5982, 1.9463, 0.7408, 1.0733, -0.9959),
+    "semantic-minilm": (-1.4533, 0.0, 2.8512, 0.4894, 0.8808, -0.6628),
+    "hybrid-minilm": (-2.0362, 1.5023, 1.8594, 0.9591, 1.1969, -0.9612),
 }
 # The floor of each mode (search.min_relevance: auto), by the same script: the highest that
-# keeps the answer of 99% of the answerable queries of each of those sets.
-FLOORS: Final[Mapping[str, float]] = {"keyword": 0.25, "semantic": 0.34, "hybrid": 0.235}
+# keeps the answer of 99% of the answerable queries of each of those sets. A mode with a model
+# suffix is that mode with ``search.model`` set to it (``key``): its cosines mean other things.
+FLOORS: Final[Mapping[str, float]] = {
+    "keyword": 0.245,
+    "semantic": 0.34,
+    "hybrid": 0.23,
+    "semantic-minilm": 0.435,
+    "hybrid-minilm": 0.29,
+}
 
 Model = tuple[float, ...]  # the intercept, then one coefficient per FEATURES entry
 Features = tuple[float, ...]  # one value per FEATURES entry
+
+
+def key(mode: str, model: str) -> str:
+    """Return the ``MODELS``/``FLOORS`` key of a search mode with an embedding model: the
+    cosine means something else for each model (wordllama's keys are the bare modes)."""
+    if mode == "keyword" or model == "wordllama":
+        return mode
+    return f"{mode}-{model}"
 
 
 def stem_of(token: str) -> str:

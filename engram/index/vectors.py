@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+import shutil
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -97,18 +98,29 @@ class Vectors:
         mode: str,
         lock: ProcessLock,
         lock_timeout: float,
+        model: str = semantic.DEFAULT_MODEL,
     ) -> None:
-        self.folder = folder
+        self.index_folder = folder
         self.records = records
         self.configured_mode = mode
+        self.configured_model = model
+        # The model in effect: the configured one, or the zero-download default when that
+        # cannot be had (``model_note`` says why). Each model's vectors live apart (the default
+        # model's in the index folder, another's in ``vectors-<model>/``), keyed by text hash
+        # and model, so switching models back and forth embeds nothing twice.
+        self.model = model
+        self.model_note: str | None = None
+        if model != semantic.DEFAULT_MODEL and not semantic.available(model):
+            self._fall_back(f"the {model} model is not installed")
+        self.folder = self._folder_of(self.model)
         self.lock_timeout = lock_timeout
         self._lock = lock
         self._conn: sqlite3.Connection | None = None
         self._state: VectorState | None = None  # loaded once, then follows the writes
         self._state_key: str | None = None  # the index state it is, when known
         self._changes = _Changes()  # what it took since the last ``settle``
-        self._cache = VectorCache(folder)
-        self._embedder: semantic.Embedder | None = None
+        self._cache = VectorCache(self.folder)
+        self._embedder: semantic.AnyEmbedder | None = None
         self._semantic_off: str | None = None  # why semantic recall is unavailable, once known
         # Text hash -> vector of a small write's embeddings: a save's near-duplicate check asks
         # ``similar`` for the text it just embedded (the same text, the same vector).
@@ -116,23 +128,49 @@ class Vectors:
 
     # -- the model ---------------------------------------------------------------------------
 
+    def _folder_of(self, model: str) -> Path:
+        if model == semantic.DEFAULT_MODEL:
+            return self.index_folder
+        return self.index_folder / f"vectors-{model}"
+
+    def _fall_back(self, why: str) -> None:
+        """Use the default model instead of the configured one (which cannot be had)."""
+        default = semantic.DEFAULT_MODEL
+        self.model_note = (
+            f"{why}: semantic recall uses {default} (pip install"
+            f" 'engram-git[{self.configured_model}]', or set search.model: {default})"
+        )
+        self.model = semantic.DEFAULT_MODEL
+
     @property
     def mode(self) -> str:
         """Return the search mode in effect: the configured one, keyword without the model."""
         if self.configured_mode == "keyword" or self._semantic_off is not None:
             return "keyword"
-        if not semantic.available():
+        if not semantic.available(self.model):
             self._semantic_off = "the wordllama package (or its bundled weights) is not installed"
             return "keyword"
         return self.configured_mode
 
-    def embedder(self) -> semantic.Embedder | None:
+    def embedder(self) -> semantic.AnyEmbedder | None:
         """Return the embedding model when the mode uses it (loaded once per process)."""
         if self.mode == "keyword":
             return None
+        if self._embedder is None and self.model != semantic.DEFAULT_MODEL:
+            try:
+                self._embedder = semantic.get_embedder(self.model)
+            except IndexError_ as exc:
+                # The optional model cannot be had (offline, a failed download): the default.
+                self.close()
+                self.forget()
+                self._fall_back(exc.message)
+                self.folder = self._folder_of(self.model)
+                self._cache = VectorCache(self.folder)
+                if self.mode == "keyword":
+                    return None
         if self._embedder is None:
             try:
-                self._embedder = semantic.get_embedder()
+                self._embedder = semantic.get_embedder(self.model)
             except IndexError_ as exc:
                 # Fail closed: no model, no semantic recall; keyword search still answers.
                 self._semantic_off = exc.message
@@ -149,6 +187,7 @@ class Vectors:
     def db(self) -> sqlite3.Connection:
         """The connection to vectors.db (opened, and created if needed, on first use)."""
         if self._conn is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
             self._conn = open_derived(
                 self.folder / FILES[0],
                 version=SCHEMA_VERSION,
@@ -197,9 +236,12 @@ class Vectors:
         self._cache.forget()
 
     def wipe(self) -> None:
-        """Delete vectors.db and the saved matrices (they are derived)."""
+        """Delete vectors.db and the saved matrices of every model (they are derived)."""
         self.close()
         self._remove_files()
+        for other in self.index_folder.glob("vectors-*"):
+            if other.is_dir() and other != self.folder:
+                shutil.rmtree(other, ignore_errors=True)
 
     def _remove_files(self) -> None:
         self.forget()
@@ -239,7 +281,7 @@ class Vectors:
         todo: list[tuple[Record, str, str, str]] = []
         for record, text, digest in live:
             rid = str(record["id"])
-            key = semantic.text_hash(text)
+            key = semantic.text_hash(text, self.model)
             known = stored.get(rid)
             if known is None or known[0] != key:
                 todo.append((record, key, digest, text))
@@ -426,9 +468,11 @@ class Vectors:
                 return []
             probe = state.matrix[at]
         else:
-            probe = self._written.get(semantic.text_hash(text)) if self._written else None
+            probe = (
+                self._written.get(semantic.text_hash(text, self.model)) if self._written else None
+            )
             if probe is None:
-                probe = semantic.embed_query(text)
+                probe = semantic.embed_query(text, self.model)
         rows, cosines = nearest(probe, state, None, floor, limit + 1)
         found = sorted(
             ((state.ids[n], c) for n, c in zip(rows.tolist(), cosines.tolist(), strict=True)),
@@ -472,7 +516,7 @@ class Vectors:
     ) -> dict[str, tuple[float, float]]:
         """Return id -> (bm25, cosine): the ``pool`` nearest ``text`` over ``floor`` in ``mask``,
         plus the keyword backend's ``found`` (id, bm25) pairs with their exact cosines."""
-        probe = semantic.embed_query(text)
+        probe = semantic.embed_query(text, self.model)
         rows, cosines = nearest(probe, state, mask, floor, pool)
         out: dict[str, tuple[float, float]] = {
             state.ids[n]: (0.0, c) for n, c in zip(rows.tolist(), cosines.tolist(), strict=True)

@@ -240,7 +240,7 @@ class EngramMCP:
     def _error(self, exc: EngramError, name: str) -> dict[str, str]:
         out = exc.to_dict()
         if isinstance(exc, NotInitialized) and exc.hint == NotInitialized.hint:
-            from engram.project import NO_PROJECT_HINT
+            from engram.service import NO_PROJECT_HINT
 
             out["hint"] = NO_PROJECT_HINT  # the person's words: an agent relays them
         if isinstance(exc, InvalidInput) and exc.hint == InvalidInput.hint:

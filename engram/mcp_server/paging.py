@@ -34,7 +34,7 @@ from engram.operations.advice import PERSON
 from engram.operations.views import HitLike
 
 if TYPE_CHECKING:
-    from engram.agents.check import Findings
+    from engram.service import Findings
 
 __all__ = [
     "CHARS_PER_TOKEN",

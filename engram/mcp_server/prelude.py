@@ -19,6 +19,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.model import loads
+
 if TYPE_CHECKING:
     from engram.mcp_server.table import Tool
 
@@ -32,6 +34,7 @@ CAPABILITIES: Final = {
     "tools": {"listChanged": False},
 }
 READ: Final = 1 << 16
+EARLY_BYTES: Final = 64 * 1024  # longer lines go to the SDK unparsed here
 
 
 class Replay:
@@ -92,8 +95,10 @@ def answer_early(
         line = raw + b"\n"
         if not raw.strip():
             continue
+        if len(raw) > EARLY_BYTES:  # no handshake message is this long: the SDK's to answer
+            return Replay([*replay, line], buffer, answered)
         try:
-            message = json.loads(raw)
+            message = loads(raw, what="an MCP message")  # bounded: a hostile line is no crash
         except ValueError:
             return Replay([*replay, line], buffer, answered)
         method = message.get("method") if isinstance(message, dict) else None

@@ -8,22 +8,29 @@ or a user's own type is kept as written), ``observation`` as an alias of ``conte
 that cannot move a memory between stores refused with the same words. Go's rows going out are
 ``engram.formats.goexport``'s (``go_observation``, ``go_prompt``), the ones its export writes.
 
+Go's search rule lives here too (``after_ranking``): a type engram does not rank by is kept
+from a longer ranked list, and Go's prompts (its other table) are left out of a search of its
+observations. The facade applies it (``Engram.recall(of_type=…, observations=True)``), so the
+CLI's ``--type``, Go's ``mem_search`` and Go's ``GET /search`` page the same way.
+
 Plain data in, plain data out: no facade, no adapter, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from engram.errors import InvalidInput
-from engram.model import Record, go_id_of, kind_and_type, normalize_project, type_of
+from engram.model import go_id_of, kind_and_type, normalize_project, type_of
+from engram.operations.memory import DEFAULT_KIND, DEFAULT_SCOPE
 
 __all__ = [
     "FOREIGN_TYPE_FACTOR",
+    "GO_OTHER_TABLES",
+    "after_ranking",
     "observation_draft",
-    "of_type",
     "own_project",
     "search_filters",
     "update_changes",
@@ -32,8 +39,20 @@ __all__ = [
 
 Args = Mapping[str, Any]
 FOREIGN_TYPE_FACTOR: Final = 5  # a type engram does not rank by is filtered after ranking
+# Kinds Go engram keeps in tables of their own, which a search of its observations never reads.
+GO_OTHER_TABLES: Final = frozenset({"prompt"})
 # Fields of an observation engram keeps as written, beside the ones it has a place for.
 _KEPT: Final = ("tool_name",)
+
+
+class _Ranked(Protocol):
+    """A ranked hit: what ``after_ranking`` reads of it."""
+
+    @property
+    def record(self) -> Mapping[str, Any]: ...
+
+
+_H = TypeVar("_H", bound=_Ranked)
 
 
 class _Item(Protocol):
@@ -67,7 +86,7 @@ def observation_draft(args: Args, *, project: str | None) -> tuple[str, str, dic
     content = args.get("content")
     if content is None:
         content = args.get("observation")
-    kind, typ = kind_and_type(args.get("type"), default="note")
+    kind, typ = kind_and_type(args.get("type"), default=DEFAULT_KIND)
     extra: dict[str, Any] = {"type": typ} if typ else {}
     for key in _KEPT:
         value = args.get(key)
@@ -75,7 +94,7 @@ def observation_draft(args: Args, *, project: str | None) -> tuple[str, str, dic
             extra[key] = value.strip()
     draft: dict[str, Any] = {
         "kind": kind,
-        "scope": args.get("scope") or "project",
+        "scope": args.get("scope") or DEFAULT_SCOPE,
         "topic_key": args.get("topic_key") or None,
         "session_id": args.get("session_id") or None,
         "project": project,
@@ -99,12 +118,12 @@ def update_changes(
     if project:
         changes["project"] = project
     if args.get("type"):
-        kind, typ = kind_and_type(args["type"], default="note")
+        kind, typ = kind_and_type(args["type"], default=DEFAULT_KIND)
         changes["kind"] = kind
         if typ or current.get("type"):
             changes["type"] = typ or kind
     scope = args.get("scope")
-    here = current.get("scope", "project")
+    here = current.get("scope", DEFAULT_SCOPE)
     if scope is not None and scope != here:
         raise InvalidInput(
             f"scope: memory {go_id_of(current)} is in the {here} store; an update cannot move "
@@ -122,7 +141,7 @@ def search_filters(args: Args, *, project: str | None) -> tuple[dict[str, Any], 
     """
     filters: dict[str, Any] = {}
     written = str(args.get("type") or "").strip()
-    kind, typ = kind_and_type(written, default="note") if written else ("", None)
+    kind, typ = kind_and_type(written, default=DEFAULT_KIND) if written else ("", None)
     if kind and not typ:
         filters["kinds"] = kind
     if args.get("scope"):
@@ -134,9 +153,32 @@ def search_filters(args: Args, *, project: str | None) -> tuple[dict[str, Any], 
     return filters, typ
 
 
-def of_type(records: Iterable[Record], typ: str | None, limit: int) -> list[Record]:
-    """Return the first ``limit`` records, only those of type ``typ`` when one is given."""
-    return [r for r in records if not typ or type_of(r) == typ][:limit]
+def after_ranking(
+    rank: Callable[[int, int], Sequence[_H]],
+    *,
+    typ: str | None,
+    limit: int,
+    offset: int = 0,
+    observations: bool = False,
+) -> list[_H]:
+    """Return the page ``offset``..``offset + limit`` of a ranking, filtered after ranking.
+
+    ``rank(limit, offset)`` ranks as engram does. ``typ``: keep only hits of that type (one
+    engram does not rank by, as ``search_filters`` returns it); ``observations``: leave out Go's
+    other tables (``GO_OTHER_TABLES``: prompts). Either filter reads ``FOREIGN_TYPE_FACTOR``
+    times the hits up to the page's end and pages over what it kept; with neither, the ranking
+    is paged as it is.
+    """
+    if not typ and not observations:
+        return list(rank(limit, offset))
+    wanted = (offset + limit) * FOREIGN_TYPE_FACTOR
+    kept = [
+        hit
+        for hit in rank(wanted, 0)
+        if (not typ or type_of(hit.record) == typ)
+        and not (observations and hit.record.get("kind") in GO_OTHER_TABLES)
+    ]
+    return kept[offset : offset + limit]
 
 
 def with_go_ids(text: str, items: Sequence[_Item], records: Sequence[Mapping[str, Any]]) -> str:

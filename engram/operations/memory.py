@@ -14,6 +14,12 @@ from engram.operations.params import Param
 from engram.operations.spec import Operation, declare
 
 RECALL_LIMIT: Final = 5  # hits per MCP page
+# What a memory is when its save does not say: declared here once, offered by every adapter
+# (REMEMBER's parameters) and filled in by the write path (engram.project.memories.remember).
+DEFAULT_KIND: Final = "note"
+DEFAULT_IMPORTANCE: Final = 3
+DEFAULT_STATUS: Final = "active"
+DEFAULT_SCOPE: Final = "project"
 RECALL_MAX: Final = 50
 VERDICTS: Final = ("useful", "outdated", "wrong")
 KIND_HELP: Final = "decision, pitfall, bugfix, pattern, principle, architecture, fact, note …"
@@ -164,13 +170,13 @@ REMEMBER = declare(
         (
             TITLE._replace(required=True, argument=True),
             CONTENT._replace(argument=True),
-            KIND._replace(default="note"),
+            KIND._replace(default=DEFAULT_KIND),
             TAGS,
             FILES,
-            IMPORTANCE,
+            IMPORTANCE._replace(default=DEFAULT_IMPORTANCE),
             TOPIC,
-            SCOPE,
-            STATUS,
+            SCOPE._replace(default=DEFAULT_SCOPE),
+            STATUS._replace(default=DEFAULT_STATUS),
             LINKS,
             Param("session_id", "string", "Your session's id, if you have one.", flag="session"),
             *GO_SAVE_FLAGS,

@@ -3,7 +3,9 @@
 A view is worked out once from a result and offered in the shapes the adapters need:
 ``HitView.compact()`` is what an agent reads (MCP, the socket daemon: clipped title and
 snippet, a short id, provenance, staleness), ``HitView.full()`` what a person or a program
-reads (CLI ``--json``, HTTP: the same fields plus the whole memory). ``provenance`` is the one
+reads (CLI ``--json``, HTTP: the same fields plus the whole memory). The facade's
+``Engram.recall_views`` returns them finished (short id, staleness, matched fields,
+relevance), so every door shows one recall the same way and only renders. ``provenance`` is the one
 line "who, when, from where" every recalled memory carries. A snippet is plain text
 (``snippet``): the markdown of the content (headings, emphasis, list bullets, code fences, link
 syntax, table pipes) is left out of it, never out of the stored content or ``get``'s.
@@ -22,6 +24,7 @@ from typing import Any, Final, Protocol
 TITLE_CHARS: Final = 160
 INACTIVE: Final = ("archived", "superseded", "rejected")  # statuses nobody reads as current
 SNIPPET_CHARS: Final = 200
+ID_CHARS: Final = 8  # the shortest id prefix a hit shows (longer where 8 names two memories)
 STALE_NOTE: Final = "may be stale: "
 
 # The markdown a snippet leaves out, line by line, then within a line.
@@ -232,6 +235,11 @@ class HitView:
     # The probability (0..1) that the hit answers the query; None for a recall without words.
     relevance: float | None = None
 
+    @property
+    def stale_note(self) -> str:
+        """Return the one line that says why this memory may be stale ('' when it is not)."""
+        return stale_note(self.stale)
+
     @classmethod
     def of(
         cls,
@@ -264,10 +272,15 @@ class HitView:
             relevance=hit.relevance,
         )
 
-    def compact(self, *, matched: bool = True, scope: bool = True) -> dict[str, Any]:
-        """Return the agent's shape: short id, clipped text, provenance, staleness."""
+    def compact(
+        self, *, matched: bool = True, scope: bool = True, whole_id: bool = False
+    ) -> dict[str, Any]:
+        """Return the agent's shape: short id, clipped text, provenance, staleness.
+
+        ``whole_id``: the whole id instead of the short one (a client that keeps ids).
+        """
         out: dict[str, Any] = {
-            "id": self.short_id,
+            "id": self.id if whole_id else self.short_id,
             "kind": self.memory.get("kind"),
             "status": self.status,
             "title": self.title,

@@ -34,6 +34,12 @@ from engram.model import (
     normalize_project,
 )
 from engram.operations import advice
+from engram.operations.memory import (
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_SCOPE,
+    DEFAULT_STATUS,
+)
 from engram.project import MIN_WRITE_PREFIX, Project, as_list
 
 if TYPE_CHECKING:
@@ -83,10 +89,11 @@ class SaveResult:
 class Draft(TypedDict, total=False):
     """The fields of a memory to save besides its title and content (all optional).
 
-    Defaults: kind ``note``, importance 3, status ``active``, scope ``project``, source
-    ``cli``; a missing session id is the open session's, a missing author git's user name,
-    a missing project this repository's (a personal memory's: none, so it is global, unless it
-    cites files of this repository: ``Project.project_of``). ``extra`` carries further fields
+    Defaults (``engram.operations.memory``'s, declared once): kind ``note``, importance 3,
+    status ``active``, scope ``project``; source ``cli``. A missing session id is the open
+    session's, a missing author git's user name, a missing project this repository's (a
+    personal memory's: none, so it is global, unless it cites files of this repository:
+    ``Project.project_of``). ``extra`` carries further fields
     as they are.
     """
 
@@ -111,14 +118,14 @@ def remember(here: Project, title: str, content: str = "", **draft: Unpack[Draft
     session_id = draft.get("session_id")
     project = draft.get("project")
     fields.update(
-        kind=draft.get("kind", "note"),
+        kind=draft.get("kind", DEFAULT_KIND),
         title=title,
         content=content or "",
         tags=as_list(draft.get("tags")),
         files=as_list(draft.get("files")),
-        importance=draft.get("importance", 3),
-        status=draft.get("status", "active"),
-        scope=draft.get("scope", "project"),
+        importance=draft.get("importance", DEFAULT_IMPORTANCE),
+        status=draft.get("status", DEFAULT_STATUS),
+        scope=draft.get("scope", DEFAULT_SCOPE),
         topic_key=draft.get("topic_key"),
         links=list(draft.get("links") or []),
         source=draft.get("source", "cli"),
@@ -423,7 +430,7 @@ def _near_duplicates(ws: Workspace, record: Mapping[str, Any]) -> list[str]:
     """
     from engram.index import semantic
 
-    if not semantic.loaded():
+    if not semantic.loaded(ws.index.vectors.model):
         return []
     text = semantic.record_text(record)
     found = ws.index.similar(text, limit=4, min_cosine=NEAR_DUPLICATE_COSINE)

@@ -23,15 +23,14 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Label, Markdown, Static
 
-from engram.errors import EngramError, NotFound
+from engram.errors import EngramError
 from engram.operations.views import is_candidate, supersede_warning
 from engram.plural import counted
 from engram.service import Engram
 from engram.terminal import visible
 
 if TYPE_CHECKING:
-    from engram.project.graph import Lineage, Neighbour, Timeline
-    from engram.project.indexing import Stats
+    from engram.service import Lineage, Neighbour, Stats, Timeline
 
 
 class Text(rich.text.Text):
@@ -390,15 +389,9 @@ class DashboardScreen(MemoryScreen):
 
     def reload(self) -> None:
         """Read the counts, hotspots, candidates and sessions again."""
-        from engram.indexer.plan import hotspots_id
-
         engram = self.tui.engram
         self.query_one("#counts", Static).update(Text(counts_text(engram.stats())))
-        try:
-            hotspots: Mapping[str, Any] | None = engram.get(hotspots_id(engram.project))
-        except NotFound:
-            hotspots = None
-        self.query_one("#hotspots", Static).update(Text(hotspots_text(hotspots)))
+        self.query_one("#hotspots", Static).update(Text(hotspots_text(engram.hotspots())))
         found = engram.recall("", kinds="pitfall", statuses="proposed", limit=SEARCH_LIMIT)
         candidates = [hit.record for hit in found if is_candidate(hit.record)]
         self.row_ids["candidates"] = fill(

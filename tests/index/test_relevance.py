@@ -303,7 +303,9 @@ def test_fusion_is_absolute() -> None:
     assert fuse(0.4, 0.5, Weights(mode="semantic", semantic_floor=0.4)) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+@pytest.mark.parametrize(
+    "mode", ["keyword", "semantic", "hybrid", "semantic-minilm", "hybrid-minilm"]
+)
 def test_the_relevance_model_is_a_probability_that_grows_with_the_match(mode: str) -> None:
     model = relevance.MODELS[mode]
 
@@ -323,6 +325,13 @@ def test_the_relevance_model_is_a_probability_that_grows_with_the_match(mode: st
         assert row == sorted(row)
     assert chance(4.0, 1.0, unseen=True) <= chance(4.0, 1.0)  # naming the unknown never helps
     assert 0.0 < relevance.FLOORS[mode] < 1.0
+
+
+def test_each_model_has_its_own_relevance_key() -> None:
+    assert relevance.key("hybrid", "wordllama") == "hybrid"
+    assert relevance.key("hybrid", "minilm") == "hybrid-minilm"
+    assert relevance.key("keyword", "minilm") == "keyword"  # no cosine: the same model
+    assert set(relevance.MODELS) == set(relevance.FLOORS)
 
 
 WORDS = ("retries", "retry", "ret", "webhook", "hooks", "hook", "a", "lock", "locking")

@@ -489,7 +489,7 @@ def test_keyword_mode_never_loads_the_model(
 def test_hybrid_falls_back_to_keyword_without_the_model(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(semantic, "available", lambda: False)
+    monkeypatch.setattr(semantic, "available", lambda model="wordllama": False)
     index = open_index(store, "hybrid")
     assert index.mode == "keyword"
     keyword = open_index(store, "keyword")
@@ -649,7 +649,7 @@ def test_own_write_without_the_model_loaded_is_embedded_by_the_next_search(
     hybrid: Index, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As in a one-shot `engram remember`: the process never loaded the model.
-    monkeypatch.setattr(semantic, "_embedder", None)
+    monkeypatch.setattr(semantic, "_embedders", {})
     hybrid.vectors._embedder = None
     fresh = record("Background jobs use a dead letter queue", "Poison messages are parked.")
     hybrid.apply([fresh], store.put([fresh]))

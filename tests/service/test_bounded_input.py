@@ -385,6 +385,32 @@ def test_mcp_a_message_too_deep_to_parse_gets_a_json_rpc_error(tmp_path: Path) -
     assert "Traceback" not in log, log
 
 
+def test_mcp_a_too_deep_first_message_is_no_crash(tmp_path: Path) -> None:
+    """The server's own early answers (before the SDK runs) parse within the same bounds."""
+    from tests.mcp_server.test_mcp import make_project
+
+    root = make_project(tmp_path / "repo")
+    deep = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":' + nested(DEEP) + "}"
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    lines = [deep, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": hello})]
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(root), "mcp"],
+        input=("\n".join(lines) + "\n").encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=120,
+        check=False,
+    )
+    log = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in log and "RecursionError" not in log, log
+    answers = [json.loads(line) for line in done.stdout.decode().splitlines() if line.strip()]
+    assert any(a.get("id") == 2 and "result" in a for a in answers), answers
+
+
 # -- committed config -----------------------------------------------------------------------------
 
 

@@ -399,12 +399,8 @@ async def delete_observation(id: str, api: Api, hard: Param = None) -> dict[str,
 
 def _search(engram: Engram, args: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
     filters, typ = compat_go.search_filters(args, project=_project(engram, args.get("project")))
-    wanted = limit * compat_go.FOREIGN_TYPE_FACTOR  # prompts are Go's other table: left out
-    hits = engram.recall(str(args["query"]), limit=wanted, **filters)
-    kept = [hit for hit in hits if hit.record.get("kind") != "prompt"]
-    records = compat_go.of_type((hit.record for hit in kept), typ, limit)
-    scores = {hit.record["id"]: hit.score for hit in kept}
-    return [{**go_observation(r), "rank": -round(float(scores[r["id"]]), 6)} for r in records]
+    hits = engram.recall(str(args["query"]), limit=limit, of_type=typ, observations=True, **filters)
+    return [{**go_observation(hit.record), "rank": -round(float(hit.score), 6)} for hit in hits]
 
 
 @router.get("/search")

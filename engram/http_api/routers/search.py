@@ -1,4 +1,4 @@
-"""The search route: rank memories for any text, rendered through the shared hit view."""
+"""The search route: rank memories for any text; the facade's finished hit views, rendered."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from fastapi import APIRouter
 from engram.http_api.declared import implements
 from engram.http_api.deps import Api, next_offset
 from engram.http_api.models import Search, SearchOut
-from engram.operations.views import HitView
 
 router = APIRouter(tags=["memories"])
 
@@ -19,11 +18,11 @@ router = APIRouter(tags=["memories"])
 async def search(params: Search, api: Api) -> dict[str, Any]:
     """Rank memories for any text, best first."""
     args = params.arguments()
-    hits = await api.call(api.engram.recall, **args)
+    views = await api.call(api.engram.recall_views, **args)
     return {
         "query": args.get("query", ""),
-        "hits": [HitView.of(hit).full() for hit in hits],
+        "hits": [view.full() for view in views],
         "limit": args["limit"],
         "offset": args["offset"],
-        "next_offset": next_offset(hits, args["limit"], args["offset"]),
+        "next_offset": next_offset(views, args["limit"], args["offset"]),
     }

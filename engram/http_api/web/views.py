@@ -13,13 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.errors import EngramError, NotFound
+from engram.errors import EngramError
 from engram.model import is_pinned
 from engram.operations.views import HitView, is_candidate, provenance
 
 if TYPE_CHECKING:
-    from engram.project.graph import Lineage
-    from engram.service import Engram
+    from engram.service import Engram, Lineage
 
 CANDIDATES: Final = 50
 SESSIONS: Final = 8
@@ -94,13 +93,8 @@ def counts(engram: Engram) -> Counts:
 
 def hotspots(engram: Engram) -> list[tuple[str, str]]:
     """Return the code hotspots the git indexer found (path, changes), most changed first."""
-    from engram.indexer.plan import hotspots_id
-
-    try:
-        record = engram.get(hotspots_id(engram.project))
-    except NotFound:
-        return []
-    if record.get("status", "active") in ("archived", "rejected"):
+    record = engram.hotspots()
+    if record is None:
         return []
     spots = [s for s in record.get("hotspots") or [] if isinstance(s, Mapping)]
     return [(str(s.get("path", "")), str(s.get("changes", "?"))) for s in spots[:HOTSPOTS]]
@@ -128,9 +122,8 @@ def dashboard(engram: Engram) -> dict[str, Any]:
 
 
 def search(engram: Engram, arguments: Mapping[str, Any]) -> list[HitView]:
-    """Return the views of recall's hits for the arguments a search form gave."""
-    hits = engram.recall(**arguments)
-    return [HitView.of(hit, stale=()) for hit in hits]
+    """Return the facade's finished views of recall's hits for a search form's arguments."""
+    return engram.recall_views(**arguments)
 
 
 def why_rows(lineage: Lineage) -> list[Row]:

@@ -17,20 +17,18 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.mcp_server.paging import CHARS_PER_TOKEN, fitted_check, shrink
 from engram.mcp_server.tools.registry import (
     GET_NOTE,
-    ID_CHARS,
     LIST_CAP,
     RECALL_NOTE,
     Args,
     handler,
 )
 from engram.operations.advice import PERSON
-from engram.operations.views import TITLE_CHARS, clip, provenance
+from engram.operations.views import ID_CHARS, TITLE_CHARS, clip, provenance
 
 if TYPE_CHECKING:
-    from engram.agents.briefing import Briefing
-    from engram.agents.check import Findings
     from engram.mcp_server.core import EngramMCP
     from engram.mcp_server.table import Call
+    from engram.service import Briefing, Findings
 
 
 def stats_payload(mcp: EngramMCP) -> dict[str, Any]:

@@ -177,9 +177,10 @@ def unpin(mcp: EngramMCP, args: Args, call: Call) -> str:
 def search(mcp: EngramMCP, args: Args, call: Call) -> str:
     filters, typ = compat_go.search_filters(args, project=args.get("project"))
     limit = int(args.get("limit") or 10)
-    wanted = limit if not typ else limit * compat_go.FOREIGN_TYPE_FACTOR
-    hits = mcp.engram.recall(str(args["query"]), limit=wanted, **filters)
-    records = compat_go.of_type((hit.record for hit in hits), typ, limit)
+    hits = mcp.engram.recall(
+        str(args["query"]), limit=limit, of_type=typ, observations=True, **filters
+    )
+    records = [hit.record for hit in hits]
     if args.get("response_format") == "json":
         rows = [
             {

@@ -18,7 +18,6 @@ from engram.mcp_server.paging import Budget, Page, decode_cursor, encode_cursor,
 from engram.mcp_server.tools.registry import (
     BROWSE_NOTE,
     GET_NOTE,
-    ID_CHARS,
     MORE_NOTE,
     RECALL_NOTE,
     Args,
@@ -27,31 +26,31 @@ from engram.mcp_server.tools.registry import (
 )
 from engram.operations import advice
 from engram.operations.memory import RECALL, RECALL_LIMIT
-from engram.operations.views import TITLE_CHARS, clip, hit_views, provenance
+from engram.operations.views import TITLE_CHARS, HitView, clip, provenance
 
 if TYPE_CHECKING:
-    from engram.index.query import Hit
     from engram.mcp_server.core import EngramMCP
     from engram.mcp_server.table import Call
-    from engram.service import Engram, SaveResult
+    from engram.service import Engram, Hit, SaveResult
 
 
 @handler("remember")
 def remember(mcp: EngramMCP, args: Args, call: Call) -> str:
+    # kind, importance, status, scope: REMEMBER's declared defaults, filled in by the tool's
+    # schema check; a name of another tool for it that leaves one out gets the write path's
+    # (the same declaration), never one stated here.
+    given = {key: args[key] for key in ("kind", "importance", "status", "scope") if args.get(key)}
     result = mcp.engram.remember(
         args["title"],
         args.get("content") or "",
-        kind=args.get("kind") or "note",
         tags=args.get("tags"),
         files=args.get("files"),
-        importance=args.get("importance") or 3,
-        status=args.get("status") or "active",
-        scope=args.get("scope") or "project",
         topic_key=args.get("topic_key"),
         links=as_list(args.get("links")),
         source="agent",
         session_id=args.get("session_id"),
         project=args.get("project"),
+        **given,
     )
     return call.render(saved_payload(result))
 
@@ -100,23 +99,17 @@ def recall_query(args: Args) -> dict[str, Any]:
 
 
 def search(engram: Engram, query: Mapping[str, Any], limit: int) -> list[Hit]:
-    """Return the hits of a recall query (``recall_query``), best first."""
+    """Return the hits of a recall query (``recall_query``), best first (for ``unseen``)."""
     filters = {key: value for key, value in query.items() if key != "query"}
     return engram.recall(str(query.get("query") or ""), **filters, limit=limit)
 
 
 @handler("recall")
 def recall(mcp: EngramMCP, args: Args, call: Call) -> str:
-    query, shown, hits = ranked(mcp, args)
+    query, shown, views = ranked(mcp, args)
     limit = int(args.get("limit") or RECALL_LIMIT)
-    more, hits = len(hits) > limit, hits[:limit]
-    ids = [hit.id for hit in hits]
-    engram = mcp.engram
-    views = hit_views(
-        hits,
-        short_ids=engram.short_ids(ids, ID_CHARS),
-        stale=engram.stale_many(hit.record for hit in hits),
-    )
+    more, views = len(views) > limit, views[:limit]
+    ids = [view.id for view in views]
     items = [view.compact() for view in views]
     token = mcp.pages.token()
     note = RECALL_NOTE + ("" if query.get("query") else BROWSE_NOTE)
@@ -136,19 +129,26 @@ def recall(mcp: EngramMCP, args: Args, call: Call) -> str:
     return text
 
 
-def ranked(mcp: EngramMCP, args: Args) -> tuple[dict[str, Any], frozenset[str], list[Hit]]:
-    """Return a recall page's query, the ids earlier pages showed, and its hits (one extra).
+def ranked(mcp: EngramMCP, args: Args) -> tuple[dict[str, Any], frozenset[str], list[HitView]]:
+    """Return a recall page's query, the ids earlier pages showed, and its views (one extra).
 
-    With a cursor, the query is the first page's and the hits leave out what was shown.
+    The first page is the facade's ``recall_views``. With a cursor, the query is the first
+    page's, and the hits of a longer ranking that earlier pages did not show are finished by
+    the facade (``views``).
     """
     query = recall_query(args)
     limit = int(args.get("limit") or RECALL_LIMIT)
     engram = mcp.engram
     if not args.get("cursor"):
-        return query, frozenset(), search(engram, query, limit + 1)
+        filters = {key: value for key, value in query.items() if key != "query"}
+        return (
+            query,
+            frozenset(),
+            engram.recall_views(str(query.get("query") or ""), **filters, limit=limit + 1),
+        )
     earlier = mcp.pages.follow(args["cursor"], "recall", query)
     hits = unseen(lambda q, n: search(engram, q, n), earlier.query, earlier.shown, limit)
-    return dict(earlier.query), earlier.shown, hits
+    return dict(earlier.query), earlier.shown, engram.views(hits[: limit + 1])
 
 
 @handler("get")

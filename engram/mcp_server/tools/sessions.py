@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engram.mcp_server.tools.registry import Args, handler
+from engram.operations.sessions import SUMMARY_SECTIONS
 from engram.operations.views import TITLE_CHARS, UNREVIEWED, clip
 
 if TYPE_CHECKING:
@@ -46,9 +47,7 @@ def session_start(mcp: EngramMCP, args: Args, call: Call) -> str:
 
 @handler("session_summary")
 def session_summary(mcp: EngramMCP, args: Args, call: Call) -> str:
-    from engram.agents.session import FIELD_NAMES
-
-    sections = {name: args.get(name) for name in FIELD_NAMES if args.get(name)}
+    sections = {p.name: args.get(p.name) for p in SUMMARY_SECTIONS if args.get(p.name)}
     result = mcp.engram.session_summary(
         str(args.get("content") or ""),
         session_id=args.get("session_id"),
