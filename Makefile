@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck bench bench-retrieval clean
+.PHONY: demo test test-fast lint typecheck bench bench-retrieval bench-capture clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench: $(STAMP)
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py
+
+bench-capture: $(STAMP)
+	$(BIN)/python benchmarks/capture/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo

@@ -186,6 +186,7 @@ export:
 # own settings (ENGRAM_HOME's config, the environment) may set them: never a committed file.
 USER_ONLY: Final[dict[str, str]] = {
     "consolidate.llm_command": "ENGRAM_CONSOLIDATE_LLM_COMMAND",
+    "capture.polish_command": "ENGRAM_CAPTURE_POLISH",
 }
 # Any other key whose name says it runs something is dropped from a committed file too, so a
 # setting added later (or one another tool reads) cannot become a way in.

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # ``X as X``: result types the facade hands its adapters
     from engram.agents.check import Findings as Findings
     from engram.agents.gitguard import PullRequestReview, StagedCheck
     from engram.agents.hookspec import HookSpec
+    from engram.agents.inbox import Captured, Review
     from engram.agents.payload import Event
     from engram.agents.session import Capture, Session
     from engram.formats.obsidian import ExportResult
@@ -437,6 +438,28 @@ class Engram(Exchange):
         return session.capture(
             self.here, text, session_id=session_id, project=project, source=source
         )
+
+    @in_project
+    def review(
+        self, action: str = "list", ids: Sequence[str] | None = None, **options: Any
+    ) -> Review:
+        """List proposed memories (oldest first), or accept, reject or merge them.
+
+        ``options``: ``every`` (all of them), ``title`` and ``content`` (accept), ``into``
+        (merge), ``limit`` (list): see ``engram.agents.inbox.review``.
+        """
+        from engram.agents import inbox
+
+        return inbox.review(self.here, action, list(ids or []), **options)
+
+    @in_project
+    def capture_transcript(
+        self, path: str, *, agent: str = "", session_id: str | None = None
+    ) -> Captured:
+        """Propose memories from an agent's transcript file; save the new ones as proposed."""
+        from engram.agents import inbox
+
+        return inbox.capture_transcript(self.here, path, agent=agent, session_id=session_id)
 
     def timeline(self, ref: str, *, before: int = 5, after: int = 5) -> Timeline:
         """Return what happened before and after a memory, oldest first."""

@@ -55,13 +55,16 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
         if action == "subagent":
             return moments.subagent(here, spec, event, ledger_of(here, event))
         if action == "prompt":
-            return moments.prompt(here, spec, event, ledger_of(here, event))
+            offered = moments.prompt(here, spec, event, ledger_of(here, event))
+            return _nudged(here, spec, event, offered)
         if action == "failure":
             return moments.failure(here, spec, event, ledger_of(here, event))
         if action == "capture":
             return _capture(here, spec, event)
         if action == "end" and event.session_id:
+            notice = _capture(here, spec, event)  # the session's last stretch, then its end
             session.end(here, event.session_id)
+            return notice
         return ""
 
 
@@ -190,11 +193,24 @@ def _blocking(record: dict[str, object]) -> bool:
 
 
 def _capture(here: Project, spec: HookSpec, event: Event) -> str:
-    from engram.agents import session
+    from engram.agents.inbox import capture_hook
 
-    if event.nested or not event.message:
-        return ""
-    capture = session.capture(
-        here, event.message, session_id=event.session_id or None, source=f"hook:{spec.agent}"
-    )
-    return reply.notice_output(reply.capture_notice(capture))
+    return reply.notice_output(capture_hook(here, spec.agent, event))
+
+
+def _nudged(here: Project, spec: HookSpec, event: Event, offered: str) -> str:
+    """Return a prompt's answer with the nudge to ``remember`` after it, when one is due."""
+    import json
+
+    from engram.agents.inbox import nudge
+
+    text = nudge(here, event.transcript, event.session_id, agent=spec.agent)
+    if not text:
+        return offered
+    if not offered:
+        return reply.context_output(native_of(spec, event), text, spec.agent)
+    data = json.loads(offered)
+    inner = data.get("hookSpecificOutput", data)
+    key = "additionalContext" if "additionalContext" in inner else "additional_context"
+    inner[key] = f"{inner[key]}\n\n{text}"
+    return json.dumps(data, ensure_ascii=False)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.errors import InvalidInput
 from engram.model import Record, is_pinned, status_of
 from engram.operations import advice
-from engram.operations.views import clip, provenance, snippet
+from engram.operations.views import clip, is_unreviewed, provenance, snippet
 from engram.plural import counted
 
 if TYPE_CHECKING:
@@ -315,7 +315,8 @@ def brief(
     sections: list[Section] = list(standing.sections[:1])  # the pinned ones, first of all
     if query:
         limit = max(1, math.ceil(8 * scale))
-        hits = here.recall(query, limit=limit + 1)
+        # Proposals nobody reviewed are not offered unasked (``is_unreviewed``).
+        hits = [h for h in here.recall(query, limit=limit + 1) if not is_unreviewed(h.record)]
         heading = f'Relevant to "{clip(query, 60)}"'
         records = [hit.record for hit in hits[:limit]]
         sections.append(Section("query", heading, records, len(hits) > limit))

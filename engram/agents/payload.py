@@ -93,6 +93,7 @@ class Event:
         "source",
         "task",
         "tool",
+        "transcript",
     )
 
     def __init__(
@@ -112,6 +113,7 @@ class Event:
         agent_type: str = "",  # the subagent's type (subagent start), the task's (Task tool)
         task: str = "",  # the text of the task a Task tool call gives a subagent
         agent_id: str = "",  # the subagent a hook runs in (its tool calls have their own ledger)
+        transcript: str = "",  # the session's transcript file (a subagent's own when given)
     ) -> None:
         self.cwd = cwd
         self.session_id = session_id
@@ -127,6 +129,7 @@ class Event:
         self.agent_type = agent_type
         self.task = task
         self.agent_id = agent_id
+        self.transcript = transcript
 
 
 def parse(data: bytes) -> dict[str, Any]:
@@ -182,10 +185,10 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
         or _text(payload.get("prompt_response"))
         or (_text(payload.get("text")) if native == "afterAgentResponse" else "")
     )
+    transcript = _text(payload.get("agent_transcript_path")) or _text(
+        payload.get("transcript_path")
+    )
     if not message and native in _TRANSCRIPT_EVENTS:
-        transcript = _text(payload.get("agent_transcript_path")) or _text(
-            payload.get("transcript_path")
-        )
         message = last_assistant_text(transcript) if transcript else ""
     return Event(
         cwd=cwd,
@@ -202,6 +205,7 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
         agent_type=_text(payload.get("agent_type")) or agent_type,
         task=task,
         agent_id=_text(payload.get("agent_id")) if native != "SubagentStart" else "",
+        transcript=transcript,
     )
 
 

@@ -32,12 +32,14 @@ from engram.operations.compat_go import own_project
 from engram.operations.memory import CHECK, CONTEXT
 from engram.operations.sessions import (
     CAPTURE,
+    REVIEW,
     SAVE_PROMPT,
     SESSION_END,
     SESSION_START,
     SESSION_SUMMARY,
     SUMMARY_SECTIONS,
 )
+from engram.operations.views import UNREVIEWED
 
 if TYPE_CHECKING:
     from engram.service import Engram
@@ -214,9 +216,41 @@ def capture(
     ] = None,
     *,
     values: Values,
+    transcript: Annotated[
+        Path | None,
+        typer.Option(
+            "--transcript",
+            help="Propose memories from an agent's session transcript instead (saved as "
+            "proposed: engram review).",
+        ),
+    ] = None,
+    agent: Annotated[
+        str,
+        typer.Option(
+            help="The transcript's agent: claude-code, codex or gemini-cli (default: "
+            "read from the file)."
+        ),
+    ] = "",
     as_json: JsonOpt = False,
 ) -> None:
     """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+    if transcript is not None:
+        with open_engram(ctx) as engram:
+            captured = engram.capture_transcript(
+                str(transcript), agent=agent, session_id=values["session_id"]
+            )
+        if as_json:
+            emit_json(captured.to_dict())
+            return
+        for note in captured.notes:
+            echo(note, err=True)
+        for new in captured.proposed:
+            echo(f"proposed {new.id}  {new.kind}: {new.title}")
+        for old in captured.known:
+            echo(f"known    {old.id}  {old.kind} ({old.status}): {old.title}")
+        if not captured.proposed and not captured.known:
+            echo("nothing worth proposing in this transcript", err=True)
+        return
     text = _read_output(file)
     with open_engram(ctx) as engram:
         result = engram.capture(text, **values.keywords())
@@ -230,6 +264,42 @@ def capture(
         echo(f"saved {item.id}  {item.title}")
     for item in result.duplicates:
         echo(f"known {item.id}  {item.title}")
+
+
+@app.command()
+@options(REVIEW)
+def review(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+    """List proposed memories (oldest first), or accept, reject or merge them."""
+    with open_engram(ctx) as engram:
+        result = engram.review(**values.keywords())
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    if result.action == "list":
+        if not result.items:
+            echo("nothing to review: no proposed memories")
+            return
+        for record in result.items:
+            capture = record.get("capture") if isinstance(record.get("capture"), dict) else {}
+            where = f" · {capture.get('agent')} line {capture.get('line')}" if capture else ""
+            files = ", ".join(record.get("files") or [])
+            echo(
+                f"{record['id'][:8]}  {record.get('kind', 'note')} ({UNREVIEWED}): "
+                f"{record.get('title', '')}"
+            )
+            echo(
+                f"          from {record.get('source', '')}{where}"
+                + (f" · {files}" if files else "")
+            )
+        echo(
+            f"{result.left} waiting · engram review accept ID [--title … --content …], "
+            "engram review reject ID, engram review merge ID --into ID, --all for every one"
+        )
+        return
+    verb = {"accept": "accepted", "reject": "rejected", "merge": "merged"}[result.action]
+    for record in result.items:
+        echo(f"{verb} {record['id'][:8]}  {record.get('title', '')}")
+    echo(f"{result.left} still waiting for review")
 
 
 def _read_output(file: Path | None) -> str:

@@ -153,6 +153,8 @@ CaptureIn = declared_model(
     types=SESSION,
 )
 
+ReviewIn = declared_model("ReviewIn", http_params(sessions.REVIEW), strings=LONG)
+
 
 class ImportIn(BaseModel):
     """An export document (GET /export); other fields of it are ignored."""
@@ -176,6 +178,7 @@ Ending = Annotated[Declared, body(SessionEndIn)]
 Summarising = Annotated[Declared, body(SummaryIn)]
 Prompting = Annotated[Declared, body(PromptIn)]
 Capturing = Annotated[Declared, body(CaptureIn)]
+Reviewing = Annotated[Declared, body(ReviewIn)]
 
 # -- responses ----------------------------------------------------------------------------------
 
@@ -410,6 +413,15 @@ class CaptureOut(BaseModel):
     saved: list[CaptureItem]
     duplicates: list[CaptureItem]
     session_id: str | None
+
+
+class ReviewOut(BaseModel):
+    action: str
+    items: list[dict[str, Any]] = Field(
+        description="the proposed memories listed, or the ones changed; a proposed one is "
+        'labelled "proposed, not reviewed"'
+    )
+    left: int = Field(description="proposed memories still waiting for review")
 
 
 class StoreStats(Open):

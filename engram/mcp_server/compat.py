@@ -390,8 +390,9 @@ GO_ENGRAM: Final = (
     _row(
         "mem_review",
         "go_review",
-        "Review memories that may be out of date: action list shows those whose cited files "
-        "changed or whose review date passed; mark_reviewed confirms one as still true.",
+        "Review memories that may be out of date or were proposed from a session: action "
+        "list shows those whose cited files changed, whose review date passed, or that are "
+        "proposed, not reviewed; mark_reviewed confirms one as still true (accepts a proposal).",
         Param(
             "action",
             "string",

@@ -27,7 +27,7 @@ COMPATS: Final = ("go-engram", "engram-rs")
 NATIVE: Final = (
     "remember", "recall", "get", "update", "suggest_topic_key", "stats", "context", "why",
     "check", "related", "timeline", "session_start", "session_summary", "session_end",
-    "save_prompt", "capture", "judge", "pin", "unpin", "consolidate_preview", "insights",
+    "save_prompt", "capture", "review", "judge", "pin", "unpin", "consolidate_preview", "insights",
     "forget", "export",
     "import", "consolidate", "consolidate_apply", "train", "insights_delete", "merge_projects",
     "sync", "reindex", "doctor",

@@ -117,3 +117,31 @@ CAPTURE = declare(
         result="Capture",
     )
 )
+
+REVIEW = declare(
+    Operation(
+        "review",
+        "List proposed memories (oldest first), or accept, reject or merge them.",
+        "The inbox of memories proposed from sessions, not reviewed. list: oldest first. "
+        "accept (optionally a new title or content), reject (not proposed again) or merge "
+        "(into another memory): ids, or all=true. Use when the person asks to review them.",
+        (
+            Param(
+                "action",
+                "string",
+                "list, accept, reject or merge.",
+                enum=("list", "accept", "reject", "merge"),
+                default="list",
+                argument=True,
+            ),
+            Param("ids", "strings", "The proposed memories' ids (or id prefixes).", argument=True),
+            Param("all", "boolean", "Every proposed memory.", target="every"),
+            Param("title", "string", "accept: the title to keep instead."),
+            Param("content", "string", "accept: the content to keep instead."),
+            Param("into", "id", "merge: the memory the proposal is folded into."),
+            Param("limit", "integer", "list: most to show.", minimum=1, maximum=10000),
+        ),
+        command="review",
+        result="Review",
+    )
+)

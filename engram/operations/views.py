@@ -181,12 +181,34 @@ def supersede_warning(current: Mapping[str, Any], target: Mapping[str, Any]) -> 
     return ""
 
 
+UNREVIEWED: Final = "proposed, not reviewed"
+
+
+def is_unreviewed(record: Mapping[str, Any]) -> bool:
+    """Tell whether a record was proposed from an agent's session and nobody reviewed it yet.
+
+    Capture saves them (``engram.agents.inbox``: status proposed, source ``capture:<agent>``);
+    a person accepts (active) or rejects one with ``engram review``. On the labelled capture
+    set (benchmarks/capture) the rules' first run on sessions they were not shaped on was wrong
+    four times in five, and after adjustment one in seven proposals on fresh sessions is still
+    wrong, so nothing unasked (a briefing, a prompt's or a file's memories) shows one, and
+    wherever one is shown its provenance says it is unreviewed.
+    """
+    return record.get("status") == "proposed" and str(record.get("source") or "").startswith(
+        "capture:"
+    )
+
+
 def provenance(record: Mapping[str, Any]) -> str:
-    """Return who saved a memory, when and from where: ``author, date, source``."""
+    """Return who saved a memory, when and from where: ``author, date, source``.
+
+    A proposal from a session nobody reviewed says so: ``…, proposed, not reviewed``.
+    """
     parts = [
         str(record.get("author") or ""),
         str(record.get("updated_at") or record.get("created_at") or "")[:10],
         str(record.get("source") or ""),
+        UNREVIEWED if is_unreviewed(record) else "",
     ]
     return ", ".join(part for part in parts if part) or "unknown origin"
 

@@ -122,6 +122,12 @@ class SessionLog:
             if session_id in sessions:
                 sessions[session_id]["summary_id"] = summary_id
 
+    def note(self, session_id: str, **fields: Any) -> None:
+        """Keep further fields of a session (one never started here is logged with them)."""
+        session_id = self._key(session_id)
+        with self._editing() as sessions:
+            sessions.setdefault(session_id, {}).update(fields)
+
     def open_session(self, project: str) -> dict[str, Any] | None:
         """Return the most recently started session of ``project`` that has not ended."""
         candidates = [

@@ -1,4 +1,4 @@
-"""The textual app of ``engram tui``: dashboard, search, memory detail and tidy-up actions.
+"""The textual app of ``engram tui``: dashboard, search, memory detail, review inbox, tidy-up.
 
 It owns the screens and their keys; every read and write goes through one open
 ``engram.service.Engram`` (the facade), so the store's invariants stay the facade's business.
@@ -471,6 +471,54 @@ class SearchScreen(MemoryScreen):
         self.app.pop_screen()
 
 
+class ReviewScreen(MemoryScreen):
+    """The review inbox: memories proposed from sessions, oldest first, to accept or reject."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("y", "verdict('accept')", "Accept"),
+        Binding("x", "verdict('reject')", "Reject"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Label("Proposed, not reviewed (y accepts, x rejects, enter opens)", classes="heading")
+        yield Static("", id="summary")
+        yield memory_table("inbox", "source")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.tui.guard(self.reload)
+        self.query_one("#inbox", DataTable).focus()
+
+    def on_screen_resume(self, _: events.ScreenResume) -> None:
+        self.tui.guard(self.reload)
+
+    def reload(self) -> None:
+        """Read the inbox again."""
+        review = self.tui.engram.review()
+        table = self.query_one("#inbox", DataTable)
+        self.row_ids["inbox"] = fill(table, ((str(r.get("source", "")), r) for r in review.items))
+        summary = f"{counted(review.left, 'proposed memory')} waiting for review"
+        self.query_one("#summary", Static).update(Text(summary))
+
+    def action_verdict(self, verdict: str) -> None:
+        rid = self.selected(self.query_one("#inbox", DataTable))
+        if rid is None:
+            return
+
+        def judge() -> None:
+            (record,) = self.tui.engram.review(verdict, [rid]).items
+            done = "Accepted" if verdict == "accept" else "Rejected"
+            self.app.notify(visible(f"{done}: {record.get('title', '')}"), markup=False)
+            self.reload()
+
+        self.tui.guard(judge)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
 class DetailScreen(MemoryScreen):
     """One memory: fields, content, and its why / related / timeline links to follow."""
 
@@ -646,6 +694,7 @@ class EngramApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("slash", "search", "Search"),
         Binding("d", "dashboard", "Dashboard"),
+        Binding("v", "review", "Review"),
     ]
 
     def __init__(self, engram: Engram, *, ansi: bool = False, debounce: float = DEBOUNCE) -> None:
@@ -667,8 +716,10 @@ class EngramApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # A key the footer shows must do something where it is shown: none waits for a dialog,
         # d is not offered on the dashboard, nor / while the search box has the keys.
-        if action in ("search", "dashboard") and self._blocked():
+        if action in ("search", "dashboard", "review") and self._blocked():
             return False
+        if action == "review":
+            return not isinstance(self.screen, ReviewScreen) and self.engram.has_project
         if action == "dashboard":
             return not isinstance(self.screen, DashboardScreen)
         if action == "search":
@@ -687,6 +738,11 @@ class EngramApp(App[None]):
             self.screen.query_one("#query", Input).focus()
             return
         self.push_screen(SearchScreen())
+
+    def action_review(self) -> None:
+        if self._blocked() or isinstance(self.screen, ReviewScreen):
+            return
+        self.push_screen(ReviewScreen())
 
     def action_dashboard(self) -> None:
         if self._blocked():

@@ -242,7 +242,7 @@ def test_compaction_captures_and_the_next_briefing_starts_the_ledger_afresh(stor
     assert hook("claude-code", "pre-read", root, read).stdout == b""
     shutil.copy(FIXTURES / "claude-code" / "transcript.jsonl", root / ".transcript.jsonl")
     done = hook("claude-code", "pre-compact", root, payload("claude-code", "pre-compact", root))
-    assert reply(done)["systemMessage"].startswith("engram saved 1 learning")
+    assert reply(done)["systemMessage"].startswith("engram proposed 1 memory for review")
     compact = payload("claude-code", "session-start-compact", root)
     assert "Never divide" in context(
         hook("claude-code", "session-start", root, compact), "SessionStart"

@@ -181,10 +181,12 @@ def test_claude_code_stop_captures_learnings_and_session_end_closes_the_session(
     assert done.returncode == 0, done.stderr.decode()
     notice = json.loads(done.stdout)
     assert set(notice) == {"systemMessage"}  # for the person; the model is not interrupted
-    assert notice["systemMessage"].startswith("engram saved 1 learning: Refund totals")
+    assert notice["systemMessage"].startswith(
+        "engram proposed 1 memory for review (engram review): Refund totals"
+    )
     (hit,) = ledger.recall("round half-even bank settles", limit=1)
     assert hit.record["kind"] == "discovery" and hit.record["session_id"] == sid
-    assert hit.record["source"] == "hook:claude-code"
+    assert (hit.record["source"], hit.record["status"]) == ("capture:claude-code", "proposed")
     silent(replay(hooks["stop"], payload("claude-code", "stop", root), root))  # already known
 
     # Without last_assistant_message (older versions), the transcript's last answer is read.

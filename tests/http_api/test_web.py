@@ -175,6 +175,7 @@ def test_templates_and_static_files_are_package_data() -> None:
         "search.html",
         "memory.html",
         "session.html",
+        "review.html",
         "login.html",
         "confirm.html",
         "error.html",

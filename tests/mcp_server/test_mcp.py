@@ -135,6 +135,7 @@ def test_profiles_register_their_tools_with_schemas_and_annotations(repo: Path) 
                 "session_end",
                 "save_prompt",
                 "capture",
+                "review",
                 "judge",
                 "pin",
                 "unpin",

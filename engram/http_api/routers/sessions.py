@@ -1,4 +1,4 @@
-"""Routes on agent sessions: start and end one, save its summary, prompts and captured learnings."""
+"""Routes on agent sessions: start and end one, its summary, prompts, capture and its review."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from engram.http_api.models import (
     Ending,
     NewSession,
     Prompting,
+    Reviewing,
+    ReviewOut,
     SaveOut,
     Session,
     SessionEnded,
@@ -61,3 +63,17 @@ async def save_prompt(prompt: Prompting, response: Response, api: Api) -> dict[s
 async def capture(output: Capturing, api: Api) -> dict[str, Any]:
     """Save the learnings of an agent's output (its last "Key Learnings" section)."""
     return (await api.call(api.engram.capture, **output.arguments())).to_dict()
+
+
+@router.get("/review", response_model=ReviewOut)
+@implements("review")
+async def review_list(api: Api) -> dict[str, Any]:
+    """List proposed memories (oldest first), or accept, reject or merge them."""
+    return (await api.call(api.engram.review)).to_dict()
+
+
+@router.post("/review", response_model=ReviewOut)
+@implements("review")
+async def review(action: Reviewing, api: Api) -> dict[str, Any]:
+    """List proposed memories (oldest first), or accept, reject or merge them."""
+    return (await api.call(api.engram.review, **action.arguments())).to_dict()

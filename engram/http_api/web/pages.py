@@ -1,8 +1,10 @@
-"""The web page's routes: the dashboard at ``/``, search, a memory, a session, and the forms.
+"""The web page's routes: the dashboard at ``/``, search, a memory, a session, the review
+inbox, and the forms.
 
 Every page is HTML rendered on the server from ``views`` (one facade call in the worker
 thread) and sent with headers that forbid inline script, framing and sniffing. A change is a
-POST form: confirm or reject a pitfall candidate, archive, pin, unpin, supersede, forget. The
+POST form: confirm or reject a pitfall candidate, accept or reject a proposed memory in the
+review inbox, archive, pin, unpin, supersede, forget. The
 guard in front already refuses a write whose Origin or Sec-Fetch-Site is another site's; a form
 must also carry the key this server made when it started (``CSRF_FIELD``), which only its own
 pages hold, so no other page (nor an old browser that sends no Origin) can post one. A form's
@@ -60,6 +62,8 @@ DONE: Final = {
     "unpinned": "Unpinned.",
     "superseded": "Supersedes the memory named: that one is superseded now.",
     "forgotten": "Forgotten: a tombstone travels to the other clones.",
+    "accepted": "Accepted: an active memory now.",
+    "declined": "Rejected: it stays, marked rejected, and is not proposed again.",
 }
 STATUS_DONE: Final = {
     "active": "activated",
@@ -315,6 +319,38 @@ async def act(request: Request, ref: str, action: str, api: Api) -> Response:
     except EngramError as exc:
         return failed(request, exc)
     return RedirectResponse(_next(form, default, done), status_code=303, headers=HEADERS)
+
+
+@router.get("/ui/review", response_class=HTMLResponse)
+async def review(request: Request, api: Api) -> HTMLResponse:
+    """The review inbox: proposed memories, oldest first, each to accept or reject."""
+    return await shown(request, api, "review.html", views.review)
+
+
+@router.post("/ui/review/{ref}/{verdict}", response_class=HTMLResponse)
+async def review_verdict(request: Request, ref: str, verdict: str, api: Api) -> Response:
+    """Accept or reject a proposed memory from the inbox's form; then back to the inbox."""
+    try:
+        form = await _form(request)
+    except (EngramError, ValueError) as exc:
+        message = exc.message if isinstance(exc, EngramError) else "too many form fields"
+        return page(request, "error.html", status=422, message=message, hint="")
+    if not hmac.compare_digest(form.get(CSRF_FIELD, "").encode(), _key(request).encode()):
+        return page(
+            request,
+            "error.html",
+            status=403,
+            message="this form is not from this server's page (or the server restarted since)",
+            hint="reload the page and send the form again",
+        )
+    if verdict not in ("accept", "reject"):
+        return failed(request, InvalidInput(f"no verdict {verdict[:40]!r}; use accept or reject"))
+    try:
+        await api.call(api.engram.review, verdict, [ref])
+    except EngramError as exc:
+        return failed(request, exc)
+    done = "accepted" if verdict == "accept" else "declined"
+    return RedirectResponse(f"/ui/review?done={done}", status_code=303, headers=HEADERS)
 
 
 def _back(target: str) -> str:

@@ -241,3 +241,20 @@ def _day(stamp: object, *, minutes: bool = True) -> str:
     """Return an RFC 3339 time as ``2026-01-31 14:05`` (its date alone without minutes)."""
     text = str(stamp or "")
     return text[:16].replace("T", " ") if minutes else text[:10]
+
+
+def review(engram: Engram) -> dict[str, Any]:
+    """Return the review inbox: the proposed memories, oldest first, with their provenance."""
+    items = []
+    for record in engram.review().items:
+        capture = record.get("capture") if isinstance(record.get("capture"), Mapping) else {}
+        where = f"{capture.get('agent')} line {capture.get('line')}" if capture else ""
+        items.append(
+            {
+                "row": Row.of(str(record.get("source") or ""), record, "proposed, not reviewed"),
+                "content": str(record.get("content") or ""),
+                "files": [str(path) for path in record.get("files") or []],
+                "where": where,
+            }
+        )
+    return {"items": items}

@@ -3,7 +3,7 @@
     registry.py  HANDLERS, the ``handler`` decorator, what the handlers share
     memory.py    remember, recall, get, update, suggest_topic_key, judge, forget
     around.py    context, check, stats, why, related, timeline
-    sessions.py  session_start, session_summary, session_end, save_prompt, capture
+    sessions.py  session_start, session_summary, session_end, save_prompt, capture, review
     admin.py     export, import, consolidation, the trainer, projects, sync, reindex, doctor
     go.py        the handlers behind Go engram's names: text answers with Go's integer ids
 

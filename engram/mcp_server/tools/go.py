@@ -474,6 +474,9 @@ def review(mcp: EngramMCP, args: Args, call: Call) -> str:
         if ref is None:
             raise InvalidInput("mark_reviewed needs id (or observation_id)")
         current = mcp.record(ref, "update")
+        if current.get("status") == "proposed":  # a proposal from a session: accepting it
+            (record,) = engram.review("accept", [current["id"]]).items
+            return f"Accepted: {_label(record)}; it is no longer a proposal."
         # What made it due is kept: the same reasons no longer list it, a new change does.
         seen = engram.stale(current)
         changes: dict[str, Any] = {"reviewed": {"at": model.now(), "stale": seen}}
@@ -497,8 +500,13 @@ def review(mcp: EngramMCP, args: Args, call: Call) -> str:
             reasons.append(f"its review date {_when(after)} passed")
         if reasons:
             due.append((record, reasons))
+    proposed = engram.review("list").items if engram.has_project else []
+    due += [(record, ["proposed, not reviewed: accept with mark_reviewed"]) for record in proposed]
     if not due:
-        return "Nothing to review: no memory's cited files changed and no review date passed."
+        return (
+            "Nothing to review: no memory's cited files changed, no review date passed and "
+            "nothing is proposed."
+        )
     lines = [f"{len(due)} memories to review (shown: {min(len(due), limit)}):"]
     for record, reasons in due[:limit]:
         lines.append(f"- {_label(record)}: {'; '.join(reasons)}")

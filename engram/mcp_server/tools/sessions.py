@@ -1,4 +1,4 @@
-"""The session tools: session_start, session_summary, session_end, save_prompt, capture.
+"""The session tools: session_start, session_summary, session_end, save_prompt, capture, review.
 
 Each handler calls the facade once and renders a short answer within the call's budget.
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram.mcp_server.tools.registry import Args, handler
 from engram.operations.sessions import SUMMARY_SECTIONS
-from engram.operations.views import TITLE_CHARS, clip
+from engram.operations.views import TITLE_CHARS, UNREVIEWED, clip
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP
@@ -105,4 +105,38 @@ def capture(mcp: EngramMCP, args: Args, call: Call) -> str:
         return payload
 
     text, _ = call.fit(build, longest)
+    return text
+
+
+@handler("review")
+def review(mcp: EngramMCP, args: Args, call: Call) -> str:
+    result = mcp.engram.review(
+        str(args.get("action") or "list"),
+        list(args.get("ids") or []),
+        every=bool(args.get("all")),
+        title=args.get("title"),
+        content=args.get("content"),
+        into=args.get("into"),
+        limit=args.get("limit"),
+    )
+    rows = [
+        {
+            "id": record["id"],
+            "kind": record.get("kind"),
+            "status": record.get("status"),
+            "label": UNREVIEWED if record.get("status") == "proposed" else "",
+            "title": clip(str(record.get("title", "")), TITLE_CHARS),
+            "files": list(record.get("files") or []),
+            "source": record.get("source"),
+        }
+        for record in result.items
+    ]
+
+    def build(n: int) -> dict[str, Any]:
+        payload: dict[str, Any] = {"action": result.action, "items": rows[:n], "left": result.left}
+        if n < len(rows):
+            payload["more"] = f"{len(rows) - n} more not shown: call review with a limit."
+        return payload
+
+    text, _ = call.fit(build, max(len(rows), 1))
     return text
