@@ -665,12 +665,25 @@ class Engram:
 
     @in_project
     def doctor(self, *, fix: bool = False) -> list[Finding]:
-        """Check the store, its git hygiene, secrets and index drift; repair what is safe."""
+        """Check the store, its git hygiene, secrets, index drift and agent setups; repair."""
         from engram.hygiene.doctor import run_checks
         from engram.project.git import driver_command
 
         ws = self.here.ws
-        return run_checks(ws.config, ws.store, ws.index, fix=fix, driver_command=driver_command())
+
+        def agents() -> list[tuple[str, str]]:
+            from engram.agents.setup import agent_problems
+
+            return [(p.severity, p.message) for p in agent_problems(self.root)]
+
+        return run_checks(
+            ws.config,
+            ws.store,
+            ws.index,
+            fix=fix,
+            driver_command=driver_command(),
+            agents=agents,
+        )
 
 
 def version_info() -> dict[str, str]:

@@ -1,4 +1,10 @@
-"""``answer``: what engram does at one agent hook, over an opened store (see the package)."""
+"""``answer``: what engram does at one agent hook, over an opened store (see the package).
+
+Each ``HookSpec.action`` is one moment of the agent loop (``engram.agents.hookspec``). The
+memories a session was shown, the files whose pitfalls it saw and the files it edited are kept
+in the session's ledger (``engram.store.ledger``), so that a memory reaches the model once per
+session, and the agent's own uncommitted edit does not make a memory about its file stale.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +19,17 @@ from engram.operations.spec import OPERATIONS
 
 if TYPE_CHECKING:
     from engram.agents.briefing import StandingCache
+    from engram.agents.check import Findings
     from engram.agents.hookspec import HookSpec
     from engram.agents.payload import Event
     from engram.project import Project
+    from engram.store.ledger import HookLedger
 
 log = logging.getLogger("engram.hooks")
 # The reader of a hook's context is the agent, with engram's agent tools: advice names them.
 AGENT_TOOLS: Final = advice.Tools(op.name for op in OPERATIONS.values() if op.profile == "agent")
+BLOCKING_IMPORTANCE: Final = 5  # a pitfall this important (or pinned) makes a write ask
+_AFTER: Final = frozenset(("AfterTool", "postToolUse", "PostToolUse"))  # the tool already ran
 
 
 def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) -> str:
@@ -27,35 +37,118 @@ def answer(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
 
     ``cache`` holds the briefing's query-free sections between calls of a long-lived process.
     """
-    from engram.agents import session
+    from engram.agents import moments, session
 
     with advice.using(AGENT_TOOLS):
-        if spec.action == "brief":
+        action = spec.action
+        if action == "tool":  # a shell command: a patch it applies, or files it prints
+            action = {"patch": "edit", "read": "read"}.get(event.shell, "")
+        if action == "brief":
             return _brief(here, cache, spec, event)
-        if spec.action == "check":
-            return _check(here, spec, event)
-        if spec.action == "capture":
+        if action in ("read", "edit"):
+            return _files(here, spec, event, action)
+        if action == "task":
+            ledger = ledger_of(here, event)
+            if ledger is not None and event.task:
+                ledger.add_task(event.agent_type, event.task)
+            return ""
+        if action == "subagent":
+            return moments.subagent(here, spec, event, ledger_of(here, event))
+        if action == "prompt":
+            return moments.prompt(here, spec, event, ledger_of(here, event))
+        if action == "failure":
+            return moments.failure(here, spec, event, ledger_of(here, event))
+        if action == "capture":
             return _capture(here, spec, event)
-        if spec.action == "end" and event.session_id:
+        if action == "end" and event.session_id:
             session.end(here, event.session_id)
         return ""
+
+
+def ledger_of(here: Project, event: Event) -> HookLedger | None:
+    """Return the ledger of the event's session (a subagent's own), None without a session."""
+    from engram.store.ledger import HookLedger
+
+    if not event.session_id:
+        return None
+    key = f"{event.session_id}/{event.agent_id}" if event.agent_id else event.session_id
+    return HookLedger(here.ws.store.state_dir, key)
+
+
+def native_of(spec: HookSpec, event: Event) -> str:
+    """Return the event name the reply names: the payload's own, else the one set up."""
+    return event.native or spec.native
 
 
 def _brief(here: Project, cache: StandingCache, spec: HookSpec, event: Event) -> str:
     from engram.agents import session
     from engram.agents.briefing import brief
+    from engram.store.ledger import prune
 
     if event.session_id:
         try:
             session.start(here, event.session_id, directory=event.cwd)
         except EngramError as exc:  # the briefing matters more than the session log
             log.warning("engram hook %s %s: %s", spec.agent, spec.event, exc)
+    ledger = ledger_of(here, event)
+    if ledger is not None:
+        if event.source == "compact":
+            ledger.reset()  # the context was summarised: what it was shown may be gone
+        elif event.source in ("", "startup"):
+            prune(here.ws.store.state_dir)
     briefing = brief(here, cache)
-    return reply.context_output(spec.native, reply.briefing_text(briefing, briefing.overview))
+    if ledger is not None:
+        ledger.record("ids", (item.id for item in briefing.items if item.hotspots is None))
+    text = reply.briefing_text(briefing, briefing.overview)
+    return reply.context_output(native_of(spec, event), text, spec.agent)
 
 
-def _check(here: Project, spec: HookSpec, event: Event) -> str:
+def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
+    """Answer a read or a write of files: their findings once per session, and the ask."""
     from engram.agents.check import check_files
+
+    wanted = _in_repo(here, event)
+    if not wanted:
+        return ""
+    native = native_of(spec, event)
+    repo = dict(zip(wanted, here.repo_paths(wanted), strict=True))
+    ledger = ledger_of(here, event)
+    own = set(ledger.state().edited) if ledger is not None else set()
+    if action == "edit":
+        own |= set(repo.values())
+        if ledger is not None:
+            ledger.record("edited", repo.values())
+    asking = action == "edit" and (spec.agent, native) in reply.ASKS
+    fresh: list[str] = []
+    if (spec.agent, native) not in reply.SILENT:
+        claimed = set(ledger.claim("files", repo.values())) if ledger is not None else None
+        fresh = [path for path in wanted if claimed is None or repo[path] in claimed]
+    if not fresh and not asking:
+        return ""
+    findings = check_files(here, wanted if asking else fresh, own_edits=own)
+    contents, records = _contents(here, findings)
+    text = ""
+    if fresh:
+        shown = findings if len(fresh) == len(wanted) else check_files(here, fresh, own_edits=own)
+        if shown is not findings:
+            contents.update(_contents(here, shown)[0])
+        verb = "you just edited" if native in _AFTER and action == "edit" else "before you edit"
+        text = reply.findings_text(shown, contents, verb)
+    if asking:
+        blockers = [
+            item
+            for item in findings.findings
+            if item.reason == "pitfall" and _blocking(records.get(item.id, {}))
+        ]
+        new = set(ledger.claim("asked", (b.id for b in blockers))) if ledger else None
+        titles = [b.title for b in blockers if new is None or b.id in new]
+        if titles:
+            return reply.ask_output(spec.agent, native, reply.ask_reason(titles), text)
+    return reply.context_output(native, text, spec.agent)
+
+
+def _in_repo(here: Project, event: Event) -> list[str]:
+    """Return the event's files inside this repository, as absolute paths."""
     from engram.model import repo_path
 
     wanted: list[str] = []
@@ -66,18 +159,34 @@ def _check(here: Project, spec: HookSpec, event: Event) -> str:
         except EngramError:
             continue  # outside this repository: the memory knows nothing of it
         wanted.append(full)
-    if not wanted:
-        return ""
-    findings = check_files(here, wanted)
+    return wanted
+
+
+def _contents(
+    here: Project, findings: Findings
+) -> tuple[dict[str, str], dict[str, dict[str, object]]]:
+    """Return the content and the record of each finding's memory, by id."""
     contents: dict[str, str] = {}
+    records: dict[str, dict[str, object]] = {}
     for item in findings.findings:
-        if item.reason != "hotspot" and item.id not in contents:
-            try:
-                contents[item.id] = str(here.locate(item.id)[1].get("content") or "")
-            except EngramError:
-                continue
-    verb = "you just edited" if spec.native == "AfterTool" else "before you edit"
-    return reply.context_output(spec.native, reply.findings_text(findings, contents, verb))
+        if item.reason == "hotspot" or item.id in contents:
+            continue
+        try:
+            record = dict(here.locate(item.id)[1])
+        except EngramError:
+            continue
+        records[item.id] = record
+        contents[item.id] = str(record.get("content") or "")
+    return contents, records
+
+
+def _blocking(record: dict[str, object]) -> bool:
+    """Tell whether a pitfall must ask the person before a write: pinned, or importance 5."""
+    from engram.model import is_pinned
+
+    importance = record.get("importance")
+    weighty = isinstance(importance, int | float) and importance >= BLOCKING_IMPORTANCE
+    return is_pinned(record) or weighty
 
 
 def _capture(here: Project, spec: HookSpec, event: Event) -> str:

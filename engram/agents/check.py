@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -307,14 +307,21 @@ def pack_check(
 
 
 def check_files(
-    here: Project, files: Iterable[str] | str, *, text: str = "", budget: int | None = None
+    here: Project,
+    files: Iterable[str] | str,
+    *,
+    text: str = "",
+    budget: int | None = None,
+    own_edits: Collection[str] = (),
 ) -> Findings:
     """Return what the memory knows about files about to be edited, packed under a budget.
 
     Findings, most relevant first: active pitfalls and decisions citing the files, hotspot
     warnings, revert and fix-again candidates, other active memories, superseded decisions
     still citing them, and with ``text`` the best recall hits for it. ``budget`` defaults to
-    ``check.budget`` in config.yaml (800 tokens). No findings is a valid answer.
+    ``check.budget`` in config.yaml (800 tokens). ``own_edits`` are the repository paths the
+    asking agent session edited itself: their uncommitted change makes nothing stale. No
+    findings is a valid answer.
     """
     if budget is None:
         budget = int(here.config.number("check.budget"))
@@ -324,7 +331,7 @@ def check_files(
     hotspots = here.hotspots() if wanted else None
     text = str(text or "").strip()
     hits = records_of(here.recall(text, limit=5)) if text else []
-    reader = _Reader(here, wanted, hotspots, hits)
+    reader = _Reader(here, wanted, hotspots, hits, own_edits)
     return pack_check(
         wanted,
         reader.findings(),
@@ -370,8 +377,10 @@ class _Reader:
         wanted: Sequence[str],
         hotspots: Mapping[str, Any] | None,
         hits: Sequence[Record],
+        own_edits: Collection[str] = (),
     ) -> None:
         self.here, self.wanted = here, wanted
+        self.own = frozenset(own_edits)
         self.hotspots = hotspots
         self.hotspot_id = str(hotspots["id"]) if hotspots else ""
         self.stores = self._stores()
@@ -498,7 +507,7 @@ class _Reader:
         if not ids:
             return
         self.shorts.update(self.here.short_ids(ids))
-        stale = self.here.stale_many(self._record(rid) for rid in ids)
+        stale = self.here.stale_many((self._record(rid) for rid in ids), own=self.own)
         for rid in ids:
             self.stale_of[rid] = stale.get(rid, [])
 
@@ -533,7 +542,7 @@ class _Reader:
         )
         rid = finding.id
         known = self.stale_of.get(rid)
-        stale = self.here.stale(self._record(rid)) if known is None else known
+        stale = self.here.stale(self._record(rid), own=self.own) if known is None else known
         if stale:
             finding.stale = list(stale)
             note = f"{note}; may be stale: {'; '.join(stale)}"

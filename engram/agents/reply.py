@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from engram.agents.briefing import PERSONAL, STANDING
-from engram.operations.views import clip, snippet, stale_note
+from engram.operations.views import STALE_NOTE, clip, snippet, stale_note
 
 if TYPE_CHECKING:
     from engram.agents.briefing import Briefing, BriefingItem
@@ -41,14 +41,64 @@ _HEADINGS: Final = {  # the briefing's headings (``context``), the query's witho
 }
 
 
-def context_output(native: str, text: str) -> str:
-    """Return the JSON that adds ``text`` to the model's context at event ``native``."""
+def context_output(native: str, text: str, agent: str = "") -> str:
+    """Return the JSON that adds ``text`` to the model's context at event ``native``.
+
+    ``hookSpecificOutput.additionalContext`` named with the event it answers (Claude Code
+    refuses a reply naming another event); Cursor reads ``additional_context`` instead.
+    """
     if not text:
         return ""
+    if agent == "cursor":
+        return json.dumps({"additional_context": text}, ensure_ascii=False)
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": native, "additionalContext": text}},
         ensure_ascii=False,
     )
+
+
+# Where a hook can make a tool call ask the person, by agent and event. Codex has no such
+# answer (its PreToolUse hooks allow or deny), nor has any agent after the call.
+ASKS: Final = frozenset(
+    (("claude-code", "PreToolUse"), ("gemini-cli", "BeforeTool"), ("cursor", "preToolUse"))
+)
+# Where a hook's context cannot reach the model: Gemini CLI reads none from BeforeTool, Cursor
+# none from preToolUse (their findings come with the tool's result, after it).
+SILENT: Final = frozenset((("gemini-cli", "BeforeTool"), ("cursor", "preToolUse")))
+
+
+def ask_output(agent: str, native: str, reason: str, text: str) -> str:
+    """Return the JSON that makes a tool call ask the person, showing ``reason`` (and ``text``
+    to the model where the agent passes it on)."""
+    if agent == "claude-code":
+        out: dict[str, object] = {
+            "hookEventName": native,
+            "permissionDecision": "ask",
+            "permissionDecisionReason": reason,
+        }
+        if text:
+            out["additionalContext"] = text
+        return json.dumps({"hookSpecificOutput": out}, ensure_ascii=False)
+    if agent == "gemini-cli":
+        return json.dumps({"decision": "ask", "systemMessage": reason}, ensure_ascii=False)
+    if agent == "cursor":
+        answer = {"permission": "ask", "user_message": reason, "agent_message": text or reason}
+        return json.dumps(answer, ensure_ascii=False)
+    return context_output(native, text, agent)
+
+
+def ask_reason(titles: Sequence[str]) -> str:
+    """Return what the person reads when a write asks: the blocking pitfalls, by title."""
+    listed = "; ".join(clip(title, 120) for title in titles[:3])
+    more = f" (and {len(titles) - 3} more)" if len(titles) > 3 else ""
+    return f"engram: a pinned or critical pitfall applies to this file: {listed}{more}"
+
+
+def recalled_text(head: str, lines: Sequence[str], limit: int) -> str:
+    """Return a short recall answer: its head, the frame, and the lines that fit ``limit``."""
+    if not lines:
+        return ""
+    return pack([head, FRAME], lines, "call `recall` with your own words", limit)
 
 
 def notice_output(text: str) -> str:
@@ -123,7 +173,7 @@ def finding_line(item: Finding, content: str) -> str:
     line = f"- {item.short_id} {item.kind or 'note'}{flag}: {item.title} — {item.note}"
     if content:
         line += f": {snippet(content, SNIPPET)}"
-    if item.stale:
+    if item.stale and STALE_NOTE not in item.note:  # the check's note says it once already
         line += f" {stale_note(item.stale)}"
     return f"{line} (from {item.from_})"
 

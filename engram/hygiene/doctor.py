@@ -51,17 +51,24 @@ def run_checks(
     *,
     fix: bool,
     driver_command: str | None = None,
+    agents: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> list[Finding]:
     """Run every check on one store; repair what is safe when ``fix`` is set.
 
     ``driver_command``: check (and with ``fix`` install) the git merge driver with it.
+    ``agents``: what is wrong with the agents' engram setups, as (severity, message): an agent
+    that cannot start engram's hooks or server, Codex hooks it does not trust (never fixed
+    here: the person trusts them, or reruns `engram setup`).
     """
     tidy = store.tidy
     findings = _check_temps(store, fix=fix)  # 0. before any lock hold would remove them
     if not fix:
         store.tidy = False  # report, change nothing: no lock hold removes or adds anything
     try:
-        return _run_checks(findings, config, store, index, fix=fix, driver_command=driver_command)
+        found = _run_checks(findings, config, store, index, fix=fix, driver_command=driver_command)
+        if agents is not None:  # 7. the agents engram is set up in (the store's ok stands)
+            found += [Finding(severity, "agents", message) for severity, message in agents()]
+        return found
     finally:
         store.tidy = tidy
 

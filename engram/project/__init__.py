@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -357,11 +357,15 @@ class Project:
 
     # -- staleness -----------------------------------------------------------------------------
 
-    def stale_many(self, records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    def stale_many(
+        self, records: Iterable[Mapping[str, Any]], *, own: Collection[str] = ()
+    ) -> dict[str, list[str]]:
         """Say, by id, which anchored files of memories changed in git since they were written.
 
         One sentence per file, e.g. ``src/auth.py changed in 3 commits since it was written``;
-        only memories with something to say are named. Answers are cached per HEAD.
+        only memories with something to say are named. Answers are cached per HEAD. ``own``
+        names the repository paths the asking agent session edited itself: their uncommitted
+        change is that session's work in progress, not a sign that a memory is out of date.
         """
         if not self.has_project:
             return {}
@@ -396,6 +400,7 @@ class Project:
             committed = {item.path for item in found}
             rest = [a for a in record["anchors"] if isinstance(a, Mapping)]
             rest = [a for a in rest if a.get("path") not in committed]
+            rest = [a for a in rest if a.get("path") not in own]  # the session's own edit
             for path, removed in checker.edited(rest):
                 if removed:
                     lines.append(f"{path} was removed from the work tree (not committed)")
@@ -405,9 +410,9 @@ class Project:
                 out[str(record.get("id", ""))] = lines
         return out
 
-    def stale(self, record: Mapping[str, Any]) -> list[str]:
+    def stale(self, record: Mapping[str, Any], *, own: Collection[str] = ()) -> list[str]:
         """Return ``stale_many`` of one memory (``[]`` when its files are unchanged)."""
-        return self.stale_many([record]).get(str(record.get("id", "")), [])
+        return self.stale_many([record], own=own).get(str(record.get("id", "")), [])
 
     @property
     def anchor_checker(self) -> AnchorChecker | None:
