@@ -1,4 +1,4 @@
-"""A fake model server for the real agent programs: it records every request and answers from a script.
+"""A fake model server for the real agent programs: it records each request, answers from a script.
 
 It stands in for the one thing these tests cannot have, a remote model. It speaks just enough of
 four wire protocols for the agents to run their loop against it:
@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def do_GET(self) -> None:
@@ -192,7 +192,10 @@ class Handler(BaseHTTPRequestHandler):
                     "content_block_start",
                     {"type": "content_block_start", "index": 0, "content_block": start},
                 ),
-                ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": delta},
+                ),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 (
                     "message_delta",
@@ -255,7 +258,12 @@ class Handler(BaseHTTPRequestHandler):
                     "response.completed",
                     {
                         "type": "response.completed",
-                        "response": {**response, "status": "completed", "output": [item], "usage": usage},
+                        "response": {
+                            **response,
+                            "status": "completed",
+                            "output": [item],
+                            "usage": usage,
+                        },
                     },
                 ),
             ]
@@ -267,16 +275,26 @@ class Handler(BaseHTTPRequestHandler):
         config = body.get("generationConfig") or {}
         if "call" in step:
             part: dict[str, Any] = {"functionCall": {"name": step["call"], "args": step["args"]}}
-        elif config.get("responseMimeType") == "application/json" or config.get("responseJsonSchema"):
+        elif config.get("responseMimeType") == "application/json" or config.get(
+            "responseJsonSchema"
+        ):
             # the CLI's own classifiers (next speaker, routing) ask for JSON: say the model is done
-            part = {"text": json.dumps({"reasoning": "done", "next_speaker": "user", "model_choice": "flash"})}
+            part = {
+                "text": json.dumps(
+                    {"reasoning": "done", "next_speaker": "user", "model_choice": "flash"}
+                )
+            }
         else:
             part = {"text": step["text"]}
         payload = {
             "candidates": [
                 {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
             ],
-            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 5,
+                "totalTokenCount": 15,
+            },
             "modelVersion": "fake",
         }
         if stream:
@@ -288,7 +306,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict[str, Any], step: dict[str, Any], n: int) -> None:
         cid = f"chatcmpl-{n:04d}"
-        base = {"id": cid, "object": "chat.completion.chunk", "created": 0, "model": body.get("model", "fake")}
+        base = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": body.get("model", "fake"),
+        }
         if "call" in step:
             call = {
                 "index": 0,

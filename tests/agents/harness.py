@@ -25,7 +25,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 FAKEMODEL = Path(__file__).resolve().parent / "fakemodel.py"
 PINNED = REPO / ".ci" / "agents" / "package.json"
-BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini", "opencode": "opencode"}
+BINARIES = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+    "opencode": "opencode",
+}
 RUN_TIMEOUT = 90.0  # seconds one agent run may take before it is killed
 
 BILLING = '''\
@@ -136,7 +141,7 @@ def make_project(tmp_path: Path, agent: str) -> Project:
         folder.mkdir(parents=True)
     shim = bin_dir / "engram"
     shim.write_text(
-        f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m engram \"$@\"\n", encoding="utf-8"
+        f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m engram "$@"\n', encoding="utf-8"
     )
     shim.chmod(0o755)
     env = {
@@ -168,15 +173,28 @@ def make_project(tmp_path: Path, agent: str) -> Project:
     engram(root, env, "init")
     ids = {
         "pitfall": engram(
-            root, env, "remember", PITFALL, PITFALL_BODY, "-k", "pitfall", "-i", "5",
-            "-f", "src/billing.py",
-        ).strip().split()[-1],
+            root,
+            env,
+            "remember",
+            PITFALL,
+            PITFALL_BODY,
+            "-k",
+            "pitfall",
+            "-i",
+            "5",
+            "-f",
+            "src/billing.py",
+        )
+        .strip()
+        .split()[-1],
         "decision": engram(
             root, env, "remember", DECISION, DECISION_BODY, "-k", "decision", "-f", "src/billing.py"
-        ).strip().split()[-1],
-        "fix": engram(
-            root, env, "remember", FIX, FIX_BODY, "-k", "bugfix", "-f", "src/billing.py"
-        ).strip().split()[-1],
+        )
+        .strip()
+        .split()[-1],
+        "fix": engram(root, env, "remember", FIX, FIX_BODY, "-k", "bugfix", "-f", "src/billing.py")
+        .strip()
+        .split()[-1],
     }
     engram(root, env, "pin", ids["pitfall"])
     subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)

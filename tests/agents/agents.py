@@ -1,0 +1,159 @@
+"""How each real agent is driven: its command, its fake model protocol, its tools' names and shapes.
+
+The tool names and argument shapes are the ones each program lists in its first request to the
+fake model (the ``tools`` of the recorded body), at the versions ``.ci/agents`` pins.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.agents.harness import Project
+
+OLD_LINE = "    return round(amount_cents * percent / 100)"
+
+
+def new_line(tag: str) -> str:
+    return f"    return (amount_cents * percent + 50) // 100  # {tag}"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent program as the suite drives it."""
+
+    name: str
+    main_tool: str  # the file-reading tool: a request listing it is the agent's main loop
+    engram_tool_prefix: str  # how engram's MCP tools are named in the model's tool list
+
+    def read(self, project: Project) -> dict[str, Any]:
+        path = str(project.root / "src" / "billing.py")
+        return {
+            "claude-code": {"call": "Read", "args": {"file_path": path}},
+            "codex": {"call": "exec_command", "args": {"cmd": "cat src/billing.py"}},
+            "gemini-cli": {"call": "read_file", "args": {"file_path": path}},
+            "opencode": {"call": "read", "args": {"filePath": path}},
+        }[self.name]
+
+    def edit(self, project: Project, tag: str) -> dict[str, Any]:
+        path = str(project.root / "src" / "billing.py")
+        new = new_line(tag)
+        if self.name == "codex":
+            patch = (
+                "*** Begin Patch\n*** Update File: src/billing.py\n@@\n"
+                f"-{OLD_LINE}\n+{new}\n*** End Patch\n"
+            )
+            return {"custom": "apply_patch", "input": patch}
+        if self.name == "opencode":
+            return {
+                "call": "edit",
+                "args": {"filePath": path, "oldString": OLD_LINE, "newString": new},
+            }
+        name = "Edit" if self.name == "claude-code" else "replace"
+        return {
+            "call": name,
+            "args": {"file_path": path, "old_string": OLD_LINE, "new_string": new},
+        }
+
+    def shell(self, command: str) -> dict[str, Any]:
+        return {
+            "claude-code": {"call": "Bash", "args": {"command": command}},
+            "codex": {"call": "exec_command", "args": {"cmd": command}},
+            "gemini-cli": {"call": "run_shell_command", "args": {"command": command}},
+            "opencode": {"call": "bash", "args": {"command": command, "description": "run it"}},
+        }[self.name]
+
+    def check(self) -> dict[str, Any]:
+        return {"call": self.engram_tool_prefix + "check", "args": {"files": ["src/billing.py"]}}
+
+    def command(self, binary: Path, project: Project, prompt: str) -> list[str]:
+        if self.name == "claude-code":
+            # acceptEdits: the person lets the agent edit; a hook that asks still asks
+            return [str(binary), "-p", prompt, "--permission-mode", "acceptEdits"]
+        if self.name == "codex":
+            return [
+                str(binary),
+                "exec",
+                "-c",
+                'model_providers.fake.base_url="@BASE@/v1"',
+                # Codex's own sandbox needs kernel features a test namespace may lack; the
+                # network namespace around the run is the sandbox here
+                "--dangerously-bypass-approvals-and-sandbox",
+                prompt,
+            ]
+        if self.name == "gemini-cli":
+            # yolo: headless Gemini CLI refuses a shell command it would have to confirm
+            return [str(binary), "-p", prompt, "-m", "gemini-2.5-flash", "--approval-mode", "yolo"]
+        return [str(binary), "run", prompt]
+
+    def prepare(self, project: Project) -> dict[str, str]:
+        """Write the agent's own settings (the fake model as its provider); return its env."""
+        if self.name == "claude-code":
+            return {
+                "ANTHROPIC_BASE_URL": "@BASE@",
+                "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+            }
+        if self.name == "codex":
+            config = project.home / ".codex" / "config.toml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            old = config.read_text(encoding="utf-8") if config.exists() else ""
+            # top-level keys first: engram setup may have written tables already
+            config.write_text(
+                'model = "gpt-5.5"\nmodel_provider = "fake"\n\n'
+                f"{old}\n"
+                '[model_providers.fake]\nname = "fake"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                'wire_api = "responses"\nenv_key = "FAKE_MODEL_KEY"\n'
+                "request_max_retries = 0\nstream_max_retries = 0\n"
+                + (
+                    ""
+                    if f'[projects."{project.root}"]' in old
+                    else f'\n[projects."{project.root}"]\ntrust_level = "trusted"\n'
+                ),
+                encoding="utf-8",
+            )
+            return {"FAKE_MODEL_KEY": "fake-key", "RUST_LOG": "error"}
+        if self.name == "gemini-cli":
+            settings = project.home / ".gemini" / "settings.json"
+            settings.parent.mkdir(parents=True, exist_ok=True)
+            data = json.loads(settings.read_text(encoding="utf-8")) if settings.exists() else {}
+            data.setdefault("security", {})["auth"] = {"selectedType": "gemini-api-key"}
+            data.setdefault("privacy", {})["usageStatisticsEnabled"] = False
+            data.setdefault("general", {})["disableAutoUpdate"] = True
+            settings.write_text(json.dumps(data), encoding="utf-8")
+            return {
+                "GOOGLE_GEMINI_BASE_URL": "@BASE@",
+                "GEMINI_API_KEY": "fake-key",
+                "GEMINI_CLI_NO_RELAUNCH": "true",
+            }
+        config = {
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake",
+                    "options": {"baseURL": "@BASE@/v1", "apiKey": "fake-key"},
+                    "models": {"fake-model": {"name": "Fake", "tool_call": True}},
+                }
+            },
+            "model": "fake/fake-model",
+            "permission": {"edit": "allow", "bash": "allow", "external_directory": "allow"},
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        return {
+            "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        }
+
+
+AGENTS = {
+    "claude-code": Agent("claude-code", "Read", "mcp__engram__"),
+    "codex": Agent("codex", "exec_command", "mcp__engram__"),
+    "gemini-cli": Agent("gemini-cli", "read_file", "mcp_engram_"),
+    "opencode": Agent("opencode", "read", "engram_"),
+}
