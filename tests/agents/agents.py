@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.agents import harness
 from tests.agents.harness import Project
 
 OLD_LINE = "    return round(amount_cents * percent / 100)"
@@ -51,11 +52,10 @@ class Agent:
                 "call": "edit",
                 "args": {"filePath": path, "oldString": OLD_LINE, "newString": new},
             }
-        name = "Edit" if self.name == "claude-code" else "replace"
-        return {
-            "call": name,
-            "args": {"file_path": path, "old_string": OLD_LINE, "new_string": new},
-        }
+        args = {"file_path": path, "old_string": OLD_LINE, "new_string": new}
+        if self.name == "claude-code":
+            return {"call": "Edit", "args": args}
+        return {"call": "replace", "args": {**args, "instruction": "Round refunds in cents."}}
 
     def shell(self, command: str) -> dict[str, Any]:
         return {
@@ -122,13 +122,25 @@ class Agent:
             data = json.loads(settings.read_text(encoding="utf-8")) if settings.exists() else {}
             data.setdefault("security", {})["auth"] = {"selectedType": "gemini-api-key"}
             data.setdefault("privacy", {})["usageStatisticsEnabled"] = False
-            data.setdefault("general", {})["disableAutoUpdate"] = True
+            data.setdefault("general", {})["enableAutoUpdate"] = False
             settings.write_text(json.dumps(data), encoding="utf-8")
+            # the person trusts the project's folder (else Gemini CLI ignores its settings)
+            trusted = settings.parent / "trustedFolders.json"
+            trusted.write_text(json.dumps({str(project.root): "TRUST_FOLDER"}), encoding="utf-8")
             return {
                 "GOOGLE_GEMINI_BASE_URL": "@BASE@",
                 "GEMINI_API_KEY": "fake-key",
                 "GEMINI_CLI_NO_RELAUNCH": "true",
             }
+        if (project.root / ".opencode").is_dir():
+            # OpenCode installs @opencode-ai/plugin next to a project's plugins before it loads
+            # them, and waits for that install: here it is the copy .ci/agents pins (the fake
+            # model's network namespace has no registry)
+            folder = project.root / ".opencode"
+            version = harness.pinned_version("opencode")
+            manifest = {"dependencies": {"@opencode-ai/plugin": version}}
+            (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+            (folder / "node_modules").symlink_to(harness.agents_dir() / "node_modules")
         config = {
             "provider": {
                 "fake": {

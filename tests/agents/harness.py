@@ -12,10 +12,12 @@ holding only loopback, the fake model and the agent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -102,7 +104,13 @@ def program(agent: str) -> tuple[Path | None, str]:
 
 @functools.cache
 def netns() -> bool:
-    """Whether ``unshare -rn`` gives this user a network namespace with loopback up."""
+    """Whether ``unshare -rn`` gives this user a network namespace with loopback up.
+
+    ``ENGRAM_TEST_NETNS=0`` runs the agents in the machine's own network instead (to tell an
+    agent that hangs without a network from one that fails otherwise).
+    """
+    if os.environ.get("ENGRAM_TEST_NETNS") == "0":
+        return False
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return False
     done = subprocess.run(
@@ -220,6 +228,19 @@ class Recording:
         return json.dumps(request["body"], ensure_ascii=False)
 
 
+def stop_daemon(project: Project) -> None:
+    """Stop the engram daemon the agent's hooks started for this project (it would idle on)."""
+    lock = project.root / ".engram" / "state" / "daemon.lock"
+    try:
+        pid = int(lock.read_text(encoding="utf-8").split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return
+    if b"daemon" in cmdline and str(project.root).encode() in cmdline:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
 def run_agent(
     project: Project,
     command: list[str],
@@ -253,4 +274,6 @@ def run_agent(
     requests = []
     if record.exists():
         requests = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    stop_daemon(project)
+    (tmp / "output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")  # to look at
     return Recording(requests, done.returncode, done.stdout + done.stderr)
