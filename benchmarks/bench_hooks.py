@@ -13,6 +13,11 @@ Figures, on a synthetic store of ``--size`` memories:
    (issue 15 aims <= 3) and with ``ENGRAM_DAEMON=off`` (aims <= 8);
 2. ``engram hook claude-code session-start``: the briefing (and the session opened), both ways;
 3. ``engram hook claude-code pre-edit`` for a file the memory knows nothing of (silent);
+   ``pre-read`` of the known file as a session's first read of it (a payload without a session
+   id: no ledger) and as a read the session's ledger says was shown already (silent);
+   ``prompt`` with words of the corpus and with an unrelated text (silent); ``tool-failure``
+   with an error naming corpus words; Codex's ``pre-shell`` for a command that touches no file
+   (answered from the payload alone);
 4. ``engram check --files X`` and ``engram recall WORDS`` as processes, through the warm daemon
    (the thin client, issue 15 aims <= 3) and with ``ENGRAM_DAEMON=off`` (aims <= 8); each
    forwarded answer is first checked to be the in-process one, byte for byte;
@@ -163,6 +168,10 @@ def big_daemon_memory(data: Path, size: int, seed: int, env: dict[str, str]) -> 
         daemon.wait(timeout=60)
 
 
+def _j(payload: dict[str, object]) -> bytes:
+    return json.dumps(payload).encode()
+
+
 def run_ms(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
     began = time.perf_counter()
     run(argv, b"", cwd, env)
@@ -214,6 +223,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             "hook_event_name": "SessionStart",
             "source": "startup",
         }
+        sessionless = {k: v for k, v in edit.items() if k != "session_id"}
+        read = {**sessionless, "tool_name": "Read", "tool_input": {"file_path": str(root / known)}}
+        seen = {**read, "session_id": "bench-seen"}  # a session already shown the file
+        words = Corpus(args.seed + 2).queries(1)[0]
+        prompt = {"cwd": str(root), "hook_event_name": "UserPromptSubmit", "prompt": words}
+        unrelated = {**prompt, "prompt": "write a haiku about autumn leaves falling in Kyoto"}
+        failed = {
+            "cwd": str(root),
+            "hook_event_name": "PostToolUseFailure",
+            "tool_name": "Bash",
+            "tool_input": {"command": "pytest -q"},
+            "error": f"Exit code 1\nE   AssertionError: {words}\nFAILED tests/test_x.py::test_y",
+        }
+        shell = {
+            "cwd": str(root),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "git status && ls -la"},
+        }
+        hook_of = {
+            event: [*engram_cmd, "hook", agent, event]
+            for agent, event in (
+                ("claude-code", "pre-read"),
+                ("claude-code", "prompt"),
+                ("claude-code", "tool-failure"),
+                ("codex", "pre-shell"),
+            )
+        }
+        run(hook_of["pre-read"], json.dumps(seen).encode(), root, env)  # the ledger, primed
         pre_edit = [*engram_cmd, "hook", "claude-code", "pre-edit"]
         out = run(pre_edit, json.dumps(edit).encode(), root, env)
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
@@ -227,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [*engram_cmd, "hook", "claude-code", "session-start"],
                 json.dumps(start).encode(),
             ),
+            ("hook pre-read (known file, first read)", hook_of["pre-read"], _j(read)),
+            ("hook pre-read (file shown already)", hook_of["pre-read"], _j(seen)),
+            ("hook prompt (corpus words)", hook_of["prompt"], _j(prompt)),
+            ("hook prompt (unrelated)", hook_of["prompt"], _j(unrelated)),
+            ("hook tool-failure", hook_of["tool-failure"], _j(failed)),
+            ("hook codex pre-shell (no file)", hook_of["pre-shell"], _j(shell)),
             ("engram check --files X", [*engram_cmd, "check", "--files", known], b""),
             ("engram recall WORDS", [*engram_cmd, "recall", query], b""),
         ]

@@ -672,7 +672,7 @@ class Engram:
         ws = self.here.ws
 
         def agents() -> list[tuple[str, str]]:
-            from engram.agents.setup import agent_problems
+            from engram.agents.health import agent_problems
 
             return [(p.severity, p.message) for p in agent_problems(self.root)]
 

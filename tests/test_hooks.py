@@ -61,9 +61,17 @@ def install(root: Path, agent: str) -> dict[str, str]:
     return commands
 
 
-def payload(agent: str, name: str, root: Path) -> bytes:
+def payload(agent: str, name: str, root: Path, *, session: str | None = None) -> bytes:
+    """Return a fixture payload for ``root``; ``session`` replaces its session id ('' drops it)."""
     text = (FIXTURES / agent / f"{name}.json").read_text()
-    return text.replace("$ROOT", json.dumps(str(root))[1:-1]).encode()
+    data = text.replace("$ROOT", json.dumps(str(root))[1:-1]).encode()
+    if session is None:
+        return data
+    loaded = json.loads(data)
+    loaded.pop("session_id", None)
+    if session:
+        loaded["session_id"] = session
+    return json.dumps(loaded).encode()
 
 
 def replay(command: str, data: bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -120,10 +128,11 @@ def test_claude_code_pre_edit_reaches_the_model_for_absolute_paths_from_a_subfol
     pitfall = ledger.recall("divide amounts")[0].record["id"]
     assert pitfall[:8] in text and "`get`" in text  # an id to fetch more, with the MCP tool
 
+    # Shown once per file per session: the same session's next edit of the file is silent.
+    silent(replay(hooks["pre-edit"], payload("claude-code", "pre-edit-edit", root), root))
     for name in ("pre-edit-write", "pre-edit-multiedit"):
-        text = context_of(
-            replay(hooks["pre-edit"], payload("claude-code", name, root), root), "PreToolUse"
-        )
+        data = payload("claude-code", name, root, session=f"other-{name}")
+        text = context_of(replay(hooks["pre-edit"], data, root), "PreToolUse")
         assert "Money is stored in integer cents" in text, name
     notebook = replay(hooks["pre-edit"], payload("claude-code", "pre-edit-notebook", root), root)
     assert "The report notebook is generated" in context_of(notebook, "PreToolUse")
@@ -272,7 +281,7 @@ def test_a_mistyped_hook_is_an_error_never_a_block() -> None:
 
 def test_hooks_can_be_turned_off(ledger: Engram) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = payload("claude-code", "pre-edit-edit", root, session="")
     done = run_cli(
         "hook", "claude-code", "pre-edit", cwd=root, stdin=data, env={"ENGRAM_HOOKS": "off"}
     )
@@ -317,6 +326,11 @@ def hook(root: Path, data: bytes, **env: str) -> subprocess.CompletedProcess[byt
     return run_cli("hook", "claude-code", "pre-edit", cwd=root, stdin=data, env=env)
 
 
+def edit(root: Path) -> bytes:
+    """An Edit payload without a session id: no ledger, so every call answers in full."""
+    return payload("claude-code", "pre-edit-edit", root, session="")
+
+
 @pytest.fixture
 def daemons(ledger: Engram) -> Any:
     """Allow hooks to start daemons; stop whatever daemon of the store is left afterwards."""
@@ -329,7 +343,7 @@ def daemons(ledger: Engram) -> Any:
 
 def test_a_hook_starts_the_daemon_which_then_answers_it(ledger: Engram, daemons: Any) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     alone = hook(root, data)  # ENGRAM_DAEMON=off (the suite's default): in process
     first = hook(root, data, **daemons)  # no daemon yet: answered in process, one started
     assert first.stdout == alone.stdout and first.returncode == 0
@@ -359,7 +373,7 @@ def test_one_daemon_per_store_however_many_hooks_start_at_once(
     ledger: Engram, daemons: Any
 ) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     command = [sys.executable, "-m", "engram", "hook", "claude-code", "pre-edit"]
     racers = [
         subprocess.Popen(
@@ -382,7 +396,7 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
     ledger: Engram, tmp_path: Path
 ) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="2")
     assert wait_for(lambda: daemons_of(root), 60)
     assert wait_for(lambda: not daemons_of(root), 90)  # idle for 2 s: gone
@@ -391,7 +405,7 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
     other = tmp_path / "other"
     other.mkdir()
     assert run_cli("init", cwd=other).returncode == 0
-    other_data = payload("claude-code", "pre-edit-edit", other)
+    other_data = edit(other)
     hook(other, other_data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="600")
     assert wait_for(lambda: daemons_of(other), 60)
     # Once it serves (its index files written), the project is deleted under its daemon.
@@ -402,7 +416,7 @@ def test_the_daemon_leaves_when_idle_and_when_its_store_is_gone(
 
 def test_no_process_is_left_when_the_agent_dies(ledger: Engram) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     agent = subprocess.Popen(  # an agent: runs a hook, then is killed mid-session
         ["sh", "-c", f"{sys.executable} -m engram hook claude-code pre-edit; sleep 60"],
         cwd=root,
@@ -423,7 +437,7 @@ def test_no_process_is_left_when_the_agent_dies(ledger: Engram) -> None:
 
 def test_a_dead_daemons_socket_costs_nothing(ledger: Engram) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     socket = rpc.socket_path(root / ".engram")
     socket.parent.mkdir(parents=True, exist_ok=True)
     stale = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
@@ -450,7 +464,7 @@ def test_the_hook_finds_the_daemon_socket_where_the_daemon_listens(tmp_path: Pat
 
 def test_a_daemon_that_accepts_but_never_answers_costs_a_bounded_wait(ledger: Engram) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     path = rpc.socket_path(root / ".engram")
     path.parent.mkdir(parents=True, exist_ok=True)
     with pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM) as hung:
@@ -464,7 +478,7 @@ def test_a_daemon_that_accepts_but_never_answers_costs_a_bounded_wait(ledger: En
 
 def test_a_mistyped_idle_setting_still_starts_the_daemon(ledger: Engram, daemons: Any) -> None:
     root = ledger.root
-    data = payload("claude-code", "pre-edit-edit", root)
+    data = edit(root)
     done = hook(root, data, ENGRAM_DAEMON="on", ENGRAM_DAEMON_IDLE="soon")
     assert b"Never divide amounts with /" in done.stdout
     assert wait_for(lambda: rpc.connectable(rpc.socket_path(root / ".engram")))

@@ -110,6 +110,8 @@ def assert_entry(agent: str, scope: str, entry: Any) -> None:
     argv = expected_command(scope)
     if agent == "opencode":
         assert entry == {"type": "local", "command": argv, "enabled": True}
+    elif agent == "gemini-cli":  # trusted: headless Gemini CLI hides tools that would ask
+        assert entry == {"command": argv[0], "args": argv[1:], "trust": True}
     elif agent == "vscode":
         assert entry == {"type": "stdio", "command": argv[0], "args": argv[1:]}
     else:
@@ -138,12 +140,15 @@ def test_setup_writes_valid_configs_and_is_idempotent(
             assert text.count(agents.START) == 1 and text.count(agents.END) == 1
             assert "What" in text and "Learned" in text and "topic_key" in text
         else:
-            assert change["kind"] == "hooks"
+            assert change["kind"] in ("hooks", "permissions")
     kinds = sorted(c["kind"] for c in changes)
-    if agent in HOOK_AGENTS:
-        assert kinds == ["hooks", "instructions", "mcp"]
+    if agent == "claude-code":
+        assert kinds == ["hooks", "instructions", "mcp", "permissions"]
     elif agent == "cursor" and scope == "user":
-        assert kinds == ["mcp"] and any("Cursor keeps user rules" in n for n in first["notes"])
+        assert kinds == ["hooks", "mcp"]
+        assert any("Cursor keeps user rules" in n for n in first["notes"])
+    elif agent in HOOK_AGENTS or agent == "opencode":
+        assert kinds == ["hooks", "instructions", "mcp"]
     else:
         assert kinds == ["instructions", "mcp"]
     before = snapshot(repo, home)
@@ -172,7 +177,7 @@ def test_user_scope_uses_engram_from_path_when_there(
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     setup_json(repo, "gemini-cli", "--user")
     entry = mcp_entry("gemini-cli", home / ".gemini/settings.json")
-    assert entry == {"command": "engram", "args": ["mcp"]}
+    assert entry == {"command": "engram", "args": ["mcp"], "trust": True}
 
 
 def test_user_scope_without_engram_on_path_runs_this_python(repo: Path, home: Path) -> None:
@@ -453,6 +458,7 @@ def test_text_output(repo: Path) -> None:
     assert out.splitlines() == [
         "created .cursor/mcp.json (mcp)",
         "created .cursor/rules/engram.mdc (instructions)",
+        "created .cursor/hooks.json (hooks)",
     ]
     assert "note: no .engram/ in this project yet: run `engram init`" in err
     rule = (repo / ".cursor/rules/engram.mdc").read_text()
@@ -461,6 +467,7 @@ def test_text_output(repo: Path) -> None:
     assert out.splitlines() == [
         "unchanged .cursor/mcp.json (mcp)",
         "unchanged .cursor/rules/engram.mdc (instructions)",
+        "unchanged .cursor/hooks.json (hooks)",
     ]
 
 
@@ -537,13 +544,42 @@ def engram_hooks(settings: Path) -> dict[str, list[dict[str, Any]]]:
         (
             "claude-code",
             ".claude/settings.json",
-            {"SessionStart", "PreToolUse", "Stop", "SubagentStop", "SessionEnd"},
+            {
+                "SessionStart",
+                "UserPromptSubmit",
+                "PreToolUse",
+                "SubagentStart",
+                "PostToolUseFailure",
+                "PreCompact",
+                "Stop",
+                "SubagentStop",
+                "SessionEnd",
+            },
         ),
-        ("codex", ".codex/hooks.json", {"SessionStart", "PreToolUse", "Stop", "SubagentStop"}),
+        (
+            "codex",
+            ".codex/hooks.json",
+            {
+                "SessionStart",
+                "UserPromptSubmit",
+                "PreToolUse",
+                "PostToolUse",
+                "Stop",
+                "SubagentStop",
+            },
+        ),
         (
             "gemini-cli",
             ".gemini/settings.json",
-            {"SessionStart", "AfterTool", "AfterAgent", "SessionEnd"},
+            {
+                "SessionStart",
+                "BeforeAgent",
+                "BeforeTool",
+                "AfterTool",
+                "PreCompress",
+                "AfterAgent",
+                "SessionEnd",
+            },
         ),
     ],
 )
@@ -553,18 +589,23 @@ def test_setup_installs_each_agents_documented_hooks(
     setup_json(repo, agent)
     hooks = engram_hooks(repo / relative)
     assert set(hooks) == events
+    specs = [s for s in agents.HOOKS if s.agent == agent]
     for event, groups in hooks.items():
-        assert len(groups) == 1, event
-        (hook,) = groups[0]["hooks"]
-        spec = next(s for s in agents.HOOKS if s.agent == agent and s.native == event)
-        assert groups[0].get("matcher") == spec.matcher
-        assert hook["command"] == (
-            f"command -v engram >/dev/null 2>&1 || exit 0; engram hook {agent} {spec.event}"
-        )
+        assert len(groups) == len([s for s in specs if s.native == event]), event
+    for spec in specs:  # one group per hook engram declares, several for one event
+        (group,) = [g for g in hooks[spec.native] if f"hook {agent} {spec.event}" in json.dumps(g)]
+        (hook,) = group["hooks"]
+        assert group.get("matcher") == agents.native_matcher(spec)
+        assert hook["command"] == agents.hook_command(["engram"], spec)
+        assert hook["command"].endswith(f"; engram hook {agent} {spec.event}")
         # Gemini CLI counts milliseconds, the others seconds.
         assert hook["timeout"] == spec.timeout * (1000 if agent == "gemini-cli" else 1)
     if agent == "gemini-cli":  # one file holds the MCP entry and the hooks
-        assert mcp_entry(agent, repo / relative) == {"command": "engram", "args": ["mcp"]}
+        assert mcp_entry(agent, repo / relative) == {
+            "command": "engram",
+            "args": ["mcp"],
+            "trust": True,
+        }
 
 
 def test_hooks_join_the_users_own(repo: Path) -> None:
@@ -580,15 +621,21 @@ def test_hooks_join_the_users_own(repo: Path) -> None:
     new = settings.read_text()
     only_insertions(original, new)
     data = json.loads(new)
-    assert data["permissions"] == {"allow": ["Bash(npm test)"]}
+    assert data["permissions"] == {"allow": ["Bash(npm test)", *agents.allowed_tools()]}
     assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "audit.sh"
-    assert len(engram_hooks(settings)["PreToolUse"]) == 1
+    pre_tool = [s for s in agents.HOOKS if s.agent == "claude-code" and s.native == "PreToolUse"]
+    assert len(engram_hooks(settings)["PreToolUse"]) == len(pre_tool)
     # A hand-edited engram hook is put back, the user's hooks stay.
     settings.write_text(
         new.replace("|| exit 0; engram hook claude-code stop", "; engram hook claude-code stop")
     )
     result = setup_json(repo, "claude-code")
-    assert [c["action"] for c in result["changes"]] == ["unchanged", "unchanged", "updated"]
+    assert [c["action"] for c in result["changes"]] == [
+        "unchanged",
+        "unchanged",
+        "updated",
+        "unchanged",
+    ]
     assert settings.read_text() == new
 
 
@@ -607,7 +654,9 @@ def test_upgrade_replaces_the_one_liner_hooks_in_place(repo: Path) -> None:
     text = json.dumps(data)
     assert "engram check" not in text and "engram context" not in text and "grep" not in text
     pre = data["hooks"]["PreToolUse"]
-    assert [g["matcher"] for g in pre] == ["Bash", "Edit|Write|MultiEdit|NotebookEdit"]
+    matchers = [g["matcher"] for g in pre]
+    assert matchers[:2] == ["Bash", "Edit|Write|MultiEdit|NotebookEdit"]  # replaced in place
+    assert set(matchers[2:]) == {"Read", "Task|Agent"}  # the new ones added
     assert pre[0]["hooks"] == [{"type": "command", "command": "audit.sh"}]  # the user's stays
     assert pre[1]["hooks"][0]["command"].endswith("engram hook claude-code pre-edit")
     (start,) = data["hooks"]["SessionStart"]
@@ -615,20 +664,45 @@ def test_upgrade_replaces_the_one_liner_hooks_in_place(repo: Path) -> None:
     assert setup_json(repo, "claude-code")["changes"][2]["action"] == "unchanged"
 
 
-def test_hooks_are_silent_where_engram_is_not_installed(repo: Path) -> None:
-    setup_json(repo, "claude-code")
-    for groups in engram_hooks(repo / ".claude/settings.json").values():
-        command = groups[0]["hooks"][0]["command"]
-        done = subprocess.run(
-            ["sh", "-c", command],
-            cwd=repo,
-            input=b'{"hook_event_name": "PreToolUse", "tool_input": {"file_path": "/x/a.py"}}',
-            capture_output=True,
-            env={**os.environ, "PATH": f"/usr/bin{os.pathsep}/bin"},
-            timeout=60,
-            check=False,
-        )
-        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), command
+@pytest.mark.parametrize(
+    ("agent", "relative"),
+    [
+        ("claude-code", ".claude/settings.json"),
+        ("codex", ".codex/hooks.json"),
+        ("gemini-cli", ".gemini/settings.json"),
+        ("cursor", ".cursor/hooks.json"),
+    ],
+)
+def test_without_engram_only_session_start_says_so(repo: Path, agent: str, relative: str) -> None:
+    """engram not on PATH: one line at session start (and the model told), the rest silent."""
+    setup_json(repo, agent)
+    data = json.loads((repo / relative).read_text())
+    said = {}
+    for event, entries in data["hooks"].items():
+        for entry in entries:
+            for hook in entry.get("hooks", [entry]):
+                done = subprocess.run(
+                    ["sh", "-c", hook["command"]],
+                    cwd=repo,
+                    input=b'{"hook_event_name": "x", "tool_input": {"file_path": "/x/a.py"}}',
+                    capture_output=True,
+                    env={**os.environ, "PATH": f"/usr/bin{os.pathsep}/bin"},
+                    timeout=60,
+                    check=False,
+                )
+                assert (done.returncode, done.stderr) == (0, b""), hook["command"]
+                if done.stdout:
+                    said[event] = json.loads(done.stdout)
+    start = next(s.native for s in agents.HOOKS if s.agent == agent and s.action == "brief")
+    assert list(said) == [start]  # one hook speaks: the session start's
+    if agent == "cursor":
+        text = said[start]["additional_context"]
+        assert text.splitlines()[0] == agents.missing_line("engram")
+    else:
+        assert said[start]["systemMessage"] == agents.missing_line("engram")
+        context = said[start]["hookSpecificOutput"]
+        assert context["hookEventName"] == start and "not available" in context["additionalContext"]
+    assert "`engram` cannot be run here" in agents.missing_line("engram")
 
 
 # -- one real process ----------------------------------------------------------------------------

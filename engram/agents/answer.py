@@ -115,9 +115,9 @@ def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
     ledger = ledger_of(here, event)
     own = set(ledger.state().edited) if ledger is not None else set()
     if action == "edit":
+        if ledger is not None and set(repo.values()) - own:
+            ledger.record("edited", set(repo.values()) - own)
         own |= set(repo.values())
-        if ledger is not None:
-            ledger.record("edited", repo.values())
     asking = action == "edit" and (spec.agent, native) in reply.ASKS
     fresh: list[str] = []
     if (spec.agent, native) not in reply.SILENT:

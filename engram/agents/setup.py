@@ -18,9 +18,7 @@ typer or rich (the CLI prints what these functions return), and it never writes 
 from __future__ import annotations
 
 import difflib
-import json
 import os
-import shlex
 import shutil
 import stat
 import sys
@@ -29,6 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from engram.agents.commands import (
+    hook_command,
+    missing_line,
+    native_matcher,
+)
 from engram.agents.hookspec import HOOKS, HookSpec
 from engram.agents.opencode import OWNED, PLUGIN_FILE, plugin_text
 from engram.errors import ConfigError, InvalidInput
@@ -42,13 +45,6 @@ START: Final = "<!-- engram:start -->"
 END: Final = "<!-- engram:end -->"
 OPENCODE_PLUGIN: Final = PLUGIN_FILE
 CURSOR_HOOKS_VERSION: Final = 1  # the version of .cursor/hooks.json Cursor documents
-# Gemini CLI's lifecycle events and every trigger each fires with (its SessionStartSource,
-# SessionEndReason and PreCompressTrigger): it compares a matcher there as one exact string.
-GEMINI_TRIGGERS: Final = {
-    "SessionStart": ("startup", "resume", "clear"),
-    "SessionEnd": ("exit", "clear", "logout", "prompt_input_exit", "other"),
-    "PreCompress": ("manual", "auto"),
-}
 
 INSTRUCTIONS: Final = """\
 ## Memory (engram)
@@ -76,51 +72,6 @@ code). Reach it through the `engram` MCP tools.
   you finish, call `session_summary` (Goal, Instructions, Discoveries, Accomplished, Next steps,
   Relevant files); if your reply has a "Key Learnings" section, pass it to `capture`.
 """
-
-
-def hook_command(prefix: Sequence[str], spec: HookSpec) -> str:
-    """Return the shell command of a hook: engram's, skipped where engram cannot be started.
-
-    Where the program is missing, the session-start hook prints instead one line the agent
-    shows the person (and tells the model the tools are missing); every other hook does nothing.
-    """
-    program = shlex.quote(prefix[0])
-    notice = missing_notice(spec, prefix[0])
-    fallback = f"{{ printf '%s\\n' {shlex.quote(notice)}; exit 0; }}" if notice else "exit 0"
-    return (
-        f"command -v {program} >/dev/null 2>&1 || {fallback}; "
-        f"{shlex.join([*prefix, 'hook', spec.agent, spec.event])}"
-    )
-
-
-def missing_line(program: str) -> str:
-    """Return the line that says engram cannot be started (shown once per session)."""
-    return (
-        f"engram: `{program}` cannot be run here (not on PATH, or not executable): the engram "
-        "hooks do nothing and its MCP tools are missing in this session; install engram "
-        "(pip install engram-git) or run `engram setup` again where it is installed"
-    )
-
-
-def missing_notice(spec: HookSpec, program: str) -> str:
-    """Return what a session-start hook prints when engram cannot start ('' for other hooks)."""
-    if spec.action != "brief":
-        return ""
-    line = missing_line(program)
-    model = (
-        "The engram memory tools named in the instructions of this project are not available "
-        "in this session (engram is not installed here): work without them."
-    )
-    if spec.agent == "cursor":  # sessionStart adds context only
-        return json.dumps({"additional_context": f"{line}\n{model}"})
-    if spec.agent in ("claude-code", "codex", "gemini-cli"):
-        return json.dumps(
-            {
-                "systemMessage": line,
-                "hookSpecificOutput": {"hookEventName": spec.native, "additionalContext": model},
-            }
-        )
-    return ""
 
 
 def opencode_plugin(prefix: Sequence[str]) -> str:
@@ -207,7 +158,7 @@ class Status:
 
 
 @dataclass(frozen=True)
-class _Target:
+class Target:
     path: Path
     kind: str
     edit: Callable[[str | None], str]  # old text (None: no file) -> new text
@@ -243,7 +194,7 @@ def vscode_user_dir(home: Path) -> Path:
     return _xdg_config(home) / "Code" / "User"
 
 
-def _codex_home(home: Path) -> Path:
+def codex_home(home: Path) -> Path:
     custom = os.environ.get("CODEX_HOME")
     return Path(custom) if custom else home / ".codex"
 
@@ -256,13 +207,29 @@ def _pick(folder: Path, *names: str) -> Path:
     return folder / names[0]
 
 
-def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Target], list[str]]:
+def _codex_targets(scope: str, root: Path, home: Path, notes: list[str]) -> list[Target]:
+    """Return Codex's files (its MCP entry, AGENTS.md, hooks.json), noting what to trust."""
+    base = engram_command(scope)
+    codex = codex_home(home)
+    project = scope == "project"
+    hooks = root / ".codex" / "hooks.json" if project else codex / "hooks.json"
+    if project:
+        notes.append("Codex reads .codex/config.toml only in projects you have trusted")
+    notes.append(codex_trust_note(shown_path(hooks, scope, root, home)))
+    return [
+        _toml_target(
+            root / ".codex" / "config.toml" if project else codex / "config.toml", [*base, "mcp"]
+        ),
+        _markdown_target(root / "AGENTS.md" if project else codex / "AGENTS.md"),
+        _hooks_target(hooks, "codex", base),
+    ]
+
+
+def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[Target], list[str]]:
     """Return the files to edit for an agent and scope, and notes for the user."""
     base = engram_command(scope)
-    argv = [*base, "mcp"]
+    argv, notes, project = [*base, "mcp"], [], scope == "project"
     stdio = {"command": argv[0], "args": argv[1:]}
-    notes: list[str] = []
-    project = scope == "project"
     if agent == "claude-code":
         settings = (root if project else home) / ".claude" / "settings.json"
         targets = [
@@ -278,18 +245,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
             f"({', '.join(read_only_tools())}); it asks before the tools that write"
         )
     elif agent == "codex":
-        codex = _codex_home(home)
-        hooks = root / ".codex" / "hooks.json" if project else codex / "hooks.json"
-        targets = [
-            _toml_target(
-                root / ".codex" / "config.toml" if project else codex / "config.toml", argv
-            ),
-            _markdown_target(root / "AGENTS.md" if project else codex / "AGENTS.md"),
-            _hooks_target(hooks, agent, base),
-        ]
-        if project:
-            notes.append("Codex reads .codex/config.toml only in projects you have trusted")
-        notes.append(codex_trust_note(_shown(hooks, scope, root, home)))
+        targets = _codex_targets(scope, root, home, notes)
     elif agent == "gemini-cli":
         folder = (root if project else home) / ".gemini"
         targets = [
@@ -353,7 +309,7 @@ def _targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[_Targ
 # -- editors ---------------------------------------------------------------------------------
 
 
-def _parse_json(path: Path, text: str) -> Document:
+def parse_json(path: Path, text: str) -> Document:
     try:
         return Document(text)
     except JsoncError as exc:
@@ -373,11 +329,11 @@ def _json_target(
     *,
     key: str = "mcpServers",
     new_file: dict[str, Any] | None = None,
-) -> _Target:
+) -> Target:
     """Return the edit that sets ``key.engram``: the whole entry if missing, else our keys."""
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             if doc.root is None:
                 for name, value in (new_file or {}).items():
@@ -393,12 +349,12 @@ def _json_target(
         return doc.text
 
     def present(text: str) -> bool:
-        return isinstance(_parse_json(path, text).get([key, SERVER]), dict)
+        return isinstance(parse_json(path, text).get([key, SERVER]), dict)
 
-    return _Target(path, "mcp", edit, present)
+    return Target(path, "mcp", edit, present)
 
 
-def _toml_target(path: Path, argv: Sequence[str]) -> _Target:
+def _toml_target(path: Path, argv: Sequence[str]) -> Target:
     """Return the edit that sets ``[mcp_servers.engram]`` command and args, keeping comments."""
     import tomlkit
     from tomlkit.exceptions import ParseError
@@ -442,10 +398,10 @@ def _toml_target(path: Path, argv: Sequence[str]) -> _Target:
         servers = load(text).get("mcp_servers")
         return isinstance(servers, dict) and isinstance(servers.get(SERVER), dict)
 
-    return _Target(path, "mcp", edit, present)
+    return Target(path, "mcp", edit, present)
 
 
-def _markdown_target(path: Path, header: str = "") -> _Target:
+def _markdown_target(path: Path, header: str = "") -> Target:
     """Return the edit that puts the instructions between the engram markers."""
 
     def edit(old: str | None) -> str:
@@ -469,10 +425,10 @@ def _markdown_target(path: Path, header: str = "") -> _Target:
     def present(text: str) -> bool:
         return START in text and END in text
 
-    return _Target(path, "instructions", edit, present)
+    return Target(path, "instructions", edit, present)
 
 
-def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
+def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> Target:
     """Return the edit that installs engram's hooks for ``agent`` in its settings file."""
     specs = [spec for spec in HOOKS if spec.agent == agent]
     millis = agent == "gemini-cli"  # Gemini CLI counts a hook's timeout in milliseconds
@@ -486,37 +442,23 @@ def _hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
         return {"matcher": matcher, "hooks": [hook]} if matcher else {"hooks": [hook]}
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             for spec in specs:
-                _ensure_hook(doc, spec.native, group(spec), _markers(spec))
+                _ensure_hook(doc, spec.native, group(spec), markers(spec))
         except JsoncError as exc:
             raise _syntax_error(path, exc.line, exc.column, exc.reason) from exc
         return doc.text
 
     def present(text: str) -> bool:
-        doc = _parse_json(path, text)
+        doc = parse_json(path, text)
         # Any of engram's hooks makes the part present (outdated when others are missing).
-        return any(_find_hook(doc, spec.native, _markers(spec)) is not None for spec in specs)
+        return any(find_hook(doc, spec.native, markers(spec)) is not None for spec in specs)
 
-    return _Target(path, "hooks", edit, present)
-
-
-def native_matcher(spec: HookSpec) -> str | None:
-    """Return the matcher setup writes for a hook, as the agent compares it.
-
-    Gemini CLI tests a tool event's matcher as a regular expression, but a lifecycle event's
-    (SessionStart, SessionEnd, PreCompress) as one exact string against the trigger: there an
-    alternation ``a|b`` would never match, so several triggers are written as no matcher (every
-    trigger; HOOKS lists them all, a test holds it) and one trigger as itself.
-    """
-    matcher = spec.matcher
-    if spec.agent == "gemini-cli" and spec.native in GEMINI_TRIGGERS and matcher:
-        return None if "|" in matcher else matcher
-    return matcher
+    return Target(path, "hooks", edit, present)
 
 
-def _flat_hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target:
+def _flat_hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> Target:
     """Return the edit that installs engram's hooks in Cursor's ``hooks.json`` (version 1).
 
     Cursor's file lists each event's hooks directly (``{"command", "matcher", "timeout"}``),
@@ -532,13 +474,13 @@ def _flat_hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target
         return hook
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             if doc.get(["version"]) is None:
                 doc.set(["version"], CURSOR_HOOKS_VERSION)
             for spec in specs:
                 wanted = entry(spec)
-                found = _find_flat(doc, spec.native, _markers(spec))
+                found = _find_flat(doc, spec.native, markers(spec))
                 if found is None:
                     doc.append(["hooks", spec.native], wanted)
                 else:
@@ -548,10 +490,10 @@ def _flat_hooks_target(path: Path, agent: str, prefix: Sequence[str]) -> _Target
         return doc.text
 
     def present(text: str) -> bool:
-        doc = _parse_json(path, text)
-        return any(_find_flat(doc, spec.native, _markers(spec)) is not None for spec in specs)
+        doc = parse_json(path, text)
+        return any(_find_flat(doc, spec.native, markers(spec)) is not None for spec in specs)
 
-    return _Target(path, "hooks", edit, present)
+    return Target(path, "hooks", edit, present)
 
 
 def _find_flat(doc: Document, event: str, markers: Sequence[str]) -> int | None:
@@ -580,7 +522,7 @@ def allowed_tools() -> list[str]:
     return [f"mcp__{SERVER}__{name}" for name in read_only_tools()]
 
 
-def _allow_target(path: Path) -> _Target:
+def _allow_target(path: Path) -> Target:
     """Return the edit that lets Claude Code call engram's read-only tools without asking.
 
     Only the read-only tools: a tool that writes memories still asks. The user's own rules
@@ -588,7 +530,7 @@ def _allow_target(path: Path) -> _Target:
     """
 
     def edit(old: str | None) -> str:
-        doc = _parse_json(path, old or "")
+        doc = parse_json(path, old or "")
         try:
             current = doc.get(["permissions", "allow"])
             if current is not None and not isinstance(current, list):
@@ -605,13 +547,13 @@ def _allow_target(path: Path) -> _Target:
         return doc.text
 
     def present(text: str) -> bool:
-        allow = _parse_json(path, text).get(["permissions", "allow"])
+        allow = parse_json(path, text).get(["permissions", "allow"])
         return isinstance(allow, list) and any(rule in allow for rule in allowed_tools())
 
-    return _Target(path, "permissions", edit, present)
+    return Target(path, "permissions", edit, present)
 
 
-def _whole_target(path: Path, kind: str, text: str) -> _Target:
+def _whole_target(path: Path, kind: str, text: str) -> Target:
     """Return the edit of a file engram owns whole (it is written as ``text``)."""
 
     def edit(old: str | None) -> str:
@@ -620,10 +562,10 @@ def _whole_target(path: Path, kind: str, text: str) -> _Target:
     def present(old: str) -> bool:
         return OWNED in old
 
-    return _Target(path, kind, edit, present)
+    return Target(path, kind, edit, present)
 
 
-def _markers(spec: HookSpec) -> tuple[str, ...]:
+def markers(spec: HookSpec) -> tuple[str, ...]:
     """Return what names engram's hook for an event in a command: today's and earlier ones."""
     return (f"hook {spec.agent} {spec.event}", *spec.legacy)
 
@@ -635,7 +577,7 @@ def _is_ours(hook: Any, markers: Sequence[str]) -> bool:
     return any(marker in command for marker in markers)
 
 
-def _find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, int] | None:
+def find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, int] | None:
     """Return (group, hook) indexes of engram's hook for an event, if it is there."""
     groups = doc.get(["hooks", event])
     if not isinstance(groups, list):
@@ -651,7 +593,7 @@ def _find_hook(doc: Document, event: str, markers: Sequence[str]) -> tuple[int, 
 
 def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequence[str]) -> None:
     """Put engram's hook group for an event in place: replace ours, else append it."""
-    found = _find_hook(doc, event, markers)
+    found = find_hook(doc, event, markers)
     if found is None:
         doc.append(["hooks", event], group)
         return
@@ -666,7 +608,7 @@ def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequ
 # -- running ---------------------------------------------------------------------------------
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -705,7 +647,7 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def _shown(path: Path, scope: str, root: Path, home: Path) -> str:
+def shown_path(path: Path, scope: str, root: Path, home: Path) -> str:
     """Return a path as printed: relative to the project, or under ~ for the user's files."""
     base, label = (root, "") if scope == "project" else (home, "~/")
     try:
@@ -742,20 +684,20 @@ def setup(
     _check(agent, scope)
     home = home or Path.home()
     root = root.resolve()
-    targets, notes = _targets(agent, scope, root, home)
-    planned: list[tuple[_Target, str | None, str]] = []
+    targets, notes = agent_targets(agent, scope, root, home)
+    planned: list[tuple[Target, str | None, str]] = []
     texts: dict[Path, str | None] = {}  # each file as the edits planned so far leave it
     originals: dict[Path, str | None] = {}
     for target in targets:  # plan every file first: one unreadable file stops all writes
         if target.path not in originals:
-            originals[target.path] = texts[target.path] = _read(target.path)
+            originals[target.path] = texts[target.path] = read_text(target.path)
         old = texts[target.path]
         new = target.edit(old)
         planned.append((target, old, new))
         texts[target.path] = new  # a second part of the same file edits the first's text
     changes = []
     for target, old, new in planned:
-        shown = _shown(target.path, scope, root, home)
+        shown = shown_path(target.path, scope, root, home)
         if new == old:
             changes.append(Change(target.path, target.kind, "unchanged", "", shown))
             continue
@@ -777,17 +719,17 @@ def status(root: Path, *, home: Path | None = None) -> list[Status]:
     found: list[Status] = []
     for agent in AGENTS:
         for scope in SCOPES:
-            targets, _ = _targets(agent, scope, root, home)
+            targets, _ = agent_targets(agent, scope, root, home)
             for target in targets:
-                shown = _shown(target.path, scope, root, home)
+                shown = shown_path(target.path, scope, root, home)
                 state, detail = _state(target)
                 found.append(Status(agent, scope, target.kind, target.path, shown, state, detail))
     return found
 
 
-def _state(target: _Target) -> tuple[str, str]:
+def _state(target: Target) -> tuple[str, str]:
     try:
-        old = _read(target.path)
+        old = read_text(target.path)
         if old is None:
             return "absent", ""
         if not target.present(old):
@@ -795,25 +737,6 @@ def _state(target: _Target) -> tuple[str, str]:
         return ("configured", "") if target.edit(old) == old else ("outdated", "")
     except ConfigError as exc:
         return "error", exc.message
-
-
-# -- Codex's hook trust --------------------------------------------------------------------------
-
-# Codex's names for its hook events in a trust key (its ``hook_event_key_label``).
-CODEX_LABELS: Final = {
-    "PreToolUse": "pre_tool_use",
-    "PermissionRequest": "permission_request",
-    "PostToolUse": "post_tool_use",
-    "PreCompact": "pre_compact",
-    "PostCompact": "post_compact",
-    "SessionStart": "session_start",
-    "SessionEnd": "session_end",
-    "UserPromptSubmit": "user_prompt_submit",
-    "SubagentStart": "subagent_start",
-    "SubagentStop": "subagent_stop",
-    "Stop": "stop",
-}
-_CODEX_NO_MATCHER: Final = ("UserPromptSubmit", "Stop")  # Codex drops their matcher
 
 
 def codex_trust_note(hooks: str) -> str:
@@ -825,278 +748,3 @@ def codex_trust_note(hooks: str) -> str:
         "each hook in ~/.codex/config.toml, so a setup that changes them (an engram upgrade) "
         "asks again; `engram doctor` says when"
     )
-
-
-def codex_hook_hash(
-    native: str,
-    matcher: str | None,
-    command: str,
-    timeout: int | None,
-    *,
-    run_async: bool = False,
-    status_message: str | None = None,
-) -> str:
-    """Return the hash Codex trusts a command hook by (``sha256:`` and 64 hex digits).
-
-    As Codex computes it: the hook's normalized identity (the event's label, the matcher,
-    the one handler with its timeout made explicit: 600 s by default, SessionEnd's held to
-    1-3 s) as JSON with sorted keys and no spaces, hashed with SHA-256.
-    """
-    import hashlib
-
-    if native == "SessionEnd":
-        seconds = min(max(timeout or 1, 1), 3)
-    else:
-        seconds = max(600 if timeout is None else timeout, 1)
-    handler: dict[str, Any] = {
-        "type": "command",
-        "command": command,
-        "timeout": seconds,
-        "async": run_async,
-    }
-    if status_message is not None:
-        handler["statusMessage"] = status_message
-    identity: dict[str, Any] = {"event_name": CODEX_LABELS.get(native, native), "hooks": [handler]}
-    if matcher is not None and native not in _CODEX_NO_MATCHER:
-        identity["matcher"] = matcher
-    data = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class CodexTrust:
-    """Codex's trust in engram's hooks of one hooks.json: which are trusted, and which not."""
-
-    hooks: Path
-    trusted: list[str]
-    untrusted: list[str]  # never trusted
-    modified: list[str]  # trusted once, changed since (an upgrade of engram)
-    disabled: list[str]
-
-
-def codex_trust(hooks: Path, config: Path) -> CodexTrust | None:
-    """Read which of engram's hooks in ``hooks`` Codex trusts (None: none of engram's there).
-
-    Codex keys each hook by the hooks file's absolute path, the event's label and the
-    hook's place (``PATH:pre_tool_use:0:0``) in ``[hooks.state]`` of the user's config.toml,
-    with the hash of the hook it trusted.
-    """
-    import tomllib
-
-    text = _read(hooks)
-    if text is None:
-        return None
-    doc = _parse_json(hooks, text)
-    states: dict[str, Any] = {}
-    raw = _read(config)
-    if raw:
-        try:
-            state = tomllib.loads(raw).get("hooks", {}).get("state", {})
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(
-                f"{config}: {exc}", hint=f"fix {config}, then run `engram doctor` again"
-            ) from exc
-        states = state if isinstance(state, dict) else {}
-    sources = dict.fromkeys([str(hooks.absolute()), str(hooks.resolve())])
-    found = CodexTrust(hooks, [], [], [], [])
-    any_ours = False
-    for spec in (s for s in HOOKS if s.agent == "codex"):
-        where = _find_hook(doc, spec.native, _markers(spec))
-        if where is None:
-            continue
-        any_ours = True
-        g, h = where
-        group = doc.get(["hooks", spec.native, g])
-        hook = group["hooks"][h]
-        timeout = hook.get("timeout", hook.get("timeoutSec"))
-        current = codex_hook_hash(
-            spec.native,
-            group.get("matcher"),
-            str(hook.get("command", "")),
-            timeout if isinstance(timeout, int) else None,
-            run_async=hook.get("async") is True,
-            status_message=hook.get("statusMessage"),
-        )
-        label = CODEX_LABELS.get(spec.native, spec.native)
-        entry = next(
-            (
-                states[key]
-                for key in (f"{source}:{label}:{g}:{h}" for source in sources)
-                if isinstance(states.get(key), dict)
-            ),
-            None,
-        )
-        name = f"{spec.native} ({spec.event})"
-        if entry is None or not entry.get("trusted_hash"):
-            found.untrusted.append(name)
-        elif entry.get("trusted_hash") != current:
-            found.modified.append(name)
-        elif entry.get("enabled") is False:
-            found.disabled.append(name)
-        else:
-            found.trusted.append(name)
-    return found if any_ours else None
-
-
-# -- can the agents start engram? ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One reason an agent's engram setup does not work: ``error`` or ``warning``."""
-
-    severity: str
-    agent: str
-    message: str
-
-
-def agent_problems(root: Path, *, home: Path | None = None) -> list[Problem]:
-    """Name every agent whose engram hooks or MCP entry cannot run, and Codex's untrusted hooks.
-
-    A command cannot run when its program is not found on this PATH or is not executable
-    (an agent started from elsewhere may have another PATH: the message says which).
-    """
-    home = home or Path.home()
-    root = root.resolve()
-    problems: list[Problem] = []
-    for agent in AGENTS:
-        for scope in SCOPES:
-            targets, _ = _targets(agent, scope, root, home)
-            for target in targets:
-                try:
-                    text = _read(target.path)
-                    if text is None or not target.present(text):
-                        continue
-                    programs = _programs(target, text)
-                except ConfigError:
-                    continue  # `engram setup --list` reports a file that does not parse
-                shown = _shown(target.path, scope, root, home)
-                what = "MCP server entry" if target.kind == "mcp" else "hooks"
-                for program in programs:
-                    if not _runs(program):
-                        problems.append(
-                            Problem(
-                                "warning",
-                                agent,
-                                f"{agent}: the {what} in {shown} cannot run: `{program}` is "
-                                "not found on PATH or not executable here (install engram "
-                                "where the agent finds it, or run `engram setup "
-                                f"{agent}{' --user' if scope == 'user' else ''}` again from "
-                                "an environment where it is installed)",
-                            )
-                        )
-            if agent == "codex":
-                problems += _codex_problems(scope, root, home)
-    return problems
-
-
-def _codex_problems(scope: str, root: Path, home: Path) -> list[Problem]:
-    codex = _codex_home(home)
-    hooks = root / ".codex" / "hooks.json" if scope == "project" else codex / "hooks.json"
-    try:
-        trust = codex_trust(hooks, codex / "config.toml")
-    except ConfigError as exc:
-        return [Problem("warning", "codex", f"codex: {exc.message}")]
-    if trust is None:
-        return []
-    shown = _shown(hooks, scope, root, home)
-    out = []
-    if trust.untrusted:
-        out.append(
-            Problem(
-                "warning",
-                "codex",
-                f"codex: {len(trust.untrusted)} of engram's hooks in {shown} are not trusted "
-                f"({', '.join(trust.untrusted)}), so Codex skips them without a word: start "
-                '`codex` in this project and answer "Hooks need review" with "Trust all and '
-                'continue" (or trust them in /hooks); `codex exec` never asks',
-            )
-        )
-    if trust.modified:
-        out.append(
-            Problem(
-                "warning",
-                "codex",
-                f"codex: {len(trust.modified)} of engram's hooks in {shown} changed since you "
-                f"trusted them ({', '.join(trust.modified)}: an engram setup rewrote them), so "
-                'Codex skips them: start `codex` in this project and trust them again ("Trust '
-                'all and continue", or /hooks)',
-            )
-        )
-    if trust.disabled:
-        out.append(
-            Problem(
-                "warning",
-                "codex",
-                f"codex: engram's hooks in {shown} are turned off in Codex "
-                f"({', '.join(trust.disabled)}): turn them on again in /hooks",
-            )
-        )
-    return out
-
-
-def _programs(target: _Target, text: str) -> list[str]:
-    """Return the programs an engram part of a file starts (its MCP command, its hooks')."""
-    if target.kind == "mcp":
-        if target.path.suffix == ".toml":
-            import tomllib
-
-            entry = tomllib.loads(text).get("mcp_servers", {}).get(SERVER, {})
-        else:
-            doc = _parse_json(target.path, text)
-            entry = next(
-                (
-                    value
-                    for key in ("mcpServers", "mcp", "servers")
-                    if isinstance(value := doc.get([key, SERVER]), dict)
-                ),
-                {},
-            )
-        command = entry.get("command") if isinstance(entry, dict) else None
-        if isinstance(command, list):
-            command = command[0] if command else None
-        return [command] if isinstance(command, str) and command else []
-    if target.kind == "hooks" and target.path.suffix == ".js":
-        start = text.find("const ENGRAM = ")
-        if start < 0:
-            return []
-        line = text[start + len("const ENGRAM = ") : text.find("\n", start)].rstrip(";")
-        argv = json.loads(line)
-        return [argv[0]] if argv else []
-    if target.kind == "hooks":
-        programs = []
-        for spec in HOOKS:
-            marker = f"hook {spec.agent} {spec.event}"
-            for command in _hook_commands(_parse_json(target.path, text)):
-                if marker in command:
-                    tail = command.rsplit("; ", 1)[-1]
-                    try:
-                        argv = shlex.split(tail)
-                    except ValueError:
-                        continue
-                    if argv:
-                        programs.append(argv[0])
-        return list(dict.fromkeys(programs))
-    return []
-
-
-def _hook_commands(doc: Document) -> list[str]:
-    """Return every hook command of a settings file (grouped or Cursor's flat lists)."""
-    found: list[str] = []
-    hooks = doc.get(["hooks"])
-    if not isinstance(hooks, dict):
-        return found
-    for entries in hooks.values():
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict):
-                continue
-            inner = entry.get("hooks")
-            for hook in [entry, *(inner if isinstance(inner, list) else [])]:
-                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
-                    found.append(hook["command"])
-    return found
-
-
-def _runs(program: str) -> bool:
-    """Tell whether ``program`` (a name looked up on PATH, or a path) can be executed here."""
-    return shutil.which(program) is not None

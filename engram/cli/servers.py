@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from engram.agents.hookspec import HOOK_AGENTS, HOOKS
 from engram.cli.app import app, echo, start_of
 from engram.errors import InvalidInput
 
@@ -207,15 +208,17 @@ def tui_command(
     _runner("tui")(_root_of(ctx), ansi=ansi)
 
 
+_HOOK_AGENTS = ", ".join(HOOK_AGENTS)
+_HOOK_EVENTS = ", ".join(dict.fromkeys(spec.event for spec in HOOKS))
+
+
 def hook_command(
-    agent: Annotated[
-        str, typer.Argument(help="The agent running the hook: claude-code, codex, gemini-cli.")
-    ],
+    agent: Annotated[str, typer.Argument(help=f"The agent running the hook: {_HOOK_AGENTS}.")],
     event: Annotated[
         str,
         typer.Argument(
-            help="session-start, pre-edit, post-edit, stop, subagent-stop or session-end "
-            "(each agent has the ones `engram setup` installs)."
+            help=f"One of {_HOOK_EVENTS} (each agent has the ones `engram setup` installs; "
+            "see the README's Hooks table)."
         ),
     ],
 ) -> None:

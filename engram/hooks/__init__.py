@@ -3,8 +3,10 @@
 An agent runs its hooks as shell commands with a JSON payload on standard input and reads their
 standard output. ``engram setup`` installs one per event (``engram.agents.hookspec.HOOKS``);
 this package runs one: it reads the payload, finds the store of the agent's folder, and prints
-what ``engram.agents.answer`` returns (the briefing, the check of the files a tool call
-touches, the learnings captured, the session ended).
+what ``engram.agents.answer`` returns (the briefing, the pitfalls of the files a tool call reads
+or writes, recall at the prompt, after a failure and for a subagent, the learnings captured,
+the session ended). A hook with nothing to do by its payload alone (a shell command that
+touches no file, a command that succeeded) answers without the store (``idle``).
 
 Answers in milliseconds: the store's daemon answers when it runs (``engram_hook`` over its
 socket, a few milliseconds once warm), and the hook process then imports only the standard
@@ -94,7 +96,7 @@ def main(
 def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> str:
     """Return the answer to a hook: from the store's daemon if it answers, else in process."""
     root = reach.find_store(cwd_of(payload, fallback_cwd=fallback_cwd))
-    if root is None:
+    if root is None or idle(spec.action, payload, fallback_cwd):
         return ""
     if not reach.off(reach.DAEMON_SWITCH):
         forwarded = forward(root, spec, payload, fallback_cwd)
@@ -107,6 +109,19 @@ def respond(spec: HookSpec, payload: dict[str, Any], *, fallback_cwd: str) -> st
 
     with Engram(Path(root)) as engram:
         return engram.hook(spec, event_of(payload, fallback_cwd=fallback_cwd))
+
+
+def idle(action: str, payload: dict[str, Any], fallback_cwd: str) -> bool:
+    """Tell whether a hook has nothing to do, from its payload alone (no store, no daemon).
+
+    A shell command that neither patches nor prints a file, a command that did not fail and an
+    empty prompt are most calls of their hooks: answered here, they cost only this process.
+    """
+    if action not in ("tool", "failure", "prompt"):
+        return False
+    event = event_of(payload, fallback_cwd=fallback_cwd)
+    wanted = {"tool": event.shell, "failure": event.error, "prompt": event.prompt}
+    return not wanted[action]
 
 
 def forward(root: str, spec: HookSpec, payload: dict[str, Any], fallback_cwd: str) -> str | None:

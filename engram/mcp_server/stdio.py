@@ -21,6 +21,10 @@ from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+    from engram.mcp_server.prelude import Replay
 
 MAX_MESSAGE_BYTES: Final = 256 * 1024 * 1024  # one JSON-RPC line from the client, at most
 # A whole message: tool arguments are held to MAX_JSON_DEPTH (an error result), the envelope
@@ -36,16 +40,25 @@ class Lines:
     an answer, leaving the client waiting.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, out: Out) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, out: Out, first: Sequence[bytes] = (), rest: bytes = b""
+    ) -> None:
         self.reader = reader
         self.out = out
+        self.first = list(first)  # lines read before the SDK took over (engram.mcp_server.prelude)
+        self.rest = rest  # and the start of the next line
 
     def __aiter__(self) -> Lines:
         return self
 
     async def __anext__(self) -> str:
         while True:
-            line = await self.reader.readline()
+            if self.first:
+                line = self.first.pop(0)
+            else:
+                line = await self.reader.readline()
+                if self.rest:
+                    line, self.rest = self.rest + line, b""
             if not line:
                 raise StopAsyncIteration
             offset = json_depth_exceeded(line, MAX_MESSAGE_DEPTH)
@@ -63,11 +76,14 @@ class Lines:
 class Out:
     """The protocol's stdout: each message written straight to the saved fd, no worker thread."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, answered: Iterable[Any] = ()) -> None:
         self.fd = fd
+        self.answered = set(answered)  # ids the prelude answered: the SDK's answers are dropped
 
     async def write(self, text: str) -> None:
         """Write one message (a blocking write: one client, whose reader is always waiting)."""
+        if self.answered and _answers(text, self.answered):
+            return
         data = memoryview(text.encode("utf-8"))
         while data:
             data = data[os.write(self.fd, data) :]
@@ -89,7 +105,7 @@ class Pipes:
         self.lines, self.out, self.transport, self.wire = lines, out, transport, wire
 
     @classmethod
-    async def open(cls) -> Pipes | None:
+    async def open(cls, replay: Replay | None = None) -> Pipes | None:
         """Return the pipes, or None where the SDK's own transport must do (not a pipe …)."""
         import asyncio
 
@@ -112,8 +128,9 @@ class Pipes:
             return None
         wire = os.dup(1)
         os.dup2(2, 1)
-        out = Out(wire)
-        return cls(Lines(reader, out), out, transport, wire)
+        out = Out(wire, replay.answered if replay else ())
+        lines = Lines(reader, out, replay.lines, replay.rest) if replay else Lines(reader, out)
+        return cls(lines, out, transport, wire)
 
     def close(self) -> None:
         """Stop reading and give fd 1 back its original file."""
@@ -121,3 +138,19 @@ class Pipes:
         with contextlib.suppress(OSError):
             os.dup2(self.wire, 1)
             os.close(self.wire)
+
+
+def _answers(text: str, answered: set[Any]) -> bool:
+    """Tell whether a message answers a request the prelude answered (and forget that id)."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or "method" in message:
+        return False
+    rid = message.get("id")
+    done = "result" in message or "error" in message
+    if isinstance(rid, (str, int)) and rid in answered and done:
+        answered.discard(rid)
+        return True
+    return False

@@ -102,7 +102,8 @@ class HookLedger:
         if not entries:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        data = b"".join(
+        # Led by a newline: a line torn by a crash never swallows the next entry.
+        data = b"\n" + b"".join(
             json.dumps(dict(entry), ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
             for entry in entries
         )
