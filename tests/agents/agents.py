@@ -21,6 +21,30 @@ def new_line(tag: str) -> str:
     return f"    return (amount_cents * percent + 50) // 100  # {tag}"
 
 
+def codex_trusted_hooks(hooks: Path) -> str:
+    """Return the ``[hooks.state]`` tables Codex writes when the person trusts every hook.
+
+    What "Trust all and continue" in Codex's hooks review stores, keyed by the hooks file's
+    path, the event's label and the hook's place, with the hash engram's doctor computes the
+    way Codex does (a wrong hash leaves the hooks untrusted, and these tests fail).
+    """
+    from engram.agents.health import CODEX_LABELS, codex_hook_hash
+
+    if not hooks.exists():
+        return ""
+    tables = []
+    for native, groups in json.loads(hooks.read_text(encoding="utf-8"))["hooks"].items():
+        label = CODEX_LABELS.get(native, native)
+        for g, group in enumerate(groups):
+            for h, hook in enumerate(group["hooks"]):
+                digest = codex_hook_hash(
+                    native, group.get("matcher"), hook["command"], hook.get("timeout")
+                )
+                key = f"{hooks}:{label}:{g}:{h}"
+                tables.append(f'[hooks.state.{json.dumps(key)}]\ntrusted_hash = "{digest}"\n')
+    return "\n" + "\n".join(tables)
+
+
 @dataclass(frozen=True)
 class Agent:
     """One agent program as the suite drives it."""
@@ -115,6 +139,8 @@ class Agent:
                 ),
                 encoding="utf-8",
             )
+            with config.open("a", encoding="utf-8") as out:
+                out.write(codex_trusted_hooks(project.root / ".codex" / "hooks.json"))
             return {"FAKE_MODEL_KEY": "fake-key", "RUST_LOG": "error"}
         if self.name == "gemini-cli":
             settings = project.home / ".gemini" / "settings.json"
@@ -132,15 +158,6 @@ class Agent:
                 "GEMINI_API_KEY": "fake-key",
                 "GEMINI_CLI_NO_RELAUNCH": "true",
             }
-        if (project.root / ".opencode").is_dir():
-            # OpenCode installs @opencode-ai/plugin next to a project's plugins before it loads
-            # them, and waits for that install: here it is the copy .ci/agents pins (the fake
-            # model's network namespace has no registry)
-            folder = project.root / ".opencode"
-            version = harness.pinned_version("opencode")
-            manifest = {"dependencies": {"@opencode-ai/plugin": version}}
-            (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
-            (folder / "node_modules").symlink_to(harness.agents_dir() / "node_modules")
         config = {
             "provider": {
                 "fake": {
@@ -156,6 +173,11 @@ class Agent:
             "share": "disabled",
         }
         return {
+            # OpenCode runs `npm install @opencode-ai/plugin` in .opencode/ before it loads a
+            # project's plugins, and waits for it: npm takes it from the npm cache that `make
+            # agents` filled (package.json pins it), as the namespace has no registry
+            "npm_config_offline": "true",
+            "npm_config_cache": harness.npm_cache(),
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",

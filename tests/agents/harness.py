@@ -103,6 +103,18 @@ def program(agent: str) -> tuple[Path | None, str]:
 
 
 @functools.cache
+def npm_cache() -> str:
+    """Return the npm cache ``make agents`` filled (its packages install offline from it)."""
+    try:
+        done = subprocess.run(
+            ["npm", "config", "get", "cache"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return str(Path.home() / ".npm")
+    return done.stdout.strip() or str(Path.home() / ".npm")
+
+
+@functools.cache
 def netns() -> bool:
     """Whether ``unshare -rn`` gives this user a network namespace with loopback up.
 
@@ -256,6 +268,7 @@ def run_agent(
     script_file = tmp / "script.json"
     script_file.write_text(json.dumps(script), encoding="utf-8")
     full_env = dict(project.env)
+    full_env["PWD"] = str(project.root)  # OpenCode takes its project folder from PWD
     for name, value in (env or {}).items():
         full_env[f"FAKE_ENV_{name}" if "@BASE@" in value else name] = value
     wrapper = [sys.executable, str(FAKEMODEL), "--script", str(script_file)]
