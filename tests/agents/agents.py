@@ -115,6 +115,12 @@ class Agent:
     def prepare(self, project: Project) -> dict[str, str]:
         """Write the agent's own settings (the fake model as its provider); return its env."""
         if self.name == "claude-code":
+            # the person accepted the workspace trust dialog and approved .mcp.json's server
+            # once, as Claude Code asks them to (before that it ignores the project's
+            # permissions.allow and does not start the server)
+            state = {"hasTrustDialogAccepted": True, "enabledMcpjsonServers": ["engram"]}
+            claude = project.home / ".claude.json"
+            claude.write_text(json.dumps({"projects": {str(project.root): state}}), "utf-8")
             return {
                 "ANTHROPIC_BASE_URL": "@BASE@",
                 "ANTHROPIC_API_KEY": "sk-ant-fake-key",
