@@ -95,7 +95,16 @@ class Agent:
     def command(self, binary: Path, project: Project, prompt: str) -> list[str]:
         if self.name == "claude-code":
             # acceptEdits: the person lets the agent edit; a hook that asks still asks
-            return [str(binary), "-p", prompt, "--permission-mode", "acceptEdits"]
+            # and lets it run shell commands (else -p refuses them: "requires approval")
+            return [
+                str(binary),
+                "-p",
+                prompt,
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash",
+            ]
         if self.name == "codex":
             return [
                 str(binary),

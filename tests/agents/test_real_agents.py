@@ -5,16 +5,18 @@ non-interactively in a scratch repository after ``engram init``, three memories 
 src/billing.py (a pinned, importance-5 pitfall, a decision, a past fix) and ``engram setup
 AGENT``. The fake model (``tests/agents/fakemodel.py``; the one mocked part, since a remote model
 cannot exist here) answers from a script and records every request, so each test asserts on what
-the model was given, in order. Three sessions per agent:
+the model was given, in order. The sessions:
 
 - ``edit``: a prompt about the file; the model reads it, edits it (twice, the second attempt for
   when the first is held for the person), calls engram's ``check`` and ends with Key Learnings;
-- ``other``: an unrelated prompt; the model runs a command that fails with the error the past fix
-  is about, then edits the file without reading it first (twice, likewise);
+- ``other``: an unrelated prompt; the model edits the file without reading it first (twice,
+  likewise);
+- ``fail``: the unrelated prompt; the model runs a command that fails with the error the past fix
+  is about (a session of its own: a memory is shown once per session);
 - ``related``: a prompt that the past fix answers; the model ends at once.
 
-The sessions run once per agent and module; each test reads one of them. Where a program is not
-installed or does not start here, its tests skip saying why (``make agents`` installs them).
+Each session runs once per agent and module; each test reads one of them. Where a program is
+not installed or does not start here, its tests skip saying why (``make agents`` installs them).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def session(name: str, kind: str, factory: pytest.TempPathFactory) -> tuple[Proj
         steps.append(agent.check())
     elif kind == "other":
         prompt = OTHER_PROMPT
-        steps = [agent.shell(FAILING_COMMAND), agent.edit(project, "edit A")]
-        steps.append(agent.edit(project, "edit B"))
+        steps = [agent.edit(project, "edit A"), agent.edit(project, "edit B")]
+    elif kind == "fail":
+        prompt = OTHER_PROMPT
+        steps = [agent.shell(FAILING_COMMAND)]
     else:
         prompt = RELATED_PROMPT
         steps = []
@@ -158,16 +162,26 @@ def test_pitfall_before_the_write_after_a_read(
 def test_pitfall_before_the_write_without_a_read(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """The file's memories reach the model before a write it did not read the file for.
+
+    The pinned pitfall is in every request from the briefing on, so the file's own delivery is
+    told by its other memories: the past fix, which neither the briefing nor this unrelated
+    prompt brings.
+    """
     project, record = session(name, "other", tmp_path_factory)
     written = _written_by(project)
     if not written:
-        # the agent refused both edits: the model must have been told why, with the pitfall
-        after = _step_request(record, 3)
-        assert PITFALL in record.text(after), f"{name} refused the edits without the pitfall"
+        # the agent refused both edits: the model must have been told the file's memories
+        after = record.text(_step_request(record, 2))
+        assert PITFALL in after and (FIX in after or project.ids["fix"][:8] in after), (
+            f"{name} refused the edits, and the model was not given the file's memories"
+        )
         return
-    writing = _step_request(record, 1 if written == "edit A" else 2)
-    assert PITFALL in record.text(writing), (
-        f"the pitfall is not in the request whose answer ({written}) wrote src/billing.py"
+    writing = record.text(_step_request(record, 0 if written == "edit A" else 1))
+    assert PITFALL in writing
+    assert FIX in writing or project.ids["fix"][:8] in writing, (
+        f"the file's memories are not in the request whose answer ({written}) wrote "
+        "src/billing.py without reading it"
     )
 
 
@@ -188,9 +202,11 @@ def test_pinned_pitfall_asks_before_the_write(
 def test_failed_command_recalls_the_past_fix(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    project, record = session(name, "other", tmp_path_factory)
+    project, record = session(name, "fail", tmp_path_factory)
+    first = record.text(record.main[0])
+    assert FIX not in first and project.ids["fix"][:8] not in first
     after = record.text(_step_request(record, 1))  # the request after the failed command
-    assert "billing_vat" in after, f"{name} did not run the failing command"
+    assert "No module named" in after, f"{name} did not run the failing command"
     assert FIX in after or project.ids["fix"][:8] in after, (
         f"the past fix is not in the request after the failed command in {name}"
     )
