@@ -8,8 +8,11 @@ the table reports the ratio of their medians next to the absolute medians.
 1. ``recall`` round trip through a real stdio session (the SDK's client, an ``engram mcp``
    process) p50, vs the same recall through the facade in-process (``Engram.recall``, the
    limit the tool asks for), on a 10k store (target <= 2);
-2. server start-up to the first answered ``tools/list`` (spawn, imports, opening the store,
-   the initialize handshake) vs a ``python -c "import mcp"`` process (reported);
+2. server start-up to the first answered ``tools/list`` (spawn, imports, the initialize
+   handshake, on raw pipes as an agent speaks), and the server's exit after SIGINT and after
+   end of input (timed after a tool call: the SDK serving, the store open), each vs a
+   ``python -c pass`` process, spawn to exit (reported; the aims are about 300 ms and 100 ms;
+   ``--only-start`` runs these alone);
 3. peak RSS (``VmHWM`` in /proc/PID/status) of the server process after it served recalls, stats
    and a get on a 100k store, vs a bare ``python -c "import mcp"`` process (reported);
 4. tokens per recall hit, from the answers of figure 1 (reported; the aim is about 100);
@@ -31,6 +34,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -63,7 +67,6 @@ from engram.service import Engram
 HERE: Final = Path(__file__).resolve().parent
 DEFAULT_DATA: Final = HERE / ".data"
 SEED: Final = 20240611
-IMPORT_MCP: Final = "import mcp"
 RSS_PROBE: Final = (
     "import mcp, re; "
     "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
@@ -135,7 +138,9 @@ baselines (same run):
   ping round trip    the same facade recall: what the SDK's stdio round trip alone costs
   remember           one atomic rewrite of memories.jsonl: read, temp copy in its folder, fsync,
                      rename (the floor of any save that keeps the file canonical)
-  start-up           python -c "import mcp" (both with a warm bytecode cache)
+  start-up, exits    python -c "pass", spawn to exit (a warm bytecode cache); start-up is spawn
+                     to the first tools/list answer, the exits from SIGINT or closed stdin
+                     to the process's end, after a tool call
   peak RSS           VmHWM of python -c "import mcp"
   tokens per hit     ceil(chars / 4) of one compact hit; the baseline column is the aim (100)"""
 
@@ -252,27 +257,102 @@ async def remember_figure(
     return Figure.of("remember round trip p50 (stdio)", size, "ms", ours, base, target=2.0)
 
 
-async def startup_figure(
-    root: Path, size: int, runs: int, env: dict[str, str], log: IO[str]
-) -> Figure:
-    """Time spawn-to-first-tools/list of the server against a bare ``import mcp`` process."""
-    baseline_env = get_default_environment() | env
-    ours: list[float] = []
+def _raw_server(root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``engram -C ROOT mcp`` on plain pipes, as an agent does (no client library)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "engram", "-C", str(root), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=get_default_environment() | env,
+    )
+
+
+def _ask(proc: subprocess.Popen[bytes], message: dict[str, object]) -> dict[str, object]:
+    """Send one request on the raw pipes and return its answer."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server closed its output"
+        answer: dict[str, object] = json.loads(line)
+        if answer.get("id") == message.get("id"):
+            return answer
+
+
+HANDSHAKE: Final = (
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+)
+
+
+def _first_list(root: Path, env: dict[str, str]) -> tuple[float, subprocess.Popen[bytes]]:
+    """Return the ms from spawn to the first tools/list answer, and the running server."""
+    start = time.perf_counter()
+    proc = _raw_server(root, env)
+    _ask(proc, HANDSHAKE[0])
+    assert proc.stdin is not None
+    proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    answer = _ask(proc, HANDSHAKE[1])
+    elapsed = (time.perf_counter() - start) * 1000
+    assert "result" in answer, answer
+    return elapsed, proc
+
+
+def _pass(env: dict[str, str]) -> float:
+    """Return the ms of a ``python -c pass`` process, spawn to exit."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=get_default_environment() | env, check=True)
+    return (time.perf_counter() - start) * 1000
+
+
+def start_exit_figures(root: Path, size: int, runs: int, env: dict[str, str]) -> list[Figure]:
+    """Time spawn-to-first-tools/list, SIGINT-to-exit and end-of-input-to-exit of the server.
+
+    Each against a ``python -c pass`` process (spawn to exit), interleaved. The exits are
+    timed after a tool call, when the SDK serves the connection and the store is open: the
+    slowest state to leave.
+    """
+    starts: list[float] = []
+    sigint: list[float] = []
+    eof: list[float] = []
     base: list[float] = []
-    for number in range(runs + 1):  # the first pair is untimed: it fills the bytecode cache
-        for side in ("server", "import") if number % 2 == 0 else ("import", "server"):
+    for number in range(runs + 1):  # the first round is untimed: it fills the bytecode cache
+        for way in ("sigint", "eof"):
+            base_ms = _pass(env)
+            listed, proc = _first_list(root, env)
+            call = {"name": "recall", "arguments": {"query": "warm"}}
+            _ask(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
             start = time.perf_counter()
-            if side == "server":
-                async with session(root, env, log) as client:
-                    await client.list_tools()
-                    elapsed = time.perf_counter() - start
-                if number:
-                    ours.append(elapsed * 1000)
+            if way == "sigint":
+                proc.send_signal(signal.SIGINT)
             else:
-                subprocess.run([sys.executable, "-c", IMPORT_MCP], env=baseline_env, check=True)
-                if number:
-                    base.append((time.perf_counter() - start) * 1000)
-    return Figure.of("start-up to 1st tools/list", size, "ms", ours, base)
+                assert proc.stdin is not None
+                proc.stdin.close()
+            proc.wait(timeout=60)
+            left = (time.perf_counter() - start) * 1000
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+            if number:
+                base.append(base_ms)
+                starts.append(listed)
+                (sigint if way == "sigint" else eof).append(left)
+    return [
+        Figure.of("start-up to 1st tools/list", size, "ms", starts, base),
+        Figure.of("SIGINT to exit", size, "ms", sigint, base),
+        Figure.of("end of input to exit", size, "ms", eof, base),
+    ]
 
 
 def _children(parent: int) -> list[int]:
@@ -339,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED, help="corpus seed")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="scratch parent")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder afterwards")
+    parser.add_argument(
+        "--only-start", action="store_true", help="only the start-up and exit figures (2)"
+    )
     args = parser.parse_args(argv)
     rss_size = 20_000 if args.quick and args.rss_size == 100_000 else args.rss_size
     rounds, startups, rss_runs = (1, 4, 1) if args.quick else (3, 9, 2)
@@ -357,10 +440,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (data / "server-stderr.log").open("w", encoding="utf-8") as log:
             small = data / f"store-{args.size}"
             prepare(small, args.size, args.seed)
-            say("recall round trips")
-            rows += anyio.run(recall_figures, small, args.size, queries, rounds, env, log)
-            say("start-up")
-            rows.append(anyio.run(startup_figure, small, args.size, startups, env, log))
+            say("start-up and exit")
+            rows += start_exit_figures(small, args.size, startups, env)
+            if args.only_start:
+                remember_sizes = []
+            else:
+                say("recall round trips")
+                rows += anyio.run(recall_figures, small, args.size, queries, rounds, env, log)
             for size in remember_sizes:
                 store = small
                 if size != args.size:
@@ -368,10 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     prepare(store, size, args.seed)
                 say(f"remember round trips on {size:,}")
                 rows.append(anyio.run(remember_figure, store, size, remembers, args.seed, env, log))
-            big = data / f"store-{rss_size}"
-            prepare(big, rss_size, args.seed)
-            say("peak RSS")
-            rows.append(anyio.run(rss_figure, big, rss_size, queries[:20], rss_runs, env, log))
+            if not args.only_start:
+                big = data / f"store-{rss_size}"
+                prepare(big, rss_size, args.seed)
+                say("peak RSS")
+                rows.append(anyio.run(rss_figure, big, rss_size, queries[:20], rss_runs, env, log))
         errors = (data / "server-stderr.log").read_text(encoding="utf-8").strip()
         if errors:
             say(f"the servers wrote to stderr:\n{errors}")

@@ -78,10 +78,63 @@ def main() -> None:
         from engram.sync.gitdiff import textconv_main  # git runs it per side of every diff
 
         raise SystemExit(textconv_main(args[1:]))
+    mcp = mcp_line(args)
+    if mcp is not None:  # an agent starting its server: no typer (a tenth of a second)
+        raise SystemExit(_serve_mcp(*mcp))
     status = forward(args)
     if status is not None:
         raise SystemExit(status)
     _cli().main()
+
+
+COMPAT_NAMES: Final = ("go-engram", "engram-rs")  # engram mcp --compat (the CLI's choices)
+
+
+def mcp_line(args: list[str]) -> tuple[str | None, dict[str, Any]] | None:
+    """Return the folder and options of a plain ``[-C PATH] mcp`` line (None: let typer parse).
+
+    Only ``--tools``, ``--compat`` (repeatable) and ``--budget`` with plain values are read
+    here; anything else (help, a value typer would refuse) goes to the CLI, which explains.
+    """
+    import os
+
+    start, words = (args[1], args[2:]) if args[:1] == ["-C"] and len(args) > 2 else (None, args)
+    if words[:1] != ["mcp"] or (start is not None and not os.path.isdir(start)):
+        return None
+    options: dict[str, Any] = {"tools": None, "compat": [], "budget": None}
+    rest = words[1:]
+    while rest:
+        name, eq, value = rest[0].partition("=")
+        if name not in ("--tools", "--compat", "--budget") or (not eq and len(rest) < 2):
+            return None
+        value, rest = (value, rest[1:]) if eq else (rest[1], rest[2:])
+        if name == "--tools":
+            options["tools"] = value
+        elif name == "--compat" and value in COMPAT_NAMES:
+            options["compat"].append(value)
+        elif name == "--budget" and value.isdigit():
+            options["budget"] = int(value)
+        else:
+            return None
+    return start, options
+
+
+def _serve_mcp(start: str | None, options: dict[str, Any]) -> int:
+    """Serve MCP as ``engram mcp`` does; an engram error is printed as the CLI prints it."""
+    from pathlib import Path
+
+    from engram.errors import EngramError, InvalidInput
+    from engram.mcp_server.server import run
+
+    try:
+        run(Path(start) if start is not None else None, profile="agent", **options)
+    except EngramError as exc:
+        hint = exc.hint
+        if isinstance(exc, InvalidInput) and hint == InvalidInput.hint:
+            hint = "see `engram mcp --help`"
+        sys.stderr.write(f"error: {exc.message}\n" + (f"hint: {hint}\n" if hint else ""))
+        return 1
+    return 0
 
 
 def forward(args: list[str]) -> int | None:

@@ -371,3 +371,31 @@ def test_the_ledger_claims_once_resets_and_hands_tasks_out_in_order(tmp_path: Pa
     os.utime(ledger.path, (old, old))
     assert prune(tmp_path) == 1 and not ledger.path.exists()
     assert HookLedger(tmp_path, "session-2").path.exists()
+
+
+def test_the_daemon_and_a_hook_process_share_the_sessions_ledger(store: Engram) -> None:
+    import contextlib
+    import os
+    import signal
+
+    from engram.daemon import protocol as rpc
+    from tests.helpers.processes import daemons_of, wait_for
+
+    root = store.root
+    on = {"ENGRAM_DAEMON": "on", "ENGRAM_DAEMON_IDLE": "60"}
+    try:
+        first = payload("claude-code", "pre-read", root, session_id="warm-up")
+        run_cli("hook", "claude-code", "pre-read", cwd=root, stdin=first, env=on)  # starts one
+        assert wait_for(lambda: rpc.connectable(rpc.socket_path(root / ".engram")), 60)
+        data = payload("claude-code", "pre-read", root, session_id="shared")
+        with rpc.Client(rpc.socket_path(root / ".engram")) as client:
+            before = client.call("daemon_status")["requests"]
+            by_daemon = run_cli("hook", "claude-code", "pre-read", cwd=root, stdin=data, env=on)
+            assert client.call("daemon_status")["requests"] == before + 2  # the hook, and this
+        assert "Never divide amounts with /" in context(by_daemon, "PreToolUse")
+        assert hook("claude-code", "pre-read", root, data).stdout == b""  # in process: seen
+    finally:
+        for pid in daemons_of(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: not daemons_of(root), 60)

@@ -56,7 +56,7 @@ def install(root: Path, agent: str) -> dict[str, str]:
             continue
         groups = [g for g in settings["hooks"][spec.native] if spec.event in json.dumps(g)]
         (group,) = groups
-        assert group.get("matcher") == spec.matcher
+        assert group.get("matcher") == agents.native_matcher(spec)
         commands[spec.event] = group["hooks"][0]["command"]
     return commands
 

@@ -331,12 +331,23 @@ def test_doctor_names_every_agent_that_cannot_start_engram(
 
 
 def test_user_setup_names_this_interpreter_and_doctor_checks_it(
-    repo: Path, home: Path, bare_path: str
+    repo: Path, home: Path, bare_path: str, tmp_path: Path
 ) -> None:
     agents.setup("claude-code", "user", root=repo)
     assert not [p for p in health.agent_problems(repo, home=home) if "cannot run" in p.message]
-    entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["engram"]
-    assert entry["command"] == sys.executable
+    config = home / ".claude.json"
+    entry = json.loads(config.read_text())["mcpServers"]["engram"]
+    assert [entry["command"], *entry["args"]] == [sys.executable, "-m", "engram", "mcp"]
+    # An interpreter that runs but cannot import engram (engram uninstalled from it) is named.
+    broken = tmp_path / "python-without-engram"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    config.write_text(
+        config.read_text().replace(json.dumps(sys.executable), json.dumps(f"{broken}"))
+    )
+    (problem,) = [p for p in health.agent_problems(repo, home=home) if "cannot run" in p.message]
+    assert problem.agent == "claude-code" and "~/.claude.json" in problem.message
+    assert f"`{broken} -m engram` cannot import engram" in problem.message
 
 
 # -- OpenCode ----------------------------------------------------------------------------------

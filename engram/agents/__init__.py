@@ -9,9 +9,9 @@ exactly what the agent reads (``reply``): the briefing at session start and afte
 unasked at the prompt, after a failed command and to a subagent (``moments``), the learnings
 of the agent's last message saved as memories (``capture``), the session summary at its end
 (``session``); what a session was shown and edited is kept in its ledger
-(``engram.store.ledger``). The ``engram hook`` command (``engram.hooks``) runs it in its own process, or the
-daemon (``engram.daemon.server``'s ``engram_hook``) in its long-lived one: the same answer
-either way. No adapter framework; nothing here reads stdin or prints.
+(``engram.store.ledger``). The ``engram hook`` command (``engram.hooks``) runs it in its own
+process, or the daemon (``engram.daemon.server``'s ``engram_hook``) in its long-lived one: the
+same answer either way. No adapter framework; nothing here reads stdin or prints.
 
 This file imports nothing, and ``hookspec`` and ``payload`` use the standard library only
 (docs/layers.toml places them with the leaves): a hook process the daemon answers imports

@@ -34,6 +34,8 @@ from engram.agents.setup import (
 from engram.errors import ConfigError
 from engram.jsonc import Document
 
+IMPORT_TIMEOUT: Final = 30.0  # seconds `python -c "import engram"` may take (a loaded machine)
+
 # -- Codex's hook trust --------------------------------------------------------------------------
 
 # Codex's names for its hook events in a trust key (its ``hook_event_key_label``).
@@ -198,14 +200,14 @@ def agent_problems(root: Path, *, home: Path | None = None) -> list[Problem]:
                     continue  # `engram setup --list` reports a file that does not parse
                 shown = shown_path(target.path, scope, root, home)
                 what = "MCP server entry" if target.kind == "mcp" else "hooks"
-                for program in programs:
-                    if not _runs(program):
+                for launcher in programs:
+                    if not runs(launcher):
                         problems.append(
                             Problem(
                                 "warning",
                                 agent,
-                                f"{agent}: the {what} in {shown} cannot run: `{program}` is "
-                                "not found on PATH or not executable here (install engram "
+                                f"{agent}: the {what} in {shown} cannot run: "
+                                f"`{shlex.join(launcher)}` {_why(launcher)} here (install engram "
                                 "where the agent finds it, or run `engram setup "
                                 f"{agent}{' --user' if scope == 'user' else ''}` again from "
                                 "an environment where it is installed)",
@@ -261,8 +263,11 @@ def _codex_problems(scope: str, root: Path, home: Path) -> list[Problem]:
     return out
 
 
-def _programs(target: Target, text: str) -> list[str]:
-    """Return the programs an engram part of a file starts (its MCP command, its hooks')."""
+def _programs(target: Target, text: str) -> list[tuple[str, ...]]:
+    """Return how an engram part of a file starts engram (its MCP command, its hooks').
+
+    Each is the program, with ``-m engram`` when it is a Python interpreter running engram.
+    """
     if target.kind == "mcp":
         if target.path.suffix == ".toml":
             import tomllib
@@ -279,16 +284,17 @@ def _programs(target: Target, text: str) -> list[str]:
                 {},
             )
         command = entry.get("command") if isinstance(entry, dict) else None
-        if isinstance(command, list):
-            command = command[0] if command else None
-        return [command] if isinstance(command, str) and command else []
+        args = entry.get("args") if isinstance(entry, dict) else None
+        argv = command if isinstance(command, list) else [command, *(args or [])]
+        argv = [str(word) for word in argv if word is not None]
+        return [_launcher(argv)] if argv and argv[0] else []
     if target.kind == "hooks" and target.path.suffix == ".js":
         start = text.find("const ENGRAM = ")
         if start < 0:
             return []
         line = text[start + len("const ENGRAM = ") : text.find("\n", start)].rstrip(";")
         argv = json.loads(line)
-        return [argv[0]] if argv else []
+        return [_launcher([str(word) for word in argv])] if argv else []
     if target.kind == "hooks":
         programs = []
         for spec in HOOKS:
@@ -301,7 +307,7 @@ def _programs(target: Target, text: str) -> list[str]:
                     except ValueError:
                         continue
                     if argv:
-                        programs.append(argv[0])
+                        programs.append(_launcher(argv))
         return list(dict.fromkeys(programs))
     return []
 
@@ -323,6 +329,32 @@ def _hook_commands(doc: Document) -> list[str]:
     return found
 
 
-def _runs(program: str) -> bool:
-    """Tell whether ``program`` (a name looked up on PATH, or a path) can be executed here."""
-    return shutil.which(program) is not None
+def _launcher(argv: list[str]) -> tuple[str, ...]:
+    """Return the part of a command line that starts engram (``python -m engram``, or one)."""
+    return tuple(argv[:3]) if argv[1:3] == ["-m", "engram"] else (argv[0],)
+
+
+def runs(launcher: tuple[str, ...]) -> bool:
+    """Tell whether ``launcher`` starts engram here: found and executable, engram importable."""
+    if shutil.which(launcher[0]) is None:
+        return False
+    if len(launcher) == 1:
+        return True
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [launcher[0], "-c", "import engram"],
+            capture_output=True,
+            timeout=IMPORT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _why(launcher: tuple[str, ...]) -> str:
+    if len(launcher) > 1 and shutil.which(launcher[0]) is not None:
+        return "cannot import engram"
+    return "is not found on PATH or not executable"

@@ -51,7 +51,14 @@ TRANSCRIPT_TAIL: Final = 256 * 1024  # bytes read from the end of a transcript, 
 MAX_TRANSCRIPT: Final = 4 * 1024 * 1024 * 1024  # a longer "transcript" is no agent's: refused
 MAX_FILES: Final = 64  # files of one tool call that are checked
 _PATCH_FILE: Final = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$")
-_PATH_KEYS: Final = ("file_path", "notebook_path", "path", "absolute_path", "target_file")
+_PATH_KEYS: Final = (
+    "file_path",
+    "notebook_path",
+    "path",
+    "absolute_path",
+    "target_file",  # Cursor
+    "filePath",  # OpenCode's tool arguments, as a plugin passes them on
+)
 # Programs that print the files named in their arguments: a shell read of a file.
 READERS: Final = frozenset(
     ("cat", "head", "tail", "sed", "nl", "less", "more", "bat", "batcat", "view", "awk", "wc")

@@ -156,7 +156,7 @@ def index(
 @app.command()
 @options(DOCTOR)
 def doctor(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
-    """Check the store: parse errors, duplicate ids, conflict markers, chunks, secrets, index."""
+    """Check the store (parse errors, ids, conflicts, chunks, secrets, index) and agent setups."""
     with open_engram(ctx) as engram:
         findings = engram.doctor(fix=values["fix"])
     if as_json:

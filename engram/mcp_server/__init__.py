@@ -6,6 +6,7 @@
     prompts.py    the memory-protocol prompts
     resources.py  the engram:// resources
     core.py       EngramMCP: the tools of a profile, the budget, the one error boundary
+    prelude.py    the handshake answered from the declarations while the SDK loads
     stdio.py      the stdin/stdout pipes, served on the event loop
     server.py     the SDK wiring, sampling, and ``run`` (what ``engram mcp`` calls)
 

@@ -6,7 +6,10 @@ resources, list and get prompts. A call of a tool that may sample (consolidation
 client offers sampling runs in a worker thread with a sampler that asks the client's model.
 Where the working folder is in no project, the client's roots (``roots/list``, when it offers
 them; asked again after ``notifications/roots/list_changed``) name the project to open.
-``run`` is what ``engram mcp`` calls (the composition root names it).
+``run`` is what ``engram mcp`` calls (the composition root names it): on pipes, the prelude
+(``engram.mcp_server.prelude``) answers the handshake while a thread imports the SDK and
+opens the store, then hands the connection over; at the end (or SIGINT) the process leaves
+without the interpreter's teardown.
 
 The mcp SDK and anyio are imported only when serving, so importing this module stays cheap.
 It must not import another adapter, and writes nothing to stdout: the protocol owns it; logs
@@ -68,13 +71,6 @@ def run(
     ``engram mcp`` calls this (the CLI declares the command's options); ``tools`` is its
     ``--tools`` as given (``catalog.resolve_tools``), None when not given (``profile`` then).
     """
-    import logging
-
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="engram mcp: %(levelname)s %(name)s: %(message)s",
-    )
     code = 0
     try:
         with EngramMCP(
@@ -146,7 +142,15 @@ def _leave(code: int) -> None:
 
 def serve(core: EngramMCP, replay: Replay | None = None) -> None:
     """Serve ``core`` over stdio until the client closes the connection."""
+    import logging
+
     import anyio
+
+    logging.basicConfig(  # the SDK's and the tools' rare log lines, on stderr
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="engram mcp: %(levelname)s %(name)s: %(message)s",
+    )
 
     anyio.run(_serve, core, replay)
 
