@@ -79,6 +79,11 @@ def pinned_version(agent: str) -> str:
 @functools.cache
 def program(agent: str) -> tuple[Path | None, str]:
     """Return the agent's program and "", or None and why it cannot run here."""
+    if not PINNED.exists():
+        return (
+            None,
+            f"{PINNED.relative_to(REPO)} is missing: this copy has no pinned agent versions",
+        )
     binary = agents_dir() / "node_modules" / ".bin" / BINARIES[agent]
     if not binary.exists():
         return None, (
