@@ -171,8 +171,10 @@ def test_pitfall_before_the_write_without_a_read(
     project, record = session(name, "other", tmp_path_factory)
     written = _written_by(project)
     if not written:
-        # the agent refused both edits: the model must have been told the file's memories
         after = record.text(_step_request(record, 2))
+        if "File has not been read yet" in after:
+            pytest.skip(f"{name} refuses to edit a file not read first, before any hook runs")
+        # the agent refused both edits: the model must have been told the file's memories
         assert PITFALL in after and (FIX in after or project.ids["fix"][:8] in after), (
             f"{name} refused the edits, and the model was not given the file's memories"
         )
