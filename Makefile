@@ -27,8 +27,9 @@ test-fast: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
 	$(BIN)/python -m pytest -q -x -m "not slow and not agents" -n auto --dist loadfile -p no:cacheprovider
 
-# The coding agents tests/agents drives (Claude Code, Codex, Gemini CLI, OpenCode), from the npm
-# registry at the versions .ci/agents/package-lock.json pins; without them those tests skip.
+# The coding agents tests/agents/test_real_agents.py drives (Claude Code, Codex, Gemini CLI,
+# OpenCode), from the npm registry at the versions .ci/agents/package-lock.json pins; without
+# them those tests skip.
 agents:
 	bash .ci/agents/install.sh
 
@@ -48,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sync.py
 	$(BIN)/python benchmarks/bench_hooks.py
 	$(BIN)/python benchmarks/bench_input.py
+	$(BIN)/python benchmarks/bench_guardrails.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py

@@ -71,6 +71,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "trainer": {"timeout_seconds": 300, "min_cluster": 3},
     "daemon": {"auto": True},
     "serve": {"compat": []},
+    "export": {"formats": [], "budget": 1500},
 }
 
 CONFIG_TEMPLATE: Final = """\
@@ -163,6 +164,15 @@ serve:
   # plain `engram serve` that Go engram's Claude Code and OpenCode plugins start when nothing
   # answers them serves Go's routes (and reads ENGRAM_PORT), as `--compat go-engram` does.
   compat: []
+
+export:
+  # Instruction files `engram sync` keeps current with a marked block of the pinned and
+  # important decisions, pitfalls and principles (engram export --format NAME writes one by
+  # hand): agents-md, claude-md, cursor-rules, kiro-steering, cline. Text outside the block is
+  # never touched.
+  formats: []
+  # Tokens (about four characters each) the block may take.
+  budget: 1500
 """
 
 

@@ -13,9 +13,9 @@ store alone where no project exists; the operations marked ``@in_project`` then 
 ``NotInitialized`` in words for the person (``engram.project.no_project``), and a project-scoped one
 refuses its project scope the same way. Operations return typed results: dataclasses of the feature
 that builds them, each with one ``to_dict()`` that the adapters send (a method's return type is its
-operation's declared ``result``; tests/test_contract.py holds them together), or records; a recall
-with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing here imports typer,
-rich, mcp or an HTTP framework, and nothing here prints.
+operation's declared ``result``; tests/service/test_contract.py holds them together), or
+records; a recall with no hits returns ``[]``. Errors are ``EngramError``s with a hint. Nothing
+here imports typer, rich, mcp or an HTTP framework, and nothing here prints.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from engram import config as config_mod
 from engram import project as project_mod
-from engram.errors import CorruptStore, InvalidInput, NotInitialized
+from engram.errors import ConfigError, CorruptStore, InvalidInput, NotInitialized
 from engram.index.query import Hit
 from engram.model import Record, normalize_project
 from engram.project import Project, memories
@@ -42,10 +42,12 @@ from engram.workspace import Workspace
 if TYPE_CHECKING:
     from engram.agents.briefing import Briefing, StandingCache
     from engram.agents.check import Findings
+    from engram.agents.gitguard import PullRequestReview, StagedCheck
     from engram.agents.hookspec import HookSpec
     from engram.agents.payload import Event
     from engram.agents.session import Capture, Session
     from engram.formats.goexport import GoExport
+    from engram.formats.instructions import BlockWrite
     from engram.formats.obsidian import ExportResult
     from engram.hygiene.consolidate import Applied, Group, Plan
     from engram.hygiene.curate import Training
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from engram.store.sessions import SessionLog
     from engram.sync.exchange import SyncReport, SyncStatus
     from engram.sync.gitdiff import MemoryDiff
+    from engram.sync.gitguard import HookInstall
     from engram.sync.gitlog import Version
     from engram.sync.gitresolve import Resolved
     from engram.sync.transfer import ExportDocument
@@ -257,6 +260,27 @@ class Engram:
 
         return check_files(self.here, files, text=text, budget=budget)
 
+    @in_project
+    def check_staged(self, *, budget: int | None = None) -> StagedCheck:
+        """Return what the memory knows about the staged files, and what blocks the commit."""
+        from engram.agents.gitguard import check_staged
+
+        return check_staged(self.here, budget=budget)
+
+    @in_project
+    def review_pr(self, spec: str) -> PullRequestReview:
+        """Return the pull-request comment for a range: memory changes, pitfalls, decisions."""
+        from engram.agents.gitguard import review_range
+
+        return review_range(self.here, spec, self.project_ws.store.path)
+
+    @in_project
+    def setup_git_hooks(self, *, dry_run: bool = False) -> HookInstall:
+        """Install the pre-commit hook running ``engram check --staged`` (chaining any other)."""
+        from engram.sync.gitguard import install_hook
+
+        return install_hook(self.root, "engram", dry_run=dry_run)
+
     def short_ids(self, ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
         """Return each id's shortest prefix, at least ``minimum`` long, that names only it."""
         return self.here.short_ids(ids, minimum)
@@ -418,6 +442,29 @@ class Engram:
         return import_path(self.here.ws, path, project=self.project, progress=progress)
 
     @in_project
+    def import_platform(
+        self,
+        platform: str,
+        *,
+        folder: Path | None = None,
+        home: Path | None = None,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        """Import another agent's own memory files as proposed memories (``engram review``)."""
+        from engram.sync.plaintransfer import import_platform
+
+        return import_platform(
+            self.here.ws,
+            lambda: self.here.workspace("personal"),
+            platform,
+            root=self.root,
+            home=home if home is not None else Path.home(),
+            folder=folder,
+            project=self.project,
+            progress=progress,
+        )
+
+    @in_project
     def import_go(self, data: bytes, *, name: str = "the request body") -> ImportResult:
         """Import the bytes of a Go engram export or chunk as ``import_path`` imports its file."""
         from engram.sync.gotransfer import import_go_data
@@ -555,6 +602,27 @@ class Engram:
         records = self.here.live_records()
         return export_vault(records, Path(vault), folder=folder, project=name, since=since)
 
+    def export_instructions(
+        self, fmt: str, *, to: Path | None = None, budget: int | None = None
+    ) -> BlockWrite:
+        """Write the pinned and important memories into an agent's instruction file's block.
+
+        Only the project store's memories: a committed file never carries personal ones.
+        """
+        from engram.formats.instructions import write_block
+
+        if budget is None:
+            budget = int(self.config.number("export.budget"))
+        records = self.project_ws.index.all_records()
+        return write_block(fmt, records, self.root, to=to, budget=budget)
+
+    def refresh_instructions(self) -> list[BlockWrite]:
+        """Rewrite the blocks of the formats config.yaml's ``export.formats`` names."""
+        formats = self.config.get("export.formats")
+        if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+            raise ConfigError(f"setting 'export.formats' must be a list of names, got {formats!r}")
+        return [self.export_instructions(fmt) for fmt in formats]
+
     # -- git integration ---------------------------------------------------------------------
 
     @staticmethod
@@ -620,7 +688,7 @@ class Engram:
         ws = self._scoped(scope)
         # Go engram chunks' personal rows go to the personal store, as an import sends them.
         route = GoRoute(self.here.workspaces, lambda: self.here.workspace("personal"))
-        return exchange.sync(
+        report = exchange.sync(
             ws,
             root=self.root,
             project=self.project,
@@ -631,6 +699,9 @@ class Engram:
             export=export,
             only_project=only_project,
         )
+        if scope == "project" and self.has_project:
+            report.instructions = self.refresh_instructions()
+        return report
 
     def sync_status(self, *, scope: str = "project") -> SyncStatus:
         """Return the chunks, their contributors and what is pending either way."""

@@ -44,7 +44,9 @@ ALLOWED_WRITES: dict[str, str] = {
     "engram.fileio": "the primitives (atomic replace, lock files) called with others' paths",
     "engram.index.*": "the derived index in .engram/index/, rebuilt from memories.jsonl at will",
     "engram.formats.obsidian": "the Obsidian vault the user names, outside .engram/",
+    "engram.formats.instructions": "only engram's marked block of an agent's instruction file",
     "engram.service": "`init` makes the project folder",
+    "engram.sync.gitguard": "the pre-commit hook `engram setup git-hooks` installs, in git's hooks",
     "engram.sync.gitmerge": "the merge driver rewrites the file git hands it, outside .engram/",
     "engram.sync.remote": "its run marker and stale git lock files, in the git folder",
 }
@@ -743,3 +745,55 @@ def test_code_tests_and_docs_cite_only_what_the_repository_holds() -> None:
         if outside.search(line)
     ]
     assert cited == []  # a clone's reader can open docs/architecture.md, not a file beside it
+
+
+# -- tests sit where a reader looks for them --------------------------------------------------
+
+# The test files that are about the whole house, not one package: they stay at the top.
+HOUSE_TESTS = {
+    "test_architecture": "the layers and house rules of every module",
+    "test_packaging": "the wheel and sdist built from the checkout",
+    "test_examples": "the example store in examples/",
+    "test_library": "examples/library.py run as a user runs it",
+}
+TEST_SUPPORT = {"helpers", "fixtures", "__pycache__"}
+
+
+def misplaced_tests(tests: Path, package: Path) -> list[str]:
+    """Test files outside a folder named after the engram package (or module) they test.
+
+    ``leaves/`` holds the tests of the leaf modules (records, settings, JSONC: the bottom layer
+    of docs/layers.toml), which are one module each.
+    """
+    found = []
+    for path in sorted(tests.glob("test_*.py")):
+        if path.stem not in HOUSE_TESTS:
+            found.append(f"{path.name}: at the top of tests/, not in a package's folder")
+    for folder in sorted(p for p in tests.iterdir() if p.is_dir()):
+        if folder.name in TEST_SUPPORT:
+            continue
+        named = package / folder.name
+        if folder.name != "leaves" and not (named.is_dir() or named.with_suffix(".py").is_file()):
+            found.append(f"{folder.name}/: engram has no package or module of that name")
+        elif not (folder / "__init__.py").is_file():
+            found.append(f"{folder.name}/: no __init__.py (test modules would clash by name)")
+    return found
+
+
+def test_tests_sit_in_the_folder_of_the_package_they_test() -> None:
+    assert misplaced_tests(ROOT / "tests", PACKAGE) == []
+
+
+def test_a_misplaced_test_file_is_reported(tmp_path: Path) -> None:
+    tests, package = tmp_path / "tests", tmp_path / "engram"
+    (package / "store").mkdir(parents=True)
+    (tests / "store").mkdir(parents=True)
+    (tests / "store" / "__init__.py").write_text("")
+    (tests / "nowhere").mkdir()
+    (tests / "nowhere" / "__init__.py").write_text("")
+    (tests / "test_loose.py").write_text("")
+    (tests / "test_architecture.py").write_text("")
+    assert misplaced_tests(tests, package) == [
+        "test_loose.py: at the top of tests/, not in a package's folder",
+        "nowhere/: engram has no package or module of that name",
+    ]

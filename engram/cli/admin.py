@@ -169,13 +169,27 @@ def doctor(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None
         raise typer.Exit(1)
 
 
+def _setup_git_hooks(ctx: typer.Context, dry_run: bool, as_json: bool) -> None:
+    with open_engram(ctx) as engram:
+        done = engram.setup_git_hooks(dry_run=dry_run)
+    if as_json:
+        emit_json(done.to_dict())
+        return
+    verb = ("would write" if dry_run else "wrote") if done.changed else "unchanged:"
+    echo(f"{verb} {done.path}")
+    for note in done.notes:
+        echo(f"  {note}")
+
+
 @app.command()
 def setup(
     ctx: typer.Context,
     agent: Annotated[
         str | None,
         typer.Argument(
-            metavar="AGENT", help="claude-code, codex, gemini-cli, opencode, cursor or vscode."
+            metavar="AGENT",
+            help="claude-code, codex, gemini-cli, opencode, cursor or vscode; or git-hooks "
+            "(a pre-commit hook running `engram check --staged`).",
         ),
     ] = None,
     user: Annotated[
@@ -196,6 +210,9 @@ def setup(
     from engram.agents import setup as agents
     from engram.config import find_repo_root
 
+    if agent == "git-hooks":
+        _setup_git_hooks(ctx, dry_run, as_json)
+        return
     root = find_repo_root(start_of(ctx))
     if list_:
         _setup_list(agents.status(root), str(root), as_json)

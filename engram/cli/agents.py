@@ -78,8 +78,24 @@ def _same_project(engram: Engram, named: str | None) -> None:
 @options(
     CHECK, files={**OPTIONAL, "note": "Comma-separated or repeated; needed unless --text is given."}
 )
-def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
+def check(
+    ctx: typer.Context,
+    values: Values,
+    staged: Annotated[
+        bool,
+        typer.Option(
+            "--staged",
+            help="Check the files staged for commit (the pre-commit hook of `engram setup "
+            "git-hooks`); exit 1 for a pinned pitfall tagged blocking or a reverted change "
+            "brought back.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Check before editing: pitfalls, decisions, hotspots and reverts that bear on these files."""
+    if staged:
+        _check_staged(ctx, values, as_json)
+        return
     if not values["files"] and not values["text"]:
         # Nothing to check: a usage error, as typer gives for a missing option.
         raise typer.BadParameter(
@@ -93,6 +109,22 @@ def check(ctx: typer.Context, values: Values, as_json: JsonOpt = False) -> None:
         emit_json(result.to_dict())
     else:
         echo(result.text)
+
+
+def _check_staged(ctx: typer.Context, values: Values, as_json: bool) -> None:
+    if values["files"] or values["text"]:
+        raise InvalidInput("--staged checks the staged files: give no --files or --text")
+    with open_engram(ctx) as engram:
+        result = engram.check_staged(budget=values["budget"])
+    if as_json:
+        emit_json(result.to_dict())
+    elif result.findings.files and result.findings.findings:
+        echo(result.findings.text)
+    for blocker in result.blockers:
+        echo(f"engram: commit refused: {blocker.text}", err=True)
+    if result.blockers:
+        echo("engram: fix it, or commit anyway with `git commit --no-verify`", err=True)
+        raise typer.Exit(1)
 
 
 session_app = group("session", "Start and end agent sessions and save their summaries.")

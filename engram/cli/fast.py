@@ -8,7 +8,7 @@ option table comes from the operation's declaration as the command offers it
 limits, lists) plus the command's own flags (``--json``), so a parameter added to a
 declaration reaches this path with no edit here. Anything else (help, unknown options, values
 out of range or not plain digits, a missing required value) is handed to typer, which
-explains. tests/test_cli.py checks that both paths accept the same options and print the same.
+explains. tests/cli/test_cli.py checks that both paths accept the same options and print the same.
 """
 
 from __future__ import annotations

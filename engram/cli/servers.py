@@ -3,7 +3,7 @@
 typer lives in the CLI only, so the CLI declares these commands' options and runs each through
 the function the composition root names for it ("module:function", see ``add_adapters``),
 imported only when the command runs: ``engram check`` loads no other adapter, and the adapters
-never import each other. tests/test_cli.py checks these declarations against the adapters' own
+never import each other. tests/cli/test_cli.py checks these declarations against the adapters' own
 names and defaults.
 """
 

@@ -25,7 +25,7 @@ from engram.cli.app import (
 )
 from engram.cli.options import Values, options
 from engram.errors import InvalidInput
-from engram.operations.admin import EXPORT, SYNC
+from engram.operations.admin import EXPORT, INSTRUCTION_FORMATS, PLATFORMS, SYNC
 from engram.operations.compat_go import own_project
 from engram.plural import counted
 
@@ -78,16 +78,47 @@ def export_(
         str,
         typer.Option(
             "--format",
-            metavar="engram|go-engram",
+            metavar="engram|go-engram|" + "|".join(INSTRUCTION_FORMATS),
             help="engram (default): engram's own JSON. go-engram: the file Go engram's "
-            "`engram import` reads (its types and fields as imported; no hard deletes).",
+            "`engram import` reads (its types and fields as imported; no hard deletes). "
+            "agents-md, claude-md, cursor-rules, kiro-steering, cline: the pinned and "
+            "important decisions, pitfalls and principles as a marked block of AGENTS.md, "
+            "CLAUDE.md, .cursor/rules/engram.mdc, .kiro/steering/engram.md or "
+            "memory-bank/systemPatterns.md at the repository root; text outside the block is "
+            "never touched.",
         ),
     ] = "engram",
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="With an instruction format: write the block into this file."),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget", min=100, help="With an instruction format: tokens the block may take."
+        ),
+    ] = None,
     values: Values,
 ) -> None:
     """Export every memory and tombstone as engram's JSON (stdout or FILE)."""
+    if fmt in INSTRUCTION_FORMATS:
+        if file is not None:
+            raise InvalidInput(
+                f"--format {fmt} writes into its own file", hint=f"use --to {file} instead of FILE"
+            )
+        with open_engram(ctx) as engram:
+            done = engram.export_instructions(fmt, to=to, budget=budget)
+        state = "written" if done.created else ("updated" if done.changed else "unchanged")
+        left = f", {done.left_out} left out by the budget" if done.left_out else ""
+        echo(f"{done.path}: {state} ({counted(done.memories, 'memory')}{left})")
+        return
+    if to is not None or budget is not None:
+        raise InvalidInput("--to and --budget go with an instruction format (e.g. agents-md)")
     if fmt not in ("engram", "go-engram"):
-        raise InvalidInput(f"unknown export format {fmt!r}", hint="use engram or go-engram")
+        raise InvalidInput(
+            f"unknown export format {fmt!r}",
+            hint="use engram, go-engram or one of: " + ", ".join(INSTRUCTION_FORMATS),
+        )
     with open_engram(ctx) as engram:
         if fmt == "go-engram":
             document: Any = engram.export_go(scope=values["scope"])
@@ -106,22 +137,37 @@ def export_(
 def import_(
     ctx: typer.Context,
     source: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
             metavar="FILE|DIR",
             help="An engram export, a Go engram export or chunk, an MCP memory JSONL file, "
             "plain rows of {title, content, kind, tags, files} (JSON Lines, a JSON array or "
             '{"memories": [...]}), a folder of Markdown notes (basic-memory, an Obsidian '
-            "vault), a folder with manifest.json and chunks/, or - for stdin.",
+            "vault), a folder with manifest.json and chunks/, or - for stdin. With --from: "
+            "the platform's folder, if not where it keeps it.",
         ),
-    ],
+    ] = None,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="|".join(PLATFORMS),
+            help="Another agent's own memory, each file a proposed memory for `engram review`: "
+            "Claude Code's auto memory, Codex's memories, Cursor's rules, Cline's memory bank, "
+            "Serena's memories or Kiro's steering files.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge another store's memories into this one (format detected; same merge as git)."""
+    if platform is None and source is None:
+        raise typer.BadParameter("give FILE|DIR, or --from PLATFORM", param_hint="FILE|DIR")
     update_bar, close_bar = progress("importing")
     try:
         with open_engram(ctx) as engram:
-            if str(source) == "-":
+            if platform is not None:
+                result = engram.import_platform(platform, folder=source, progress=update_bar)
+            elif str(source) == "-":
                 from engram.model import MAX_DOCUMENT_DEPTH, loads
 
                 text = read_stdin()
@@ -131,6 +177,7 @@ def import_(
                     raise InvalidInput(f"stdin: not valid JSON: {exc}") from exc
                 result = engram.import_(document, progress=update_bar)
             else:
+                assert source is not None
                 result = engram.import_path(source, progress=update_bar)
     finally:
         close_bar()
@@ -282,6 +329,9 @@ def _exchanged(report: SyncReport, *, import_only: bool = False) -> None:
         )
         for lock in far.cleared_locks:
             echo(f"removed stale lock file {lock} (a killed engram sync left it)", err=True)
+    for block in report.instructions:
+        if block.changed:
+            echo(f"{block.path}: engram's block {'written' if block.created else 'updated'}")
 
 
 @app.command("merge-driver", hidden=True)
@@ -385,6 +435,21 @@ def _field_lines(change: FieldChange) -> list[str]:
     if texts and max(len(old or ""), len(new or "")) > _CLIP // 2:
         return [f"{change.field}:", f"  was: {_short(old)}", f"  now: {_short(new)}"]
     return [f"{change.field}: {_short(old)} → {_short(new)}"]
+
+
+@app.command("review-pr")
+def review_pr(
+    ctx: typer.Context,
+    spec: Annotated[str, typer.Argument(metavar="BASE..HEAD", help="The range of commits.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print Markdown for a pull request: its memory changes and the pitfalls about its files."""
+    with open_engram(ctx) as engram:
+        review = engram.review_pr(spec)
+    if as_json:
+        emit_json(review.to_dict())
+    else:
+        echo(review.markdown, nl=False)
 
 
 @app.command()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
@@ -64,6 +65,7 @@ __all__ = [
     "MARKDOWN_FORMATS",
     "PLAIN_FORMAT",
     "Note",
+    "Origin",
     "convert_markdown",
     "convert_plain",
     "plain_rows",
@@ -339,6 +341,23 @@ class Note:
     stamp: str
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Another agent's memory files as notes: where each came from, and how they are taken.
+
+    Each note becomes a ``proposed`` memory (a person reviews it) with ``source``
+    ``import:<platform>:<path>`` and an id from the platform and the note's path, so the same
+    file imported again is the same memory; ``kinds`` maps the note's ``type`` front matter
+    onto engram's kinds (anything else: ``kind``); ``files_key`` names a front matter key of
+    glob patterns the note applies to (Cursor's ``globs``, Kiro's ``fileMatchPattern``).
+    """
+
+    platform: str
+    kind: str = "note"
+    kinds: Mapping[str, str] = dataclass_field(default_factory=dict)
+    files_key: str = ""
+
+
 def convert_markdown(
     notes: Sequence[Note],
     *,
@@ -346,8 +365,12 @@ def convert_markdown(
     project: str,
     fmt: str = "markdown",
     max_content_bytes: int = MAX_CONTENT_BYTES,
+    origin: Origin | None = None,
 ) -> Converted:
-    """Convert a folder's Markdown notes (front matter optional) into engram records."""
+    """Convert a folder's Markdown notes (front matter optional) into engram records.
+
+    ``origin``: the notes are another agent's memory files (``Origin``).
+    """
     skipped: list[str] = []
     notes_out: list[str] = []
     by_id: dict[str, tuple[str, Record]] = {}
@@ -359,7 +382,17 @@ def convert_markdown(
             if meta.get("engram") is True:
                 own += 1  # engram obsidian-export's note or hub: the store has these memories
                 continue
-            record = _note(note, meta, body, project=project, fmt=fmt, max_bytes=max_content_bytes)
+            if origin is not None:
+                meta = _as_origin(meta, origin)
+            record = _note(
+                note,
+                meta,
+                body,
+                project=project,
+                fmt=fmt,
+                max_bytes=max_content_bytes,
+                origin=origin,
+            )
         except InvalidInput as exc:
             message = exc.message
             skipped.append(message if message.startswith(where) else f"{where}: {message}")
@@ -427,8 +460,39 @@ def _body_tags(body: str) -> list[str]:
     return found
 
 
+def _as_origin(meta: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
+    """Return a platform note's front matter as a proposed memory's row reads it."""
+    row = dict(meta)
+    written = row.pop("type", None)
+    row["kind"] = origin.kinds.get(str(written).strip().lower(), origin.kind)
+    if written is not None:
+        row["platform_type"] = written
+    if "title" not in row:
+        for key in ("name", "description"):
+            if isinstance(row.get(key), str) and row[key].strip():
+                row["title"] = row[key]
+                break
+    if origin.files_key and origin.files_key.lower() in row:
+        patterns = row.pop(origin.files_key.lower())
+        if isinstance(patterns, str):
+            patterns = [p.strip() for p in patterns.split(",")]
+        if isinstance(patterns, list):
+            row["files"] = [p for p in patterns if isinstance(p, str) and p.strip()]
+    row["status"] = "proposed"
+    row.pop("scope", None)
+    row.pop("id", None)
+    return row
+
+
 def _note(
-    note: Note, meta: Mapping[str, Any], body: str, *, project: str, fmt: str, max_bytes: int
+    note: Note,
+    meta: Mapping[str, Any],
+    body: str,
+    *,
+    project: str,
+    fmt: str,
+    max_bytes: int,
+    origin: Origin | None = None,
 ) -> Record:
     """Convert one note: its title, the body as content.
 
@@ -459,7 +523,13 @@ def _note(
     permalink = meta.get("permalink")
     kept: dict[str, Any] = {"path": note.path}
     identity = f"markdown:{note.path}"  # the same key whether the folder is a vault or not
-    if isinstance(permalink, str) and permalink.strip():
+    source = f"import:{fmt}"
+    if origin is not None:
+        identity = f"platform:{origin.platform}:{note.path}"
+        source = f"import:{origin.platform}:{note.path}"
+        if origin.platform not in row["tags"]:
+            row["tags"].append(origin.platform)
+    elif isinstance(permalink, str) and permalink.strip():
         kept["permalink"] = permalink
         identity = f"markdown:permalink:{permalink.strip()}"  # stays when the file moves
     return _row(
@@ -467,7 +537,7 @@ def _note(
         project=project,
         stamp=note.stamp,
         max_bytes=max_bytes,
-        source=f"import:{fmt}",
+        source=source,
         identity=identity,
         kept=kept,
     )

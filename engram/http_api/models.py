@@ -9,7 +9,7 @@ alias next to it (``Search``, ``NewMemory`` …) and passes ``arguments()`` to t
 Responses describe the facade's results as the API has always returned them: a memory is an
 open record (the fields the store keeps and any others it was saved with), and a result is
 passed on whole, but for a save (``SaveOut``: its near-duplicates left out, ``warnings`` always
-there). tests/test_http.py compares every route with the facade.
+there). tests/http_api/test_http.py compares every route with the facade.
 """
 
 from __future__ import annotations

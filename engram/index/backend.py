@@ -4,7 +4,7 @@ This module owns what every backend shares: the indexed document, the filters, t
 ``SearchIndex`` protocol, the field weights, and ``tokenize_query`` (the one place that turns any
 user text into safe word tokens). Backends live in ``tantivy.py`` and ``fts.py`` and import this
 module; ``factory.open_backend`` picks one by name, so this module imports no backend and no
-backend imports the factory. Both backends must pass ``tests/test_index_contract.py``. It must
+backend imports the factory. Both backends must pass ``tests/index/test_index_contract.py``. It must
 not import a backend library, read memories.jsonl, or apply the ranking multipliers of
 README (that is ``ranking.py``).
 """

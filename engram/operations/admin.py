@@ -5,6 +5,8 @@ Most are offered to agents under the MCP ``admin`` profile only; the CLI offers 
 
 from __future__ import annotations
 
+from typing import Final
+
 from engram.model import SCOPES
 from engram.operations.memory import CURSOR, ID
 from engram.operations.params import Param
@@ -35,6 +37,13 @@ INSIGHTS = declare(
         result="list[Record]",
     )
 )
+
+# The agents' instruction files ``engram export --format NAME`` writes a marked block into
+# (engram.formats.instructions has each one's path and front matter).
+INSTRUCTION_FORMATS: Final = ("agents-md", "claude-md", "cursor-rules", "kiro-steering", "cline")
+# The agents whose own memory files ``engram import --from NAME`` reads
+# (engram.formats.platforms has each one's folder).
+PLATFORMS: Final = ("claude-code", "codex", "cursor", "cline", "serena", "kiro")
 
 EXPORT = declare(
     Operation(

@@ -25,6 +25,7 @@ from typing import Any, Final
 from engram import config as config_mod
 from engram.errors import EngramError, SyncError
 from engram.formats.goexport import GoName
+from engram.formats.instructions import BlockWrite
 from engram.model import normalize_project, now
 from engram.store import MEMORIES, MemoryStore
 from engram.store import files as store_files
@@ -93,6 +94,8 @@ class SyncReport:
     exported_chunk: str | None  # its id (None: nothing to export)
     remote: RemoteSync | None = None  # only a sync with a remote
     rewritten: list[Rewritten] = field(default_factory=list)  # older engram chunks rewritten
+    # the instruction files config.yaml's export.formats names, rewritten after the exchange
+    instructions: list[BlockWrite] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form; ``remote`` only for a sync with a remote."""
@@ -107,6 +110,8 @@ class SyncReport:
         }
         if self.remote is not None:
             out["remote"] = self.remote.to_dict()
+        if self.instructions:
+            out["instructions"] = [item.to_dict() for item in self.instructions]
         return out
 
 

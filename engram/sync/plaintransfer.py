@@ -16,6 +16,7 @@ adapter.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,10 +32,11 @@ from engram.sync.gotransfer import GoImportResult, merge_go
 from engram.sync.transfer import Progress
 from engram.workspace import Workspace
 
-__all__ = ["MAX_NOTE_BYTES", "import_plain", "is_notes_folder", "read_notes"]
+__all__ = ["MAX_NOTE_BYTES", "import_plain", "import_platform", "is_notes_folder", "read_notes"]
 
 MAX_NOTE_BYTES: Final = 16 * 1024 * 1024
 MAX_NOTES: Final = 100_000
+_FRONT_MATTER_RE: Final = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)
 
 
 def _stamp(path: Path) -> str:
@@ -47,20 +49,22 @@ def is_notes_folder(path: Path) -> bool:
     return path.is_dir() and not any((path / name).exists() for name in store)
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Yield the ``.md`` files below ``root`` in a stable order, hidden folders left out."""
+def _walk(root: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
+    """Yield the notes below ``root`` in a stable order, hidden folders left out."""
     for folder, dirs, files in os.walk(root):  # symlinked folders are not followed
         dirs[:] = sorted(name for name in dirs if not name.startswith("."))
         for name in sorted(files):
-            if not name.startswith(".") and name.lower().endswith(".md"):
+            if not name.startswith(".") and name.lower().endswith(suffixes):
                 yield Path(folder) / name
 
 
-def read_notes(root: Path, *, skipped: list[str]) -> list[Note]:
+def read_notes(
+    root: Path, *, skipped: list[str], suffixes: tuple[str, ...] = (".md",)
+) -> list[Note]:
     """Read a folder's notes; each one that cannot be read is named in ``skipped``."""
     top = root.resolve()
     notes: list[Note] = []
-    for path in _walk(root):
+    for path in _walk(root, suffixes):
         rel = path.relative_to(root).as_posix()
         where = f"{root}/{rel}"
         try:
@@ -139,4 +143,78 @@ def import_plain(
     result.errors = list(converted.skipped) + result.errors
     result.notes = list(converted.notes) + result.notes
     result.format = converted.format
+    return result
+
+
+def import_platform(
+    ws: Workspace,
+    personal: Callable[[], Workspace],
+    name: str,
+    *,
+    root: Path,
+    home: Path,
+    folder: Path | None = None,
+    project: str,
+    progress: Progress | None = None,
+) -> GoImportResult:
+    """Import another agent's memory files (``engram.formats.platforms``) as proposed memories.
+
+    ``folder`` overrides where they are. engram's own export block is cut out of each file
+    first; a file that held only that block is left out.
+    """
+    from engram.formats.instructions import strip_block
+    from engram.formats.plain import convert_markdown
+    from engram.formats.platforms import PLATFORMS, folder_of
+
+    if name not in PLATFORMS:
+        raise InvalidInput(f"unknown platform {name!r}", hint="use one of: " + ", ".join(PLATFORMS))
+    platform = PLATFORMS[name]
+    where = folder if folder is not None else folder_of(name, root, home)
+    if where is None or not where.is_dir():
+        raise InvalidInput(
+            f"{where or platform.about}: no {platform.about} here",
+            hint="give the folder with --path" if folder is None else "",
+        )
+    skipped: list[str] = []
+    notes: list[Note] = []
+    own = 0
+    for note in read_notes(where, skipped=skipped, suffixes=platform.suffixes):
+        try:
+            text = note.data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            notes.append(note)  # the converter names the byte
+            continue
+        kept = strip_block(text)
+        if kept != text:
+            if not _FRONT_MATTER_RE.sub("", kept).strip():
+                own += 1
+                continue
+            note = Note(note.path, kept.encode("utf-8"), note.stamp)
+        notes.append(note)
+    max_bytes = int(ws.config.number("store.max_content_bytes"))
+    converted = convert_markdown(
+        notes,
+        name=str(where),
+        project=project,
+        fmt=name,
+        max_content_bytes=max_bytes,
+        origin=platform.origin,
+    )
+    held = ws.index.get_many(sorted(str(record["id"]) for record in converted.records))
+    result = merge_go(
+        ws,
+        personal,
+        converted.records,
+        where={rid: "project" for rid in held},
+        label=str(where),
+        progress=progress,
+    )
+    result.errors = skipped + list(converted.skipped) + result.errors
+    result.notes = list(converted.notes) + result.notes
+    if own:
+        result.notes.append(
+            f"{own} file(s) holding only engram's own export block left out: their memories "
+            "are this store's"
+        )
+    result.format = name
     return result

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from tests.agents import harness
-from tests.agents.agents import AGENTS, Agent
 from tests.agents.harness import FAILING_COMMAND, FIX, PITFALL, Project, Recording
+from tests.agents.programs import AGENTS, Agent
 
 pytestmark = [pytest.mark.agents, pytest.mark.timeout(600)]
 

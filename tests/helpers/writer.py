@@ -1,4 +1,4 @@
-"""Subprocess helper for tests/test_concurrency.py: a writer or a reader racing on one store.
+"""Subprocess helper for tests/store/test_concurrency.py: a writer or a reader racing on one store.
 
     python writer.py ROOT N [--tag TAG] [--barrier FILE] [--print-ids]
     python writer.py ROOT --reader --stop FILE [--barrier FILE] [--pause SECONDS]
