@@ -385,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             env[name.removeprefix("FAKE_ENV_")] = value.replace("@BASE@", server.base)
             del env[name]
     command = [part.replace("@BASE@", server.base) for part in command]
+    # a runner stopped from outside still ends the agent and what it started (finally below)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         return child.wait(timeout=args.timeout)

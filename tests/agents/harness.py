@@ -33,6 +33,9 @@ BINARIES = {
     "gemini-cli": "gemini",
     "opencode": "opencode",
 }
+# Read when the module loads: the suite's conftest clears every ENGRAM_* variable around each test.
+AGENTS_DIR = os.environ.get("ENGRAM_TEST_AGENTS", "")
+NETNS = os.environ.get("ENGRAM_TEST_NETNS", "")
 RUN_TIMEOUT = 90.0  # seconds one agent run may take before it is killed
 
 BILLING = '''\
@@ -61,8 +64,7 @@ FAILING_COMMAND = "python3 -c 'import billing_vat'"
 
 def agents_dir() -> Path:
     """Return the folder whose node_modules holds the pinned agent programs."""
-    custom = os.environ.get("ENGRAM_TEST_AGENTS")
-    return Path(custom) if custom else REPO / ".ci" / "agents"
+    return Path(AGENTS_DIR) if AGENTS_DIR else REPO / ".ci" / "agents"
 
 
 @functools.cache
@@ -126,7 +128,7 @@ def netns() -> bool:
     ``ENGRAM_TEST_NETNS=0`` runs the agents in the machine's own network instead (to tell an
     agent that hangs without a network from one that fails otherwise).
     """
-    if os.environ.get("ENGRAM_TEST_NETNS") == "0":
+    if NETNS == "0":
         return False
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return False
