@@ -222,6 +222,8 @@ class Handler(BaseHTTPRequestHandler):
                 "arguments": json.dumps(step["args"]),
                 "status": "completed",
             }
+            if "namespace" in step:  # a tool Codex's tool_search exposed, in its namespace
+                item["namespace"] = step["namespace"]
         elif "custom" in step:
             item = {
                 "type": "custom_tool_call",
@@ -229,6 +231,15 @@ class Handler(BaseHTTPRequestHandler):
                 "call_id": f"call_{n:04d}",
                 "name": step["custom"],
                 "input": step["input"],
+                "status": "completed",
+            }
+        elif "search" in step:  # Codex's client-executed tool_search over its deferred tools
+            item = {
+                "type": "tool_search_call",
+                "id": f"tsc_{n:04d}",
+                "call_id": f"call_{n:04d}",
+                "execution": "client",
+                "arguments": {"query": step["search"]},
                 "status": "completed",
             }
         else:

@@ -89,8 +89,17 @@ class Agent:
             "opencode": {"call": "bash", "args": {"command": command, "description": "run it"}},
         }[self.name]
 
-    def check(self) -> dict[str, Any]:
-        return {"call": self.engram_tool_prefix + "check", "args": {"files": ["src/billing.py"]}}
+    def check(self) -> list[dict[str, Any]]:
+        """Return the steps that call engram's check tool on src/billing.py.
+
+        Codex defers MCP tools behind its client-side ``tool_search``: the model searches, Codex
+        answers with the tools found (in a ``mcp__engram`` namespace) and the model calls one.
+        """
+        args = {"files": ["src/billing.py"]}
+        if self.name == "codex":
+            search = {"search": "engram check pitfalls before editing"}
+            return [search, {"call": "check", "namespace": "mcp__engram", "args": args}]
+        return [{"call": self.engram_tool_prefix + "check", "args": args}]
 
     def command(self, binary: Path, project: Project, prompt: str) -> list[str]:
         if self.name == "claude-code":

@@ -60,7 +60,7 @@ def session(name: str, kind: str, factory: pytest.TempPathFactory) -> tuple[Proj
     if kind == "edit":
         prompt = EDIT_PROMPT
         steps = [agent.read(project), agent.edit(project, "edit A"), agent.edit(project, "edit B")]
-        steps.append(agent.check())
+        steps += agent.check()
     elif kind == "other":
         prompt = OTHER_PROMPT
         steps = [agent.edit(project, "edit A"), agent.edit(project, "edit B")]
@@ -106,11 +106,23 @@ def test_engram_tools_are_in_the_models_tool_list(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     _, record = session(name, "edit", tmp_path_factory)
-    tool = AGENTS[name].check()["call"]
-    asked = _step_request(record, 3)  # the request the model answered by calling check
-    assert tool in asked["tools"], (
-        f"{tool} is not among the {len(asked['tools'])} tools {name} offered the model when it "
-        f"called it: {asked['tools']}"
+    steps = AGENTS[name].check()
+    call = steps[-1]
+    asked = _step_request(record, 2 + len(steps))  # the request answered by the check call
+    if "namespace" in call:  # Codex: the tools its tool_search found, in the request's input
+        found = [
+            tool["name"]
+            for item in asked["body"].get("input", [])
+            if isinstance(item, dict) and item.get("type") == "tool_search_output"
+            for space in item.get("tools", [])
+            if space.get("name") == call["namespace"]
+            for tool in space.get("tools", [])
+        ]
+        assert call["call"] in found, f"codex's tool_search offered {found}, not engram's check"
+        return
+    assert call["call"] in asked["tools"], (
+        f"{call['call']} is not among the {len(asked['tools'])} tools {name} offered the model "
+        f"when it called it: {asked['tools']}"
     )
 
 
