@@ -265,7 +265,7 @@ def briefing_text(project: Project, name: str) -> str:
         ["engram", "hook", name, "session-start"],
         input=json.dumps(payload),
         cwd=project.root,
-        env=project.env,
+        env={**project.env, "ENGRAM_DAEMON": "off"},  # no daemon left behind by the test
         capture_output=True,
         text=True,
         timeout=60,
