@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck bench bench-retrieval bench-capture clean
+.PHONY: demo test test-fast agents lint typecheck bench bench-retrieval bench-capture clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,17 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-# The edit loop: lint, then the suite without the stress tests (marked slow) on every core.
+# The edit loop: lint, then the suite without the stress tests (marked slow) and the real agent
+# programs (marked agents) on every core.
 test-fast: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
-	$(BIN)/python -m pytest -q -x -m "not slow" -n auto --dist loadfile -p no:cacheprovider
+	$(BIN)/python -m pytest -q -x -m "not slow and not agents" -n auto --dist loadfile -p no:cacheprovider
+
+# The coding agents tests/agents/test_real_agents.py drives (Claude Code, Codex, Gemini CLI,
+# OpenCode), from the npm registry at the versions .ci/agents/package-lock.json pins; without
+# them those tests skip.
+agents:
+	bash .ci/agents/install.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
