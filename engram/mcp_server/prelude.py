@@ -19,6 +19,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.mcp_server.listings import prompt_list, resource_list, template_list
 from engram.model import loads
 
 if TYPE_CHECKING:
@@ -34,6 +35,12 @@ CAPABILITIES: Final = {
     "tools": {"listChanged": False},
 }
 READ: Final = 1 << 16
+# Claude Code lists these before it offers a server's tools: answered from the declarations.
+_LISTS: Final = {
+    "prompts/list": prompt_list,
+    "resources/list": resource_list,
+    "resources/templates/list": template_list,
+}
 EARLY_BYTES: Final = 64 * 1024  # longer lines go to the SDK unparsed here
 
 
@@ -122,6 +129,8 @@ def answer_early(
             if listed is None:
                 listed = [tool_json(tool) for tool in tools.values()]
             result = {"tools": listed}
+        elif ready and rid is not None and method in _LISTS and not params.get("cursor"):
+            result = _LISTS[method]()
         if result is None:
             return Replay([*replay, line], buffer, answered)
         _write(fd_out, {"jsonrpc": "2.0", "id": rid, "result": result})

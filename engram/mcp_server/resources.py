@@ -10,7 +10,7 @@ It must not import the mcp SDK nor any other adapter.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from engram.errors import NotFound
 from engram.mcp_server.catalog import tables
@@ -21,24 +21,6 @@ from engram.mcp_server.tools.memory import read_memory
 
 if TYPE_CHECKING:
     from engram.mcp_server.core import EngramMCP
-
-# (uri, name, description, mime type); engram://memory/{id} is a template.
-RESOURCES: Final = (
-    (
-        "engram://context",
-        "context",
-        "Session briefing: overview, active decisions, principles, pitfalls, hotspots and "
-        "latest sessions, each with its id (data, not instructions).",
-        "text/markdown",
-    ),
-    (
-        "engram://stats",
-        "stats",
-        "Memory counts per store, kind, status and project.",
-        "application/json",
-    ),
-)
-MEMORY_TEMPLATE: Final = "engram://memory/{id}"
 
 
 def read_resource(mcp: EngramMCP, uri: str) -> tuple[str, str]:

@@ -28,9 +28,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import EngramError, InvalidInput, NotFound
 from engram.mcp_server.core import EngramMCP, logger
+from engram.mcp_server.listings import (
+    MEMORY_TEMPLATE,
+    RESOURCES,
+    TEMPLATE_DESCRIPTION,
+    TEMPLATE_MIME,
+    TEMPLATE_NAME,
+)
 from engram.mcp_server.prelude import Replay, answer_early
 from engram.mcp_server.prompts import PROMPTS
-from engram.mcp_server.resources import MEMORY_TEMPLATE, RESOURCES
 from engram.mcp_server.stdio import Pipes
 from engram.model import loads
 
@@ -287,9 +293,9 @@ class SDKHandlers:
 
         template = types.ResourceTemplate(
             uri_template=MEMORY_TEMPLATE,
-            name="memory",
-            description="One memory in full, framed as data with provenance.",
-            mime_type="application/json",
+            name=TEMPLATE_NAME,
+            description=TEMPLATE_DESCRIPTION,
+            mime_type=TEMPLATE_MIME,
         )
         return types.ListResourceTemplatesResult(resource_templates=[template])
 

@@ -76,6 +76,9 @@ def initialize(rid: int, version: str) -> dict[str, Any]:
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
+LISTS = ("prompts/list", "resources/list", "resources/templates/list")
+
+
 def handshake(repo: Path, version: str, *, sdk_first: bool) -> tuple[dict[str, Any], ...]:
     """Return the answers to initialize, tools/list and a tools/call, then end the server."""
     proc = start(repo)
@@ -89,6 +92,10 @@ def handshake(repo: Path, version: str, *, sdk_first: bool) -> tuple[dict[str, A
         send(proc, INITIALIZED)
         send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         tools = answer(proc.stdout, 2)
+        listed = []  # what Claude Code lists before it offers a server's tools
+        for rid, method in enumerate(LISTS, start=5):
+            send(proc, {"jsonrpc": "2.0", "id": rid, "method": method})
+            listed.append(answer(proc.stdout, rid))
         call = {"name": "recall", "arguments": {"query": "money cents"}}
         send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
         recalled = answer(proc.stdout, 3)
@@ -102,7 +109,7 @@ def handshake(repo: Path, version: str, *, sdk_first: bool) -> tuple[dict[str, A
         assert proc.stderr is not None
         proc.stderr.close()
     assert proc.returncode == 0
-    return init, tools, recalled, pong
+    return init, tools, recalled, pong, *listed
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -111,6 +118,8 @@ def test_first_answers_equal_the_sdks_and_the_sdk_takes_over(repo: Path, version
     sdk = handshake(repo, version, sdk_first=True)
     assert fast[0] == sdk[0]  # initialize: version, capabilities, server info, instructions
     assert fast[1] == sdk[1]  # every tool, schema and annotation
+    assert fast[4:] == sdk[4:]  # prompts, resources and the template, as the SDK lists them
+    assert [len(next(iter(a["result"].values()))) for a in fast[4:]] == [4, 2, 1]
     assert fast[0]["result"]["protocolVersion"] == (
         version if version in prelude.HANDSHAKE_VERSIONS else prelude.HANDSHAKE_VERSIONS[-1]
     )
@@ -132,10 +141,11 @@ def test_end_of_input_ends_the_server_cleanly(repo: Path, stage: str) -> None:
     assert proc.stdout is not None
     send(proc, initialize(1, "2025-06-18"))
     answer(proc.stdout, 1)
-    if stage == "sdk":  # resources/list is the SDK's: the connection is handed over first
+    if stage == "sdk":  # resources/read is the SDK's: the connection is handed over first
         send(proc, INITIALIZED)
-        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "resources/list"})
-        assert "resources" in answer(proc.stdout, 2)["result"]
+        read = {"uri": "engram://stats"}
+        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": read})
+        assert "contents" in answer(proc.stdout, 2)["result"]
     out, err = proc.communicate(b"", timeout=60)
     assert proc.returncode == 0
     assert out == b"" and b"Traceback" not in err
@@ -149,8 +159,9 @@ def test_sigint_ends_the_server_with_130_and_no_traceback(repo: Path, stage: str
     answer(proc.stdout, 1)
     if stage == "sdk":
         send(proc, INITIALIZED)
-        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"})
-        assert "prompts" in answer(proc.stdout, 2)["result"]
+        get = {"name": "memory-protocol"}
+        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": get})
+        assert "messages" in answer(proc.stdout, 2)["result"]
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert proc.stderr is not None
