@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import InvalidInput, NotFound
-from engram.model import Record, normalize_content, now
+from engram.model import Record, loads, normalize_content, now
 from engram.operations.views import UNREVIEWED
 from engram.project.memories import remember, update
 
@@ -332,7 +332,7 @@ def _polish(command: list[str], proposal: Proposal, notes: list[str], seconds: f
             timeout=seconds,
             check=False,
         )
-        answer = json.loads(done.stdout) if done.returncode == 0 else None
+        answer = loads(done.stdout, what=command[0]) if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         notes.append(f"polish command {command[0]}: {exc}; proposal kept as extracted")
         return

@@ -27,7 +27,6 @@ waits on a pipe or a device (``engram.fileio.read_regular``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -36,6 +35,7 @@ from typing import Any, Final
 
 from engram.errors import InvalidInput
 from engram.fileio import read_regular
+from engram.model import MAX_DOCUMENT_DEPTH, loads  # bounded: a transcript is untrusted
 
 __all__ = [
     "AGENTS",
@@ -134,7 +134,7 @@ def _json_lines(text: str, path: str) -> tuple[list[tuple[int, dict[str, Any]]],
     stripped = text.lstrip()
     if stripped.startswith("{") and "\n{" not in stripped.rstrip():
         try:  # Gemini CLI before JSON lines: one object holding every message
-            whole = json.loads(stripped)
+            whole = loads(stripped, what=path, max_depth=MAX_DOCUMENT_DEPTH)
         except ValueError:
             whole = None
         if isinstance(whole, dict) and isinstance(whole.get("messages"), list):
@@ -150,7 +150,7 @@ def _json_lines(text: str, path: str) -> tuple[list[tuple[int, dict[str, Any]]],
             bad.append(number)
             continue
         try:
-            value = json.loads(line)
+            value = loads(line, what=f"{path}:{number}")
         except ValueError:
             bad.append(number)
             continue
@@ -348,7 +348,7 @@ def _codex_call(payload: Mapping[str, Any], number: int) -> Iterator[Step]:
     args: Any = raw
     if isinstance(raw, str) and raw.lstrip().startswith("{"):
         try:
-            args = json.loads(raw)
+            args = loads(raw, what="a tool call's arguments")
         except ValueError:
             args = raw
     patch = ""
@@ -402,7 +402,7 @@ def _codex_failed(output: Any) -> bool:
     text = _str(output)
     if text.lstrip().startswith("{"):
         try:
-            value = json.loads(text)
+            value = loads(text, what="a tool's output")
         except ValueError:
             value = None
         if isinstance(value, Mapping):
@@ -417,7 +417,7 @@ def _codex_output(step: Step, output: Any) -> None:
     text = _str(output)
     if text.lstrip().startswith("{"):
         try:
-            value = json.loads(text)
+            value = loads(text, what="a tool's output")
         except ValueError:
             value = None
         if isinstance(value, Mapping):

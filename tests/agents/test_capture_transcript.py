@@ -119,6 +119,22 @@ def test_bad_lines_are_skipped_and_named_and_nothing_else_is_lost() -> None:
     assert fix.kind == "bugfix" and fix.files == ["rates.py"] and "KeyError" in fix.title
 
 
+def test_lines_and_tool_outputs_nested_too_deep_are_skipped_not_a_crash() -> None:
+    """A transcript is untrusted: JSON nested past the limits is a bad line, never a crash."""
+    deep = "[" * 5000 + "]" * 5000
+    lines = [
+        claude_line("user", "make the tests pass"),
+        '{"type": "user", "x": ' + deep + "}",  # the line itself
+        bash("t1", "pytest -q"),
+        result("t1", "{" + '"output": ' + deep + "}", error=True),  # a tool's output
+        bash("t2", "pytest -q"),
+        result("t2", "5 passed"),
+    ]
+    transcript = parse_transcript("\n".join(lines), path="t.jsonl")
+    assert transcript.notes == ["t.jsonl: 1 unreadable line(s) skipped: 2"]
+    assert propose(transcript, CWD) == []  # the deep output is text, not a failure to learn from
+
+
 def test_a_long_transcript_is_read_from_its_tail_and_a_pipe_is_refused(tmp_path: Path) -> None:
     from engram.agents import transcript as module
 
