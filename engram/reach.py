@@ -341,11 +341,20 @@ def start(root: str) -> None:
 
 
 # What of a process's environment can change an answer: the engram variables a forwarded command
-# reads (where the personal store is, who writes, the consolidation command), where the person's
-# files are, the time zone, and who writes. A daemon answers a command line only for a caller
+# reads (where the personal store is, who writes, the person's consolidation and capture polish
+# commands, where the embedding model comes from and whether it may be downloaded), where the
+# person's files are, the time zone, and who writes. A daemon answers a command line only for a caller
 # whose environment says the same. Every other variable, another tool's ENGRAM_* among them (Go
 # engram's ENGRAM_DATA_DIR), neither decides nor travels: a token never reaches the socket.
-ANSWER_VARIABLES: Final = ("ENGRAM_HOME", "ENGRAM_AUTHOR", "ENGRAM_CONSOLIDATE_LLM_COMMAND")
+ANSWER_VARIABLES: Final = (
+    "ENGRAM_HOME",
+    "ENGRAM_AUTHOR",
+    "ENGRAM_CONSOLIDATE_LLM_COMMAND",
+    "ENGRAM_CAPTURE_POLISH",
+    "ENGRAM_OFFLINE",
+    "ENGRAM_MODEL_URL",
+    "ENGRAM_MODEL_CACHE",
+)
 ANSWER_ENVIRONMENT: Final = ("HOME", "XDG_CONFIG_HOME", "TZ", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL")
 SWITCHES: Final = frozenset({DAEMON_SWITCH, IDLE_SETTING, "ENGRAM_HOOKS"})
 # engram's variables that no forwarded command reads (the HTTP server's).

@@ -53,7 +53,7 @@ def test_the_wheel_ships_the_license_and_honest_metadata(dist: Path) -> None:
     assert metadata.get_all("Project-URL")
     requires = [r.split(";")[0].split(">")[0].strip() for r in metadata.get_all("Requires-Dist")]
     assert not set(requires) & set(TEST_TOOLS), requires
-    assert set(metadata.get_all("Provides-Extra") or []) == {"http", "tui", "semantic"}
+    assert set(metadata.get_all("Provides-Extra") or []) == {"http", "tui", "semantic", "minilm"}
     assert not [n for n in names if not n.startswith(("engram/", "engram_git-"))]
     assert "engram/py.typed" in names
 

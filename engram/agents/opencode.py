@@ -181,7 +181,7 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
   return {
     event: async ({ event }) => {
       if (event.type === "session.created") {
-        brief(event.properties.info.id);
+        await brief(event.properties.info.id); // ready before the session's first prompt
       } else if (event.type === "session.idle") {
         await capture("session.idle", event.properties.sessionID);
       } else if (event.type === "session.deleted") {
