@@ -343,9 +343,10 @@ def start(root: str) -> None:
 # What of a process's environment can change an answer: the engram variables a forwarded command
 # reads (where the personal store is, who writes, the person's consolidation and capture polish
 # commands, where the embedding model comes from and whether it may be downloaded), where the
-# person's files are, the time zone, and who writes. A daemon answers a command line only for a caller
-# whose environment says the same. Every other variable, another tool's ENGRAM_* among them (Go
-# engram's ENGRAM_DATA_DIR), neither decides nor travels: a token never reaches the socket.
+# person's files are, the time zone, and who writes. A daemon answers a command line only for a
+# caller whose environment says the same. Every other variable, another tool's ENGRAM_* among
+# them (Go engram's ENGRAM_DATA_DIR), neither decides nor travels: a token never reaches the
+# socket.
 ANSWER_VARIABLES: Final = (
     "ENGRAM_HOME",
     "ENGRAM_AUTHOR",
