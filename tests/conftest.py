@@ -101,3 +101,25 @@ def run_cli(
         timeout=120,
         check=False,
     )
+
+
+# Whole files that `make test-fast` leaves out with the stress tests (marked slow): each spends
+# most of a minute or more of the suite's time (pytest --durations on the full suite).
+SLOW_FILES = {
+    "tui/test_tui_keys.py": "presses every key of the real terminal UI",
+    "formats/test_go_team.py": "a mixed team of clones syncing through a real remote",
+    "sync/test_diff.py": "a real history made by the real command line, commit by commit",
+    "service/test_secrets_channels.py": "a secret sent through every channel, git commits checked",
+    "daemon/test_thin_client.py": "real daemons answering every forwarded command",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    missing = sorted(name for name in SLOW_FILES if not (tests / name).is_file())
+    if missing:  # a file moved or renamed: its tests would silently join make test-fast
+        raise pytest.UsageError(f"tests/conftest.py SLOW_FILES names no file: {missing}")
+    for item in items:
+        relative = Path(str(item.fspath)).resolve().relative_to(tests).as_posix()
+        if relative in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
