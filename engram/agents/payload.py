@@ -69,6 +69,9 @@ _ERROR_LINE: Final = re.compile(
     r"(?i)error|exception|traceback|failed|failure|fatal|panic|assert|denied|not found"
 )
 ERROR_CHARS: Final = 400  # characters of a failure's text recalled for
+# Context hooks added earlier, as Gemini CLI 0.61 puts it ahead of the person's words in a
+# BeforeAgent ``prompt`` (the briefing among it): never the person's own text.
+_HOOK_CONTEXT: Final = re.compile(r"(?is)<hook_context>.*?(?:</hook_context>|\Z)")
 
 
 class PayloadError(ValueError):
@@ -199,7 +202,7 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
         native=native,
         tool=tool,
         shell=shell,
-        prompt=_text(payload.get("prompt")) if "tool_name" not in payload else "",
+        prompt=prompt_text(payload.get("prompt")) if "tool_name" not in payload else "",
         error=failure_text(payload),
         source=_text(payload.get("source")) or _text(payload.get("trigger")),
         agent_type=_text(payload.get("agent_type")) or agent_type,
@@ -252,6 +255,12 @@ def shell_files(command: str, cwd: str) -> tuple[list[str], str]:
                 found.append(word)
     unique = list(dict.fromkeys(found))[:MAX_READS]
     return unique, "read" if unique else ""
+
+
+def prompt_text(value: Any) -> str:
+    """Return the person's prompt: the payload's text without the hooks' context blocks."""
+    text = _text(value)
+    return _HOOK_CONTEXT.sub("", text).strip() if "<hook_context>" in text.lower() else text
 
 
 def failure_text(payload: Mapping[str, Any]) -> str:
