@@ -113,6 +113,7 @@ HOOKS: Final = (
     HookSpec("opencode", "prompt", "chat.message", None, 15, "prompt"),
     HookSpec("opencode", "pre-read", "tool.execute.before", "read", 10, "read"),
     HookSpec("opencode", "pre-edit", "tool.execute.before", _OPENCODE_EDITS, 10, "edit"),
+    HookSpec("opencode", "tool-failure", "tool.execute.after", "bash", 10, "failure"),
     HookSpec("opencode", "pre-compact", "experimental.session.compacting", None, 30, "capture"),
     HookSpec("opencode", "stop", "session.idle", None, 30, "capture"),
 )
