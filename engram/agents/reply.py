@@ -106,7 +106,11 @@ def deny_output(agent: str, native: str, text: str) -> str:
     reason = text if agent == "opencode" else f"{text}\n\n{STOP_NOTE}"  # the plugin adds its own
     if agent == "gemini-cli":
         return json.dumps({"decision": "deny", "reason": reason}, ensure_ascii=False)
-    out = {"hookEventName": native, "permissionDecision": "deny", "permissionDecisionReason": reason}
+    out = {
+        "hookEventName": native,
+        "permissionDecision": "deny",
+        "permissionDecisionReason": reason,
+    }
     return json.dumps({"hookSpecificOutput": out}, ensure_ascii=False)
 
 
