@@ -14,8 +14,9 @@ that the model reads it:
   that answer it;
 - ``tool.execute.before`` on the read and edit tools: what the memory says about the file,
   appended to the tool's output (``tool.execute.after``), the result the model edits from; an
-  answer that asks the person (a pinned pitfall) stops the edit once with the pitfall as its
-  error, so the model reads it before it writes;
+  answer that asks or denies (engram denies an edit once where its memories were not shown yet,
+  or a pinned pitfall holds it) stops the edit once with the reason as its error, so the model
+  reads it before it writes;
 - ``tool.execute.after`` on the shell tool: recall for a command that failed (its exit code,
   from the tool's metadata), appended to the command's output, which the model reads next;
 - ``experimental.session.compacting``: the session's learnings captured, and the briefing given
