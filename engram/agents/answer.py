@@ -107,7 +107,8 @@ def _brief(here: Project, cache: StandingCache, spec: HookSpec, event: Event) ->
 
 
 def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
-    """Answer a read or a write of files: their findings once per session, and the ask."""
+    """Answer a read or a write of files: their findings once per session, and the ask (or,
+    where the agent reads a write's context only after it, the write denied once)."""
     from engram.agents.check import check_files
 
     wanted = _in_repo(here, event)
@@ -122,13 +123,16 @@ def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
             ledger.record("edited", set(repo.values()) - own)
         own |= set(repo.values())
     asking = action == "edit" and (spec.agent, native) in reply.ASKS
+    # Stopping once needs the session's ledger: without one, every retry would be denied too.
+    stopping = action == "edit" and (spec.agent, native) in reply.STOPS and ledger is not None
+    holding = asking or stopping
     fresh: list[str] = []
-    if (spec.agent, native) not in reply.SILENT:
+    if stopping or (spec.agent, native) not in reply.SILENT:
         claimed = set(ledger.claim("files", repo.values())) if ledger is not None else None
         fresh = [path for path in wanted if claimed is None or repo[path] in claimed]
-    if not fresh and not asking:
+    if not fresh and not holding:
         return ""
-    findings = check_files(here, wanted if asking else fresh, own_edits=own)
+    findings = check_files(here, wanted if holding else fresh, own_edits=own)
     contents, records = _contents(here, findings)
     text = ""
     if fresh:
@@ -137,7 +141,8 @@ def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
             contents.update(_contents(here, shown)[0])
         verb = "you just edited" if native in _AFTER and action == "edit" else "before you edit"
         text = reply.findings_text(shown, contents, verb)
-    if asking:
+    titles: list[str] = []
+    if holding:
         blockers = [
             item
             for item in findings.findings
@@ -145,8 +150,15 @@ def _files(here: Project, spec: HookSpec, event: Event, action: str) -> str:
         ]
         new = set(ledger.claim("asked", (b.id for b in blockers))) if ledger else None
         titles = [b.title for b in blockers if new is None or b.id in new]
-        if titles:
-            return reply.ask_output(spec.agent, native, reply.ask_reason(titles), text)
+    if asking and titles:
+        return reply.ask_output(spec.agent, native, reply.ask_reason(titles), text)
+    if stopping and (text or titles):
+        # The agent reads a write's findings only after it, or not at all: the write is
+        # denied once with them as the reason, and the retry goes through.
+        if titles and not text:
+            text = reply.findings_text(findings, contents, "before you edit")
+        head = reply.ask_reason(titles) if titles else ""
+        return reply.deny_output(spec.agent, native, "\n\n".join(filter(None, (head, text))))
     return reply.context_output(native, text, spec.agent)
 
 

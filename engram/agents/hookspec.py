@@ -47,7 +47,9 @@ class HookSpec:
 #   brief    the briefing (session start, and after compaction: the session's ledger restarts)
 #   read     the pitfalls and decisions of the files a tool call reads, once per file per session
 #   edit     the same at a write, for the files not shown yet; a blocking pitfall (pinned, or
-#            importance 5) makes the write ask the person where the agent can ask
+#            importance 5) makes the write ask the person where the agent can ask; where the
+#            model would read them only after the write (Codex, Gemini CLI, OpenCode), the
+#            write is denied once with them as the reason (reply.STOPS)
 #   tool     a shell command: the files of a patch it applies (edit) or of a file it prints (read)
 #   task     a subagent's task noted for the subagent-start hook (nothing printed)
 #   subagent the memories for the files a subagent's task names, and recall for its text
@@ -111,6 +113,7 @@ HOOKS: Final = (
     HookSpec("opencode", "prompt", "chat.message", None, 15, "prompt"),
     HookSpec("opencode", "pre-read", "tool.execute.before", "read", 10, "read"),
     HookSpec("opencode", "pre-edit", "tool.execute.before", _OPENCODE_EDITS, 10, "edit"),
+    HookSpec("opencode", "tool-failure", "tool.execute.after", "bash", 10, "failure"),
     HookSpec("opencode", "pre-compact", "experimental.session.compacting", None, 30, "capture"),
     HookSpec("opencode", "stop", "session.idle", None, 30, "capture"),
 )

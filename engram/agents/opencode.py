@@ -14,8 +14,11 @@ that the model reads it:
   that answer it;
 - ``tool.execute.before`` on the read and edit tools: what the memory says about the file,
   appended to the tool's output (``tool.execute.after``), the result the model edits from; an
-  answer that asks the person (a pinned pitfall) stops the edit once with the pitfall as its
-  error, so the model reads it before it writes;
+  answer that asks or denies (engram denies an edit once where its memories were not shown yet,
+  or a pinned pitfall holds it) stops the edit once with the reason as its error, so the model
+  reads it before it writes;
+- ``tool.execute.after`` on the shell tool: recall for a command that failed (its exit code,
+  from the tool's metadata), appended to the command's output, which the model reads next;
 - ``experimental.session.compacting``: the session's learnings captured, and the briefing given
   to the summary;
 - ``session.idle`` (an event): the learnings of the last answer captured, and the line saying
@@ -222,10 +225,24 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
       if (got.context) pending.set(input.callID, got.context);
     },
     "tool.execute.after": async (input, output) => {
-      const context = pending.get(input.callID);
-      if (!context) return;
+      const native = "tool.execute.after";
+      let context = pending.get(input.callID) || "";
       pending.delete(input.callID);
-      if (typeof output.output === "string") {
+      if (HOOKS.some((hook) => hook.native === native && matches(hook, input.tool))) {
+        const meta = (output && output.metadata) || {};
+        const code = [meta.exit, meta.exitCode, meta.exit_code].find((v) => Number.isInteger(v));
+        const response = { output: typeof output.output === "string" ? output.output : "" };
+        if (code !== undefined) response.exit_code = code;
+        const payload = {
+          session_id: input.sessionID,
+          tool_name: input.tool,
+          tool_input: toolInput(input.args),
+          tool_response: response,
+        };
+        const got = await call(native, payload, input.tool);
+        context = [context, got.context].filter(Boolean).join("\n\n");
+      }
+      if (context && typeof output.output === "string") {
         output.output = `${output.output}\n\n${context}`;
       }
     },

@@ -69,6 +69,9 @@ _ERROR_LINE: Final = re.compile(
     r"(?i)error|exception|traceback|failed|failure|fatal|panic|assert|denied|not found"
 )
 ERROR_CHARS: Final = 400  # characters of a failure's text recalled for
+# Context hooks added earlier, as Gemini CLI 0.61 puts it ahead of the person's words in a
+# BeforeAgent ``prompt`` (the briefing among it): never the person's own text.
+_HOOK_CONTEXT: Final = re.compile(r"(?is)<hook_context>.*?(?:</hook_context>|\Z)")
 
 
 class PayloadError(ValueError):
@@ -199,7 +202,7 @@ def event_of(payload: Mapping[str, Any], *, fallback_cwd: str) -> Event:
         native=native,
         tool=tool,
         shell=shell,
-        prompt=_text(payload.get("prompt")) if "tool_name" not in payload else "",
+        prompt=prompt_text(payload.get("prompt")) if "tool_name" not in payload else "",
         error=failure_text(payload),
         source=_text(payload.get("source")) or _text(payload.get("trigger")),
         agent_type=_text(payload.get("agent_type")) or agent_type,
@@ -254,12 +257,19 @@ def shell_files(command: str, cwd: str) -> tuple[list[str], str]:
     return unique, "read" if unique else ""
 
 
+def prompt_text(value: Any) -> str:
+    """Return the person's prompt: the payload's text without the hooks' context blocks."""
+    text = _text(value)
+    return _HOOK_CONTEXT.sub("", text).strip() if "<hook_context>" in text.lower() else text
+
+
 def failure_text(payload: Mapping[str, Any]) -> str:
     """Return the error text of a failed tool call ('' when the call did not fail).
 
     Claude Code's PostToolUseFailure ``error``, Cursor's ``error_message``; Gemini CLI's
     AfterTool ``tool_response.error`` or a shell command's ``Exit Code: N`` (N not 0); Codex's
-    PostToolUse ``tool_response`` with an exit code that is not 0. Clipped to its last lines
+    PostToolUse ``tool_response`` with an exit code that is not 0 (in the response, or for
+    Codex 0.171's plain output in its rollout: ``codex_exit_code``). Clipped to its last lines
     that say what failed, ERROR_CHARS at most.
     """
     text = _text(payload.get("error")) or _text(payload.get("error_message"))
@@ -282,9 +292,51 @@ def failure_text(payload: Mapping[str, Any]) -> str:
         response = body
     if isinstance(response, str):
         found = _EXIT.search(response)
-        if found and int(found.group(1)) != 0:
-            return error_query(response)
+        if found:
+            return error_query(response) if int(found.group(1)) != 0 else ""
+        if isinstance(payload.get("tool_response"), str):  # Codex: the command's output only
+            code = codex_exit_code(payload)
+            if code is not None and code != 0:
+                return error_query(response or f"exit code {code}")
     return ""
+
+
+def codex_exit_code(payload: Mapping[str, Any]) -> int | None:
+    """Return the exit code of the Codex command a PostToolUse payload is about (None: unknown).
+
+    Codex 0.171 sends a shell command's output alone as ``tool_response``; the code is in its
+    session's rollout (``transcript_path``), which records the finished command (its
+    ``item_completed`` event, the item's ``id`` the payload's ``tool_use_id``) before the hook
+    runs. Only the rollout's last TRANSCRIPT_TAIL bytes are read.
+    """
+    from engram.errors import InvalidInput
+    from engram.fileio import read_regular
+
+    call = _text(payload.get("tool_use_id"))
+    transcript = _text(payload.get("transcript_path"))
+    if not call or not transcript or not os.path.lexists(transcript):
+        return None
+    try:
+        tail = read_regular(
+            transcript, limit=MAX_TRANSCRIPT, tail=TRANSCRIPT_TAIL, what="transcript_path"
+        )
+    except InvalidInput:
+        return None  # a hook answers nothing rather than fail on an unreadable rollout
+    needle = call.encode("utf-8", "replace")
+    for line in reversed(tail.splitlines()):
+        if needle not in line or b"exit_code" not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        inner = entry.get("payload") if isinstance(entry, Mapping) else None
+        item = inner.get("item") if isinstance(inner, Mapping) else None
+        if isinstance(item, Mapping) and item.get("id") == call:
+            code = item.get("exit_code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None
 
 
 def error_query(text: str) -> str:

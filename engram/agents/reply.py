@@ -58,13 +58,24 @@ def context_output(native: str, text: str, agent: str = "") -> str:
 
 
 # Where a hook can make a tool call ask the person, by agent and event. Codex has no such
-# answer (its PreToolUse hooks allow or deny), nor has any agent after the call.
-ASKS: Final = frozenset(
-    (("claude-code", "PreToolUse"), ("gemini-cli", "BeforeTool"), ("cursor", "preToolUse"))
+# answer (its PreToolUse hooks allow or deny), Gemini CLI's headless runs cannot answer one,
+# nor has any agent after the call.
+ASKS: Final = frozenset((("claude-code", "PreToolUse"), ("cursor", "preToolUse")))
+# Where a write's findings can reach the model before the write only as the reason a hook
+# denies it: Codex appends a PreToolUse hook's context after the patch is applied, Gemini CLI
+# reads none from BeforeTool, OpenCode's plugin appends it to the edit's own output. There the
+# first write of a file whose memories were not shown yet (or that a blocking pitfall holds) is
+# denied once with them as the reason; the agent's retry goes through.
+STOPS: Final = frozenset(
+    (("codex", "PreToolUse"), ("gemini-cli", "BeforeTool"), ("opencode", "tool.execute.before"))
 )
 # Where a hook's context cannot reach the model: Gemini CLI reads none from BeforeTool, Cursor
 # none from preToolUse (their findings come with the tool's result, after it).
 SILENT: Final = frozenset((("gemini-cli", "BeforeTool"), ("cursor", "preToolUse")))
+STOP_NOTE: Final = (
+    "(engram held this edit once so that you read the notes above first: weigh them, then "
+    "make the edit again; it will go through.)"
+)
 
 
 def ask_output(agent: str, native: str, reason: str, text: str) -> str:
@@ -79,12 +90,28 @@ def ask_output(agent: str, native: str, reason: str, text: str) -> str:
         if text:
             out["additionalContext"] = text
         return json.dumps({"hookSpecificOutput": out}, ensure_ascii=False)
-    if agent == "gemini-cli":
-        return json.dumps({"decision": "ask", "systemMessage": reason}, ensure_ascii=False)
     if agent == "cursor":
         answer = {"permission": "ask", "user_message": reason, "agent_message": text or reason}
         return json.dumps(answer, ensure_ascii=False)
     return context_output(native, text, agent)
+
+
+def deny_output(agent: str, native: str, text: str) -> str:
+    """Return the JSON that denies a tool call once with ``text`` as the reason the model reads.
+
+    Gemini CLI's BeforeTool reads ``decision`` and ``reason``; Codex's PreToolUse (and the
+    OpenCode plugin, which reads the same reply and throws the reason as the edit's error)
+    ``hookSpecificOutput.permissionDecision`` and ``permissionDecisionReason``.
+    """
+    reason = text if agent == "opencode" else f"{text}\n\n{STOP_NOTE}"  # the plugin adds its own
+    if agent == "gemini-cli":
+        return json.dumps({"decision": "deny", "reason": reason}, ensure_ascii=False)
+    out = {
+        "hookEventName": native,
+        "permissionDecision": "deny",
+        "permissionDecisionReason": reason,
+    }
+    return json.dumps({"hookSpecificOutput": out}, ensure_ascii=False)
 
 
 def ask_reason(titles: Sequence[str]) -> str:

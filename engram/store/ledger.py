@@ -9,7 +9,7 @@ per hook that showed something). An entry has a ``type``:
 - ``files``: repository paths whose pitfalls and decisions were shown (read or edit);
 - ``ids``: memories shown unasked (briefing, prompt, failure);
 - ``edited``: paths the agent wrote through a hook-seen tool call (its own uncommitted change);
-- ``asked``: paths whose blocking pitfall made a write ask the person;
+- ``asked``: ids of blocking pitfalls a write asked the person for, or was denied once for;
 - ``task``: a subagent's task (agent type and text), ``taken`` when its subagent started;
 - ``reset``: the context was compacted: what was shown before no longer counts as seen (the
   agent's own edits still do).

@@ -113,19 +113,74 @@ def test_a_blocking_pitfall_makes_the_write_ask_where_the_agent_can_ask(store: E
     assert title in out["additionalContext"]  # and to the model
     assert hook("claude-code", "pre-edit", root, edit).stdout == b""  # asked once a session
 
-    gemini = reply(
-        hook("gemini-cli", "pre-edit", root, payload("gemini-cli", "pre-edit-write", root))
-    )
-    assert gemini["decision"] == "ask" and title in gemini["systemMessage"]
     cursor = reply(hook("cursor", "pre-edit", root, payload("cursor", "pre-edit", root)))
     assert cursor["permission"] == "ask" and title in cursor["user_message"]
     assert title in cursor["agent_message"]
-    # Codex's PreToolUse cannot ask: the pitfall reaches the model before the patch applies.
-    codex = hook(
-        "codex", "pre-edit", root / "ledger", payload("codex", "pre-edit-apply-patch", root)
+    # Gemini CLI's headless runs cannot answer an ask (it would wait forever), Codex and
+    # OpenCode have none: the write is denied once with the pitfall as the reason the model
+    # reads, and the retry goes through.
+    write = payload("gemini-cli", "pre-edit-write", root)
+    gemini = reply(hook("gemini-cli", "pre-edit", root, write))
+    assert gemini["decision"] == "deny" and title in gemini["reason"]
+    assert "Never divide amounts with /" in gemini["reason"]  # the file's other findings too
+    assert hook("gemini-cli", "pre-edit", root, write).stdout == b""
+    patch = payload("codex", "pre-edit-apply-patch", root)
+    codex = reply(hook("codex", "pre-edit", root / "ledger", patch))["hookSpecificOutput"]
+    assert (codex["hookEventName"], codex["permissionDecision"]) == ("PreToolUse", "deny")
+    assert title in codex["permissionDecisionReason"]
+    assert b"deny" not in hook("codex", "pre-edit", root / "ledger", patch).stdout
+    opencode = json.dumps(
+        {
+            "hook_event_name": "tool.execute.before",
+            "cwd": str(root),
+            "session_id": "ses_opencode",
+            "tool_name": "edit",
+            "tool_input": {"filePath": str(root / "ledger" / "money.py")},
+        }
+    ).encode()
+    stop = reply(hook("opencode", "pre-edit", root, opencode))["hookSpecificOutput"]
+    assert stop["permissionDecision"] == "deny" and title in stop["permissionDecisionReason"]
+    assert hook("opencode", "pre-edit", root, opencode).stdout == b""  # once a session
+
+
+def test_a_write_not_read_first_is_denied_once_where_its_context_would_follow_it(
+    store: Engram,
+) -> None:
+    """Codex and OpenCode show a pre-edit hook's context after the write: without a blocking
+    pitfall, the first write of a file whose memories were not shown is denied once with them;
+    a file read first (its memories shown) is not held, nor is a session without an id."""
+    root = store.root
+    patch = payload("codex", "pre-edit-apply-patch", root, session_id="unread")
+    first = reply(hook("codex", "pre-edit", root / "ledger", patch))["hookSpecificOutput"]
+    assert first["permissionDecision"] == "deny"
+    assert "Never divide amounts with /" in first["permissionDecisionReason"]
+    assert "make the edit again" in first["permissionDecisionReason"]
+    assert hook("codex", "pre-edit", root / "ledger", patch).stdout == b""
+    read = payload("codex", "pre-shell-read", root, session_id="read-first")
+    assert "Never divide amounts with /" in context(
+        hook("codex", "pre-shell", root, read), "PreToolUse"
     )
-    assert "permissionDecision" not in reply(codex)["hookSpecificOutput"]
-    assert title in context(codex, "PreToolUse")
+    after_read = payload("codex", "pre-edit-apply-patch", root, session_id="read-first")
+    held = reply(hook("codex", "pre-edit", root / "ledger", after_read))["hookSpecificOutput"]
+    assert held["permissionDecision"] == "deny"  # the patch's other file was not shown yet
+    assert "Old rates are frozen" in held["permissionDecisionReason"]
+    assert "Never divide" not in held["permissionDecisionReason"]  # money.py was, at the read
+    read_only = payload("codex", "pre-shell-read", root, session_id="read-only")
+    hook("codex", "pre-shell", root, read_only)
+    edit = json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "cwd": str(root),
+            "session_id": "read-only",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": str(root / "ledger" / "money.py")},
+        }
+    ).encode()
+    assert hook("codex", "pre-edit", root, edit).stdout == b""  # read first: not held
+    nameless = json.loads(payload("codex", "pre-edit-apply-patch", root))
+    nameless.pop("session_id", None)
+    loose = hook("codex", "pre-edit", root / "ledger", json.dumps(nameless).encode())
+    assert b"deny" not in loose.stdout and b"Never divide" in loose.stdout
 
 
 def test_racing_hooks_of_one_session_show_a_file_once(store: Engram) -> None:
@@ -144,7 +199,8 @@ def test_racing_hooks_of_one_session_show_a_file_once(store: Engram) -> None:
 def test_codex_shell_patches_and_reads_are_matched(store: Engram) -> None:
     root = store.root
     patch = hook("codex", "pre-shell", root / "ledger", payload("codex", "pre-shell-patch", root))
-    assert "Never divide amounts with /" in context(patch, "PreToolUse")
+    reason = reply(patch)["hookSpecificOutput"]["permissionDecisionReason"]  # denied once
+    assert "Never divide amounts with /" in reason
     read = payload("codex", "pre-shell-read", root, session_id="reader")
     assert "Never divide amounts with /" in context(
         hook("codex", "pre-shell", root, read), "PreToolUse"
@@ -217,6 +273,92 @@ def test_a_failed_command_recalls_past_fixes(store: Engram) -> None:
     )
     gemini = hook("gemini-cli", "tool-failure", root, payload("gemini-cli", "tool-failure", root))
     assert BUGFIX in context(gemini, "AfterTool")
+
+
+def rollout_line(call: str, code: int) -> str:
+    """Return the line a Codex 0.171 rollout records for a finished command (its shape)."""
+    item = {
+        "type": "CommandExecution",
+        "id": call,
+        "command": ["/bin/bash", "-lc", "pytest -q"],
+        "status": "failed" if code else "completed",
+        "aggregated_output": "...",
+        "exit_code": code,
+    }
+    event = {"type": "item_completed", "thread_id": "t", "turn_id": "u", "item": item}
+    return json.dumps(
+        {"timestamp": "2026-12-07T03:34:47.705Z", "type": "event_msg", "payload": event}
+    )
+
+
+def test_a_failed_codex_0171_command_is_told_by_its_rollouts_exit_code(store: Engram) -> None:
+    """Codex 0.171's PostToolUse gives the command's output alone (no exit code): the code is
+    the one its rollout recorded for the payload's ``tool_use_id``."""
+    root = store.root
+    rollout = root / ".codex-rollout.jsonl"
+    data = payload("codex", "post-shell-failed-0171", root)
+    assert hook("codex", "post-shell", root, data).stdout == b""  # no rollout: nothing known
+    rollout.write_text(rollout_line("call_0000", 1) + "\n" + rollout_line("call_0001", 0) + "\n")
+    assert hook("codex", "post-shell", root, data).stdout == b""  # this command passed
+    rollout.write_text(rollout_line("call_0000", 0) + "\n" + rollout_line("call_0001", 1) + "\n")
+    assert BUGFIX in context(hook("codex", "post-shell", root, data), "PostToolUse")
+
+
+def test_opencode_failed_bash_recalls_past_fixes(store: Engram) -> None:
+    """The plugin's tool.execute.after on bash passes the exit code from the tool's metadata."""
+    root = store.root
+    failed = {
+        "hook_event_name": "tool.execute.after",
+        "cwd": str(root),
+        "session_id": "ses_fail",
+        "tool_name": "bash",
+        "tool_input": {"command": "pytest -q", "description": "run the tests"},
+        "tool_response": {
+            "output": "E   AssertionError: refund total 1999 != 2000 after float division\n",
+            "exit_code": 1,
+        },
+    }
+    done = hook("opencode", "tool-failure", root, json.dumps(failed).encode())
+    assert BUGFIX in context(done, "tool.execute.after")
+    passed = {**failed, "session_id": "ses_pass", "tool_response": {"output": "ok", "exit_code": 0}}
+    assert hook("opencode", "tool-failure", root, json.dumps(passed).encode()).stdout == b""
+
+
+def test_opencode_plugin_runs_the_failure_hook_after_bash(tmp_path: Path) -> None:
+    from engram.agents.opencode import plugin_text
+
+    text = plugin_text(["engram"], "engram is missing")
+    hooks = json.loads(text.split("const HOOKS = ", 1)[1].split(";\n", 1)[0])
+    assert {
+        "event": "tool-failure",
+        "native": "tool.execute.after",
+        "matcher": "bash",
+        "timeout": 10,
+    } in hooks
+    assert "meta.exit" in text and "tool_response: response" in text
+
+
+def test_gemini_prompt_without_its_hook_context(store: Engram) -> None:
+    """Gemini CLI 0.61 puts the session-start context ahead of the person's words in the
+    BeforeAgent prompt: the recall is for the person's words only."""
+    root = store.root
+    briefing = (
+        "<hook_context>\n# engram: project memory\nNever divide amounts with /\n</hook_context>"
+    )
+    unrelated = payload(
+        "gemini-cli", "prompt", root, prompt=f"{briefing}\n\nWrite a haiku about autumn leaves"
+    )
+    assert hook("gemini-cli", "prompt", root, unrelated).stdout == b""
+    related = payload(
+        "gemini-cli",
+        "prompt",
+        root,
+        session_id="gem-2",
+        prompt=f"{briefing}\n\nWhy do refunds lose a cent when we divide amounts?",
+    )
+    assert "Never divide amounts with /" in context(
+        hook("gemini-cli", "prompt", root, related), "BeforeAgent"
+    )
 
 
 def test_a_subagent_starts_with_the_memories_of_its_tasks_files(store: Engram) -> None:

@@ -102,6 +102,23 @@ def context_of(done: subprocess.CompletedProcess[bytes], native: str) -> str:
     return text
 
 
+def denial_of(done: subprocess.CompletedProcess[bytes], agent: str, native: str) -> str:
+    """Return the reason a hook denies a tool call with (asserting the agent's deny shape)."""
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b"", done.stderr.decode()
+    out = json.loads(done.stdout)
+    if agent == "gemini-cli":
+        assert set(out) == {"decision", "reason"} and out["decision"] == "deny"
+        reason: str = out["reason"]
+    else:
+        specific = out["hookSpecificOutput"]
+        assert set(specific) == {"hookEventName", "permissionDecision", "permissionDecisionReason"}
+        assert (specific["hookEventName"], specific["permissionDecision"]) == (native, "deny")
+        reason = specific["permissionDecisionReason"]
+    assert reason and not CLI_ADVICE.search(reason), reason
+    return reason
+
+
 def silent(done: subprocess.CompletedProcess[bytes]) -> None:
     assert (done.returncode, done.stdout) == (0, b""), done
 
@@ -243,9 +260,15 @@ def test_codex_apply_patch_checks_every_file_of_the_patch(ledger: Engram) -> Non
     done = replay(
         hooks["pre-edit"], payload("codex", "pre-edit-apply-patch", root), root / "ledger"
     )
-    text = context_of(done, "PreToolUse")
+    # Codex appends a PreToolUse hook's context after the patch is applied: the first write of
+    # files whose memories were not shown is denied once, with them as the reason the model reads.
+    text = denial_of(done, "codex", "PreToolUse")
     assert "ledger/money.py" in text and "ledger/old_rates.py" in text
     assert "Never divide amounts with /" in text and "Old rates are frozen" in text
+    again = replay(
+        hooks["pre-edit"], payload("codex", "pre-edit-apply-patch", root), root / "ledger"
+    )
+    assert b"deny" not in again.stdout and again.returncode == 0  # the retry goes through
     start = replay(hooks["session-start"], payload("codex", "session-start", root), root)
     assert "Money is stored in integer cents" in context_of(start, "SessionStart")
     done = replay(hooks["stop"], payload("codex", "stop", root), root)
