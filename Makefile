@@ -22,7 +22,8 @@ test: $(STAMP)
 	$(BIN)/ruff check engram tests benchmarks
 	$(BIN)/ruff format --check engram tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	# Every core, each test file on one worker (some files' tests build on one shared daemon).
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The edit loop: lint, then the suite without the stress tests (marked slow) and the real agent
 # programs (marked agents) on every core.
