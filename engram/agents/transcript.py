@@ -397,9 +397,14 @@ def _patch_step(number: int, path: str, action: str, old: list[str], new: list[s
     return Step("edit", number, path=path, old=before, new=_clip("".join(f"{x}\n" for x in new)))
 
 
-def _codex_failed(output: Any) -> bool:
-    """Tell whether an apply_patch answer says the patch was not applied."""
+def _codex_answer(output: Any) -> tuple[str, Any]:
+    """Return a Codex tool answer's text and its exit code (None if it says none).
+
+    Codex sends either the text itself or a JSON object with ``output`` and
+    ``metadata.exit_code``; the object is parsed within the JSON bounds.
+    """
     text = _str(output)
+    code: Any = None
     if text.lstrip().startswith("{"):
         try:
             value = loads(text, what="a tool's output")
@@ -407,24 +412,24 @@ def _codex_failed(output: Any) -> bool:
             value = None
         if isinstance(value, Mapping):
             meta = value.get("metadata")
-            if isinstance(meta, Mapping) and meta.get("exit_code") not in (0, None):
-                return True
+            if isinstance(meta, Mapping):
+                code = meta.get("exit_code")
             text = _str(value.get("output"))
+    return text, code
+
+
+def _codex_failed(output: Any) -> bool:
+    """Tell whether an apply_patch answer says the patch was not applied."""
+    text, code = _codex_answer(output)
+    if code not in (0, None):
+        return True
     return text.lstrip().lower().startswith(("error", "apply_patch verification failed"))
 
 
 def _codex_output(step: Step, output: Any) -> None:
-    text = _str(output)
-    if text.lstrip().startswith("{"):
-        try:
-            value = loads(text, what="a tool's output")
-        except ValueError:
-            value = None
-        if isinstance(value, Mapping):
-            meta = value.get("metadata")
-            if isinstance(meta, Mapping) and isinstance(meta.get("exit_code"), int):
-                step.code = meta["exit_code"]
-            text = _str(value.get("output"))
+    text, code = _codex_answer(output)
+    if isinstance(code, int) and not isinstance(code, bool):
+        step.code = code
     match = _CODEX_EXIT.search(text[:400])
     if match and step.code is None:
         step.code = int(match.group(1))
