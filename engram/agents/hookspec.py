@@ -115,7 +115,7 @@ HOOKS: Final = (
     HookSpec("opencode", "pre-edit", "tool.execute.before", _OPENCODE_EDITS, 10, "edit"),
     HookSpec("opencode", "tool-failure", "tool.execute.after", "bash", 10, "failure"),
     HookSpec("opencode", "pre-compact", "experimental.session.compacting", None, 30, "capture"),
-    HookSpec("opencode", "stop", "session.idle", None, 30, "capture"),
+    HookSpec("opencode", "stop", "experimental.text.complete", None, 30, "capture"),
 )
 HOOK_AGENTS: Final = tuple(dict.fromkeys(spec.agent for spec in HOOKS))
 

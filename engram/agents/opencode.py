@@ -21,8 +21,10 @@ that the model reads it:
   from the tool's metadata), appended to the command's output, which the model reads next;
 - ``experimental.session.compacting``: the session's learnings captured, and the briefing given
   to the summary;
-- ``session.idle`` (an event): the learnings of the last answer captured, and the line saying
-  what was saved shown as a toast.
+- ``experimental.text.complete``: the learnings of each finished text of an answer captured,
+  and the line saying what was saved shown as a toast. OpenCode awaits this hook before the
+  answer is done, where it does not await an event handler: ``opencode run`` exits at
+  ``session.idle`` while a capture started there may still be running, and it is lost.
 
 Where engram cannot be started, one toast says so once, and the model is told its tools are
 missing. The plugin never throws into OpenCode otherwise. Pure: it renders the file's text.
@@ -185,8 +187,6 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     event: async ({ event }) => {
       if (event.type === "session.created") {
         await brief(event.properties.info.id); // ready before the session's first prompt
-      } else if (event.type === "session.idle") {
-        await capture("session.idle", event.properties.sessionID);
       } else if (event.type === "session.deleted") {
         briefs.delete(event.properties.info.id);
         prompts.delete(event.properties.info.id);
@@ -245,6 +245,13 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
       if (context && typeof output.output === "string") {
         output.output = `${output.output}\n\n${context}`;
       }
+    },
+    "experimental.text.complete": async (input, output) => {
+      const text = typeof output.text === "string" ? output.text : "";
+      if (!text.trim()) return;
+      const native = "experimental.text.complete";
+      const got = await call(native, { session_id: input.sessionID, last_assistant_message: text });
+      if (got.notice) await say(got.notice, "info");
     },
     "experimental.session.compacting": async (input, output) => {
       await capture("experimental.session.compacting", input.sessionID);

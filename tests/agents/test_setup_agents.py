@@ -385,6 +385,9 @@ await hooks["tool.execute.before"](c2, { args: {} });
 await hooks["tool.execute.after"]({ ...c2, args: {} }, other);
 const compacting = { context: [] };
 await hooks["experimental.session.compacting"](session, compacting);
+const done = { text: "Done.\n## Key Learnings\n- cents" };
+await hooks["experimental.text.complete"]({ ...session, messageID: "m1", partID: "p1" }, done);
+await hooks["experimental.text.complete"]({ ...session, messageID: "m1", partID: "p2" }, { text: " " });
 await hooks.event({ event: { type: "session.idle", properties: session } });
 const out = { system: system.system, read: result.output, other: other.output, ...seen };
 process.stdout.write(JSON.stringify({ ...out, compacting: compacting.context }));
@@ -435,7 +438,8 @@ def test_opencode_plugin_runs_engrams_hooks_and_feeds_the_model(
     assert payloads[2]["tool_name"] == "read"
     assert payloads[2]["tool_input"]["file_path"] == f"{repo}/src/billing.py"
     assert payloads[3]["last_assistant_message"].endswith("## Key Learnings\n- cents")
-    assert payloads[4]["hook_event_name"] == "session.idle"
+    assert payloads[4]["hook_event_name"] == "experimental.text.complete"
+    assert payloads[4]["last_assistant_message"] == "Done.\n## Key Learnings\n- cents"
     # engram's answers reach the model: the system prompt, the read's result, the summary.
     assert seen["system"] == ["base", "MEMORY NOTE", "MEMORY NOTE"]
     assert seen["read"] == "1: def total():\n\nMEMORY NOTE"
