@@ -1,31 +1,39 @@
 """Measure re-ranking features that read the query and each hit together (issue 30, negatives).
 
-No cross-encoder ships its weights in a package this project can install (see the decisions
-log, "Re-ranking for the negatives"), so this tries what the installed bi-encoder, MiniLM
-(the ``minilm`` extra), can give by reading query and memory at the level of their tokens:
+No cross-encoder ships its weights in a package this project can install (docs/decisions.md,
+"Re-ranking for the negatives"), so this tries what the installed bi-encoder, MiniLM (the
+``minilm`` extra), gives by reading query and memory at the level of their tokens
+(``TOKEN``), and a few signals that need no model (``LEXICAL``):
 
 - ``maxsim``: late interaction (ColBERT's MaxSim) on MiniLM's last-layer token vectors: for
   each informative query token the highest cosine to any token of the memory, averaged with
   the token's idf in the store as its weight;
-- ``worst``: the lowest of those per-token best cosines over the informative query tokens
-  (the query word the memory explains worst: a negative asks about a feature the memory lacks);
+- ``worst``: the lowest of those per-token best cosines (the query word the memory explains
+  worst: a negative asks about a feature the memory lacks);
 - ``soft``: the idf-weighted share of informative query tokens whose best cosine clears
   ``SOFT_MATCH``, a coverage that counts a paraphrased word as held;
 - ``absent``: the idf-weighted share of the query's informative words that no memory of the
-  store holds at all (a property of the query, not the hit).
+  store holds (a property of the query, not the hit);
+- ``code``: 1 when the query holds a word written as code (snake_case, dotted, ``--flag``,
+  ``key=value``) that no memory's text holds;
+- ``cos_margin``, ``str_margin``: the hit's cosine and strength less the median of the top 10;
+- ``rare``: the share of the query's ``RARE_WORDS`` rarest words the memory holds.
 
-Each is appended to engram's own features of a hit (``engram/index/relevance.py``) and the
-relevance model and floor are fitted leave-one-set-out exactly as ``run.py --held-out`` does
-(``fit.py``): for each set, fitted on the other sets only, reported on it. The table gives, per
-set and feature set, the answerable queries the floor lost and the negatives it emptied, then
-the worst set; recall@5 and MRR are those of engram's ranking (the features only decide
-whether a query is answered) and, for ``(re-ranked)`` rows, of the top 10 ordered by the
-hit-level model's probability. Costs: milliseconds to embed the top 10 token by token per
-query, and this process's resident memory.
+The picked ones (``COMBINATIONS``) are appended to engram's own features of a hit
+(``engram/index/relevance.py``) and the relevance model and floor are fitted leave-one-set-out
+as ``run.py --held-out`` does (``fit.py``): for each set, fitted on the other sets only,
+reported on it. The table gives, per set and feature set, recall@5 and MRR after the floor,
+the answerable queries the floor lost, the negatives it emptied, the floor, and ``ceiling``:
+the negatives a floor chosen on that set itself would empty at the same 1% loss (an in-sample
+bound on what the features can separate); then the worst set. ``(re-ranked)`` rows order the
+top 10 by a model fitted on every hit of the other sets. Costs: milliseconds to embed a query
+and its top 10 token by token, and this process's peak resident memory.
 
-``python benchmarks/retrieval/rerank.py [--rankings PATH] [--mode hybrid-minilm]``:
-``--rankings`` keeps engram's unfloored rankings in a file (written once, read after). Needs
-the ``minilm`` extra.
+``python benchmarks/retrieval/rerank.py [--rankings PATH] [--extras PATH] [--mode MODE]
+[--lexical]``: ``--rankings`` keeps engram's unfloored rankings in a file, ``--extras`` the
+token features (each written once, read after); ``--lexical`` leaves MiniLM out and measures
+the features that need no model in any mode. Without ``--lexical`` it needs the ``minilm``
+extra.
 """
 
 from __future__ import annotations
@@ -73,6 +81,9 @@ COMBINATIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "+ rare": ("rare",),
     "+ rare, soft": ("rare", "soft"),
     "+ rare, code, soft": ("rare", "code", "soft"),
+    "+ absent, code": ("absent", "code"),
+    "+ absent, code, maxsim, worst, soft": ("absent", "code", "maxsim", "worst", "soft"),
+    "+ all eight": EXTRA,
 }
 # A word of a query written as code: snake_case, dotted (click.clear), a --flag or key=value.
 _CODE: Final = re.compile(r"--?[A-Za-z][\w-]*|\w+(?:[._]\w+)+|\w+=\w+")
@@ -113,7 +124,7 @@ def memory_text(record: Mapping[str, Any]) -> str:
 class SetReader:
     """One set's memories, their token vectors (embedded on first use) and word statistics."""
 
-    def __init__(self, folder: Path, vectors: TokenVectors) -> None:
+    def __init__(self, folder: Path, vectors: TokenVectors | None) -> None:
         self.records: dict[str, dict[str, Any]] = {}
         with open(folder / "memories.jsonl", encoding="utf-8") as handle:
             for line in handle:
@@ -129,8 +140,9 @@ class SetReader:
             text = memory_text(record).lower()
             for word in set(_WORD.findall(text)):
                 words[word] = words.get(word, 0) + 1
-            for piece in set(vectors.model.tokenizer.encode(text).tokens[1:-1]):
-                pieces[piece] = pieces.get(piece, 0) + 1
+            if vectors is not None:
+                for piece in set(vectors.model.tokenizer.encode(text).tokens[1:-1]):
+                    pieces[piece] = pieces.get(piece, 0) + 1
         self.word_df = words
         self.piece_df = pieces
         self.texts = {rid: relevance.searchable(record) for rid, record in self.records.items()}
@@ -156,6 +168,7 @@ class SetReader:
     def memory(self, rid: str) -> tuple[list[str], np.ndarray]:
         known = self.cache.get(rid)
         if known is None:
+            assert self.vectors is not None, "token features need MiniLM (not --lexical)"
             known = self.cache[rid] = self.vectors(memory_text(self.records[rid]))
         return known
 
@@ -316,7 +329,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rankings", type=Path, help="engram's rankings, kept in this file")
     parser.add_argument("--mode", default="hybrid-minilm", help="engram's search mode")
-    parser.add_argument("--extras", type=Path, help="the hits' extra features, kept in this file")
+    parser.add_argument("--extras", type=Path, help="the hits' token features, kept in this file")
+    parser.add_argument(
+        "--lexical", action="store_true", help="only the features that need no model (any mode)"
+    )
     args = parser.parse_args(argv)
     names = run.present_sets()
     if args.rankings is not None and args.rankings.exists():
@@ -330,11 +346,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_query: list[float] = []
     if args.extras is not None and args.extras.exists():
         tokens = json.loads(args.extras.read_text(encoding="utf-8"))
-    vectors = TokenVectors()
+    vectors = None if args.lexical else TokenVectors()
     extras: dict[str, list[dict[str, tuple[float, ...]]]] = {}
     for name in names:
         reader = SetReader(run.SETS[name], vectors)
-        if name not in tokens:
+        if vectors is None:  # no token features: zeros, never picked (``combinations``)
+            tokens[name] = [
+                {rid: [0.0] * len(TOKEN) for rid, _ in ranked.hits}
+                for ranked in rankings[name][args.mode]
+            ]
+        elif name not in tokens:
             tokens[name] = []
             for query, ranked in zip(queries[name], rankings[name][args.mode], strict=True):
                 started = time.perf_counter()
@@ -351,14 +372,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 zip(queries[name], rankings[name][args.mode], strict=True)
             )
         ]
-    if args.extras is not None:
+    if args.extras is not None and vectors is not None:
         args.extras.write_text(json.dumps(tokens), encoding="utf-8")
     rows: list[Sequence[str]] = [
         ("set", "features", "R@5", "MRR", "lost", "neg empty", "floor", "ceiling")
     ]
     worst: dict[str, list[tuple[float, float, float, float, float]]] = {}
     coefficients: list[str] = []
-    for label, picked in COMBINATIONS.items():
+    combinations = {
+        label: picked
+        for label, picked in COMBINATIONS.items()
+        if vectors is not None or not set(picked) & set(TOKEN)
+    }
+    for label, picked in combinations.items():
         for reorder in (False, True):
             if reorder and not picked:
                 continue
@@ -420,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" peak RSS {rss:.0f} MB"
         )
     else:
-        print(f"token vectors read from {args.extras} (not timed); peak RSS {rss:.0f} MB")
+        source = "none: --lexical" if vectors is None else f"read from {args.extras}"
+        print(f"token vectors {source} (not timed); peak RSS {rss:.0f} MB")
     for line in coefficients:
         print(line)
     return 0 if not math.isnan(sum(v[0] for values in worst.values() for v in values)) else 1
