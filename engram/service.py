@@ -432,7 +432,7 @@ class Engram(Exchange):
         project: str | None = None,
         source: str = "capture",
     ) -> Capture:
-        """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+        """Propose the learnings of an agent's output (its last "Key Learnings" section)."""
         from engram.agents import session
 
         return session.capture(
