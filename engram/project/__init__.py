@@ -430,7 +430,7 @@ class Project:
             ws = self.ws
             timeout = float(ws.config.number("store.lock_timeout_seconds"))
             self._sessions = SessionLog(
-                ws.store.state_dir, lock_timeout=timeout, scrubber=ws.store.scrubber
+                ws.store.state_dir, lock_timeout=timeout, scrubber=lambda: ws.store.scrubber
             )
         return self._sessions
 

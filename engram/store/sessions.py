@@ -19,11 +19,16 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
-from engram.store.redact import Scrubber, default_scrubber
+from engram.store.redact_lazy import LazyScrubber
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engram.store.redact import Scrubber
 
 SESSIONS: Final = "sessions.json"
 VERSION: Final = 1
@@ -34,13 +39,22 @@ class SessionLog:
     """Start, end and look up sessions of one .engram/ folder."""
 
     def __init__(
-        self, state_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
+        self,
+        state_dir: Path,
+        *,
+        lock_timeout: float = 60.0,
+        scrubber: Scrubber | Callable[[], Scrubber] | None = None,
     ) -> None:
         self.path = state_dir / SESSIONS
-        self.scrubber = scrubber if scrubber is not None else default_scrubber()
+        self._scrubber = LazyScrubber(scrubber)
         self._lock = ProcessLock(
             state_dir / "sessions.lock", timeout=lock_timeout, what=str(self.path)
         )
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """What every write of the log goes through (made on first use, as the store's is)."""
+        return self._scrubber.get()
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
