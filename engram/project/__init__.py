@@ -449,6 +449,8 @@ class Project:
 
     def redact(self, text: str) -> tuple[str, int]:
         """Return text with what a write would redact replaced, and how many secrets that was."""
+        if not text:
+            return text, 0  # nothing to scrub, and no rules to load for it
         return self.ws.store.scrubber.text(text)
 
 
