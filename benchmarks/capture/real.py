@@ -11,17 +11,20 @@ requests with the scenario's next step. A scenario of several prompts runs the p
 prompt, the later ones resuming the session (``claude --continue``, ``codex exec resume --last``,
 ``gemini --resume latest``), so the person's later words land in the same transcript.
 
-The transcript is then copied as the program wrote it to ``transcripts/<agent>/r-<name>.jsonl``,
-with one change: this machine's scratch folder is replaced by fixed placeholders (the
-repository becomes ``/home/dev/work/app``, the home folder ``/home/dev``), so that no path of
-the machine that made it is committed. A run whose program did not take every scripted step is
-reported and not kept.
+The transcript is then copied as the program wrote it to
+``transcripts/<agent>/r-<name>.jsonl.gz`` (gzip: a Codex transcript carries its whole system
+prompt), with one change: this machine's folders are replaced by fixed placeholders (the
+repository becomes ``/home/dev/work/app``, the home folder ``/home/dev``, Python's own folders
+``/usr`` and ``/home/dev/.venv``), so that no path of the machine that made it is committed.
+After each run the edited files are compared with what the scripted edits leave; a run whose
+program did not take every scripted step, or left a file otherwise, is reported and not kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import gzip
 import os
 import re
 import shutil
@@ -259,8 +262,8 @@ def run_scenario(scenario: Scenario, name: str, binary: Path, keep: bool) -> tup
         left = machine_paths(text, scratch)
         if left:
             return "paths", f"still names {left}"
-        out = HERE / "transcripts" / name / f"r-{scenario.name}.jsonl"
-        out.write_text(text, encoding="utf-8")
+        out = HERE / "transcripts" / name / f"r-{scenario.name}.jsonl.gz"
+        out.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
         return "ok", f"{source.name} ({len(found)} file(s)) -> {out.name}"
     finally:
         if keep:
@@ -295,7 +298,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         (HERE / "transcripts" / name).mkdir(parents=True, exist_ok=True)
         for scenario in wanted:
-            if args.missing and (HERE / "transcripts" / name / f"r-{scenario.name}.jsonl").exists():
+            if (
+                args.missing
+                and (HERE / "transcripts" / name / f"r-{scenario.name}.jsonl.gz").exists()
+            ):
                 continue
             start = time.monotonic()
             outcome, detail = run_scenario(scenario, name, binary, args.keep)

@@ -490,11 +490,10 @@ def test_transcripts_the_real_programs_wrote(agent: str) -> None:
     assert "gave 52, want 53" in runs[0].output and "untrusted_context" not in runs[0].output
     (edit,) = [step for step in transcript.steps if step.kind == "edit"]
     assert edit.path.endswith("src/billing.py") and "+ 50) // 100" in edit.new
-    data = json.loads((SET.parent / "labels.json").read_text())
-    (fix,) = propose(transcript, data["real_cwd"][agent]["r-bugfix"])
+    (fix,) = propose(transcript, CWD)  # the folder it ran in is CWD's placeholder
     assert fix.kind == "bugfix" and fix.files == ["src/billing.py"]
     quiet = read_transcript(SET / agent / "r-quiet.jsonl")
-    assert propose(quiet, data["real_cwd"][agent]["r-quiet"]) == []
+    assert propose(quiet, CWD) == []
 
 
 def test_a_refused_tool_call_is_no_step() -> None:
