@@ -255,8 +255,8 @@ def run_scenario(scenario: Scenario, name: str, binary: Path, keep: bool) -> tup
         found = transcripts(name, project.home)
         if not found:
             return "none", "the program wrote no transcript"
-        if len(found) > 1 and name != "claude-code":
-            return "split", f"{len(found)} transcript files: {[p.name for p in found]}"
+        # a resumed Gemini CLI session may go on in a new file that holds it all: the newest
+        # file is the session's, as engram's hooks find it (inbox.locate_transcript)
         source = found[-1]
         text = placeholders(source.read_text(encoding="utf-8"), scratch, project)
         left = machine_paths(text, scratch)

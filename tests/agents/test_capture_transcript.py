@@ -8,9 +8,12 @@ processes.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -494,6 +497,45 @@ def test_transcripts_the_real_programs_wrote(agent: str) -> None:
     assert fix.kind == "bugfix" and fix.files == ["src/billing.py"]
     quiet = read_transcript(SET / agent / "r-quiet.jsonl")
     assert propose(quiet, CWD) == []
+
+
+def _real_transcripts() -> dict[str, dict[str, Path]]:
+    """Return the committed transcripts of the real programs, by agent and session name."""
+    return {
+        agent: {
+            path.name.split(".")[0]: path
+            for pattern in ("r-*.jsonl", "r-*.jsonl.gz")
+            for path in (SET / agent).glob(pattern)
+        }
+        for agent in AGENTS
+    }
+
+
+def test_every_real_transcript_is_labelled_and_names_no_path_of_this_machine(
+    tmp_path: Path,
+) -> None:
+    """The real set: at least 40 labelled transcripts per agent, each read as that agent's with
+    the person's prompts in it, naming none of this checkout's or this machine's folders (the
+    generator puts fixed placeholders in their place)."""
+    labels = json.loads((SET.parent / "labels.json").read_text(encoding="utf-8"))["real"]
+    placeholders = (CWD, "/home/dev/scratch", "/home/dev/.venv", "/usr")
+    here = {str(Path(__file__).resolve().parents[2]), tempfile.gettempdir(), sys.prefix}
+    here |= {sys.base_prefix, os.path.realpath(sys.base_prefix)}
+    mine = [path for path in here if not any(p.startswith(path) for p in placeholders)]
+    for agent, found in _real_transcripts().items():
+        assert len(found) >= 40 and set(found) <= set(labels), f"{agent}: {sorted(found)}"
+        for name, path in found.items():
+            data = path.read_bytes()
+            text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+            for folder in mine:  # as a path of its own, not inside another (.gemini/tmp)
+                pattern = rf"(?<![\w.<-]){re.escape(folder)}(?:/|(?![\w.-]))"
+                assert not re.search(pattern, text), f"{path.name} names {folder}"
+            plain = tmp_path / agent / f"{name}.jsonl"
+            plain.parent.mkdir(exist_ok=True)
+            plain.write_text(text, encoding="utf-8")
+            transcript = read_transcript(plain)
+            assert transcript.agent == agent and not transcript.notes, path.name
+            assert any(step.kind == "user" for step in transcript.steps), path.name
 
 
 def test_a_refused_tool_call_is_no_step() -> None:
