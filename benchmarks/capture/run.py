@@ -91,49 +91,66 @@ def plain(path: Path, tmp: Path) -> str:
 def score(
     agent: str, labels: dict[str, list[dict[str, Any]]], show: bool
 ) -> dict[str, dict[str, int]]:
-    """Capture every transcript of one agent into a scratch store; tally each set."""
+    """Capture every transcript of one agent into scratch stores; tally each set.
+
+    The "runs" set gets a store of its own: a store proposes nothing it holds already, so
+    sessions of one set about the same thing as another's (an lru_cache undone in both) would
+    otherwise take each other's proposals. The older sets share one, as they always have.
+    """
     keys = ("proposals", "right", "labels", "found", "quiet", "quiet_props", "again", "sessions")
     tally = {name: dict.fromkeys(keys, 0) for name in SETS}
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "app"
-        root.mkdir()
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
         paths = [(name, plain(path, Path(tmp))) for name, path in sessions(agent)]
-        engram, _ = Engram.init(root, "app")
-        with engram:
-            for name, path in paths:
-                row = tally[set_of(name)]
-                wanted = labels[name]
-                # CWD: where the session ran, if its file does not say
-                got = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
-                records = [engram.get(item.id) for item in got.proposed]
-                open_labels = list(wanted)
-                row["sessions"] += 1
-                row["proposals"] += len(records)
-                row["labels"] += len(wanted)
-                if not wanted:
-                    row["quiet"] += 1
-                    row["quiet_props"] += len(records)
-                for record in records:
-                    hit = next((lab for lab in open_labels if answers(record, lab)), None)
-                    if hit is not None:
-                        open_labels.remove(hit)
-                        row["right"] += 1
-                    if show:
-                        mark = f"answers: {hit['note']}" if hit else "NO LABEL"
-                        print(
-                            f"  {agent} {name}: {record['kind']} {record['title']!r} "
-                            f"{record.get('files')} -> {mark}"
-                        )
-                if show:
-                    for label in open_labels:
-                        print(f"  {agent} {name}: MISSED {label['note']}")
-                row["found"] += len(wanted) - len(open_labels)
-            for name, path in paths:
-                row = tally[set_of(name)]
-                again = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
-                row["again"] += len(again.proposed)
+        for group in ("before", "runs"):
+            picked = [(n, p) for n, p in paths if (set_of(n) == "runs") == (group == "runs")]
+            root = Path(tmp) / group / "app"
+            root.mkdir(parents=True)
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
+            engram, _ = Engram.init(root, "app")
+            with engram:
+                for name, path in picked:
+                    capture(engram, agent, name, path, labels[name], tally[set_of(name)], show)
+                for name, path in picked:
+                    again = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
+                    tally[set_of(name)]["again"] += len(again.proposed)
     return tally
+
+
+def capture(
+    engram: Engram,
+    agent: str,
+    name: str,
+    path: str,
+    wanted: list[dict[str, Any]],
+    row: dict[str, int],
+    show: bool,
+) -> None:
+    """Capture one transcript as a hook would; hold its proposals to its labels."""
+    # CWD: where the session ran, if its file does not say
+    got = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
+    records = [engram.get(item.id) for item in got.proposed]
+    open_labels = list(wanted)
+    row["sessions"] += 1
+    row["proposals"] += len(records)
+    row["labels"] += len(wanted)
+    if not wanted:
+        row["quiet"] += 1
+        row["quiet_props"] += len(records)
+    for record in records:
+        hit = next((lab for lab in open_labels if answers(record, lab)), None)
+        if hit is not None:
+            open_labels.remove(hit)
+            row["right"] += 1
+        if show:
+            mark = f"answers: {hit['note']}" if hit else "NO LABEL"
+            print(
+                f"  {agent} {name}: {record['kind']} {record['title']!r} "
+                f"{record.get('files')} -> {mark}"
+            )
+    if show:
+        for label in open_labels:
+            print(f"  {agent} {name}: MISSED {label['note']}")
+    row["found"] += len(wanted) - len(open_labels)
 
 
 def line(name: str, row: dict[str, int]) -> str:
