@@ -538,6 +538,58 @@ def test_every_real_transcript_is_labelled_and_names_no_path_of_this_machine(
             assert any(step.kind == "user" for step in transcript.steps), path.name
 
 
+def test_a_resumed_gemini_session_keeps_the_calls_made_before() -> None:
+    """Gemini CLI resumed (``--resume``): the conversation is set anew in the API's form.
+
+    As Gemini CLI 0.61.0 writes it (r-correction-* of the real set): each call a
+    ``functionCall`` part, its answer a ``functionResponse`` part of a later user message, no
+    ``toolCalls``; a denied call answers with an error only. The calls are steps all the same.
+    """
+
+    def call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": f"m-{cid}",
+            "type": "gemini",
+            "content": [{"functionCall": {"id": cid, "name": name, "args": args}}],
+        }
+
+    def answer(cid: str, response: dict[str, Any]) -> dict[str, Any]:
+        part = {"functionResponse": {"id": cid, "name": "x", "response": response}}
+        return {"id": f"m-{cid}_response", "type": "user", "content": [part]}
+
+    failed = {"output": "<untrusted_context>\nOutput: AssertionError: a_b\nExit Code: 1\n"}
+    conversation = [
+        {"id": "u0", "type": "user", "content": [{"text": "<session_context>x</session_context>"}]},
+        call("c1", "run_shell_command", {"command": "python3 t.py"}),
+        answer("c1", failed),
+        call("c2", "replace", {"file_path": f"{CWD}/a.py", "old_string": "_", "new_string": "-"}),
+        answer("c2", {"output": "Successfully modified file"}),
+        call(
+            "c3", "replace", {"file_path": f"{CWD}/Makefile", "old_string": " ", "new_string": "\t"}
+        ),
+        answer("c3", {"error": "Tool execution denied by policy."}),
+        call("c4", "run_shell_command", {"command": "python3 t.py"}),
+        answer("c4", {"output": "Output: ok"}),
+        {"id": "g5", "type": "gemini", "content": [{"text": "Fixed."}]},
+    ]
+    lines = [
+        {"sessionId": "s-9", "projectHash": "h", "startTime": "t", "kind": "main"},
+        {"$set": {"messages": conversation}},
+        {"id": "u6", "type": "user", "content": [{"text": "No, never use dashes here."}]},
+        {"id": "g7", "type": "gemini", "content": "Understood."},
+    ]
+    steps = parse_transcript("\n".join(map(json.dumps, lines)), "gemini-cli").steps
+    assert [(step.kind, step.code, step.path) for step in steps] == [
+        ("run", 1, ""),
+        ("edit", None, f"{CWD}/a.py"),
+        ("run", 0, ""),
+        ("say", None, ""),
+        ("user", None, ""),
+        ("say", None, ""),
+    ]
+    assert steps[0].output == "AssertionError: a_b" and steps[2].output == "ok"
+
+
 def test_a_refused_tool_call_is_no_step() -> None:
     """A command the person did not approve, an edit that did not apply: nothing happened."""
     lines = [
