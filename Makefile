@@ -63,6 +63,8 @@ bench: $(STAMP) bytecode
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py
 
+# Every labelled set, the real programs' "runs" included; `python benchmarks/capture/real.py`
+# makes the runs anew (it needs `make agents` and about an hour), and is not part of this.
 bench-capture: $(STAMP)
 	$(BIN)/python benchmarks/capture/run.py
 
