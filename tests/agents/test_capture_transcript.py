@@ -603,3 +603,41 @@ def test_a_refused_tool_call_is_no_step() -> None:
     ]
     steps = parse_transcript("\n".join(lines)).steps
     assert [(step.kind, step.code) for step in steps] == [("user", None), ("run", 0)]
+
+
+NODE_ASSERT = """node:assert:90
+  throw new AssertionError(obj);
+  ^
+
+AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+
+'12' !== 3
+
+    at Object.<anonymous> (/home/dev/work/app/test/cart.test.js:4:8)
+"""
+PY_BARE_ASSERT = """Traceback (most recent call last):
+  File "/home/dev/work/app/check.py", line 3, in <module>
+    assert greet("Ann") == "Hello, Ann!"
+AssertionError
+"""
+
+
+@pytest.mark.parametrize(
+    ("output", "title"),
+    [
+        (NODE_ASSERT, "Fix: AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:"),
+        (PY_BARE_ASSERT, "Fix: AssertionError"),
+    ],
+)
+def test_a_fix_is_named_by_what_failed_not_where(output: str, title: str) -> None:
+    """A bugfix's title is the error, never a traceback header or a node location line."""
+    from engram.agents.transcript import Step, Transcript
+
+    steps = [
+        Step("run", 1, "node test/cart.test.js", output=output, code=1),
+        Step("edit", 2, "", path="src/cart.js", old="a + b", new="Number(a) + Number(b)"),
+        Step("run", 3, "node test/cart.test.js", output="ok", code=0),
+    ]
+    transcript = Transcript("claude-code", "", "s", "/home/dev/work/app", steps=steps)
+    (proposal,) = propose(transcript, "/home/dev/work/app")
+    assert proposal.kind == "bugfix" and proposal.title == title
