@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast agents lint typecheck bench bench-retrieval bench-capture clean
+.PHONY: demo test test-fast agents lint typecheck bytecode bench bench-retrieval bench-capture clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+# Compiled once here: the suite and the benchmarks start engram in thousands of processes, and
+# where PYTHONDONTWRITEBYTECODE is set (or the tree was edited) each would compile it again.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q engram
+
+test: $(STAMP) bytecode
 	$(BIN)/ruff check engram tests benchmarks
 	$(BIN)/ruff format --check engram tests benchmarks
 	$(BIN)/mypy
@@ -27,7 +32,7 @@ test: $(STAMP)
 
 # The edit loop: lint, then the suite without the stress tests (marked slow) and the real agent
 # programs (marked agents) on every core.
-test-fast: $(STAMP)
+test-fast: $(STAMP) bytecode
 	$(BIN)/ruff check engram tests benchmarks
 	$(BIN)/python -m pytest -q -x -m "not slow and not agents" -n auto --dist loadfile -p no:cacheprovider
 
@@ -43,7 +48,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_indexer.py
@@ -58,6 +63,8 @@ bench: $(STAMP)
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval/run.py
 
+# Every labelled set, the real programs' "runs" included; `python benchmarks/capture/real.py`
+# makes the runs anew (it needs `make agents` and about an hour), and is not part of this.
 bench-capture: $(STAMP)
 	$(BIN)/python benchmarks/capture/run.py
 

@@ -25,7 +25,6 @@ nothing here prints.
 from __future__ import annotations
 
 import contextlib
-import platform
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
@@ -432,7 +431,7 @@ class Engram(Exchange):
         project: str | None = None,
         source: str = "capture",
     ) -> Capture:
-        """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+        """Propose the learnings of an agent's output (its last "Key Learnings" section)."""
         from engram.agents import session
 
         return session.capture(
@@ -633,6 +632,8 @@ class Engram(Exchange):
 
 def version_info() -> dict[str, str]:
     """Return the versions of engram, Python and the main dependencies."""
+    import platform  # not at the top: every hook imports this module, and platform costs ~10 ms
+
     out = {"engram": _version("engram-git"), "python": platform.python_version()}
     for name in ("tantivy", "mcp", "dulwich", "typer"):
         out[name] = _version(name)

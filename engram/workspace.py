@@ -13,16 +13,20 @@ import the service or an adapter.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram import config as config_mod
 from engram.index.db import Index
 from engram.index.ranking import Weights
 from engram.model import Record
 from engram.store import MemoryStore
-from engram.store.redact import Scrubber, default_scrubber
+
+if TYPE_CHECKING:
+    from engram.store.redact import Scrubber
 
 __all__ = ["Workspace", "make_scrubber"]
 
@@ -44,7 +48,9 @@ class Workspace:
         refuse_links(engram_dir)  # before the config cache, locks or index land in state/
         cfg = config_mod.load(root, engram_dir)
         timeout = cfg.number("store.lock_timeout_seconds")
-        store = MemoryStore(engram_dir, lock_timeout=timeout, scrubber=make_scrubber(cfg))
+        store = MemoryStore(
+            engram_dir, lock_timeout=timeout, scrubber=functools.partial(make_scrubber, cfg)
+        )
         search = cfg.get("search")
         index = Index(
             store,
@@ -96,5 +102,7 @@ def make_scrubber(cfg: config_mod.Config) -> Scrubber:
 
     Without any, the process's default one: imports scrub with it too, and share what it knows.
     """
+    from engram.store.redact import Scrubber, default_scrubber
+
     patterns = [str(p) for p in cfg.get("redact.extra_patterns") or []]
     return Scrubber(patterns) if patterns else default_scrubber()

@@ -14,19 +14,24 @@ contains one of its words; each label is answered once. Printed, per agent and o
 - proposed again: what a second capture of every transcript saves anew (the aim is none: a
   hook fires at every stop and reads the whole transcript again).
 
-Three sets, reported apart and together: "tuned" (the sixteen sessions the rules were written
+Five sets, reported apart and together: "tuned" (the sixteen sessions the rules were written
 with in view); "adjusted" (the ten ``h-*`` sessions, written and labelled after the rules,
 before the rules first ran on them: precision 0.20 and recall 0.17 then; the rules were then
 adjusted on them); "fresh" (the ten ``f-*`` sessions, written and labelled after that
 adjustment, before the rules ran on them: the estimate for sessions the rules were not shaped
-on); "real" (the two ``r-*`` sessions per agent that the real agent programs ran against a
-scripted fake model, transcripts as the programs wrote them). ``--show`` prints every
-proposal with the label it answered, if any.
+on); "real" (``r-bugfix`` and ``r-quiet``: the first two sessions the real agent programs ran
+against a scripted fake model, transcripts as the programs wrote them); "runs" (the other
+``r-*`` sessions, ``.jsonl.gz``: the 48 scripted sessions of ``real_scenarios.py`` that
+``real.py`` ran through the real programs, labelled before the rules first ran on them). The
+real programs' transcripts name the folders they ran in by fixed placeholders (the repository
+is ``/home/dev/work/app``, as for the scripted renderings). ``--show`` prints every proposal
+with the label it answered, if any.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -55,61 +60,97 @@ def answers(record: dict[str, Any], label: dict[str, Any]) -> bool:
     return any(word.lower() in text for word in label["words"])
 
 
-SETS = ("tuned", "adjusted", "fresh", "real")  # by name: h- adjusted, f- fresh, r- real
+SETS = ("tuned", "adjusted", "fresh", "real", "runs")  # by name: h-, f-, r-bugfix/r-quiet, r-
+FIRST_REAL = ("r-bugfix", "r-quiet")
 
 
 def set_of(name: str) -> str:
     """Return the set a session belongs to, by its name."""
-    return {"h-": "adjusted", "f-": "fresh", "r-": "real"}.get(name[:2], "tuned")
+    if name.startswith("r-"):
+        return "real" if name in FIRST_REAL else "runs"
+    return {"h-": "adjusted", "f-": "fresh"}.get(name[:2], "tuned")
+
+
+def sessions(agent: str) -> list[tuple[str, Path]]:
+    """Return each transcript of an agent's set (name, file), by name."""
+    folder = HERE / "transcripts" / agent
+    found = [*folder.glob("*.jsonl"), *folder.glob("*.jsonl.gz")]
+    return sorted((path.name.split(".")[0], path) for path in found)
+
+
+def plain(path: Path, tmp: Path) -> str:
+    """Return a path to the transcript as the agent left it (a .gz one unpacked into tmp)."""
+    if path.suffix != ".gz":
+        return str(path)
+    out = tmp / path.parent.name / path.name.removesuffix(".gz")
+    out.parent.mkdir(exist_ok=True)
+    out.write_bytes(gzip.decompress(path.read_bytes()))
+    return str(out)
 
 
 def score(
-    agent: str, labels: dict[str, list[dict[str, Any]]], show: bool, cwds: dict[str, str]
+    agent: str, labels: dict[str, list[dict[str, Any]]], show: bool
 ) -> dict[str, dict[str, int]]:
-    """Capture every transcript of one agent into a scratch store; tally each set."""
+    """Capture every transcript of one agent into scratch stores; tally each set.
+
+    The "runs" set gets a store of its own: a store proposes nothing it holds already, so
+    sessions of one set about the same thing as another's (an lru_cache undone in both) would
+    otherwise take each other's proposals. The older sets share one, as they always have.
+    """
     keys = ("proposals", "right", "labels", "found", "quiet", "quiet_props", "again", "sessions")
     tally = {name: dict.fromkeys(keys, 0) for name in SETS}
-    paths = sorted((HERE / "transcripts" / agent).glob("*.jsonl"))
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "app"
-        root.mkdir()
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-        engram, _ = Engram.init(root, "app")
-        with engram:
-            for path in paths:
-                row = tally[set_of(path.stem)]
-                wanted = labels[path.stem]
-                cwd = cwds.get(path.stem, CWD)  # where the session ran, if its file does not say
-                got = capture_transcript(engram.here, str(path), agent=agent, cwd=cwd)
-                records = [engram.get(item.id) for item in got.proposed]
-                open_labels = list(wanted)
-                row["sessions"] += 1
-                row["proposals"] += len(records)
-                row["labels"] += len(wanted)
-                if not wanted:
-                    row["quiet"] += 1
-                    row["quiet_props"] += len(records)
-                for record in records:
-                    hit = next((lab for lab in open_labels if answers(record, lab)), None)
-                    if hit is not None:
-                        open_labels.remove(hit)
-                        row["right"] += 1
-                    if show:
-                        mark = f"answers: {hit['note']}" if hit else "NO LABEL"
-                        print(
-                            f"  {agent} {path.stem}: {record['kind']} {record['title']!r} "
-                            f"{record.get('files')} -> {mark}"
-                        )
-                if show:
-                    for label in open_labels:
-                        print(f"  {agent} {path.stem}: MISSED {label['note']}")
-                row["found"] += len(wanted) - len(open_labels)
-            for path in paths:
-                row = tally[set_of(path.stem)]
-                cwd = cwds.get(path.stem, CWD)
-                again = capture_transcript(engram.here, str(path), agent=agent, cwd=cwd)
-                row["again"] += len(again.proposed)
+        paths = [(name, plain(path, Path(tmp))) for name, path in sessions(agent)]
+        for group in ("before", "runs"):
+            picked = [(n, p) for n, p in paths if (set_of(n) == "runs") == (group == "runs")]
+            root = Path(tmp) / group / "app"
+            root.mkdir(parents=True)
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
+            engram, _ = Engram.init(root, "app")
+            with engram:
+                for name, path in picked:
+                    capture(engram, agent, name, path, labels[name], tally[set_of(name)], show)
+                for name, path in picked:
+                    again = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
+                    tally[set_of(name)]["again"] += len(again.proposed)
     return tally
+
+
+def capture(
+    engram: Engram,
+    agent: str,
+    name: str,
+    path: str,
+    wanted: list[dict[str, Any]],
+    row: dict[str, int],
+    show: bool,
+) -> None:
+    """Capture one transcript as a hook would; hold its proposals to its labels."""
+    # CWD: where the session ran, if its file does not say
+    got = capture_transcript(engram.here, path, agent=agent, cwd=CWD)
+    records = [engram.get(item.id) for item in got.proposed]
+    open_labels = list(wanted)
+    row["sessions"] += 1
+    row["proposals"] += len(records)
+    row["labels"] += len(wanted)
+    if not wanted:
+        row["quiet"] += 1
+        row["quiet_props"] += len(records)
+    for record in records:
+        hit = next((lab for lab in open_labels if answers(record, lab)), None)
+        if hit is not None:
+            open_labels.remove(hit)
+            row["right"] += 1
+        if show:
+            mark = f"answers: {hit['note']}" if hit else "NO LABEL"
+            print(
+                f"  {agent} {name}: {record['kind']} {record['title']!r} "
+                f"{record.get('files')} -> {mark}"
+            )
+    if show:
+        for label in open_labels:
+            print(f"  {agent} {name}: MISSED {label['note']}")
+    row["found"] += len(wanted) - len(open_labels)
 
 
 def line(name: str, row: dict[str, int]) -> str:
@@ -128,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))
     labels = {**data["sessions"], **data["held_out"], **data["fresh"], **data["real"]}
-    rows = {agent: score(agent, labels, args.show, data["real_cwd"][agent]) for agent in AGENTS}
+    rows = {agent: score(agent, labels, args.show) for agent in AGENTS}
     for name in (*SETS, "all"):
         print(f"\n{name}")
         print(

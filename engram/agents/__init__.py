@@ -7,7 +7,7 @@ the agent sent) and the ``HookSpec`` it came through, acts on an opened project 
 exactly what the agent reads (``reply``): the briefing at session start and after compaction
 (``briefing``), the check of every file a tool call reads or writes (``check``), memory offered
 unasked at the prompt, after a failed command and to a subagent (``moments``), the learnings
-of the agent's last message saved as memories (``capture``), the session summary at its end
+of the agent's last message proposed as memories (``capture``), the session summary at its end
 (``session``); what a session was shown and edited is kept in its ledger
 (``engram.store.ledger``). The ``engram hook`` command (``engram.hooks``) runs it in its own
 process, or the daemon (``engram.daemon.server``'s ``engram_hook``) in its long-lived one: the

@@ -86,7 +86,8 @@ def check_staged(here: Project, *, budget: int | None = None) -> StagedCheck:
     """Return the findings for the staged files and the blockers of the commit."""
     staged = staged_files(here.root)
     files = [path for path in staged if not path.startswith(STORE_PREFIX)]
-    findings = check_files(here, files, budget=budget)
+    # The staged change is the one being committed: it makes no memory about the file stale.
+    findings = check_files(here, files, budget=budget, own_edits=files)
     records = _citing(here, files)
     blockers = blocking_pitfalls(records, files)
     blockers += reverts_back(here.root, records, {p: staged[p] for p in files})

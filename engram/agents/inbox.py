@@ -50,6 +50,7 @@ __all__ = [
     "capture_hook",
     "capture_notice",
     "capture_transcript",
+    "captured_keys",
     "locate_transcript",
     "nudge",
     "proposed_label",
@@ -205,7 +206,7 @@ def save_proposals(
     proposals = propose(transcript, str(here.root))
     if not proposals:
         return out
-    known = _captured_keys(here)
+    known = captured_keys(here)
     polish = _polisher(here)
     deadline = time.monotonic() + POLISH_SECONDS
     for proposal in proposals:
@@ -269,11 +270,15 @@ def _in_repo(files: list[str]) -> list[str]:
     return out
 
 
-def _captured_keys(here: Project) -> dict[str, Record]:
-    """Return every captured memory by its proposal key, whatever its status."""
+def captured_keys(here: Project, source: str = CAPTURE_SOURCE) -> dict[str, Record]:
+    """Return every captured memory by its proposal key, whatever its status.
+
+    ``source`` is the prefix of the captured memories' ``source`` (a hook's ``capture:AGENT``
+    by default; an explicit capture's own source).
+    """
     out: dict[str, Record] = {}
     for ws in here.workspaces():
-        for record in ws.index.by_source_prefix(CAPTURE_SOURCE).values():
+        for record in ws.index.by_source_prefix(source).values():
             capture = record.get("capture")
             key = capture.get("key") if isinstance(capture, dict) else None
             if isinstance(key, str) and key:

@@ -70,9 +70,15 @@ _RULE_WORD: Final = re.compile(
 # a Go test's "got … want", a test runner's FAILED line.
 _TELLING: Final = (
     r"^E\s+\S",
-    r"\b\w+(?:Error|Exception)\b:",
+    r"\b\w+(?:Error|Exception)\b(?: \[[A-Z_]+\])?:",  # node adds a code: `… [ERR_ASSERTION]:`
+    r"^\w+(?:Error|Exception)$",  # a bare exception, as Python's last line of `assert x`
     r"\bgot\b.*\bwant\b",
     r"^(?:FAILED|FAIL:?)\s",
+)
+# Lines that say where a failure happened, not what it was: a traceback's header and frames, a
+# node location (`node:assert:90`, `at f (file.js:3:9)`), a caret under the code.
+_WHERE: Final = re.compile(
+    r"^(?:Traceback \(most recent call last\):|File \"|at \S|node:[\w/]+:\d+$|\^+$)"
 )
 # Failures that are slips of writing, not knowledge: the agent's own typo, a linter's or a
 # formatter's complaint. Fixing one teaches a later session nothing.
@@ -181,6 +187,7 @@ def _error_line(output: str) -> str:
         for line in lines:
             if re.search(pattern, line):
                 return line.removeprefix("E").strip()[:LINE_CHARS]
+    lines = [line for line in lines if not _WHERE.match(line)] or lines
     hits = [line for line in lines if _ERROR_WORDS.search(line)]
     return (hits[0] if hits else (lines[-1] if lines else "it failed"))[:LINE_CHARS]
 

@@ -9,9 +9,10 @@ first section is kept as a preamble. ``Relevant files`` lines become the memory'
 Parsing is pure. Over an opened ``Project``, ``start`` and ``end`` keep the clone's session log,
 ``save_summary`` saves a summary as the session's ``session`` memory (one per session: a later
 one revises it), ``save_prompt`` a user's prompt as a ``prompt`` memory, and ``capture`` the
-"Key Learnings" of an agent's reply (``engram.agents.capture`` finds them) as ``discovery``
-memories, all through the write path (``engram.project.memories``). ``start`` and ``end`` return a
-``Session``, ``capture`` a ``Capture``.
+"Key Learnings" of an agent's reply (``engram.agents.capture`` finds them) as proposed
+``discovery`` memories (``engram review``), all through the write path
+(``engram.project.memories``). ``start`` and ``end`` return a ``Session``, ``capture`` a
+``Capture``.
 """
 
 from __future__ import annotations
@@ -338,19 +339,29 @@ def capture(
     project: str | None = None,
     source: str = "capture",
 ) -> Capture:
-    """Save the learnings of an agent's output (its last "Key Learnings" section).
+    """Propose the learnings of an agent's output (its last "Key Learnings" section).
 
-    Each item becomes a ``discovery`` memory unless one with the same title or the same
-    text already exists (in any kind). Returns what was extracted, saved and skipped.
+    Each item becomes a ``discovery`` memory saved ``proposed``, for a person to accept or
+    reject (``engram review``), as the learnings a hook captures are: text read out of an
+    answer is never established fact until someone has looked at it. An item is skipped when a
+    live memory already has its title or text (in any kind), or when the same learning was
+    captured before, rejected included, so a rejection holds. Returns what was extracted,
+    saved and skipped.
     """
     from engram.agents.capture import extract_learnings
+    from engram.agents.inbox import captured_keys
 
     name = here.project_name(project)
     sid = here.session_id(session_id, name)
+    origin = str(source or "capture")
     learnings = extract_learnings(here.redact(str(text or ""))[0])  # titles are cut from it
     out = Capture(extracted=len(learnings), session_id=sid)
+    known: dict[str, Record] = {}
+    for prefix in dict.fromkeys(("capture", origin) if learnings else ()):  # hooks' and this
+        known.update(captured_keys(here, prefix))
     for item in learnings:
-        existing = _same_learning(here, item.title, item.content)
+        key = normalize_content(f"lesson {item.content}")
+        existing = known.get(key) or _same_learning(here, item.title, item.content)
         if existing is not None:
             out.duplicates.append(CaptureItem(existing["id"], existing.get("title", "")))
             continue
@@ -360,10 +371,13 @@ def capture(
             item.content,
             kind="discovery",
             tags=["capture"],
-            source=str(source or "capture"),
+            status="proposed",
+            source=origin,
             session_id=sid,
             project=name,
+            extra={"capture": {"agent": origin, "session": sid, "rule": "lesson", "key": key}},
         )
+        known[key] = result.record
         target = out.duplicates if result.action == "duplicate" else out.saved
         target.append(CaptureItem(result.record["id"], result.record.get("title", "")))
     return out

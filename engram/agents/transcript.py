@@ -458,12 +458,14 @@ def _gemini(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
             messages[entry["id"]] = (first, entry)
         elif isinstance(entry.get("$set"), Mapping) and isinstance(
             entry["$set"].get("messages"), list
-        ):  # the whole conversation set anew (a resumed or rewritten session)
+        ):  # the whole conversation set anew (a resumed or rewritten session), in the API's
+            # form: a record read before keeps its tool calls, which that form has not
             messages = {
-                m["id"]: (number, m)
+                m["id"]: messages.get(m["id"], (number, m))
                 for m in entry["$set"]["messages"]
                 if isinstance(m, dict) and isinstance(m.get("id"), str)
             }
+    answers = _gemini_responses(message for _, message in messages.values())
     for number, message in messages.values():
         content = message.get("content")
         if isinstance(content, list):
@@ -476,9 +478,48 @@ def _gemini(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
         elif message.get("type") == "gemini":
             if text:
                 out.steps.append(Step("say", number, text=_clip(text)))
-            for call in message.get("toolCalls") or []:
+            calls = message.get("toolCalls") or _gemini_parts(message.get("content"), answers)
+            for call in calls if isinstance(calls, list) else []:
                 if isinstance(call, Mapping):
                     out.steps.extend(_gemini_call(call, number))
+
+
+def _gemini_responses(messages: Iterator[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Return the ``functionResponse`` parts of the messages, by the call id they answer."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            response = part.get("functionResponse") if isinstance(part, Mapping) else None
+            if isinstance(response, Mapping) and isinstance(response.get("id"), str):
+                found.setdefault(response["id"], response)
+    return found
+
+
+def _gemini_parts(content: Any, answers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return tool calls as ``toolCalls`` holds them, from a message in the API's form.
+
+    A resumed session's conversation, set anew, has each call as a ``functionCall`` part and
+    its answer as a ``functionResponse`` part of a later message; an answer with an error and
+    no output is a call that did not happen (a denied edit).
+    """
+    calls: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        call = part.get("functionCall") if isinstance(part, Mapping) else None
+        if not isinstance(call, Mapping):
+            continue
+        answer = answers.get(_str(call.get("id")), {})
+        reply = answer.get("response")
+        failed = isinstance(reply, Mapping) and "error" in reply and "output" not in reply
+        calls.append(
+            {
+                "name": call.get("name"),
+                "args": call.get("args"),
+                "result": [{"functionResponse": answer}] if answer else [],
+                "status": "error" if failed else "success",
+            }
+        )
+    return calls
 
 
 def _gemini_call(call: Mapping[str, Any], number: int) -> Iterator[Step]:

@@ -233,7 +233,7 @@ def capture(
     ] = "",
     as_json: JsonOpt = False,
 ) -> None:
-    """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+    """Propose the learnings of an agent's output (its last "Key Learnings" section)."""
     if transcript is not None:
         with open_engram(ctx) as engram:
             captured = engram.capture_transcript(
@@ -261,7 +261,7 @@ def capture(
         echo('no "Key Learnings" section found: nothing saved', err=True)
         return
     for item in result.saved:
-        echo(f"saved {item.id}  {item.title}")
+        echo(f"proposed {item.id}  {item.title}")
     for item in result.duplicates:
         echo(f"known {item.id}  {item.title}")
 

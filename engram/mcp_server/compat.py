@@ -310,7 +310,7 @@ GO_ENGRAM: Final = (
         "mem_capture_passive",
         "capture",
         "Extract the learnings of an agent's output (its Key Learnings section) and save "
-        "each, skipping known ones.",
+        "each as a proposed memory for review, skipping known ones.",
         Param("content", "string", "The agent's output.", required=True),
         _GO_SESSION,
         _GO_PROJECT,

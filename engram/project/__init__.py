@@ -430,7 +430,7 @@ class Project:
             ws = self.ws
             timeout = float(ws.config.number("store.lock_timeout_seconds"))
             self._sessions = SessionLog(
-                ws.store.state_dir, lock_timeout=timeout, scrubber=ws.store.scrubber
+                ws.store.state_dir, lock_timeout=timeout, scrubber=lambda: ws.store.scrubber
             )
         return self._sessions
 
@@ -449,6 +449,8 @@ class Project:
 
     def redact(self, text: str) -> tuple[str, int]:
         """Return text with what a write would redact replaced, and how many secrets that was."""
+        if not text:
+            return text, 0  # nothing to scrub, and no rules to load for it
         return self.ws.store.scrubber.text(text)
 
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from engram.errors import CorruptStore, InvalidInput, StoreChanged
 from engram.fileio import ProcessLock, fsync_dir, mode_for, temp_file
@@ -55,7 +55,10 @@ from engram.model import (
 )
 from engram.store import files as store_files
 from engram.store.local import refuse_links
-from engram.store.redact import Scrubber, default_scrubber
+from engram.store.redact_lazy import LazyScrubber
+
+if TYPE_CHECKING:
+    from engram.store.redact import Scrubber
 
 MEMORIES: Final = "memories.jsonl"
 _TMP_GLOB: Final = ".memories.*.tmp"  # this file's temp files, as every version named them
@@ -91,11 +94,14 @@ class MemoryStore:
     """The canonical files of one .engram/ folder; the only writer of memories.jsonl."""
 
     def __init__(
-        self, engram_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
+        self,
+        engram_dir: Path,
+        *,
+        lock_timeout: float = 60.0,
+        scrubber: Scrubber | Callable[[], Scrubber] | None = None,
     ) -> None:
         self.dir = engram_dir
-        # Every record written goes through it (README): the one choke point for secrets.
-        self.scrubber = scrubber if scrubber is not None else default_scrubber()
+        self._scrubber = LazyScrubber(scrubber)
         self.path = engram_dir / MEMORIES
         self.state_dir = engram_dir / "state"
         self.lock_timeout = lock_timeout
@@ -343,6 +349,15 @@ class MemoryStore:
                     line = canonical_line(record)
                 lines.append(line)
             return self._replace(b"".join(lines), expect=base)
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """Every record written goes through it (README): the one choke point for secrets.
+
+        Made on first use: its rules cost ~15 ms to load, which a hook that only reads (the
+        pre-edit check, prompt recall) never pays.
+        """
+        return self._scrubber.get()
 
     def _scrub(self, record: Record) -> int:
         """Redact secrets in every field of record, in place; return how many were found."""

@@ -15,15 +15,21 @@ deleted) and the log starts afresh: losing it loses no memory.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engram.store.atomic import atomic_write
 from engram.store.lock import ProcessLock
-from engram.store.redact import Scrubber, default_scrubber
+from engram.store.redact_lazy import LazyScrubber
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engram.store.redact import Scrubber
 
 SESSIONS: Final = "sessions.json"
 VERSION: Final = 1
@@ -34,13 +40,22 @@ class SessionLog:
     """Start, end and look up sessions of one .engram/ folder."""
 
     def __init__(
-        self, state_dir: Path, *, lock_timeout: float = 60.0, scrubber: Scrubber | None = None
+        self,
+        state_dir: Path,
+        *,
+        lock_timeout: float = 60.0,
+        scrubber: Scrubber | Callable[[], Scrubber] | None = None,
     ) -> None:
         self.path = state_dir / SESSIONS
-        self.scrubber = scrubber if scrubber is not None else default_scrubber()
+        self._scrubber = LazyScrubber(scrubber)
         self._lock = ProcessLock(
             state_dir / "sessions.lock", timeout=lock_timeout, what=str(self.path)
         )
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """What every write of the log goes through (made on first use, as the store's is)."""
+        return self._scrubber.get()
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -56,27 +71,61 @@ class SessionLog:
             return {}
         return {str(k): v for k, v in sessions.items() if isinstance(v, dict)}
 
-    def _write(self, sessions: dict[str, dict[str, Any]]) -> None:
+    def _write(
+        self,
+        sessions: dict[str, dict[str, Any]],
+        read: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Write the log, scrubbed. With ``read`` (the log as this edit found it, which a write
+        like this one left scrubbed) only what the edit added is scanned: a session's new id,
+        times and anything the log did not hold yet. Without it every string is scanned."""
         if len(sessions) > KEEP:
             newest = sorted(sessions, key=lambda k: str(sessions[k].get("started_at", "")))
             sessions = {k: sessions[k] for k in newest[-KEEP:]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Scrubbed as one record, session ids (the keys) included: a session id that is a
-        # secret becomes the same [REDACTED] its memories' session_id becomes.
-        sessions = self.scrubber.record(sessions)[0]
+        if read is None:
+            # Scrubbed as one record, session ids (the keys) included: a session id that is a
+            # secret becomes the same [REDACTED] its memories' session_id becomes. A scrubber of
+            # its own, so nothing another write found clean in this process is taken on trust.
+            from engram.store.redact import Scrubber
+
+            sessions = Scrubber(self.scrubber.patterns).record(sessions)[0]
+        else:
+            sessions = {
+                sid: self._added(entry, read.get(sid), read) for sid, entry in sessions.items()
+            }
         data = json.dumps({"version": VERSION, "sessions": sessions}, sort_keys=True, indent=1)
         atomic_write(self.path, (data + "\n").encode("utf-8"))
 
+    def _added(
+        self, entry: dict[str, Any], before: dict[str, Any] | None, read: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Return a log entry with what the edit added scrubbed (ids are scrubbed by ``_key``)."""
+        if entry == before:
+            return entry
+        known = set(_strings_of(read))
+        out: dict[str, Any] = {}
+        for key, value in entry.items():
+            name = key if key in known else self.scrubber.text(str(key))[0]
+            if isinstance(value, str):
+                out[name] = value if value in known else self.scrubber.text(value)[0]
+            elif isinstance(value, dict | list):
+                out[name] = self.scrubber.record({"value": value})[0]["value"]
+            else:
+                out[name] = value
+        return out
+
     @contextlib.contextmanager
-    def _editing(self) -> Iterator[dict[str, dict[str, Any]]]:
+    def _editing(self, *, scan_all: bool = False) -> Iterator[dict[str, dict[str, Any]]]:
         with self._lock.hold():
             sessions = self._read()
+            read = None if scan_all else copy.deepcopy(sessions)
             yield sessions
-            self._write(sessions)
+            self._write(sessions, read)
 
     def rewrite(self) -> None:
-        """Write the log again as it is (scrubbed, as every write is): `doctor --fix`."""
-        with self._editing():
+        """Write the log again, every string scanned again (scrubbed): `doctor --fix`."""
+        with self._editing(scan_all=True):
             pass  # _editing writes the log back on exit, scrubbed
 
     def get(self, session_id: str) -> dict[str, Any] | None:
@@ -151,3 +200,13 @@ class SessionLog:
             for sid in gone:
                 del sessions[sid]
             return len(gone)
+
+
+def _strings_of(sessions: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """Yield the strings of a read log: session ids, field names and string values."""
+    for sid, entry in sessions.items():
+        yield sid
+        for key, value in entry.items():
+            yield str(key)
+            if isinstance(value, str):
+                yield value

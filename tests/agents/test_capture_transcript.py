@@ -8,9 +8,12 @@ processes.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -490,11 +493,101 @@ def test_transcripts_the_real_programs_wrote(agent: str) -> None:
     assert "gave 52, want 53" in runs[0].output and "untrusted_context" not in runs[0].output
     (edit,) = [step for step in transcript.steps if step.kind == "edit"]
     assert edit.path.endswith("src/billing.py") and "+ 50) // 100" in edit.new
-    data = json.loads((SET.parent / "labels.json").read_text())
-    (fix,) = propose(transcript, data["real_cwd"][agent]["r-bugfix"])
+    (fix,) = propose(transcript, CWD)  # the folder it ran in is CWD's placeholder
     assert fix.kind == "bugfix" and fix.files == ["src/billing.py"]
     quiet = read_transcript(SET / agent / "r-quiet.jsonl")
-    assert propose(quiet, data["real_cwd"][agent]["r-quiet"]) == []
+    assert propose(quiet, CWD) == []
+
+
+def _real_transcripts() -> dict[str, dict[str, Path]]:
+    """Return the committed transcripts of the real programs, by agent and session name."""
+    return {
+        agent: {
+            path.name.split(".")[0]: path
+            for pattern in ("r-*.jsonl", "r-*.jsonl.gz")
+            for path in (SET / agent).glob(pattern)
+        }
+        for agent in AGENTS
+    }
+
+
+def test_every_real_transcript_is_labelled_and_names_no_path_of_this_machine(
+    tmp_path: Path,
+) -> None:
+    """The real set: at least 40 labelled transcripts per agent, each read as that agent's with
+    the person's prompts in it, naming none of this checkout's or this machine's folders (the
+    generator puts fixed placeholders in their place)."""
+    labels = json.loads((SET.parent / "labels.json").read_text(encoding="utf-8"))["real"]
+    placeholders = (CWD, "/home/dev/scratch", "/home/dev/.venv", "/usr")
+    here = {str(Path(__file__).resolve().parents[2]), tempfile.gettempdir(), sys.prefix}
+    here |= {sys.base_prefix, os.path.realpath(sys.base_prefix)}
+    mine = [path for path in here if not any(p.startswith(path) for p in placeholders)]
+    for agent, found in _real_transcripts().items():
+        assert len(found) >= 40 and set(found) <= set(labels), f"{agent}: {sorted(found)}"
+        for name, path in found.items():
+            data = path.read_bytes()
+            text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+            for folder in mine:  # as a path of its own, not inside another (.gemini/tmp)
+                pattern = rf"(?<![\w.<-]){re.escape(folder)}(?:/|(?![\w.-]))"
+                assert not re.search(pattern, text), f"{path.name} names {folder}"
+            plain = tmp_path / agent / f"{name}.jsonl"
+            plain.parent.mkdir(exist_ok=True)
+            plain.write_text(text, encoding="utf-8")
+            transcript = read_transcript(plain)
+            assert transcript.agent == agent and not transcript.notes, path.name
+            assert any(step.kind == "user" for step in transcript.steps), path.name
+
+
+def test_a_resumed_gemini_session_keeps_the_calls_made_before() -> None:
+    """Gemini CLI resumed (``--resume``): the conversation is set anew in the API's form.
+
+    As Gemini CLI 0.61.0 writes it (r-correction-* of the real set): each call a
+    ``functionCall`` part, its answer a ``functionResponse`` part of a later user message, no
+    ``toolCalls``; a denied call answers with an error only. The calls are steps all the same.
+    """
+
+    def call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": f"m-{cid}",
+            "type": "gemini",
+            "content": [{"functionCall": {"id": cid, "name": name, "args": args}}],
+        }
+
+    def answer(cid: str, response: dict[str, Any]) -> dict[str, Any]:
+        part = {"functionResponse": {"id": cid, "name": "x", "response": response}}
+        return {"id": f"m-{cid}_response", "type": "user", "content": [part]}
+
+    failed = {"output": "<untrusted_context>\nOutput: AssertionError: a_b\nExit Code: 1\n"}
+    conversation = [
+        {"id": "u0", "type": "user", "content": [{"text": "<session_context>x</session_context>"}]},
+        call("c1", "run_shell_command", {"command": "python3 t.py"}),
+        answer("c1", failed),
+        call("c2", "replace", {"file_path": f"{CWD}/a.py", "old_string": "_", "new_string": "-"}),
+        answer("c2", {"output": "Successfully modified file"}),
+        call(
+            "c3", "replace", {"file_path": f"{CWD}/Makefile", "old_string": " ", "new_string": "\t"}
+        ),
+        answer("c3", {"error": "Tool execution denied by policy."}),
+        call("c4", "run_shell_command", {"command": "python3 t.py"}),
+        answer("c4", {"output": "Output: ok"}),
+        {"id": "g5", "type": "gemini", "content": [{"text": "Fixed."}]},
+    ]
+    lines = [
+        {"sessionId": "s-9", "projectHash": "h", "startTime": "t", "kind": "main"},
+        {"$set": {"messages": conversation}},
+        {"id": "u6", "type": "user", "content": [{"text": "No, never use dashes here."}]},
+        {"id": "g7", "type": "gemini", "content": "Understood."},
+    ]
+    steps = parse_transcript("\n".join(map(json.dumps, lines)), "gemini-cli").steps
+    assert [(step.kind, step.code, step.path) for step in steps] == [
+        ("run", 1, ""),
+        ("edit", None, f"{CWD}/a.py"),
+        ("run", 0, ""),
+        ("say", None, ""),
+        ("user", None, ""),
+        ("say", None, ""),
+    ]
+    assert steps[0].output == "AssertionError: a_b" and steps[2].output == "ok"
 
 
 def test_a_refused_tool_call_is_no_step() -> None:
@@ -510,3 +603,41 @@ def test_a_refused_tool_call_is_no_step() -> None:
     ]
     steps = parse_transcript("\n".join(lines)).steps
     assert [(step.kind, step.code) for step in steps] == [("user", None), ("run", 0)]
+
+
+NODE_ASSERT = """node:assert:90
+  throw new AssertionError(obj);
+  ^
+
+AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+
+'12' !== 3
+
+    at Object.<anonymous> (/home/dev/work/app/test/cart.test.js:4:8)
+"""
+PY_BARE_ASSERT = """Traceback (most recent call last):
+  File "/home/dev/work/app/check.py", line 3, in <module>
+    assert greet("Ann") == "Hello, Ann!"
+AssertionError
+"""
+
+
+@pytest.mark.parametrize(
+    ("output", "title"),
+    [
+        (NODE_ASSERT, "Fix: AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:"),
+        (PY_BARE_ASSERT, "Fix: AssertionError"),
+    ],
+)
+def test_a_fix_is_named_by_what_failed_not_where(output: str, title: str) -> None:
+    """A bugfix's title is the error, never a traceback header or a node location line."""
+    from engram.agents.transcript import Step, Transcript
+
+    steps = [
+        Step("run", 1, "node test/cart.test.js", output=output, code=1),
+        Step("edit", 2, "", path="src/cart.js", old="a + b", new="Number(a) + Number(b)"),
+        Step("run", 3, "node test/cart.test.js", output="ok", code=0),
+    ]
+    transcript = Transcript("claude-code", "", "s", "/home/dev/work/app", steps=steps)
+    (proposal,) = propose(transcript, "/home/dev/work/app")
+    assert proposal.kind == "bugfix" and proposal.title == title

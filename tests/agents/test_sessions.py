@@ -247,6 +247,8 @@ def test_capture_saves_learnings_as_discoveries(project: Engram) -> None:
     for item in login.saved:
         record = project.get(item.id)
         assert record["kind"] == "discovery" and record["source"] == "capture"
+        assert record["status"] == "proposed"  # read out of an answer: a person reviews it
+        assert record["capture"]["rule"] == "lesson" and record["capture"]["session"] == sid
         assert record["tags"] == ["capture"] and record["session_id"] == sid
     wrapped = project.get(login.saved[2].id)
     assert wrapped["content"] == LOGIN_TITLES[2] + "."
@@ -281,6 +283,26 @@ def test_capture_again_saves_nothing_and_skips_hand_saved(project: Engram) -> No
         {"id": decision.record["id"], "title": MIGRATION_TITLES[1]}
     ]
     assert project.get(decision.record["id"])["kind"] == "decision"
+
+
+def test_a_rejected_learning_is_not_captured_again(project: Engram) -> None:
+    first = project.capture(REPLY_LOGIN)
+    inbox = project.review()
+    assert sorted(item["id"] for item in inbox.to_dict()["items"]) == sorted(
+        item.id for item in first.saved
+    )
+    rejected = first.saved[0].id
+    project.review("reject", [rejected])
+    assert project.get(rejected)["status"] == "rejected"
+    store = project.root / ".engram" / "memories.jsonl"
+    size = store.stat().st_size
+    for source in ("capture", "claude-hook"):  # another door's source: the key still holds
+        again = project.capture(REPLY_LOGIN, source=source)
+        assert again.saved == [] and rejected in [item.id for item in again.duplicates]
+    assert store.stat().st_size == size
+    accepted = first.saved[1].id
+    project.review("accept", [accepted])
+    assert project.get(accepted)["status"] == "active"
 
 
 def test_capture_without_a_section_writes_nothing(project: Engram) -> None:
@@ -356,7 +378,7 @@ def test_cli_session_prompt_capture_summary_timeline(tmp_path: Path) -> None:
     reply.write_text(REPLY_LOGIN, encoding="utf-8")
     saved = cli(root, "capture", str(reply)).splitlines()
     assert [line.split("  ", 1)[1] for line in saved] == LOGIN_TITLES
-    assert all(line.startswith("saved ") for line in saved)
+    assert all(line.startswith("proposed ") for line in saved)
     known = cli(root, "capture", input=REPLY_LOGIN).splitlines()
     assert [line.split()[0] for line in known] == ["known"] * 3
     data = json.loads(cli(root, "capture", "--json", input=REPLY_MIGRATION))

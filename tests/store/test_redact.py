@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -521,3 +523,86 @@ def test_prefilter_agrees_on_random_text(text: str) -> None:
 def test_idempotent_with_extra_patterns(text: str, pattern: str) -> None:
     once, _ = redact(text, [pattern])
     assert redact(once, [pattern]) == (once, 0)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.uuids(), st.booleans())
+def test_a_uuid_is_clean_without_the_rules_and_with_them(value: object, upper: bool) -> None:
+    """The scrubber passes a UUID (an agent's session id) without loading its rules: the rules
+    themselves must agree that no UUID holds a secret."""
+    text = str(value).upper() if upper else str(value)
+    assert redact(text) == (text, 0)
+    assert redact_module.Scrubber().text(text) == (text, 0)
+
+
+def test_a_uuid_matched_by_a_users_extra_pattern_is_still_redacted() -> None:
+    text = "0b5c3a55-1d2e-4f60-8a9b-0c1d2e3f4a5b"
+    scrubber = redact_module.Scrubber([r"0b5c3a55-[0-9a-f-]+"])
+    assert scrubber.text(text) == (REDACTED, 1)
+
+
+def test_a_sessions_first_hook_does_not_load_the_secret_rules(tmp_path: Path) -> None:
+    """A session-start hook writes the session's id, times and what the log already holds
+    (its project and folder): none of it needs the rules, once the log has one session."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "engram", "init"], cwd=root, check=True, capture_output=True
+    )
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['engram', 'hook', 'claude-code', 'session-start']\n"
+        "try:\n"
+        "    runpy.run_module('engram', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('RULES LOADED' if 'detect_secrets' in sys.modules else 'NO RULES')\n"
+    )
+    loaded = []
+    for sid in ("6f0e7a3c-2b1d-4c5e-9f8a-7b6c5d4e3f2a", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"):
+        payload = {"hook_event_name": "SessionStart", "session_id": sid, "cwd": str(root)}
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=root,
+            input=json.dumps({**payload, "source": "startup"}),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ENGRAM_DAEMON": "off"},
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        loaded.append(done.stderr.rsplit("\n", 1)[-1])
+    log = json.loads((root / ".engram" / "state" / "sessions.json").read_text())
+    assert sorted(log["sessions"]) == sorted(
+        ["6f0e7a3c-2b1d-4c5e-9f8a-7b6c5d4e3f2a", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"]
+    )
+    # The first session of a repository scans its new project and folder; the next one not.
+    assert loaded == ["RULES LOADED", "NO RULES"], loaded
+
+
+def test_an_iso_time_is_clean_in_any_field() -> None:
+    scrubber = redact_module.Scrubber()
+    for stamp in ("2026-12-07T05:00:00Z", "2026-12-07T05:00:00.123Z", "2026-12-07T05:00:00+02:00"):
+        assert scrubber.text(stamp) == (stamp, 0)
+        assert scrubber.record({"password": stamp}) == ({"password": stamp}, 0)
+        assert redact(stamp) == (stamp, 0)
+
+
+def test_doctor_rewrite_scans_what_the_log_vouched_for(tmp_path: Path) -> None:
+    """A secret written into sessions.json by hand is kept by a routine write (the log takes
+    what it wrote as clean) and scrubbed by `rewrite`, even in a process that vouched for it."""
+    from engram.store.sessions import SessionLog
+
+    state = tmp_path / "state"
+    state.mkdir()
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    (state / "sessions.json").write_text(
+        json.dumps({"version": 1, "sessions": {"s1": {"directory": f"/w {token}"}}})
+    )
+    log = SessionLog(state)
+    log.start("s2", project="demo", directory="/w", stamp="2026-12-07T05:00:00.000Z")
+    log.rewrite()
+    text = (state / "sessions.json").read_text()
+    assert token not in text and REDACTED in text

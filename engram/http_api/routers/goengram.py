@@ -318,7 +318,7 @@ def _capture(engram: Engram, body: Mapping[str, Any]) -> dict[str, int]:
 
 @router.post("/observations/passive")
 async def passive_capture(request: Request, api: Api) -> dict[str, int]:
-    """Save each learning of an agent's output ("## Key Learnings" items), skipping known ones."""
+    """Propose each learning of an agent's output ("## Key Learnings" items), skip known ones."""
     body = await _body(request, ("session_id",), ("session_id", "content", "project", "source"))
     result: dict[str, int] = await _run(api, _capture, body)
     return result

@@ -61,7 +61,7 @@ async def save_prompt(prompt: Prompting, response: Response, api: Api) -> dict[s
 @router.post("/capture", response_model=CaptureOut)
 @implements("capture")
 async def capture(output: Capturing, api: Api) -> dict[str, Any]:
-    """Save the learnings of an agent's output (its last "Key Learnings" section)."""
+    """Propose the learnings of an agent's output (its last "Key Learnings" section)."""
     return (await api.call(api.engram.capture, **output.arguments())).to_dict()
 
 

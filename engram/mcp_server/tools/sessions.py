@@ -101,7 +101,9 @@ def capture(mcp: EngramMCP, args: Args, call: Call) -> str:
                 'no "Key Learnings" section with items of 20 characters or more was found'
             )
         if n < longest:
-            payload["more"] = "Lists were cut to fit the budget; all items were saved."
+            payload["more"] = (
+                "Lists were cut to fit the budget; all items were saved (proposed, for review)."
+            )
         return payload
 
     text, _ = call.fit(build, longest)
