@@ -244,6 +244,11 @@ def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[
             f"Claude Code may call engram's read-only tools without asking "
             f"({', '.join(read_only_tools())}); it asks before the tools that write"
         )
+        if project:
+            notes.append(
+                "Claude Code applies a project's permissions and hooks only once you trust the "
+                "folder (the prompt at its first start there)"
+            )
     elif agent == "codex":
         targets = _codex_targets(scope, root, home, notes)
     elif agent == "gemini-cli":
@@ -277,6 +282,11 @@ def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[
             _markdown_target(folder / "AGENTS.md"),
             _whole_target(plugins / OPENCODE_PLUGIN, "hooks", opencode_plugin(base)),
         ]
+        notes.append(
+            "OpenCode installs its plugin package (@opencode-ai/plugin) with npm before it loads "
+            "a plugin folder, and waits for the npm registry: offline, point npm at a cache "
+            "that holds it"
+        )
     elif agent == "cursor":
         folder = (root if project else home) / ".cursor"
         targets = [_json_target(folder / "mcp.json", stdio)]

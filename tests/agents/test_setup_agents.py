@@ -257,6 +257,15 @@ def test_codex_hash_normalizes_as_codex_does() -> None:
     )
 
 
+def test_setup_notes_say_what_the_person_must_do_for_claude_and_opencode(repo: Path) -> None:
+    """Found with the real programs: Claude Code applies a project's permissions and hooks
+    only in a trusted folder, and OpenCode waits for npm before it loads a plugin folder."""
+    claude = agents.setup("claude-code", root=repo)
+    assert any("only once you trust the folder" in note for note in claude.notes)
+    opencode = agents.setup("opencode", root=repo)
+    assert any("@opencode-ai/plugin" in note and "npm" in note for note in opencode.notes)
+
+
 def trust(config: Path, key: str, value: str, *, enabled: bool | None = None) -> None:
     with config.open("a") as out:
         out.write(f'\n[hooks.state."{key}"]\ntrusted_hash = "{value}"\n')
