@@ -45,10 +45,14 @@ _PLUGIN: Final = r"""// engram: the project's memory in OpenCode, OWNED opencode
 // rewrites this file, so edits here do not last. It runs `engram hook opencode EVENT` with a
 // JSON payload on stdin and puts engram's answer where the model reads it.
 import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 const ENGRAM = __ENGRAM__;
 const HOOKS = __HOOKS__;
 const MISSING = __MISSING__;
+const LONGEST = 65536; // characters of one string kept in a session's transcript file
+const KEPT_DAYS = 14; // transcript files of sessions untouched this long are removed
 
 function run(hook, payload) {
   return new Promise((resolve) => {
@@ -112,12 +116,39 @@ function matches(hook, tool) {
   return !hook.matcher || new RegExp(`^(?:${hook.matcher})$`).test(tool);
 }
 
+// The session's messages are written, one JSON line per message as OpenCode's client gives
+// them ({info, parts}), to .engram/state/opencode/<session>.jsonl of the project, for engram to
+// read what happened (the commands, their exit codes, the edits). Long strings are cut.
+function transcriptFolder(roots) {
+  for (const root of roots) {
+    if (root && existsSync(join(root, ".engram"))) return join(root, ".engram", "state", "opencode");
+  }
+  return "";
+}
+
+function clipped(key, value) {
+  return typeof value === "string" && value.length > LONGEST ? `${value.slice(0, LONGEST)} …` : value;
+}
+
+function prune(folder) {
+  try {
+    const old = Date.now() - KEPT_DAYS * 86400000;
+    for (const name of readdirSync(folder)) {
+      const file = join(folder, name);
+      if (name.endsWith(".jsonl") && statSync(file).mtimeMs < old) unlinkSync(file);
+    }
+  } catch {}
+}
+
 export const EngramPlugin = async ({ client, directory, worktree }) => {
   const cwd = directory || worktree || process.cwd();
   const briefs = new Map(); // session id -> Promise of the briefing
   const prompts = new Map(); // session id -> recall for the latest prompt
   const pending = new Map(); // tool call id -> what the memory says about its files
   const stopped = new Set(); // files whose edit was stopped once with a pitfall
+  const transcripts = new Map(); // session id -> its transcript file, once written
+  const folder = transcriptFolder([worktree, directory]);
+  if (folder) prune(folder);
   let missing = false;
 
   async function say(message, variant) {
@@ -159,27 +190,53 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     return briefs.get(session);
   }
 
-  async function lastAnswer(session) {
+  // Fetch the session's messages; write them to its transcript file. Return the file ('' if
+  // none was written) and the text of the last answer.
+  async function snapshot(session) {
+    let messages = [];
     try {
       const result = await client.session.messages({ path: { id: session } });
-      const messages = (result && result.data) || result || [];
-      for (let index = messages.length - 1; index >= 0; index--) {
-        const message = messages[index];
-        if (message.info && message.info.role === "assistant") {
-          return message.parts
-            .filter((part) => part.type === "text" && part.text)
-            .map((part) => part.text)
-            .join("\n");
-        }
-      }
+      messages = (result && result.data) || result || [];
     } catch {}
-    return "";
+    if (!Array.isArray(messages)) messages = [];
+    let last = "";
+    for (let index = messages.length - 1; index >= 0; index--) {
+      const message = messages[index];
+      if (message && message.info && message.info.role === "assistant") {
+        last = (message.parts || [])
+          .filter((part) => part.type === "text" && part.text)
+          .map((part) => part.text)
+          .join("\n");
+        break;
+      }
+    }
+    let file = "";
+    if (folder && messages.length && /^[A-Za-z0-9_-]{1,200}$/.test(session)) {
+      file = join(folder, `${session}.jsonl`);
+      const temp = join(folder, `.${session}.${process.pid}.tmp`);
+      try {
+        mkdirSync(folder, { recursive: true, mode: 0o700 });
+        const lines = messages.map((message) => JSON.stringify(message, clipped));
+        writeFileSync(temp, `${lines.join("\n")}\n`, { mode: 0o600 });
+        renameSync(temp, file);
+        transcripts.set(session, file);
+      } catch {
+        file = "";
+        try {
+          unlinkSync(temp);
+        } catch {}
+      }
+    }
+    return { file, last };
   }
 
-  async function capture(native, session) {
-    const message = await lastAnswer(session);
-    if (!message) return;
-    const got = await call(native, { session_id: session, last_assistant_message: message });
+  async function capture(native, session, text) {
+    const { file, last } = await snapshot(session);
+    const message = text || last;
+    if (!message && !file) return;
+    const payload = { session_id: session, last_assistant_message: message };
+    if (file) payload.transcript_path = file;
+    const got = await call(native, payload);
     if (got.notice) await say(got.notice, "info");
   }
 
@@ -190,6 +247,11 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
       } else if (event.type === "session.deleted") {
         briefs.delete(event.properties.info.id);
         prompts.delete(event.properties.info.id);
+        const file = transcripts.get(event.properties.info.id);
+        transcripts.delete(event.properties.info.id);
+        try {
+          if (file) unlinkSync(file);
+        } catch {}
       }
     },
     "chat.message": async (input, output) => {
@@ -198,7 +260,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
         .map((part) => part.text)
         .join("\n");
       if (!text.trim()) return;
-      const got = await call("chat.message", { session_id: input.sessionID, prompt: text });
+      const payload = { session_id: input.sessionID, prompt: text };
+      const file = transcripts.get(input.sessionID);
+      if (file) payload.transcript_path = file; // as of the last answer: for the nudge
+      const got = await call("chat.message", payload);
       prompts.set(input.sessionID, got.context);
     },
     "experimental.chat.system.transform": async (input, output) => {
@@ -249,12 +314,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     "experimental.text.complete": async (input, output) => {
       const text = typeof output.text === "string" ? output.text : "";
       if (!text.trim()) return;
-      const native = "experimental.text.complete";
-      const got = await call(native, { session_id: input.sessionID, last_assistant_message: text });
-      if (got.notice) await say(got.notice, "info");
+      await capture("experimental.text.complete", input.sessionID, text);
     },
     "experimental.session.compacting": async (input, output) => {
-      await capture("experimental.session.compacting", input.sessionID);
+      await capture("experimental.session.compacting", input.sessionID, "");
       const briefing = await brief(input.sessionID);
       if (briefing) output.context.push(briefing);
     },
