@@ -19,12 +19,22 @@ that the model reads it:
   reads it before it writes;
 - ``tool.execute.after`` on the shell tool: recall for a command that failed (its exit code,
   from the tool's metadata), appended to the command's output, which the model reads next;
-- ``experimental.session.compacting``: the session's learnings captured, and the briefing given
-  to the summary;
-- ``experimental.text.complete``: the learnings of each finished text of an answer captured,
-  and the line saying what was saved shown as a toast. OpenCode awaits this hook before the
+- ``experimental.session.compacting``: the session captured, and the briefing given to the
+  summary;
+- ``experimental.text.complete``: the session captured at each finished text of an answer, and
+  the line saying what was proposed shown as a toast. OpenCode awaits this hook before the
   answer is done, where it does not await an event handler: ``opencode run`` exits at
   ``session.idle`` while a capture started there may still be running, and it is lost.
+
+OpenCode keeps no transcript file a hook could be pointed at (its sessions live in its own
+database), so at those two moments the plugin asks OpenCode's client for the session's messages
+(``client.session.messages``: ``{info, parts}`` each, the parts holding the tool calls with
+their input, output, status and metadata) and writes them, one JSON line per message and each
+string cut at ``LONGEST`` characters, to ``.engram/state/opencode/<session>.jsonl`` of the
+project (mode 0600, replaced whole through a temporary file), passed as ``transcript_path``
+(``engram.agents.transcript`` reads it). The file goes when OpenCode deletes the session, and
+files of sessions not written for ``KEPT_DAYS`` days go when the plugin loads; a project
+without ``.engram/`` gets no file, and only the last answer is read.
 
 Where engram cannot be started, one toast says so once, and the model is told its tools are
 missing. The plugin never throws into OpenCode otherwise. Pure: it renders the file's text.
@@ -45,7 +55,15 @@ _PLUGIN: Final = r"""// engram: the project's memory in OpenCode, OWNED opencode
 // rewrites this file, so edits here do not last. It runs `engram hook opencode EVENT` with a
 // JSON payload on stdin and puts engram's answer where the model reads it.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 
 const ENGRAM = __ENGRAM__;
@@ -121,13 +139,15 @@ function matches(hook, tool) {
 // read what happened (the commands, their exit codes, the edits). Long strings are cut.
 function transcriptFolder(roots) {
   for (const root of roots) {
-    if (root && existsSync(join(root, ".engram"))) return join(root, ".engram", "state", "opencode");
+    const engram = root ? join(root, ".engram") : "";
+    if (engram && existsSync(engram)) return join(engram, "state", "opencode");
   }
   return "";
 }
 
 function clipped(key, value) {
-  return typeof value === "string" && value.length > LONGEST ? `${value.slice(0, LONGEST)} …` : value;
+  const long = typeof value === "string" && value.length > LONGEST;
+  return long ? `${value.slice(0, LONGEST)} …` : value;
 }
 
 function prune(folder) {
@@ -147,7 +167,7 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
   const pending = new Map(); // tool call id -> what the memory says about its files
   const stopped = new Set(); // files whose edit was stopped once with a pitfall
   const transcripts = new Map(); // session id -> its transcript file, once written
-  const folder = transcriptFolder([worktree, directory]);
+  const folder = transcriptFolder([directory, worktree]); // the nearest .engram/ first
   if (folder) prune(folder);
   let missing = false;
 
