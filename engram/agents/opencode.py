@@ -211,14 +211,20 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
   }
 
   // Fetch the session's messages; write them to its transcript file. Return the file ('' if
-  // none was written) and the text of the last answer.
-  async function snapshot(session) {
+  // none was written) and the text of the last answer. At text.complete OpenCode has not
+  // stored the finished text yet: the part is given it (partID, text) before the write.
+  async function snapshot(session, partID, text) {
     let messages = [];
     try {
       const result = await client.session.messages({ path: { id: session } });
       messages = (result && result.data) || result || [];
     } catch {}
     if (!Array.isArray(messages)) messages = [];
+    for (const message of partID ? messages : []) {
+      for (const part of (message && message.parts) || []) {
+        if (part && part.id === partID && part.type === "text") part.text = text;
+      }
+    }
     let last = "";
     for (let index = messages.length - 1; index >= 0; index--) {
       const message = messages[index];
@@ -250,8 +256,8 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     return { file, last };
   }
 
-  async function capture(native, session, text) {
-    const { file, last } = await snapshot(session);
+  async function capture(native, session, partID, text) {
+    const { file, last } = await snapshot(session, partID, text);
     const message = text || last;
     if (!message && !file) return;
     const payload = { session_id: session, last_assistant_message: message };
@@ -334,10 +340,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     "experimental.text.complete": async (input, output) => {
       const text = typeof output.text === "string" ? output.text : "";
       if (!text.trim()) return;
-      await capture("experimental.text.complete", input.sessionID, text);
+      await capture("experimental.text.complete", input.sessionID, input.partID, text);
     },
     "experimental.session.compacting": async (input, output) => {
-      await capture("experimental.session.compacting", input.sessionID, "");
+      await capture("experimental.session.compacting", input.sessionID, "", "");
       const briefing = await brief(input.sessionID);
       if (briefing) output.context.push(briefing);
     },

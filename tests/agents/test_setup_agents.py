@@ -483,6 +483,9 @@ def test_opencode_plugin_writes_the_session_for_capture(
     real = FIXTURES / "hooks" / "opencode" / "transcript.jsonl"  # what the real OpenCode gave
     messages = [json.loads(line) for line in real.read_text().splitlines()]
     messages[1]["parts"][1]["state"]["output"] = "E" * 70_000  # a long output is cut
+    answer = messages[-1]["parts"][-1]  # the answer's text, empty until text.complete is done
+    assert (answer["type"], answer["text"]) == ("text", "")
+    answer["id"] = "p1"  # the part the driver's text.complete finishes
     given = tmp_path / "messages.json"
     given.write_text(json.dumps(messages))
     log = fake_engram(tmp_path / "bin")
@@ -500,6 +503,8 @@ def test_opencode_plugin_writes_the_session_for_capture(
     output = lines[1]["parts"][1]["state"].pop("output")
     assert output == "E" * 65536 + " …"
     messages[1]["parts"][1]["state"].pop("output")
+    assert lines[-1]["parts"][-1]["text"] == "Done.\n## Key Learnings\n- cents"  # filled in
+    answer["text"] = "Done.\n## Key Learnings\n- cents"
     assert lines == messages
     assert seen["removed"]  # the session deleted in OpenCode: its file goes too
     assert not stale.exists() and recent.exists()  # files of sessions long untouched go
