@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from engram.agents.inbox import capture_transcript  # noqa: E402
 from engram.service import Engram  # noqa: E402
 
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
 CWD = "/home/dev/work/app"  # the folder the scripted sessions ran in (make.py)
 
 

@@ -28,6 +28,7 @@ Three on-disk formats, as the agents' programs write them:
   (``filePath``, ``oldString``, ``newString``), ``write`` (``filePath``, ``content``),
   ``multiedit`` (``edits``) and ``apply_patch`` (``patchText``, the Codex patch format). A tool
   call that ended in ``error`` (denied, stopped by a hook, not applied) did not happen.
+  ``opencode run`` quotes a prompt that holds a space: the quotes are taken off.
 
 A transcript is untrusted input: at most ``MAX_BYTES`` are read (the tail of a longer one),
 lines over ``MAX_LINE`` and lines that do not parse are skipped and counted in ``notes``, and
@@ -81,6 +82,9 @@ _INJECTED: Final = re.compile(
 )
 _UNTRUSTED: Final = re.compile(r"</?untrusted_context>")
 _PATCH_FILE: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
+# `opencode run MESSAGE…` sends each argument holding a space in double quotes, its own quotes
+# escaped: the person's words are inside.
+_RUN_QUOTED: Final = re.compile(r'^"((?:[^"\\]|\\.)*)"$', re.DOTALL)
 
 
 @dataclass
@@ -553,7 +557,8 @@ def _opencode(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> Non
             if part.get("type") == "text":
                 text = _str(part.get("text"))
                 if role == "user":
-                    _person(out, number, text)
+                    quoted = _RUN_QUOTED.match(text.strip())
+                    _person(out, number, quoted[1].replace('\\"', '"') if quoted else text)
                 elif role == "assistant" and text.strip():
                     out.steps.append(Step("say", number, text=_clip(text)))
             elif part.get("type") == "tool" and role == "assistant":

@@ -1,7 +1,7 @@
 """Offline capture from an agent's own transcript, the review inbox, and the nudge (issue 32).
 
 The transcripts are the labelled set's (benchmarks/capture/transcripts: each scripted session in
-Claude Code's, Codex's and Gemini CLI's on-disk format) and small ones written here; the stores
+Claude Code's, Codex's, Gemini CLI's and OpenCode's format) and small ones written here; the stores
 are real, in git repositories under tmp_path; the CLI, the hooks and the MCP server run as real
 processes.
 """
@@ -27,7 +27,7 @@ from tests.conftest import run_cli
 from tests.helpers.places import FIXTURES
 
 SET = Path(__file__).resolve().parents[2] / "benchmarks" / "capture" / "transcripts"
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
 CWD = "/home/dev/work/app"  # where the scripted sessions ran
 
 
@@ -583,7 +583,8 @@ def test_opencode_summaries_own_parts_unfinished_calls_and_bad_lines_are_skipped
         ("edit", 6, None),
         ("run", 8, 0),
     ]
-    assert transcript.steps[0].text == '"Fix the refund rounding"'  # as `opencode run` sent it
+    # `opencode run` sent the prompt to the model in quotes: the person's words are inside.
+    assert transcript.steps[0].text == "Fix the refund rounding"
 
 
 def test_an_opencode_transcript_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
