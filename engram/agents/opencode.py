@@ -166,10 +166,14 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
   const prompts = new Map(); // session id -> recall for the latest prompt
   const pending = new Map(); // tool call id -> what the memory says about its files
   const stopped = new Set(); // files whose edit was stopped once with a pitfall
-  const transcripts = new Map(); // session id -> its transcript file, once written
   const folder = transcriptFolder([directory, worktree]); // the nearest .engram/ first
   if (folder) prune(folder);
   let missing = false;
+
+  function transcriptOf(session) {
+    const named = folder && typeof session === "string" && /^[A-Za-z0-9_-]{1,200}$/.test(session);
+    return named ? join(folder, `${session}.jsonl`) : "";
+  }
 
   async function say(message, variant) {
     try {
@@ -236,16 +240,14 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
         break;
       }
     }
-    let file = "";
-    if (folder && messages.length && /^[A-Za-z0-9_-]{1,200}$/.test(session)) {
-      file = join(folder, `${session}.jsonl`);
+    let file = messages.length ? transcriptOf(session) : "";
+    if (file) {
       const temp = join(folder, `.${session}.${process.pid}.tmp`);
       try {
         mkdirSync(folder, { recursive: true, mode: 0o700 });
         const lines = messages.map((message) => JSON.stringify(message, clipped));
         writeFileSync(temp, `${lines.join("\n")}\n`, { mode: 0o600 });
         renameSync(temp, file);
-        transcripts.set(session, file);
       } catch {
         file = "";
         try {
@@ -273,8 +275,7 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
       } else if (event.type === "session.deleted") {
         briefs.delete(event.properties.info.id);
         prompts.delete(event.properties.info.id);
-        const file = transcripts.get(event.properties.info.id);
-        transcripts.delete(event.properties.info.id);
+        const file = transcriptOf(event.properties.info.id);
         try {
           if (file) unlinkSync(file);
         } catch {}
@@ -287,8 +288,8 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
         .join("\n");
       if (!text.trim()) return;
       const payload = { session_id: input.sessionID, prompt: text };
-      const file = transcripts.get(input.sessionID);
-      if (file) payload.transcript_path = file; // as of the last answer: for the nudge
+      const file = transcriptOf(input.sessionID);
+      if (file && existsSync(file)) payload.transcript_path = file; // as of the last answer
       const got = await call("chat.message", payload);
       prompts.set(input.sessionID, got.context);
     },
