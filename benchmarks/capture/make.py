@@ -18,6 +18,13 @@ The formats follow what each program writes, read from its own package:
   ``content``, ``toolCalls`` with ``name``, ``args``, ``result`` as functionResponse parts and
   ``status``) and ``{"$set": …}`` metadata updates; run_shell_command's output says
   "Exit Code: N" when the command failed.
+- OpenCode (``.engram/state/opencode/<session>.jsonl``, written by engram's plugin from
+  ``client.session.messages``): one ``{"info", "parts"}`` line per message; the person's
+  message a ``text`` part; each model step an assistant message (``path.cwd``) with
+  ``step-start``, a ``text`` or ``tool`` part and ``step-finish``; a tool part's ``state``
+  ``completed`` with ``input``, ``output`` and ``metadata`` (``bash``: ``exit`` and
+  ``output``; ``read``, ``edit`` and ``write`` with ``filePath``) and a ``patch`` part after an
+  edit.
 
 The times and ids are made up but shaped like the real ones; nothing here calls a model.
 """
@@ -38,7 +45,7 @@ sys.path.insert(0, str(HERE))
 from scenarios import FRESH, HELD_OUT, SCENARIOS, Step  # noqa: E402
 
 CWD = "/home/dev/work/app"
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
 
 
 class Clock:
@@ -457,7 +464,127 @@ def gemini(name: str, steps: list[Step]) -> list[dict[str, Any]]:
     return lines
 
 
-RENDER = {"claude-code": claude, "codex": codex, "gemini-cli": gemini}
+# -- OpenCode ------------------------------------------------------------------------------------
+
+
+def opencode(name: str, steps: list[Step]) -> list[dict[str, Any]]:
+    clock, make = Clock(name), ids(name, "opencode")
+
+    def oid(prefix: str) -> str:
+        return f"{prefix}_" + next(make).replace("-", "")[:26]
+
+    session = oid("ses")
+    lines: list[dict[str, Any]] = []
+    parent = ""
+
+    def millis() -> int:
+        clock.tick()
+        return int(clock.now.timestamp() * 1000)
+
+    def part(message: str, kind: str, **more: Any) -> dict[str, Any]:
+        return {"id": oid("prt"), "sessionID": session, "messageID": message, "type": kind, **more}
+
+    def tokens() -> dict[str, Any]:
+        return {
+            "total": 1280,
+            "input": 1200,
+            "output": 80,
+            "reasoning": 0,
+            "cache": {"read": 0, "write": 0},
+        }
+
+    def assistant(body: dict[str, Any], finish: str, files: list[str] | None = None) -> None:
+        message = oid("msg")
+        created = millis()
+        snapshot = hashlib.sha1(f"{name}/{created}".encode()).hexdigest()
+        parts = [
+            part(message, "step-start", snapshot=snapshot),
+            {**part(message, body.pop("type")), **body},
+        ]
+        parts.append(
+            part(message, "step-finish", reason=finish, snapshot=snapshot, cost=0, tokens=tokens())
+        )
+        if files:
+            parts.append(part(message, "patch", hash=snapshot, files=files))
+        info = {
+            "id": message,
+            "sessionID": session,
+            "role": "assistant",
+            "time": {"created": created, "completed": created + 900},
+            "parentID": parent,
+            "modelID": "claude-sonnet-4-5",
+            "providerID": "anthropic",
+            "mode": "build",
+            "agent": "build",
+            "path": {"cwd": CWD, "root": CWD},
+            "cost": 0,
+            "tokens": tokens(),
+            "finish": finish,
+        }
+        lines.append({"info": info, "parts": parts})
+
+    def tool(
+        tool_name: str,
+        input_: dict[str, Any],
+        output: str,
+        title: str,
+        metadata: dict[str, Any],
+        files: list[str] | None = None,
+    ) -> None:
+        begun = millis()
+        state = {
+            "status": "completed",
+            "input": input_,
+            "output": output,
+            "title": title,
+            "metadata": metadata,
+            "time": {"start": begun, "end": begun + 400},
+        }
+        body = {"type": "tool", "callID": oid("toolu"), "tool": tool_name, "state": state}
+        assistant(body, "tool-calls", files)
+
+    for step in steps:
+        if step[0] == "user":
+            message = oid("msg")
+            parent = message
+            info = {
+                "id": message,
+                "sessionID": session,
+                "role": "user",
+                "time": {"created": millis()},
+                "summary": {"diffs": []},
+                "agent": "build",
+                "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"},
+            }
+            lines.append({"info": info, "parts": [part(message, "text", text=step[1])]})
+        elif step[0] == "say":
+            at = millis()
+            assistant({"type": "text", "text": step[1], "time": {"start": at, "end": at}}, "stop")
+        elif step[0] == "run":
+            _, command, code, output = step
+            meta = {"output": output, "exit": code, "description": "Run", "truncated": False}
+            tool("bash", {"command": command, "description": "Run"}, output, command, meta)
+        elif step[0] == "read":
+            _, path, content = step
+            body = "".join(f"{n}: {line}\n" for n, line in enumerate(content.splitlines(), 1))
+            output = f"<path>{full(path)}</path>\n<type>file</type>\n<content>\n{body}</content>"
+            meta = {"preview": content[:200], "truncated": False, "loaded": []}
+            tool("read", {"filePath": full(path)}, output, path, meta)
+        elif step[0] == "edit":
+            _, path, old, new = step
+            diff = f"Index: {full(path)}\n" + patch_of(path, old, new)
+            meta = {"diagnostics": {}, "diff": diff, "truncated": False}
+            args = {"filePath": full(path), "oldString": old, "newString": new}
+            tool("edit", args, "Edit applied successfully.", path, meta, [full(path)])
+        elif step[0] == "write":
+            _, path, content = step
+            meta = {"diagnostics": {}, "filepath": full(path), "exists": False, "truncated": False}
+            args = {"filePath": full(path), "content": content}
+            tool("write", args, "Wrote file successfully.", path, meta, [full(path)])
+    return lines
+
+
+RENDER = {"claude-code": claude, "codex": codex, "gemini-cli": gemini, "opencode": opencode}
 
 
 def main() -> int:

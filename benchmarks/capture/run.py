@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from engram.agents.inbox import capture_transcript  # noqa: E402
 from engram.service import Engram  # noqa: E402
 
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
 CWD = "/home/dev/work/app"  # the folder the scripted sessions ran in (make.py)
 
 
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             for agent, row in rows.items()
         }
         for agent, row in picked.items():
-            print(line(agent, row))
+            if row["sessions"]:  # an agent the set has no transcripts of (OpenCode's runs)
+                print(line(agent, row))
         total = {key: sum(row[key] for row in picked.values()) for key in row}
         print(line("all agents", total))
     return 0

@@ -19,12 +19,22 @@ that the model reads it:
   reads it before it writes;
 - ``tool.execute.after`` on the shell tool: recall for a command that failed (its exit code,
   from the tool's metadata), appended to the command's output, which the model reads next;
-- ``experimental.session.compacting``: the session's learnings captured, and the briefing given
-  to the summary;
-- ``experimental.text.complete``: the learnings of each finished text of an answer captured,
-  and the line saying what was saved shown as a toast. OpenCode awaits this hook before the
+- ``experimental.session.compacting``: the session captured, and the briefing given to the
+  summary;
+- ``experimental.text.complete``: the session captured at each finished text of an answer, and
+  the line saying what was proposed shown as a toast. OpenCode awaits this hook before the
   answer is done, where it does not await an event handler: ``opencode run`` exits at
   ``session.idle`` while a capture started there may still be running, and it is lost.
+
+OpenCode keeps no transcript file a hook could be pointed at (its sessions live in its own
+database), so at those two moments the plugin asks OpenCode's client for the session's messages
+(``client.session.messages``: ``{info, parts}`` each, the parts holding the tool calls with
+their input, output, status and metadata) and writes them, one JSON line per message and each
+string cut at ``LONGEST`` characters, to ``.engram/state/opencode/<session>.jsonl`` of the
+project (mode 0600, replaced whole through a temporary file), passed as ``transcript_path``
+(``engram.agents.transcript`` reads it). The file goes when OpenCode deletes the session, and
+files of sessions not written for ``KEPT_DAYS`` days go when the plugin loads; a project
+without ``.engram/`` gets no file, and only the last answer is read.
 
 Where engram cannot be started, one toast says so once, and the model is told its tools are
 missing. The plugin never throws into OpenCode otherwise. Pure: it renders the file's text.
@@ -45,10 +55,22 @@ _PLUGIN: Final = r"""// engram: the project's memory in OpenCode, OWNED opencode
 // rewrites this file, so edits here do not last. It runs `engram hook opencode EVENT` with a
 // JSON payload on stdin and puts engram's answer where the model reads it.
 import { spawn } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
 
 const ENGRAM = __ENGRAM__;
 const HOOKS = __HOOKS__;
 const MISSING = __MISSING__;
+const LONGEST = 65536; // characters of one string kept in a session's transcript file
+const KEPT_DAYS = 14; // transcript files of sessions untouched this long are removed
 
 function run(hook, payload) {
   return new Promise((resolve) => {
@@ -112,13 +134,46 @@ function matches(hook, tool) {
   return !hook.matcher || new RegExp(`^(?:${hook.matcher})$`).test(tool);
 }
 
+// The session's messages are written, one JSON line per message as OpenCode's client gives
+// them ({info, parts}), to .engram/state/opencode/<session>.jsonl of the project, for engram to
+// read what happened (the commands, their exit codes, the edits). Long strings are cut.
+function transcriptFolder(roots) {
+  for (const root of roots) {
+    const engram = root ? join(root, ".engram") : "";
+    if (engram && existsSync(engram)) return join(engram, "state", "opencode");
+  }
+  return "";
+}
+
+function clipped(key, value) {
+  const long = typeof value === "string" && value.length > LONGEST;
+  return long ? `${value.slice(0, LONGEST)} …` : value;
+}
+
+function prune(folder) {
+  try {
+    const old = Date.now() - KEPT_DAYS * 86400000;
+    for (const name of readdirSync(folder)) {
+      const file = join(folder, name);
+      if (name.endsWith(".jsonl") && statSync(file).mtimeMs < old) unlinkSync(file);
+    }
+  } catch {}
+}
+
 export const EngramPlugin = async ({ client, directory, worktree }) => {
   const cwd = directory || worktree || process.cwd();
   const briefs = new Map(); // session id -> Promise of the briefing
   const prompts = new Map(); // session id -> recall for the latest prompt
   const pending = new Map(); // tool call id -> what the memory says about its files
   const stopped = new Set(); // files whose edit was stopped once with a pitfall
+  const folder = transcriptFolder([directory, worktree]); // the nearest .engram/ first
+  if (folder) prune(folder);
   let missing = false;
+
+  function transcriptOf(session) {
+    const named = folder && typeof session === "string" && /^[A-Za-z0-9_-]{1,200}$/.test(session);
+    return named ? join(folder, `${session}.jsonl`) : "";
+  }
 
   async function say(message, variant) {
     try {
@@ -159,27 +214,57 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     return briefs.get(session);
   }
 
-  async function lastAnswer(session) {
+  // Fetch the session's messages; write them to its transcript file. Return the file ('' if
+  // none was written) and the text of the last answer. At text.complete OpenCode has not
+  // stored the finished text yet: the part is given it (partID, text) before the write.
+  async function snapshot(session, partID, text) {
+    let messages = [];
     try {
       const result = await client.session.messages({ path: { id: session } });
-      const messages = (result && result.data) || result || [];
-      for (let index = messages.length - 1; index >= 0; index--) {
-        const message = messages[index];
-        if (message.info && message.info.role === "assistant") {
-          return message.parts
-            .filter((part) => part.type === "text" && part.text)
-            .map((part) => part.text)
-            .join("\n");
-        }
-      }
+      messages = (result && result.data) || result || [];
     } catch {}
-    return "";
+    if (!Array.isArray(messages)) messages = [];
+    for (const message of partID ? messages : []) {
+      for (const part of (message && message.parts) || []) {
+        if (part && part.id === partID && part.type === "text") part.text = text;
+      }
+    }
+    let last = "";
+    for (let index = messages.length - 1; index >= 0; index--) {
+      const message = messages[index];
+      if (message && message.info && message.info.role === "assistant") {
+        last = (message.parts || [])
+          .filter((part) => part.type === "text" && part.text)
+          .map((part) => part.text)
+          .join("\n");
+        break;
+      }
+    }
+    let file = messages.length ? transcriptOf(session) : "";
+    if (file) {
+      const temp = join(folder, `.${session}.${process.pid}.tmp`);
+      try {
+        mkdirSync(folder, { recursive: true, mode: 0o700 });
+        const lines = messages.map((message) => JSON.stringify(message, clipped));
+        writeFileSync(temp, `${lines.join("\n")}\n`, { mode: 0o600 });
+        renameSync(temp, file);
+      } catch {
+        file = "";
+        try {
+          unlinkSync(temp);
+        } catch {}
+      }
+    }
+    return { file, last };
   }
 
-  async function capture(native, session) {
-    const message = await lastAnswer(session);
-    if (!message) return;
-    const got = await call(native, { session_id: session, last_assistant_message: message });
+  async function capture(native, session, partID, text) {
+    const { file, last } = await snapshot(session, partID, text);
+    const message = text || last;
+    if (!message && !file) return;
+    const payload = { session_id: session, last_assistant_message: message };
+    if (file) payload.transcript_path = file;
+    const got = await call(native, payload);
     if (got.notice) await say(got.notice, "info");
   }
 
@@ -190,6 +275,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
       } else if (event.type === "session.deleted") {
         briefs.delete(event.properties.info.id);
         prompts.delete(event.properties.info.id);
+        const file = transcriptOf(event.properties.info.id);
+        try {
+          if (file) unlinkSync(file);
+        } catch {}
       }
     },
     "chat.message": async (input, output) => {
@@ -198,7 +287,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
         .map((part) => part.text)
         .join("\n");
       if (!text.trim()) return;
-      const got = await call("chat.message", { session_id: input.sessionID, prompt: text });
+      const payload = { session_id: input.sessionID, prompt: text };
+      const file = transcriptOf(input.sessionID);
+      if (file && existsSync(file)) payload.transcript_path = file; // as of the last answer
+      const got = await call("chat.message", payload);
       prompts.set(input.sessionID, got.context);
     },
     "experimental.chat.system.transform": async (input, output) => {
@@ -249,12 +341,10 @@ export const EngramPlugin = async ({ client, directory, worktree }) => {
     "experimental.text.complete": async (input, output) => {
       const text = typeof output.text === "string" ? output.text : "";
       if (!text.trim()) return;
-      const native = "experimental.text.complete";
-      const got = await call(native, { session_id: input.sessionID, last_assistant_message: text });
-      if (got.notice) await say(got.notice, "info");
+      await capture("experimental.text.complete", input.sessionID, input.partID, text);
     },
     "experimental.session.compacting": async (input, output) => {
-      await capture("experimental.session.compacting", input.sessionID);
+      await capture("experimental.session.compacting", input.sessionID, "", "");
       const briefing = await brief(input.sessionID);
       if (briefing) output.context.push(briefing);
     },

@@ -225,30 +225,65 @@ def _codex_targets(scope: str, root: Path, home: Path, notes: list[str]) -> list
     ]
 
 
+def _claude_targets(scope: str, root: Path, home: Path, notes: list[str]) -> list[Target]:
+    """Claude Code's server entry, instructions, hooks and permissions, and its notes."""
+    base = engram_command(scope)
+    argv, project = [*base, "mcp"], scope == "project"
+    stdio = {"command": argv[0], "args": argv[1:]}
+    settings = (root if project else home) / ".claude" / "settings.json"
+    targets = [
+        _json_target(root / ".mcp.json" if project else home / ".claude.json", stdio),
+        _markdown_target(root / "CLAUDE.md" if project else home / ".claude" / "CLAUDE.md"),
+        _hooks_target(settings, "claude-code", base),
+        _allow_target(settings),
+    ]
+    if project:
+        notes.append("Claude Code asks once before it starts a server from .mcp.json")
+    notes.append(
+        f"Claude Code may call engram's read-only tools without asking "
+        f"({', '.join(read_only_tools())}); it asks before the tools that write"
+    )
+    if project:
+        notes.append(
+            "Claude Code applies a project's permissions and hooks only once you trust the "
+            "folder (the prompt at its first start there)"
+        )
+    return targets
+
+
+def _opencode_targets(scope: str, root: Path, home: Path, notes: list[str]) -> list[Target]:
+    """OpenCode's server entry, instructions and plugin, and its note."""
+    base = engram_command(scope)
+    argv, project = [*base, "mcp"], scope == "project"
+    folder = root if project else _xdg_config(home) / "opencode"
+    entry = {"type": "local", "command": argv, "enabled": True}
+    plugins = (root / ".opencode" if project else folder) / "plugins"
+    targets = [
+        _json_target(
+            _pick(folder, "opencode.json", "opencode.jsonc"),
+            entry,
+            key="mcp",
+            new_file={"$schema": "https://opencode.ai/config.json"},
+        ),
+        _markdown_target(folder / "AGENTS.md"),
+        _whole_target(plugins / OPENCODE_PLUGIN, "hooks", opencode_plugin(base)),
+    ]
+    notes.append(
+        "OpenCode installs its plugin package (@opencode-ai/plugin) with npm before it loads "
+        "a plugin folder, and waits for the npm registry: offline, point npm at a cache "
+        "that holds it"
+    )
+    return targets
+
+
 def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[Target], list[str]]:
     """Return the files to edit for an agent and scope, and notes for the user."""
     base = engram_command(scope)
-    argv, notes, project = [*base, "mcp"], [], scope == "project"
+    argv, project = [*base, "mcp"], scope == "project"
+    notes: list[str] = []
     stdio = {"command": argv[0], "args": argv[1:]}
     if agent == "claude-code":
-        settings = (root if project else home) / ".claude" / "settings.json"
-        targets = [
-            _json_target(root / ".mcp.json" if project else home / ".claude.json", stdio),
-            _markdown_target(root / "CLAUDE.md" if project else home / ".claude" / "CLAUDE.md"),
-            _hooks_target(settings, agent, base),
-            _allow_target(settings),
-        ]
-        if project:
-            notes.append("Claude Code asks once before it starts a server from .mcp.json")
-        notes.append(
-            f"Claude Code may call engram's read-only tools without asking "
-            f"({', '.join(read_only_tools())}); it asks before the tools that write"
-        )
-        if project:
-            notes.append(
-                "Claude Code applies a project's permissions and hooks only once you trust the "
-                "folder (the prompt at its first start there)"
-            )
+        targets = _claude_targets(scope, root, home, notes)
     elif agent == "codex":
         targets = _codex_targets(scope, root, home, notes)
     elif agent == "gemini-cli":
@@ -269,24 +304,7 @@ def agent_targets(agent: str, scope: str, root: Path, home: Path) -> tuple[list[
                 "(`gemini trust`, or the prompt at start)"
             )
     elif agent == "opencode":
-        folder = root if project else _xdg_config(home) / "opencode"
-        entry = {"type": "local", "command": argv, "enabled": True}
-        plugins = (root / ".opencode" if project else folder) / "plugins"
-        targets = [
-            _json_target(
-                _pick(folder, "opencode.json", "opencode.jsonc"),
-                entry,
-                key="mcp",
-                new_file={"$schema": "https://opencode.ai/config.json"},
-            ),
-            _markdown_target(folder / "AGENTS.md"),
-            _whole_target(plugins / OPENCODE_PLUGIN, "hooks", opencode_plugin(base)),
-        ]
-        notes.append(
-            "OpenCode installs its plugin package (@opencode-ai/plugin) with npm before it loads "
-            "a plugin folder, and waits for the npm registry: offline, point npm at a cache "
-            "that holds it"
-        )
+        targets = _opencode_targets(scope, root, home, notes)
     elif agent == "cursor":
         folder = (root if project else home) / ".cursor"
         targets = [_json_target(folder / "mcp.json", stdio)]

@@ -18,6 +18,17 @@ Three on-disk formats, as the agents' programs write them:
   ``result``; a later record with the same ``id`` replaces it; ``$rewindTo`` drops what follows),
   ``$set`` updates; older versions wrote one JSON object with ``messages``. run_shell_command's
   output says "Exit Code: N" when the command failed.
+- OpenCode: ``.engram/state/opencode/<session>.jsonl`` of the project, written by engram's
+  OpenCode plugin (``engram.agents.opencode``) from ``client.session.messages``: one line per
+  message, ``{"info", "parts"}`` as OpenCode's SDK gives them. ``info`` has ``role`` user or
+  assistant, ``sessionID`` and (assistant) ``path.cwd``; ``summary: true`` marks a compaction's
+  summary. Parts: ``text`` (``synthetic`` and ``ignored`` ones are OpenCode's own), and ``tool``
+  with ``tool`` and ``state`` (``status`` pending, running, completed or error; ``input``;
+  ``output``; ``metadata``): ``bash`` with ``input.command`` and ``metadata.exit``, ``edit``
+  (``filePath``, ``oldString``, ``newString``), ``write`` (``filePath``, ``content``),
+  ``multiedit`` (``edits``) and ``apply_patch`` (``patchText``, the Codex patch format). A tool
+  call that ended in ``error`` (denied, stopped by a hook, not applied) did not happen.
+  ``opencode run`` quotes a prompt that holds a space: the quotes are taken off.
 
 A transcript is untrusted input: at most ``MAX_BYTES`` are read (the tail of a longer one),
 lines over ``MAX_LINE`` and lines that do not parse are skipped and counted in ``notes``, and
@@ -50,7 +61,7 @@ MAX_BYTES: Final = 16 * 1024 * 1024  # a longer transcript is read from its tail
 MAX_LINE: Final = 2 * 1024 * 1024  # one line (a Write of a large file); longer ones are skipped
 MAX_STEPS: Final = 20_000
 MAX_TEXT: Final = 20_000  # characters of one step's text or output kept
-AGENTS: Final = ("claude-code", "codex", "gemini-cli")
+AGENTS: Final = ("claude-code", "codex", "gemini-cli", "opencode")
 _EDIT_TOOLS: Final = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _CLAUDE_EXIT: Final = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _CODEX_EXIT: Final = re.compile(r"(?:Process exited with code|Exit code:?) (-?\d+)")
@@ -71,6 +82,9 @@ _INJECTED: Final = re.compile(
 )
 _UNTRUSTED: Final = re.compile(r"</?untrusted_context>")
 _PATCH_FILE: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
+# `opencode run MESSAGE…` sends each argument holding a space in double quotes, its own quotes
+# escaped: the person's words are inside.
+_RUN_QUOTED: Final = re.compile(r'^"((?:[^"\\]|\\.)*)"$', re.DOTALL)
 
 
 @dataclass
@@ -120,7 +134,13 @@ def parse_transcript(text: str, agent: str = "", *, path: str = "") -> Transcrip
         raise InvalidInput(f"unknown agent {agent!r}; transcripts are read for {', '.join(AGENTS)}")
     agent = agent or _guess(entries)
     out = Transcript(agent=agent, path=path, notes=notes)
-    reader = {"claude-code": _claude, "codex": _codex, "gemini-cli": _gemini}[agent]
+    readers = {
+        "claude-code": _claude,
+        "codex": _codex,
+        "gemini-cli": _gemini,
+        "opencode": _opencode,
+    }
+    reader = readers[agent]
     reader(entries, out)
     out.steps = [step for step in out.steps if step.kind != REFUSED]
     if len(out.steps) > MAX_STEPS:
@@ -178,6 +198,8 @@ def _guess(entries: list[tuple[int, dict[str, Any]]]) -> str:
             return "gemini-cli"
         if entry.get("type") in ("user", "assistant") and "message" in entry:
             return "claude-code"
+        if isinstance(entry.get("info"), Mapping) and isinstance(entry.get("parts"), list):
+            return "opencode"
     return "claude-code"
 
 
@@ -553,3 +575,65 @@ def _gemini_output(result: Any) -> str:
         if isinstance(answer, Mapping):
             parts.append(_str(answer.get("output")) or _str(answer.get("error")))
     return "\n".join(parts)
+
+
+# -- OpenCode ------------------------------------------------------------------------------------
+
+
+def _opencode(entries: list[tuple[int, dict[str, Any]]], out: Transcript) -> None:
+    for number, entry in entries:
+        info, parts = entry.get("info"), entry.get("parts")
+        if not isinstance(info, Mapping) or not isinstance(parts, list):
+            continue
+        out.session_id = out.session_id or _str(info.get("sessionID"))
+        where = info.get("path")
+        if isinstance(where, Mapping):
+            out.cwd = out.cwd or _str(where.get("cwd"))
+        role = info.get("role")
+        if role == "assistant" and info.get("summary") is True:
+            continue  # a compaction's summary of what came before, not something that happened
+        for part in parts:
+            if not isinstance(part, Mapping) or part.get("synthetic") or part.get("ignored"):
+                continue
+            if part.get("type") == "text":
+                text = _str(part.get("text"))
+                if role == "user":
+                    quoted = _RUN_QUOTED.match(text.strip())
+                    _person(out, number, quoted[1].replace('\\"', '"') if quoted else text)
+                elif role == "assistant" and text.strip():
+                    out.steps.append(Step("say", number, text=_clip(text)))
+            elif part.get("type") == "tool" and role == "assistant":
+                state = part.get("state")
+                if isinstance(state, Mapping) and state.get("status") == "completed":
+                    out.steps.extend(_opencode_tool(_str(part.get("tool")), state, number))
+
+
+def _opencode_tool(name: str, state: Mapping[str, Any], number: int) -> Iterator[Step]:
+    """Yield the steps of a completed tool call (a call that ended in error did not happen)."""
+    args = state.get("input")
+    if not isinstance(args, Mapping):
+        return
+    meta = state.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    if name == "bash":
+        step = Step("run", number, text=_clip(_str(args.get("command"))))
+        code = meta.get("exit")
+        step.code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        step.output = _clip(_str(state.get("output")) or _str(meta.get("output")))
+        yield step
+    elif name == "edit":
+        old, new = _str(args.get("oldString")), _str(args.get("newString"))
+        yield Step("edit", number, path=_str(args.get("filePath")), old=_clip(old), new=_clip(new))
+    elif name == "write":
+        yield Step(
+            "edit", number, path=_str(args.get("filePath")), new=_clip(_str(args.get("content")))
+        )
+    elif name == "multiedit":
+        edits = args.get("edits")
+        for edit in edits if isinstance(edits, list) else []:
+            if isinstance(edit, Mapping):
+                path = _str(edit.get("filePath")) or _str(args.get("filePath"))
+                old, new = _str(edit.get("oldString")), _str(edit.get("newString"))
+                yield Step("edit", number, path=path, old=_clip(old), new=_clip(new))
+    elif name in ("apply_patch", "patch"):
+        yield from _patch_steps(_str(args.get("patchText")), number)

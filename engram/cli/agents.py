@@ -227,8 +227,8 @@ def capture(
     agent: Annotated[
         str,
         typer.Option(
-            help="The transcript's agent: claude-code, codex or gemini-cli (default: "
-            "read from the file)."
+            help="The transcript's agent: claude-code, codex, gemini-cli or opencode "
+            "(default: read from the file)."
         ),
     ] = "",
     as_json: JsonOpt = False,

@@ -1,7 +1,7 @@
 """Offline capture from an agent's own transcript, the review inbox, and the nudge (issue 32).
 
 The transcripts are the labelled set's (benchmarks/capture/transcripts: each scripted session in
-Claude Code's, Codex's and Gemini CLI's on-disk format) and small ones written here; the stores
+Claude Code's, Codex's, Gemini CLI's and OpenCode's format) and small ones written here; the stores
 are real, in git repositories under tmp_path; the CLI, the hooks and the MCP server run as real
 processes.
 """
@@ -27,9 +27,10 @@ from engram.agents.transcript import parse_transcript, read_transcript
 from engram.errors import InvalidInput
 from engram.service import Engram
 from tests.conftest import run_cli
+from tests.helpers.places import FIXTURES
 
 SET = Path(__file__).resolve().parents[2] / "benchmarks" / "capture" / "transcripts"
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
 CWD = "/home/dev/work/app"  # where the scripted sessions ran
 
 
@@ -514,16 +515,18 @@ def _real_transcripts() -> dict[str, dict[str, Path]]:
 def test_every_real_transcript_is_labelled_and_names_no_path_of_this_machine(
     tmp_path: Path,
 ) -> None:
-    """The real set: at least 40 labelled transcripts per agent, each read as that agent's with
-    the person's prompts in it, naming none of this checkout's or this machine's folders (the
-    generator puts fixed placeholders in their place)."""
+    """The real set: at least 40 labelled transcripts per agent whose own files engram reads
+    (OpenCode's two come from engram's plugin), each read as that agent's with the person's
+    prompts in it, naming none of this checkout's or this machine's folders (the generator puts
+    fixed placeholders in their place)."""
     labels = json.loads((SET.parent / "labels.json").read_text(encoding="utf-8"))["real"]
     placeholders = (CWD, "/home/dev/scratch", "/home/dev/.venv", "/usr")
     here = {str(Path(__file__).resolve().parents[2]), tempfile.gettempdir(), sys.prefix}
     here |= {sys.base_prefix, os.path.realpath(sys.base_prefix)}
     mine = [path for path in here if not any(p.startswith(path) for p in placeholders)]
     for agent, found in _real_transcripts().items():
-        assert len(found) >= 40 and set(found) <= set(labels), f"{agent}: {sorted(found)}"
+        least = 2 if agent == "opencode" else 40
+        assert len(found) >= least and set(found) <= set(labels), f"{agent}: {sorted(found)}"
         for name, path in found.items():
             data = path.read_bytes()
             text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
@@ -641,3 +644,111 @@ def test_a_fix_is_named_by_what_failed_not_where(output: str, title: str) -> Non
     transcript = Transcript("claude-code", "", "s", "/home/dev/work/app", steps=steps)
     (proposal,) = propose(transcript, "/home/dev/work/app")
     assert proposal.kind == "bugfix" and proposal.title == title
+
+
+# -- OpenCode: the session as engram's plugin writes it (client.session.messages, a line each) --
+
+OPENCODE = FIXTURES / "hooks" / "opencode"
+BILLING_OLD = "    return round(amount_cents * percent / 100)"
+
+
+def opencode_lines(name: str = "transcript.jsonl") -> list[dict[str, Any]]:
+    """Return the messages of a session the real OpenCode ran (paths moved under CWD)."""
+    text = (OPENCODE / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_an_opencode_session_reads_into_the_same_steps_and_rules() -> None:
+    """A real OpenCode session: a check failed, engram stopped the first edit, the second
+    applied, the check passed, a tool OpenCode lacks was called, a file was written."""
+    transcript = read_transcript(OPENCODE / "transcript.jsonl")
+    assert transcript.agent == "opencode" and not transcript.notes
+    assert transcript.session_id.startswith("ses_") and transcript.cwd == CWD
+    steps = transcript.steps
+    # The edit engram stopped (status error, line 3) and the invalid tool call (line 6): nothing.
+    assert [(step.kind, step.line) for step in steps] == [
+        ("user", 1),
+        ("run", 2),
+        ("edit", 4),
+        ("run", 5),
+        ("edit", 7),
+    ]
+    failed, fixed, passed, written = steps[1:]
+    assert (failed.code, passed.code) == (1, 0) and failed.text == passed.text
+    assert "AssertionError: 2" in failed.output
+    assert (fixed.path, fixed.old) == (f"{CWD}/src/billing.py", BILLING_OLD)
+    assert fixed.new.endswith("// 100  # edit B")
+    assert (written.path, written.old, written.new) == (f"{CWD}/x.txt", None, "hi\n")
+    (fix,) = propose(transcript, CWD)
+    assert (fix.kind, fix.files, fix.line) == ("bugfix", ["src/billing.py"], 2)
+    assert fix.title.startswith("Fix: AssertionError: 2")
+    quiet = read_transcript(OPENCODE / "transcript-quiet.jsonl")
+    assert [(s.kind, s.text, s.code) for s in quiet.steps if s.kind == "run"] == [
+        ("run", "ls src", 0)
+    ]
+    assert propose(quiet, CWD) == []
+
+
+def test_opencode_summaries_own_parts_unfinished_calls_and_bad_lines_are_skipped() -> None:
+    from engram.agents import transcript as module
+
+    messages = opencode_lines()
+    user, failed = messages[0], messages[1]
+    # OpenCode's own words in the person's message (a file it attached): not the person's.
+    user["parts"].append({**user["parts"][0], "text": "Called the Read tool", "synthetic": True})
+    # A compaction's summary retells the session: nothing in it happened again.
+    summary = json.loads(json.dumps(failed))
+    summary["info"]["summary"] = True
+    summary["parts"].append({**summary["parts"][0], "type": "text", "text": "We ran the check."})
+    # A call still running when the plugin wrote the file: no result to learn from yet.
+    running = json.loads(json.dumps(messages[4]))
+    running["parts"][1]["state"] = {**running["parts"][1]["state"], "status": "running"}
+    huge = json.loads(json.dumps(messages[4]))
+    huge["parts"][1]["state"]["output"] = "x" * module.MAX_LINE
+    lines = [user, failed, summary, "{not json", huge, messages[3], running, messages[4]]
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    transcript = parse_transcript(text, path="ses.jsonl")
+    assert transcript.agent == "opencode"
+    assert transcript.notes == ["ses.jsonl: 2 unreadable line(s) skipped: 4, 5"]
+    assert [(step.kind, step.line, step.code) for step in transcript.steps] == [
+        ("user", 1, None),
+        ("run", 2, 1),
+        ("edit", 6, None),
+        ("run", 8, 0),
+    ]
+    # `opencode run` sent the prompt to the model in quotes: the person's words are inside.
+    assert transcript.steps[0].text == "Fix the refund rounding"
+
+
+def test_an_opencode_transcript_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "ses_1.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"not a regular file|cannot be read"):
+        read_transcript(fifo, "opencode")
+
+
+def test_the_opencode_stop_hook_reads_the_session_the_plugin_wrote(project: Engram) -> None:
+    """`engram hook opencode stop` with the payload the plugin sends at text.complete."""
+    folder = project.root / ".engram" / "state" / "opencode"
+    folder.mkdir(parents=True)
+    path = folder / "ses_1.jsonl"
+    path.write_bytes((OPENCODE / "transcript.jsonl").read_bytes())
+    payload = {
+        "hook_event_name": "experimental.text.complete",
+        "cwd": str(project.root),
+        "session_id": "ses_1",
+        "last_assistant_message": "Refunds round half up now.",
+        "transcript_path": str(path),
+    }
+    stdin = json.dumps(payload).encode()
+    done = run_cli("hook", "opencode", "stop", cwd=project.root, stdin=stdin)
+    assert done.returncode == 0, done.stderr.decode()
+    notice = json.loads(done.stdout)["systemMessage"]
+    assert notice.startswith("engram proposed 1 memory for review (engram review): Fix: Assert")
+    (hit,) = project.recall("AssertionError", limit=1)
+    record = hit.record
+    assert (record["status"], record["source"]) == ("proposed", "capture:opencode")
+    assert record["files"] == ["src/billing.py"] and record["kind"] == "bugfix"
+    assert record["capture"]["transcript"] == str(path) and record["capture"]["line"] == 2
+    again = run_cli("hook", "opencode", "stop", cwd=project.root, stdin=stdin)
+    assert again.returncode == 0 and again.stdout.strip() == b""  # proposed once

@@ -13,7 +13,10 @@ the model was given, in order. The sessions:
   likewise);
 - ``fail``: the unrelated prompt; the model runs a command that fails with the error the past fix
   is about (a session of its own: a memory is shown once per session);
-- ``related``: a prompt that the past fix answers; the model ends at once.
+- ``related``: a prompt that the past fix answers; the model ends at once;
+- ``bugfix`` (OpenCode): the model runs a check that fails, edits the file (twice, likewise),
+  runs the check again, which passes, and ends without Key Learnings;
+- ``quiet`` (OpenCode): the model runs a command that passes and ends without Key Learnings.
 
 Each session runs once per agent and module; each test reads one of them. Where a program is
 not installed or does not start here, its tests skip saying why (``make agents`` installs them).
@@ -28,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from engram.agents.transcript import read_transcript
 from tests.agents import harness
 from tests.agents.harness import FAILING_COMMAND, FIX, PITFALL, Project, Recording
 from tests.agents.programs import AGENTS, Agent
@@ -39,6 +43,12 @@ OTHER_PROMPT = "Write a haiku about autumn leaves"
 RELATED_PROMPT = "Importing billing_vat fails with ModuleNotFoundError: how do I run it?"
 LEARNING = "refund() rounds half up in integer cents, never through float (zeta-learned)"
 FINAL = f"I fixed it.\n\n## Key Learnings\n- {LEARNING}\n"
+# Fails on the file as the project starts (round(2.5) is 2), passes after either scripted edit.
+CHECK = (
+    'python3 -c \'import sys; sys.path.insert(0, "src"); '
+    "from billing import refund; assert refund(5, 50) == 3, refund(5, 50)'"
+)
+PLAIN_FINAL = "Refunds now round half up in integer cents; the check passes."
 
 _RUNS: dict[tuple[str, str], tuple[Project, Recording]] = {}
 
@@ -67,10 +77,18 @@ def session(name: str, kind: str, factory: pytest.TempPathFactory) -> tuple[Proj
     elif kind == "fail":
         prompt = OTHER_PROMPT
         steps = [agent.shell(FAILING_COMMAND)]
+    elif kind == "bugfix":
+        prompt = "Make the refund check pass"
+        steps = [agent.shell(CHECK), agent.edit(project, "edit A"), agent.edit(project, "edit B")]
+        steps.append(agent.shell(CHECK))
+    elif kind == "quiet":
+        prompt = OTHER_PROMPT
+        steps = [agent.shell("ls src")]
     else:
         prompt = RELATED_PROMPT
         steps = []
-    script = {"main_tool": agent.main_tool, "steps": steps, "final": FINAL}
+    final = PLAIN_FINAL if kind in ("bugfix", "quiet") else FINAL
+    script = {"main_tool": agent.main_tool, "steps": steps, "final": final}
     record = harness.run_agent(project, agent.command(binary, project, prompt), script, env=env)
     _RUNS[name, kind] = (project, record)
     if not record.main:
@@ -238,6 +256,42 @@ def test_learnings_captured_at_stop(name: str, tmp_path_factory: pytest.TempPath
         f"the session's Key Learnings are in no file under .engram/ after {name} stopped "
         f"(exit {record.returncode})"
     )
+
+
+def _proposed(project: Project) -> list[dict[str, Any]]:
+    """Return the project's proposed memories, as `engram review list --json` gives them."""
+    listed = json.loads(harness.engram(project.root, project.env, "review", "list", "--json"))
+    items: list[dict[str, Any]] = listed["items"]
+    return items
+
+
+def test_opencode_session_that_fixed_a_bug_proposes_a_bugfix(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A session that failed a check, edited, passed it and said nothing leaves a proposal."""
+    project, record = session("opencode", "bugfix", tmp_path_factory)
+    assert _written_by(project) == "edit B", record.output[-2000:]
+    after = record.text(_step_request(record, 1))  # the request after the failed check
+    assert "AssertionError" in after, "OpenCode did not run the failing check"
+    (fix,) = [item for item in _proposed(project) if item.get("kind") == "bugfix"]
+    assert (fix["status"], fix["source"]) == ("proposed", "capture:opencode")
+    assert fix["files"] == ["src/billing.py"]
+    assert "AssertionError" in fix["title"]
+    assert "(amount_cents * percent + 50) // 100" in fix["content"]
+    where = fix["provenance"]
+    assert where["agent"] == "opencode" and where["session"].startswith("ses_")
+    written = project.root / ".engram" / "state" / "opencode" / f"{where['session']}.jsonl"
+    assert where["transcript"] == str(written) and written.is_file()
+
+
+def test_opencode_uneventful_session_proposes_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    project, record = session("opencode", "quiet", tmp_path_factory)
+    (written,) = (project.root / ".engram" / "state" / "opencode").glob("ses_*.jsonl")
+    runs = [step for step in read_transcript(written).steps if step.kind == "run"]
+    assert [(step.text, step.code) for step in runs] == [("ls src", 0)], record.output[-2000:]
+    assert _proposed(project) == []
 
 
 def _strings(value: Any) -> list[str]:

@@ -25,6 +25,7 @@ from engram.agents.hookspec import HOOKS
 from engram.mcp_server import select_tools
 from engram.service import Engram
 from tests.conftest import run_cli
+from tests.helpers.places import FIXTURES
 
 NODE = shutil.which("node")
 
@@ -366,11 +367,14 @@ def test_user_setup_names_this_interpreter_and_doctor_checks_it(
 # -- OpenCode ----------------------------------------------------------------------------------
 
 DRIVER = r"""
-const { ENGRAM_PLUGIN: plugin, ENGRAM_REPO: directory } = process.env;
+import { existsSync, readFileSync, statSync } from "node:fs";
+const { ENGRAM_PLUGIN: plugin, ENGRAM_REPO: directory, ENGRAM_MESSAGES: given } = process.env;
 const { EngramPlugin } = await import(plugin);
 const seen = { toasts: [], logs: [] };
 const said = [{ type: "text", text: "Done.\n## Key Learnings\n- cents" }];
-const list = [{ info: { role: "user" }, parts: [] }, { info: { role: "assistant" }, parts: said }];
+const list = given
+  ? JSON.parse(readFileSync(given, "utf8"))
+  : [{ info: { role: "user" }, parts: [] }, { info: { role: "assistant" }, parts: said }];
 const client = {
   tui: { showToast: async ({ body }) => { seen.toasts.push(body); } },
   app: { log: async ({ body }) => { seen.logs.push(body); } },
@@ -399,12 +403,21 @@ await hooks["experimental.text.complete"]({ ...session, messageID: "m1", partID:
 const blank = { text: " " };
 await hooks["experimental.text.complete"]({ ...session, messageID: "m1", partID: "p2" }, blank);
 await hooks.event({ event: { type: "session.idle", properties: session } });
+await hooks["chat.message"](session, { parts: [{ type: "text", text: "and the VAT?" }] });
+const file = `${directory}/.engram/state/opencode/ses_1.jsonl`;
+const written = existsSync(file)
+  ? { text: readFileSync(file, "utf8"), mode: statSync(file).mode & 0o777 }
+  : null;
+await hooks.event({ event: { type: "session.deleted", properties: { info: { id: "ses_1" } } } });
 const out = { system: system.system, read: result.output, other: other.output, ...seen };
-process.stdout.write(JSON.stringify({ ...out, compacting: compacting.context }));
+const after = { written, removed: !existsSync(file) };
+process.stdout.write(JSON.stringify({ ...out, ...after, compacting: compacting.context }));
 """
 
 
-def drive(plugin: Path, repo: Path, path: str) -> dict[str, Any]:
+def drive(plugin: Path, repo: Path, path: str, messages: Path | None = None) -> dict[str, Any]:
+    """Run the plugin's hooks under node as OpenCode calls them; ``messages``: a JSON file of
+    what the fake client's ``session.messages`` answers."""
     assert NODE is not None
     done = subprocess.run(
         [NODE, "--input-type=module", "-e", DRIVER],
@@ -414,6 +427,7 @@ def drive(plugin: Path, repo: Path, path: str) -> dict[str, Any]:
             "PATH": path,
             "ENGRAM_PLUGIN": plugin.as_uri(),
             "ENGRAM_REPO": f"{repo}",
+            **({"ENGRAM_MESSAGES": f"{messages}"} if messages else {}),
         },
         timeout=120,
         check=False,
@@ -440,8 +454,11 @@ def test_opencode_plugin_runs_engrams_hooks_and_feeds_the_model(
         ["hook", "opencode", "pre-read"],
         ["hook", "opencode", "pre-compact"],
         ["hook", "opencode", "stop"],
+        ["hook", "opencode", "prompt"],
     ]
     payloads = [json.loads(c["stdin"]) for c in made]
+    # No .engram/ in the project: no transcript file, the last answer is all engram reads.
+    assert not any("transcript_path" in p for p in payloads) and seen["written"] is None
     assert all(p["cwd"] == str(repo) and p["session_id"] == "ses_1" for p in payloads)
     assert payloads[0]["hook_event_name"] == "session.created"
     assert payloads[1]["prompt"] == "fix rounding in src/billing.py"
@@ -456,6 +473,51 @@ def test_opencode_plugin_runs_engrams_hooks_and_feeds_the_model(
     assert seen["other"] == "listing"  # a tool engram has no hook for is left alone
     assert seen["compacting"] == ["MEMORY NOTE"]
     assert seen["toasts"] == []
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_opencode_plugin_writes_the_session_for_capture(
+    repo: Path, bare_path: str, tmp_path: Path
+) -> None:
+    """At text.complete and compaction the plugin writes the session's messages (as OpenCode's
+    client gives them, a line each) under .engram/state/opencode/ and names the file."""
+    agents.setup("opencode", root=repo)
+    folder = repo / ".engram" / "state" / "opencode"
+    folder.mkdir(parents=True)
+    stale, recent = folder / "ses_old.jsonl", folder / "ses_recent.jsonl"
+    stale.write_text("{}\n")
+    recent.write_text("{}\n")
+    month_ago = stale.stat().st_mtime - 30 * 86400
+    os.utime(stale, (month_ago, month_ago))
+    real = FIXTURES / "hooks" / "opencode" / "transcript.jsonl"  # what the real OpenCode gave
+    messages = [json.loads(line) for line in real.read_text().splitlines()]
+    messages[1]["parts"][1]["state"]["output"] = "E" * 70_000  # a long output is cut
+    answer = messages[-1]["parts"][-1]  # the answer's text, empty until text.complete is done
+    assert (answer["type"], answer["text"]) == ("text", "")
+    answer["id"] = "p1"  # the part the driver's text.complete finishes
+    given = tmp_path / "messages.json"
+    given.write_text(json.dumps(messages))
+    log = fake_engram(tmp_path / "bin")
+    seen = drive(
+        repo / ".opencode/plugins/engram.js", repo, f"{tmp_path / 'bin'}:{bare_path}", given
+    )
+    payloads = {c["argv"][2]: json.loads(c["stdin"]) for c in calls(log)}  # the last of each
+    path = str(folder / "ses_1.jsonl")
+    assert payloads["pre-compact"]["transcript_path"] == path
+    assert payloads["stop"]["transcript_path"] == path
+    assert payloads["stop"]["last_assistant_message"] == "Done.\n## Key Learnings\n- cents"
+    assert payloads["prompt"]["transcript_path"] == path  # a prompt after an answer: the nudge
+    assert seen["written"]["mode"] == 0o600
+    lines = [json.loads(line) for line in seen["written"]["text"].splitlines()]
+    output = lines[1]["parts"][1]["state"].pop("output")
+    assert output == "E" * 65536 + " …"
+    messages[1]["parts"][1]["state"].pop("output")
+    assert lines[-1]["parts"][-1]["text"] == "Done.\n## Key Learnings\n- cents"  # filled in
+    answer["text"] = "Done.\n## Key Learnings\n- cents"
+    assert lines == messages
+    assert seen["removed"]  # the session deleted in OpenCode: its file goes too
+    assert not stale.exists() and recent.exists()  # files of sessions long untouched go
+    assert sorted(p.name for p in folder.iterdir()) == ["ses_recent.jsonl"]  # no temp left
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
