@@ -107,7 +107,7 @@ CAPTURE = declare(
         'Propose the learnings of an agent\'s output (its last "Key Learnings" section).',
         'Passive capture: give your reply\'s text; the items of its last "Key Learnings" '
         '(or "Learnings") section are saved as proposed memories for a person to review '
-        "(engram review), skipping ones already known or rejected before.",
+        "(the review tool), skipping ones already known or rejected before.",
         (
             Param("content", "string", "Your output text.", required=True, argument=True),
             SESSION._replace(flag="session"),
