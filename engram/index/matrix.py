@@ -7,7 +7,9 @@ first use, integer codes of the filter columns. A write changes it in place (``p
 the matrix, and a removal moves the last row into the hole. A state memory-mapped from the
 saved cache (``vectorcache.py``) is copied into such buffers on its first change only. From
 ``ann.EXACT_BELOW`` rows on, a nearest-neighbour graph of the rows (``ann.Graph``) follows
-every change too, and ``nearest`` walks it instead of scanning every row.
+every change too, and ``nearest`` walks it instead of scanning every row; a big one is built in
+the background (``ann.Building``), and until it is there ``nearest`` scans, as under the
+threshold.
 ``nearest`` finds the rows nearest one vector; ``nearest_among`` the nearest others of each
 of a set of rows (consolidation's near-duplicate candidates).
 
@@ -16,11 +18,11 @@ It knows nothing of SQLite, files or records: ``vectors.py`` decides what the ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from engram.index import ann
-from engram.index.ann import Graph
+from engram.index.ann import Building, Graph
 
 __all__ = [
     "COLUMNS",
@@ -69,8 +71,10 @@ class VectorState:
         self._head = head  # numpy float32 (HEAD_DIMS, capacity)
         self._owned = False  # the buffers are this state's own (not a read-only map)
         # The nearest-neighbour graph of the rows (``ann.py``), keyed by row: made when a
-        # search first needs it (``graph_for_search``), then changed with every row.
+        # search first needs it (``graph_for_search``), then changed with every row; a big
+        # one is built in the background (``_building``) and taken once it is there.
         self.graph = graph
+        self._building: Building | None = None
         # Filter columns, made on first use: name -> (value -> code, int32 code per row).
         self.columns: dict[str, tuple[dict[str, int], Any]] = {}
 
@@ -123,6 +127,8 @@ class VectorState:
             self._set_codes(at, values)
             if self.graph is not None:
                 self.graph.put(at, vectors[n])
+            elif self._building is not None:
+                self._building.put(at, vectors[n])
 
     def relabel(self, rows: Sequence[tuple[str, Mapping[str, str]]]) -> None:
         """Note new filter column values of rows whose vector stays (a status change)."""
@@ -149,10 +155,11 @@ class VectorState:
                 continue
             self._room(0)
             last = len(self.ids) - 1
-            if self.graph is not None:
-                self.graph.drop(at)
+            follower = self.graph if self.graph is not None else self._building
+            if follower is not None:
+                follower.drop(at)
                 if at != last:
-                    self.graph.move(last, at)
+                    follower.move(last, at)
             if at != last:
                 moved = self.ids[last]
                 self.ids[at] = moved
@@ -165,13 +172,45 @@ class VectorState:
             for name, (codes, column) in list(self.columns.items()):
                 self.columns[name] = (codes, column[:last])
 
-    def graph_for_search(self) -> Graph | None:
+    def graph_for_search(self, saved: Callable[[Graph], object] | None = None) -> Graph | None:
         """Return the nearest-neighbour graph when a search should walk it (``EXACT_BELOW``
-        rows or more, and the library installed), built from the rows the first time."""
+        rows or more, and the library installed), or None: the search scans.
+
+        The first call builds it from the rows: under ``ann.BACKGROUND_FROM`` rows here and
+        now; from there on in the background (``ann.Building``), and None is returned until
+        it is built. ``saved``, if given, is called with the graph of the rows as they are at
+        this call (to save it with them), in the building thread for a background build.
+        """
         if len(self.ids) < ann.EXACT_BELOW or not ann.available():
             return None
         if self.graph is None:
-            self.graph = Graph.build(self.matrix)
+            if self._building is None:
+                if len(self.ids) < ann.BACKGROUND_FROM:
+                    self.graph = Graph.build(self.matrix)
+                    if saved is not None:
+                        saved(self.graph)
+                    return self.graph
+                # A read-only map never changes under the thread (a change copies it first).
+                rows = self.matrix if not self._owned else self.matrix.copy()
+                self._building = Building(rows, saved)
+            self._take()
+        return self.graph
+
+    def _take(self) -> None:
+        building = self._building
+        if building is None or not building.ready():
+            return
+        self.graph = building.take()
+        if self.graph is not None:
+            self._building = None
+        # (a failed build stays: this state does not try again, and searches go on scanning)
+
+    def graph_built(self, timeout: float | None = None) -> Graph | None:
+        """Wait up to ``timeout`` seconds for a graph being built in the background; return
+        the graph (None: there is none, it failed, or it is still being built)."""
+        if self.graph is None and self._building is not None:
+            self._building.wait(timeout)
+            self._take()
         return self.graph
 
     def column(self, name: str, values: Mapping[str, str]) -> tuple[dict[str, int], Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +290,156 @@ def test_a_missing_or_damaged_graph_file_is_built_again_and_said(
         finally:
             third.close()
     assert not [r for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
+
+
+# -- a big graph is built in the background ---------------------------------------------------
+
+QUERIES_DURING_BUILD = (
+    "deploys that lost connections",
+    "where do failing job messages end up",
+    "a migration that locked the table",
+)
+
+
+class GatedBuild:
+    """``ann.Graph.build`` held until the test lets it go: the real build, started when the
+    code under test starts it, finishing when the test says (so a search can be made while it
+    runs). Nothing is stubbed: the graph built is the library's."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, fail: bool = False) -> None:
+        self.started = threading.Event()
+        self.go = threading.Event()
+        self.calls = 0
+        real = ann.Graph.build.__func__  # type: ignore[attr-defined]
+
+        def build(cls: type[ann.Graph], matrix: Any) -> ann.Graph:
+            self.calls += 1
+            self.started.set()
+            assert self.go.wait(60), "the test never let the build go"
+            if fail:
+                raise RuntimeError("no memory for the graph")
+            graph: ann.Graph = real(cls, matrix)
+            return graph
+
+        monkeypatch.setattr(ann.Graph, "build", classmethod(build))
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These stores' graphs are built as a big store's is: in the background."""
+    monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
+    monkeypatch.setattr(ann, "BACKGROUND_FROM", SMALL)
+
+
+def scanned_answers(store: MemoryStore) -> dict[str, list[tuple[str, float]]]:
+    """The hits (id, score) each query gets from a scan of every vector (no graph at all)."""
+    index = open_index(store, "hybrid")
+    try:
+        state = index.vectors.state()
+        assert state is not None and state.graph_for_search() is None  # 16k rows in use
+        return {
+            text: [(h.id, h.score) for h in index.search(Query(text=text))]
+            for text in QUERIES_DURING_BUILD
+        }
+    finally:
+        index.close()
+
+
+def test_a_recall_during_the_background_build_scans_and_the_graph_comes_after(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = scanned_answers(store)
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()  # the first opening below saves the matrix afresh, as after a rebuild
+    monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
+    monkeypatch.setattr(ann, "BACKGROUND_FROM", SMALL)
+    gate = GatedBuild(monkeypatch)
+    index = open_index(store, "hybrid")
+    try:
+        got = {
+            text: [(h.id, h.score) for h in index.search(Query(text=text))]
+            for text in QUERIES_DURING_BUILD
+        }
+        assert gate.started.wait(60)  # the build is under way, and no recall waited for it
+        state = index.vectors.state()
+        assert state is not None and state.graph is None
+        assert got == expected  # answered by the exact scan, as a store under the threshold
+        assert not list((store.dir / "index").glob("vectors-*.graph.usearch"))
+        gate.go.set()
+        assert state.graph_built(timeout=120) is not None
+        assert gate.calls == 1  # one build, however many searches asked meanwhile
+        assert_graph_follows_rows(state)
+        # Saved beside its matrix: a new process maps it and builds nothing.
+        assert len(list((store.dir / "index").glob("vectors-*.graph.usearch"))) == 1
+        other = open_index(store, "hybrid")
+        try:
+            mapped = other.vectors.state()
+            assert mapped is not None and mapped.graph is not None
+            assert gate.calls == 1
+            for text in QUERIES_DURING_BUILD:
+                hits = [h.id for h in other.search(Query(text=text))]
+                assert hits == [h.id for h in index.search(Query(text=text))]
+        finally:
+            other.close()
+    finally:
+        index.close()
+
+
+def test_writes_during_the_background_build_reach_the_graph(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, background: None
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    gate = GatedBuild(monkeypatch)
+    index = open_index(store, "hybrid")
+    try:
+        index.search(Query(text="warm up"))
+        assert gate.started.wait(60)
+        fresh = record(
+            "Background jobs park poison messages in a dead letter queue",
+            "After three failed attempts a job's message is moved aside for a person to read.",
+        )
+        index.apply([fresh], store.put([fresh]))
+        for gone in index.all_records()[3:6]:
+            tomb = {"id": gone["id"], "rev": 9, "updated_at": STAMP, "deleted_at": STAMP}
+            index.apply([tomb], store.put([tomb]))
+        state = index.vectors.state()
+        assert state is not None and state.graph is None and fresh["id"] in state.rows
+        hits = index.search(Query(text="where do failing job messages end up", limit=3))
+        assert fresh["id"] in [hit.id for hit in hits]  # the scan sees the write
+        gate.go.set()
+        graph = state.graph_built(timeout=120)
+        assert graph is not None
+        assert_graph_follows_rows(state)  # the snapshot's graph, with the writes replayed
+        row = state.rows[fresh["id"]]
+        assert row in graph.search(state.matrix[row], 5).tolist()
+        hits = index.search(Query(text="where do failing job messages end up", limit=3))
+        assert fresh["id"] in [hit.id for hit in hits]
+    finally:
+        index.close()
+
+
+def test_a_failed_background_build_is_said_and_searches_go_on_scanning(
+    store: MemoryStore,
+    monkeypatch: pytest.MonkeyPatch,
+    background: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    gate = GatedBuild(monkeypatch, fail=True)
+    with caplog.at_level(logging.WARNING, logger="engram.index"):
+        index = open_index(store, "hybrid")
+        try:
+            first = [h.id for h in index.search(Query(text="deploys that lost connections"))]
+            gate.go.set()
+            state = index.vectors.state()
+            assert state is not None and state.graph_built(timeout=120) is None
+            again = [h.id for h in index.search(Query(text="deploys that lost connections"))]
+            assert again == first and state.graph is None
+            assert gate.calls == 1  # not tried again on every search
+        finally:
+            index.close()
+    said = [r.getMessage() for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
+    assert said and "no memory for the graph" in said[0]
+    assert not list((store.dir / "index").glob("vectors-*.graph.usearch"))
