@@ -44,6 +44,7 @@ HEAD_POOL: Final = 8
 COLUMNS: Final = ("kind", "status", "scope", "project")
 NEAREST_SLICE: Final = 512  # rows compared at once by nearest_among
 DENSE_SHARE: Final = 8  # ... which sorts every cosine over the floor unless there are more per row
+FOUND_KEPT: Final = 512  # probes whose nearest rows a state keeps (``VectorState.found``)
 _SPARE: Final = 64  # rows of room added on top of a quarter more, when the buffers fill up
 
 
@@ -77,6 +78,10 @@ class VectorState:
         self._building: Building | None = None
         # Filter columns, made on first use: name -> (value -> code, int32 code per row).
         self.columns: dict[str, tuple[dict[str, int], Any]] = {}
+        # What ``nearest`` found for a probe with no filter, until the rows or the way they are
+        # searched change: a warm process is asked the same queries again (a hook's, an
+        # agent's), and the scan of every row is most of a hybrid recall under 16k memories.
+        self._found: dict[tuple[bytes, float, int], tuple[Any, Any]] = {}
 
     @property
     def matrix(self) -> Any:
@@ -113,6 +118,7 @@ class VectorState:
             return
         import numpy as np
 
+        self._found.clear()
         self._room(sum(1 for rid, _, _ in rows if rid not in self.rows))
         vectors = np.asarray([vector for _, vector, _ in rows], dtype=np.float32)
         heads = head_of(vectors)
@@ -153,6 +159,7 @@ class VectorState:
             at = self.rows.pop(rid, None)
             if at is None:
                 continue
+            self._found.clear()
             self._room(0)
             last = len(self.ids) - 1
             follower = self.graph if self.graph is not None else self._building
@@ -203,6 +210,7 @@ class VectorState:
         self.graph = building.take()
         if self.graph is not None:
             self._building = None
+            self._found.clear()  # found by the scan: the graph may find others
         # (a failed build stays: this state does not try again, and searches go on scanning)
 
     def graph_built(self, timeout: float | None = None) -> Graph | None:
@@ -212,6 +220,19 @@ class VectorState:
             self._building.wait(timeout)
             self._take()
         return self.graph
+
+    def found(self, key: tuple[bytes, float, int]) -> tuple[Any, Any] | None:
+        """Return what ``nearest`` found for ``key`` (probe bytes, floor, pool) with the rows
+        as they are, or None."""
+        return self._found.get(key)
+
+    def keep_found(self, key: tuple[bytes, float, int], found: tuple[Any, Any]) -> None:
+        """Keep what ``nearest`` found for ``key`` (read-only arrays) until the rows change."""
+        if len(self._found) >= FOUND_KEPT:
+            self._found.clear()
+        for array in found:
+            array.setflags(write=False)
+        self._found[key] = found
 
     def column(self, name: str, values: Mapping[str, str]) -> tuple[dict[str, int], Any]:
         """Return (value -> code, int32 code per row) of a filter column, made once from
@@ -236,12 +257,28 @@ def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) 
     ``ann.EXACT_BELOW`` rows or more walks the nearest-neighbour graph to a few hundred
     candidates (``graph_candidates``); a smaller one, or a filter the graph's candidates do
     not fill the pool with, scans the leading dimensions of every row (``scan_candidates``).
-    Either way the candidates' cosines are computed exactly on every dimension.
+    Either way the candidates' cosines are computed exactly on every dimension. Without a
+    filter, what was found is kept by the state until its rows (or the way it searches them)
+    change, and the same probe is answered from there (read-only arrays).
     """
     import numpy as np
 
-    if not state.ids or not np.any(probe):
+    probe = np.asarray(probe, dtype=np.float32)
+    if not state.ids or not probe.any():
         return np.array([], dtype=np.intp), np.array([], dtype=np.float32)
+    key = None
+    if mask is None:
+        key = (probe.tobytes(), float(floor), int(pool))
+        known = state.found(key)
+        if known is not None:
+            return known
+    found = _nearest(probe, state, mask, floor, pool)
+    if key is not None:
+        state.keep_found(key, found)
+    return found
+
+
+def _nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) -> tuple[Any, Any]:
     rows = graph_candidates(probe, state, mask, pool)
     if rows is not None:
         found = _best(probe, state, rows, floor, pool)

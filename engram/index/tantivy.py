@@ -88,7 +88,8 @@ TITLE_PHRASE_WORDS: Final = 6
 LAYOUT_FILE: Final = "engram-layout.json"
 # Analysed tokens and query weights kept per process (see ``_groups``, ``query_weight``).
 TOKENS_KEPT: Final = 50_000
-WEIGHTS_KEPT: Final = 512
+WEIGHTS_KEPT: Final = 512  # query weights, and ranked queries by their tokens
+IDS_KEPT: Final = 200_000  # ids by document address
 # How a title is ranked (``backend.ranked_title``): part of the layout, so that an index
 # written under another rule is rebuilt.
 TITLE_RULE: Final = "not-the-content-prefix"
@@ -138,6 +139,11 @@ class TantivyIndex(Closing):
         # documents, so those are dropped whenever the reader reloads.
         self._terms: dict[str, tuple[str, ...]] = {}
         self._weights: dict[str, QueryWeight] = {}
+        # The ranked query built for a query's tokens (the schema and the copies are fixed),
+        # and the id stored at each document address the reader has (dropped when it reloads:
+        # a commit renumbers them). Reading a stored document cost a few microseconds per hit.
+        self._queries: dict[tuple[str, ...], Any] = {}
+        self._ids: dict[tuple[int, int], str] = {}
         self._closed = False
         self._schema = _build_schema()
         self._analyzer = _build_analyzer()
@@ -310,6 +316,7 @@ class TantivyIndex(Closing):
             self._live_index().reload()
             self._meta_signature = signature
             self._weights.clear()
+            self._ids.clear()
 
     def _searcher(self) -> Any:
         self._reload()
@@ -383,6 +390,29 @@ class TantivyIndex(Closing):
                 out.append((token, sum(idf(total, max(found[t], 1)) for t in terms)))
         return tuple(out)
 
+    def _ranked_query(self, tokens: list[str]) -> Any:
+        """Return ``_text_query`` of the tokens, built once per process for the same tokens."""
+        key = tuple(tokens)
+        if key in self._queries:
+            return self._queries[key]
+        query = self._text_query(tokens)
+        if len(self._queries) >= WEIGHTS_KEPT:
+            self._queries.clear()
+        self._queries[key] = query
+        return query
+
+    def _id_at(self, searcher: Any, address: Any) -> str:
+        """Return the id stored at a document address of the reader as it is (call under the
+        lock, with ``searcher`` from ``_searcher``)."""
+        key = (int(address.segment_ord), int(address.doc))
+        rid = self._ids.get(key)
+        if rid is None:
+            rid = str(searcher.doc(address).get_first("id"))
+            if len(self._ids) >= IDS_KEPT:
+                self._ids.clear()
+            self._ids[key] = rid
+        return rid
+
     def _text_query(self, tokens: list[str]) -> Any:
         """Build the ranked query: an OR of the words over the body, plus the title phrase.
 
@@ -438,7 +468,7 @@ class TantivyIndex(Closing):
             return []
         tantivy = _tantivy()
         with self._lock:
-            text_query = self._text_query(tokens)
+            text_query = self._ranked_query(tokens)
             if text_query is None:
                 return []
             filter_clauses = self._filter_clauses(filters)
@@ -454,7 +484,7 @@ class TantivyIndex(Closing):
                     return []
                 hits = searcher.search(text_query, limit, count=False).hits
                 results = [
-                    (str(searcher.doc(address).get_first("id")), float(score))
+                    (self._id_at(searcher, address), float(score))
                     for score, address in hits
                     if score > 0
                 ]

@@ -140,6 +140,26 @@ def test_a_small_state_builds_no_graph_and_scans() -> None:
     assert state.graph is None
 
 
+def test_nearest_answers_a_probe_again_from_what_it_found_until_the_rows_change() -> None:
+    vectors = unit_rows(60)
+    state = VectorState([f"m{n}" for n in range(50)], vectors[:50].copy(), head_of(vectors[:50]))
+    probe = vectors[55]
+    rows, cosines = nearest(probe, state, None, -1.0, 5)
+    assert np.allclose(cosines, state.matrix[rows] @ probe)
+    again, _ = nearest(probe, state, None, -1.0, 5)
+    assert again.tolist() == rows.tolist() and not again.flags.writeable
+    state.put([("new", probe, {})])  # a row equal to the probe: the nearest now
+    rows_after, cosines_after = nearest(probe, state, None, -1.0, 5)
+    assert state.rows["new"] in rows_after.tolist()
+    assert float(cosines_after.max()) == pytest.approx(1.0)
+    state.remove(["new"])
+    assert sorted(nearest(probe, state, None, -1.0, 5)[0].tolist()) == sorted(rows.tolist())
+    # A filtered search is never answered from what an unfiltered one found.
+    mask = np.zeros(len(state.ids), dtype=bool)
+    mask[[3, 4]] = True
+    assert sorted(nearest(probe, state, mask, -1.0, 5)[0].tolist()) == [3, 4]
+
+
 def test_search_through_the_graph_agrees_with_an_exact_scan(
     store: MemoryStore, small_threshold: None
 ) -> None:

@@ -503,6 +503,47 @@ def test_another_process_sees_committed_writes(backend: str, tmp_path: Path) -> 
         parent.close()
 
 
+RELOAD_SWAPPED = """
+    import sys
+    from pathlib import Path
+    from engram.index.backend import Doc
+    from engram.index.factory import open_backend
+    ix = open_backend(sys.argv[1], Path(sys.argv[2]))
+    ix.clear()
+    ix.bulk_load([
+        Doc("m-b", "zeppelin", "", (), (), "fact", "active", "project", "demo"),
+        Doc("m-a", "dirigible", "", (), (), "fact", "active", "project", "demo"),
+    ])
+    ix.close()
+"""
+
+
+def test_hits_name_the_documents_after_a_reload_renumbers_them(
+    backend: str, tmp_path: Path
+) -> None:
+    """The same words, asked again after the documents were written anew in another order
+    (here, then by another process), name the memories that hold them now: nothing read of an
+    earlier reader (Tantivy's document addresses) names a hit."""
+    folder = tmp_path / "index"
+    ix = open_backend(backend, folder)
+    try:
+        ix.bulk_load([make_doc("m-a", "zeppelin"), make_doc("m-b", "dirigible")])
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-a"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-b"]
+        ix.clear()
+        ix.bulk_load([make_doc("m-b", "zeppelin"), make_doc("m-a", "dirigible")])
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-b"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-a"]
+        done = run_python(
+            RELOAD_SWAPPED.replace('"m-b", "zeppelin"', '"m-c", "zeppelin"'), backend, str(folder)
+        )
+        assert done.returncode == 0, done.stderr
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-c"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-a"]
+    finally:
+        ix.close()
+
+
 HANG_IN_WRITE = """
     import sys, time
     from pathlib import Path
