@@ -201,7 +201,9 @@ class Building:
     they are. Once taken, a change goes straight to the graph (a writer that found no graph
     yet and a search taking it may cross). ``saved``, if given, is called with the graph of
     the snapshot in the building thread, before any change is replayed (to save it as the file
-    of those rows). A build that fails says so in the log; searches then keep scanning.
+    of those rows). A build that fails says so in the log; searches then keep scanning. The
+    thread is not a daemon: a one-shot process (``engram recall``) gives its answer, then
+    finishes the build and saves it before it exits, so the next process maps the graph.
     """
 
     def __init__(self, matrix: Any, saved: Callable[[Graph], object] | None = None) -> None:
@@ -212,7 +214,7 @@ class Building:
         self.failed = False
         self._finished = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, args=(matrix, saved), name="engram-graph", daemon=True
+            target=self._run, args=(matrix, saved), name="engram-graph", daemon=False
         )
         self._thread.start()
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -463,3 +466,47 @@ def test_a_failed_background_build_is_said_and_searches_go_on_scanning(
     said = [r.getMessage() for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
     assert said and "no memory for the graph" in said[0]
     assert not list((store.dir / "index").glob("vectors-*.graph.usearch"))
+
+
+ONE_SHOT = """
+import sys
+from pathlib import Path
+import threading
+from engram.index import ann
+ann.EXACT_BELOW = ann.BACKGROUND_FROM = 64  # as the fixture ``background`` sets them
+answered = threading.Event()  # the real build, started only once the answer is out
+real = ann.Graph.build.__func__
+ann.Graph.build = classmethod(lambda cls, matrix: answered.wait() and real(cls, matrix))
+from engram.index.query import Query
+from engram.store import MemoryStore
+from tests.index.test_semantic import open_index
+index = open_index(MemoryStore(Path(sys.argv[1])), "hybrid")
+hits = index.search(Query(text="deploys that lost connections"))
+state = index.vectors.state()
+print(len(hits), state.graph is None, flush=True)
+answered.set()  # and the process exits here
+"""
+
+
+def test_a_one_shot_process_answers_then_finishes_the_graph_before_it_exits(
+    store: MemoryStore,
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_SHOT, str(store.dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    count, scanned = done.stdout.split()
+    assert int(count) > 0
+    assert scanned == "True"  # it answered before the graph was there (a build of its own)
+    (path,) = (store.dir / "index").glob("vectors-*.graph.usearch")  # ... and saved it
+    (ids,) = (store.dir / "index").glob("vectors-*.ids.json")
+    rows = len(json.loads(ids.read_text(encoding="utf-8")))
+    assert ann.Graph.load(path, rows, 256) is not None
