@@ -18,6 +18,7 @@ It knows nothing of SQLite, files or records: ``vectors.py`` decides what the ro
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -82,6 +83,10 @@ class VectorState:
         # searched change: a warm process is asked the same queries again (a hook's, an
         # agent's), and the scan of every row is most of a hybrid recall under 16k memories.
         self._found: dict[tuple[bytes, float, int], tuple[Any, Any]] = {}
+        # Counts the changes of the rows, so that what a search found while a write changed
+        # them (a server's threads) is not kept (``keep_found``).
+        self.version = 0
+        self._found_lock = threading.Lock()
 
     @property
     def matrix(self) -> Any:
@@ -118,7 +123,7 @@ class VectorState:
             return
         import numpy as np
 
-        self._found.clear()
+        self._changed()
         self._room(sum(1 for rid, _, _ in rows if rid not in self.rows))
         vectors = np.asarray([vector for _, vector, _ in rows], dtype=np.float32)
         heads = head_of(vectors)
@@ -159,7 +164,7 @@ class VectorState:
             at = self.rows.pop(rid, None)
             if at is None:
                 continue
-            self._found.clear()
+            self._changed()
             self._room(0)
             last = len(self.ids) - 1
             follower = self.graph if self.graph is not None else self._building
@@ -210,7 +215,7 @@ class VectorState:
         self.graph = building.take()
         if self.graph is not None:
             self._building = None
-            self._found.clear()  # found by the scan: the graph may find others
+            self._changed()  # found by the scan: the graph may find others
         # (a failed build stays: this state does not try again, and searches go on scanning)
 
     def graph_built(self, timeout: float | None = None) -> Graph | None:
@@ -226,13 +231,24 @@ class VectorState:
         as they are, or None."""
         return self._found.get(key)
 
-    def keep_found(self, key: tuple[bytes, float, int], found: tuple[Any, Any]) -> None:
-        """Keep what ``nearest`` found for ``key`` (read-only arrays) until the rows change."""
-        if len(self._found) >= FOUND_KEPT:
-            self._found.clear()
+    def keep_found(
+        self, key: tuple[bytes, float, int], found: tuple[Any, Any], version: int
+    ) -> None:
+        """Keep what ``nearest`` found for ``key`` (read-only arrays) until the rows change,
+        if they are still as they were at ``version`` (when it began looking)."""
         for array in found:
             array.setflags(write=False)
-        self._found[key] = found
+        with self._found_lock:
+            if version != self.version:
+                return
+            if len(self._found) >= FOUND_KEPT:
+                self._found.clear()
+            self._found[key] = found
+
+    def _changed(self) -> None:
+        with self._found_lock:
+            self.version += 1
+            self._found.clear()
 
     def column(self, name: str, values: Mapping[str, str]) -> tuple[dict[str, int], Any]:
         """Return (value -> code, int32 code per row) of a filter column, made once from
@@ -272,9 +288,10 @@ def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) 
         known = state.found(key)
         if known is not None:
             return known
+    version = state.version
     found = _nearest(probe, state, mask, floor, pool)
     if key is not None:
-        state.keep_found(key, found)
+        state.keep_found(key, found, version)
     return found
 
 

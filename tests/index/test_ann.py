@@ -157,6 +157,15 @@ def test_nearest_answers_a_probe_again_from_what_it_found_until_the_rows_change(
     assert float(cosines_after.max()) == pytest.approx(1.0)
     state.remove(["new"])
     assert sorted(nearest(probe, state, None, -1.0, 5)[0].tolist()) == sorted(rows.tolist())
+    # What a search found while a write changed the rows (another thread) is not kept.
+    version = state.version
+    found = nearest(vectors[57], state, None, -1.0, 5)
+    state.put([("later", vectors[58], {})])
+    key = (vectors[56].tobytes(), -1.0, 5)
+    state.keep_found(key, found, version)
+    assert state.found(key) is None
+    state.keep_found(key, found, state.version)
+    assert state.found(key) is found
     # A filtered search is never answered from what an unfiltered one found.
     mask = np.zeros(len(state.ids), dtype=bool)
     mask[[3, 4]] = True
