@@ -10,8 +10,12 @@ faster; the exact re-scoring makes up for the rounding.
 
 The state changes the graph as it changes its rows (``put``, ``drop``, ``move``): one write
 costs one insertion, never a rebuild. Under ``EXACT_BELOW`` rows the exact scan is faster than
-the walk, and the graph is neither built nor used. ``vectorcache.py`` saves the graph beside
-the matrix it describes and maps it back (``load``); a file that is missing or unreadable is
+the walk, and the graph is neither built nor used. Building a graph of ``BACKGROUND_FROM`` rows
+or more takes seconds (about half a minute at 100k on two busy cores), so it is built in a
+thread of its own (``Building``) from a snapshot of the rows while searches scan every vector,
+as a smaller store's do; the changes of the rows meanwhile are noted and replayed onto it when
+it is taken. ``vectorcache.py`` saves the graph beside the matrix it describes and maps it back
+(``load``); a file that is missing or unreadable is
 rebuilt from the rows, which says so in the log.
 
 The interface with the embedding model is only this: a float32 row of dimension ``d`` per
@@ -21,13 +25,15 @@ module's business, and a graph built for another dimension is refused at ``load`
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["EXACT_BELOW", "Graph", "available", "candidates_wanted"]
+__all__ = ["BACKGROUND_FROM", "EXACT_BELOW", "Building", "Graph", "available", "candidates_wanted"]
 
 log = logging.getLogger("engram.index")
 
@@ -41,13 +47,18 @@ EXACT_BELOW: Final = 16_384
 CONNECTIVITY: Final = 16
 EXPANSION_ADD: Final = 64
 EXPANSION_SEARCH: Final = 64
+# A graph of fewer rows builds in milliseconds, in the thread that needs it; from this many on,
+# in the background (``Building``).
+BACKGROUND_FROM: Final = 4_096
 # Candidates asked of the graph: this many times the pool a recall wants, at least MIN_WALK.
 OVERSAMPLE: Final = 8
 MIN_WALK: Final = 160
 
 
+@functools.cache
 def available() -> bool:
-    """Tell whether the graph library is installed (no import)."""
+    """Tell whether the graph library is installed (no import; asked once per process: a
+    search asks on every call, and finding the package took tens of microseconds)."""
     try:
         return importlib.util.find_spec(PACKAGE) is not None
     except (ImportError, ValueError):
@@ -177,3 +188,99 @@ class Graph:
                 return np.array([], dtype=np.intp)
             found = self._index.search(probe, count, threads=1)
         return np.asarray(found.keys, dtype=np.intp)
+
+
+Change = tuple[str, int, int, Any]  # ("put" | "drop" | "move", row, target row, vector)
+
+
+class Building:
+    """A graph being built from a snapshot of the rows in a background thread.
+
+    The rows go on changing meanwhile: ``put``, ``drop`` and ``move`` note each change, and
+    ``take`` replays them onto the built graph, in order, so that it then holds the rows as
+    they are. Once taken, a change goes straight to the graph (a writer that found no graph
+    yet and a search taking it may cross). ``saved``, if given, is called with the graph of
+    the snapshot in the building thread, before any change is replayed (to save it as the file
+    of those rows). A build that fails says so in the log; searches then keep scanning. The
+    thread is not a daemon: a one-shot process (``engram recall``) gives its answer, then
+    finishes the build and saves it before it exits, so the next process maps the graph.
+    """
+
+    def __init__(self, matrix: Any, saved: Callable[[Graph], object] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._changes: list[Change] = []
+        self._built: Graph | None = None
+        self._taken: Graph | None = None
+        self.failed = False
+        self._finished = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(matrix, saved), name="engram-graph", daemon=False
+        )
+        self._thread.start()
+
+    def _run(self, matrix: Any, saved: Callable[[Graph], object] | None) -> None:
+        try:
+            graph = Graph.build(matrix)
+            if saved is not None:
+                saved(graph)
+        except (OSError, RuntimeError, ValueError, MemoryError) as exc:
+            log.warning(
+                "building the nearest-neighbour graph failed (%s): searches scan every vector",
+                exc,
+            )
+            self.failed = True
+        else:
+            self._built = graph
+        finally:
+            self._finished.set()
+
+    def ready(self) -> bool:
+        """Tell whether the build has ended (built or failed)."""
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the build to end; return whether it has."""
+        return self._finished.wait(timeout)
+
+    def _note(self, change: Change) -> None:
+        with self._lock:
+            if self._taken is None:
+                self._changes.append(change)
+                return
+            graph = self._taken
+        _replay(graph, change)
+
+    def put(self, row: int, vector: Any) -> None:
+        """Note that ``row`` has the vector ``vector`` now."""
+        self._note(("put", row, row, vector))
+
+    def drop(self, row: int) -> None:
+        """Note that ``row`` was removed."""
+        self._note(("drop", row, row, None))
+
+    def move(self, source: int, target: int) -> None:
+        """Note that the vector of row ``source`` moved to row ``target``."""
+        self._note(("move", source, target, None))
+
+    def take(self) -> Graph | None:
+        """Return the built graph with every change since the snapshot replayed onto it;
+        None while it is being built, or when the build failed."""
+        if not self._finished.is_set():
+            return None
+        with self._lock:
+            if self._taken is None and self._built is not None:
+                for change in self._changes:
+                    _replay(self._built, change)
+                self._changes = []
+                self._taken = self._built
+            return self._taken
+
+
+def _replay(graph: Graph, change: Change) -> None:
+    what, row, target, vector = change
+    if what == "put":
+        graph.put(row, vector)
+    elif what == "drop":
+        graph.drop(row)
+    else:
+        graph.move(row, target)

@@ -7,7 +7,9 @@ first use, integer codes of the filter columns. A write changes it in place (``p
 the matrix, and a removal moves the last row into the hole. A state memory-mapped from the
 saved cache (``vectorcache.py``) is copied into such buffers on its first change only. From
 ``ann.EXACT_BELOW`` rows on, a nearest-neighbour graph of the rows (``ann.Graph``) follows
-every change too, and ``nearest`` walks it instead of scanning every row.
+every change too, and ``nearest`` walks it instead of scanning every row; a big one is built in
+the background (``ann.Building``), and until it is there ``nearest`` scans, as under the
+threshold.
 ``nearest`` finds the rows nearest one vector; ``nearest_among`` the nearest others of each
 of a set of rows (consolidation's near-duplicate candidates).
 
@@ -16,11 +18,12 @@ It knows nothing of SQLite, files or records: ``vectors.py`` decides what the ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from engram.index import ann
-from engram.index.ann import Graph
+from engram.index.ann import Building, Graph
 
 __all__ = [
     "COLUMNS",
@@ -42,6 +45,7 @@ HEAD_POOL: Final = 8
 COLUMNS: Final = ("kind", "status", "scope", "project")
 NEAREST_SLICE: Final = 512  # rows compared at once by nearest_among
 DENSE_SHARE: Final = 8  # ... which sorts every cosine over the floor unless there are more per row
+FOUND_KEPT: Final = 512  # probes whose nearest rows a state keeps (``VectorState.found``)
 _SPARE: Final = 64  # rows of room added on top of a quarter more, when the buffers fill up
 
 
@@ -69,10 +73,20 @@ class VectorState:
         self._head = head  # numpy float32 (HEAD_DIMS, capacity)
         self._owned = False  # the buffers are this state's own (not a read-only map)
         # The nearest-neighbour graph of the rows (``ann.py``), keyed by row: made when a
-        # search first needs it (``graph_for_search``), then changed with every row.
+        # search first needs it (``graph_for_search``), then changed with every row; a big
+        # one is built in the background (``_building``) and taken once it is there.
         self.graph = graph
+        self._building: Building | None = None
         # Filter columns, made on first use: name -> (value -> code, int32 code per row).
         self.columns: dict[str, tuple[dict[str, int], Any]] = {}
+        # What ``nearest`` found for a probe with no filter, until the rows or the way they are
+        # searched change: a warm process is asked the same queries again (a hook's, an
+        # agent's), and the scan of every row is most of a hybrid recall under 16k memories.
+        self._found: dict[tuple[bytes, float, int], tuple[Any, Any]] = {}
+        # Counts the changes of the rows, so that what a search found while a write changed
+        # them (a server's threads) is not kept (``keep_found``).
+        self.version = 0
+        self._found_lock = threading.Lock()
 
     @property
     def matrix(self) -> Any:
@@ -109,6 +123,7 @@ class VectorState:
             return
         import numpy as np
 
+        self._changed()
         self._room(sum(1 for rid, _, _ in rows if rid not in self.rows))
         vectors = np.asarray([vector for _, vector, _ in rows], dtype=np.float32)
         heads = head_of(vectors)
@@ -123,6 +138,8 @@ class VectorState:
             self._set_codes(at, values)
             if self.graph is not None:
                 self.graph.put(at, vectors[n])
+            elif self._building is not None:
+                self._building.put(at, vectors[n])
 
     def relabel(self, rows: Sequence[tuple[str, Mapping[str, str]]]) -> None:
         """Note new filter column values of rows whose vector stays (a status change)."""
@@ -147,12 +164,14 @@ class VectorState:
             at = self.rows.pop(rid, None)
             if at is None:
                 continue
+            self._changed()
             self._room(0)
             last = len(self.ids) - 1
-            if self.graph is not None:
-                self.graph.drop(at)
+            follower = self.graph if self.graph is not None else self._building
+            if follower is not None:
+                follower.drop(at)
                 if at != last:
-                    self.graph.move(last, at)
+                    follower.move(last, at)
             if at != last:
                 moved = self.ids[last]
                 self.ids[at] = moved
@@ -165,14 +184,71 @@ class VectorState:
             for name, (codes, column) in list(self.columns.items()):
                 self.columns[name] = (codes, column[:last])
 
-    def graph_for_search(self) -> Graph | None:
+    def graph_for_search(self, saved: Callable[[Graph], object] | None = None) -> Graph | None:
         """Return the nearest-neighbour graph when a search should walk it (``EXACT_BELOW``
-        rows or more, and the library installed), built from the rows the first time."""
+        rows or more, and the library installed), or None: the search scans.
+
+        The first call builds it from the rows: under ``ann.BACKGROUND_FROM`` rows here and
+        now; from there on in the background (``ann.Building``), and None is returned until
+        it is built. ``saved``, if given, is called with the graph of the rows as they are at
+        this call (to save it with them), in the building thread for a background build.
+        """
         if len(self.ids) < ann.EXACT_BELOW or not ann.available():
             return None
         if self.graph is None:
-            self.graph = Graph.build(self.matrix)
+            if self._building is None:
+                if len(self.ids) < ann.BACKGROUND_FROM:
+                    self.graph = Graph.build(self.matrix)
+                    if saved is not None:
+                        saved(self.graph)
+                    return self.graph
+                # A read-only map never changes under the thread (a change copies it first).
+                rows = self.matrix if not self._owned else self.matrix.copy()
+                self._building = Building(rows, saved)
+            self._take()
         return self.graph
+
+    def _take(self) -> None:
+        building = self._building
+        if building is None or not building.ready():
+            return
+        self.graph = building.take()
+        if self.graph is not None:
+            self._building = None
+            self._changed()  # found by the scan: the graph may find others
+        # (a failed build stays: this state does not try again, and searches go on scanning)
+
+    def graph_built(self, timeout: float | None = None) -> Graph | None:
+        """Wait up to ``timeout`` seconds for a graph being built in the background; return
+        the graph (None: there is none, it failed, or it is still being built)."""
+        if self.graph is None and self._building is not None:
+            self._building.wait(timeout)
+            self._take()
+        return self.graph
+
+    def found(self, key: tuple[bytes, float, int]) -> tuple[Any, Any] | None:
+        """Return what ``nearest`` found for ``key`` (probe bytes, floor, pool) with the rows
+        as they are, or None."""
+        return self._found.get(key)
+
+    def keep_found(
+        self, key: tuple[bytes, float, int], found: tuple[Any, Any], version: int
+    ) -> None:
+        """Keep what ``nearest`` found for ``key`` (read-only arrays) until the rows change,
+        if they are still as they were at ``version`` (when it began looking)."""
+        for array in found:
+            array.setflags(write=False)
+        with self._found_lock:
+            if version != self.version:
+                return
+            if len(self._found) >= FOUND_KEPT:
+                self._found.clear()
+            self._found[key] = found
+
+    def _changed(self) -> None:
+        with self._found_lock:
+            self.version += 1
+            self._found.clear()
 
     def column(self, name: str, values: Mapping[str, str]) -> tuple[dict[str, int], Any]:
         """Return (value -> code, int32 code per row) of a filter column, made once from
@@ -197,12 +273,29 @@ def nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) 
     ``ann.EXACT_BELOW`` rows or more walks the nearest-neighbour graph to a few hundred
     candidates (``graph_candidates``); a smaller one, or a filter the graph's candidates do
     not fill the pool with, scans the leading dimensions of every row (``scan_candidates``).
-    Either way the candidates' cosines are computed exactly on every dimension.
+    Either way the candidates' cosines are computed exactly on every dimension. Without a
+    filter, what was found is kept by the state until its rows (or the way it searches them)
+    change, and the same probe is answered from there (read-only arrays).
     """
     import numpy as np
 
-    if not state.ids or not np.any(probe):
+    probe = np.asarray(probe, dtype=np.float32)
+    if not state.ids or not probe.any():
         return np.array([], dtype=np.intp), np.array([], dtype=np.float32)
+    key = None
+    if mask is None:
+        key = (probe.tobytes(), float(floor), int(pool))
+        known = state.found(key)
+        if known is not None:
+            return known
+    version = state.version
+    found = _nearest(probe, state, mask, floor, pool)
+    if key is not None:
+        state.keep_found(key, found, version)
+    return found
+
+
+def _nearest(probe: Any, state: VectorState, mask: Any, floor: float, pool: int) -> tuple[Any, Any]:
     rows = graph_candidates(probe, state, mask, pool)
     if rows is not None:
         found = _best(probe, state, rows, floor, pool)

@@ -26,6 +26,7 @@ derivation and the held-out figures. Pure functions over numbers: no I/O, no bac
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -180,7 +181,9 @@ def features(
 
 def probability(values: Features, model: Model) -> float:
     """Return the model's probability (0..1) for a hit's features."""
-    z = model[0] + sum(c * x for c, x in zip(model[1:], values, strict=True))
+    if len(model) != len(values) + 1:
+        raise ValueError(f"a model of {len(model) - 1} features for {len(values)} values")
+    z = model[0] + sum(map(operator.mul, model[1:], values))
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -88,7 +89,10 @@ TITLE_PHRASE_WORDS: Final = 6
 LAYOUT_FILE: Final = "engram-layout.json"
 # Analysed tokens and query weights kept per process (see ``_groups``, ``query_weight``).
 TOKENS_KEPT: Final = 50_000
-WEIGHTS_KEPT: Final = 512
+WEIGHTS_KEPT: Final = 512  # query weights, and ranked queries by their tokens
+IDS_KEPT: Final = 200_000  # ids by document address
+# Memories whose title holds a query's phrase that are scored apart from the others (``_top``).
+PHRASE_APART: Final = 64
 # How a title is ranked (``backend.ranked_title``): part of the layout, so that an index
 # written under another rule is rebuilt.
 TITLE_RULE: Final = "not-the-content-prefix"
@@ -138,6 +142,11 @@ class TantivyIndex(Closing):
         # documents, so those are dropped whenever the reader reloads.
         self._terms: dict[str, tuple[str, ...]] = {}
         self._weights: dict[str, QueryWeight] = {}
+        # The ranked query built for a query's tokens (the schema and the copies are fixed),
+        # and the id stored at each document address the reader has (dropped when it reloads:
+        # a commit renumbers them). Reading a stored document cost a few microseconds per hit.
+        self._queries: dict[tuple[str, ...], _Ranked | None] = {}
+        self._ids: dict[tuple[int, int], str] = {}
         self._closed = False
         self._schema = _build_schema()
         self._analyzer = _build_analyzer()
@@ -310,6 +319,7 @@ class TantivyIndex(Closing):
             self._live_index().reload()
             self._meta_signature = signature
             self._weights.clear()
+            self._ids.clear()
 
     def _searcher(self) -> Any:
         self._reload()
@@ -383,7 +393,55 @@ class TantivyIndex(Closing):
                 out.append((token, sum(idf(total, max(found[t], 1)) for t in terms)))
         return tuple(out)
 
-    def _text_query(self, tokens: list[str]) -> Any:
+    def _ranked_query(self, tokens: list[str]) -> _Ranked | None:
+        """Return the ranked queries of the tokens (``_text_queries``), built once per process
+        for the same tokens."""
+        key = tuple(tokens)
+        if key in self._queries:
+            return self._queries[key]
+        ranked = self._text_queries(tokens)
+        if len(self._queries) >= WEIGHTS_KEPT:
+            self._queries.clear()
+        self._queries[key] = ranked
+        return ranked
+
+    def _top(self, searcher: Any, ranked: _Ranked, limit: int) -> list[tuple[float, Any]]:
+        """Return the best ``limit`` (score, address) of the ranked query, best first.
+
+        With a title phrase, the one query scores every memory holding any word, because a
+        phrase clause keeps Tantivy from skipping blocks that cannot reach the top (block-max
+        WAND). So the memories whose title holds the phrase are scored apart (all of them, when
+        they are at most ``PHRASE_APART``), and the others come from the words alone, which
+        skips: the same scores, the same order (ties by address, as Tantivy breaks them).
+        """
+        if ranked.phrased is None or ranked.words is None:
+            return list(searcher.search(ranked.full, limit, count=False).hits)
+        phrased = searcher.search(ranked.phrased, PHRASE_APART + 1, count=False).hits
+        if len(phrased) > PHRASE_APART:
+            return list(searcher.search(ranked.full, limit, count=False).hits)
+        held = {(address.segment_ord, address.doc) for _, address in phrased}
+        rest = searcher.search(ranked.words, limit + len(phrased), count=False).hits
+        merged = list(phrased) + [
+            (score, address)
+            for score, address in rest
+            if (address.segment_ord, address.doc) not in held
+        ]
+        merged.sort(key=lambda hit: (-hit[0], hit[1].segment_ord, hit[1].doc))
+        return merged[:limit]
+
+    def _id_at(self, searcher: Any, address: Any) -> str:
+        """Return the id stored at a document address of the reader as it is (call under the
+        lock, with ``searcher`` from ``_searcher``)."""
+        key = (int(address.segment_ord), int(address.doc))
+        rid = self._ids.get(key)
+        if rid is None:
+            rid = str(searcher.doc(address).get_first("id"))
+            if len(self._ids) >= IDS_KEPT:
+                self._ids.clear()
+            self._ids[key] = rid
+        return rid
+
+    def _text_queries(self, tokens: list[str]) -> _Ranked | None:
         """Build the ranked query: an OR of the words over the body, plus the title phrase.
 
         Each \\w+ token is one term, or a phrase when the analyzer splits it ("foo_bar"), as
@@ -402,14 +460,18 @@ class TantivyIndex(Closing):
                 query = tantivy.Query.phrase_query(self._schema, "body", list(terms))
             clauses.append((tantivy.Occur.Should, query))
         words = [term for terms in groups for term in terms]
-        if 1 < len(words) <= TITLE_PHRASE_WORDS and self.copies["title"]:
-            phrase = tantivy.Query.phrase_query(self._schema, "title", words)
-            clauses.append(
-                (tantivy.Occur.Should, tantivy.Query.boost_query(phrase, TITLE_PHRASE_BOOST))
-            )
         if not clauses or not any(self.copies.values()):
             return None
-        return tantivy.Query.boolean_query(clauses)
+        if not (1 < len(words) <= TITLE_PHRASE_WORDS and self.copies["title"]):
+            return _Ranked(tantivy.Query.boolean_query(clauses))
+        phrase = tantivy.Query.boost_query(
+            tantivy.Query.phrase_query(self._schema, "title", words), TITLE_PHRASE_BOOST
+        )
+        return _Ranked(
+            full=tantivy.Query.boolean_query([*clauses, (tantivy.Occur.Should, phrase)]),
+            words=tantivy.Query.boolean_query(clauses),
+            phrased=tantivy.Query.boolean_query([(tantivy.Occur.Must, phrase), *clauses]),
+        )
 
     def _filter_clauses(self, filters: Filters) -> list[tuple[Any, Any]]:
         tantivy = _tantivy()
@@ -438,13 +500,15 @@ class TantivyIndex(Closing):
             return []
         tantivy = _tantivy()
         with self._lock:
-            text_query = self._text_query(tokens)
-            if text_query is None:
+            ranked = self._ranked_query(tokens)
+            if ranked is None:
                 return []
             filter_clauses = self._filter_clauses(filters)
             if filter_clauses:
-                text_query = tantivy.Query.boolean_query(
-                    [(tantivy.Occur.Must, text_query), *filter_clauses]
+                ranked = _Ranked(
+                    tantivy.Query.boolean_query(
+                        [(tantivy.Occur.Must, ranked.full), *filter_clauses]
+                    )
                 )
             try:
                 searcher = self._searcher()
@@ -452,9 +516,9 @@ class TantivyIndex(Closing):
                 limit = min(limit, searcher.num_docs)
                 if limit == 0:
                     return []
-                hits = searcher.search(text_query, limit, count=False).hits
+                hits = self._top(searcher, ranked, limit)
                 results = [
-                    (str(searcher.doc(address).get_first("id")), float(score))
+                    (self._id_at(searcher, address), float(score))
                     for score, address in hits
                     if score > 0
                 ]
@@ -483,6 +547,17 @@ class TantivyIndex(Closing):
                 return int(self._searcher().num_docs)
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"cannot read the tantivy index at {self.path}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """The ranked query of a recall's words (``full``), and, when it has a title phrase, its
+    two halves: the words alone (``words``) and the memories whose title holds the phrase,
+    scored as ``full`` scores them (``phrased``)."""
+
+    full: Any
+    words: Any = None
+    phrased: Any = None
 
 
 def _read_text(path: Path) -> str | None:

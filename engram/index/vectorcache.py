@@ -7,7 +7,9 @@ nearest-neighbour graph of those rows, ``ann.py``), plus ``vectors-<base>.log``,
 change of the state is appended as one entry: the rows put, the ids dropped, and the key of the
 state after it. So a write costs one small append, never a rewrite of the matrix or the graph;
 the log is folded into a new base once it holds a quarter as many rows as the base
-(``needs_compaction``).
+(``needs_compaction``). A graph too big to build while a search waits is built in the
+background (``ann.Building``) and saved beside its base when it is done, if that base is still
+there.
 
 Keys name index states (``Vectors`` makes them from the records' file signature and the
 vectors' generation). ``load(key)`` answers only when the base or one of its log entries ends
@@ -24,6 +26,7 @@ the index lock. This module knows no SQLite and no records.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -133,6 +136,8 @@ class VectorCache:
         ):
             return None
         state = VectorState(ids, matrix, head, self._graph(base, len(ids), dim))
+        if state.graph is None:  # built from the base's rows (in the background if big)
+            state.graph_for_search(functools.partial(self._graph_built, base))
         rows = 0
         for entry in entries:
             state.remove(entry.drop)
@@ -147,7 +152,7 @@ class VectorCache:
     def _graph(self, base: str, rows: int, dim: int) -> ann.Graph | None:
         """Return the saved graph of a base of ``rows`` vectors, or None: under
         ``EXACT_BELOW`` rows there is none, and one that is missing or unreadable is said in
-        the log and built again by the first search that needs it."""
+        the log and built again (``_load_base``)."""
         if rows < ann.EXACT_BELOW or not ann.available():
             return None
         path = self.graph_path(base)
@@ -161,14 +166,15 @@ class VectorCache:
     def save(self, key: str, state: VectorState) -> None:
         """Write ``state`` as the base at ``key`` with an empty log; remove every other file.
 
-        Its nearest-neighbour graph is built first when the state is big enough to need one
-        (``VectorState.graph_for_search``), and saved with it.
+        Its nearest-neighbour graph is saved with it when the state has one; a state big
+        enough to need one and without it has it built (``VectorState.graph_for_search``): a
+        small graph first, a big one in the background, saved beside this base when it is done.
         """
         import numpy as np
 
         self._at = None
         ids_path, matrix_path, head_path, log = self._paths(key)
-        graph = state.graph_for_search()
+        graph = state.graph
         graph_path = self.graph_path(key)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -180,14 +186,23 @@ class VectorCache:
             _replace(ids_path, lambda out: out.write(json.dumps(state.ids).encode("utf-8")))
         except (OSError, RuntimeError):
             return  # a read-only index folder still works, only slower to start
-        keep = {path.name for path in (ids_path, matrix_path, head_path, log)}
-        if graph is not None:
-            keep.add(graph_path.name)
+        keep = {path.name for path in (ids_path, matrix_path, head_path, log, graph_path)}
         for old in self.folder.glob(f"{PREFIX}*"):
             if old.name not in keep and not old.name.startswith("."):
                 with contextlib.suppress(OSError):
                     old.unlink()
         self._at = _Position(log, 0, key, 0)
+        if graph is None:
+            state.graph_for_search(functools.partial(self._graph_built, key))
+
+    def _graph_built(self, base: str, graph: ann.Graph) -> None:
+        """Save the graph just built of the rows of the base ``base``, beside it if it is still
+        there (a later save may have replaced it; the file is derived, so a failure is
+        only slower to start)."""
+        if not self._paths(base)[0].exists():
+            return
+        with contextlib.suppress(OSError, RuntimeError):
+            _replace_by_name(self.graph_path(base), graph.save)
 
     def append(
         self, before: str, after: str, put: Sequence[tuple[str, Any]], drop: Sequence[str]

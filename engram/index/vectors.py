@@ -415,13 +415,6 @@ class Vectors:
             return None
         key = self._key(model.dim)
         state = None if key is None else self._cache.load(key, model.dim)
-        if (
-            state is not None
-            and key is not None
-            and state.graph is None
-            and state.graph_for_search() is not None  # its graph was missing or unreadable
-        ):
-            self._cache.save(key, state)
         if state is None:
             live = self._catch_up()
             key = self._key(model.dim)

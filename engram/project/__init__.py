@@ -121,6 +121,9 @@ class Project:
         personal = config_mod.personal_dir()
         same = personal.resolve() == self.ws.store.dir.resolve()
         self._personal_dir: Path | None = None if same else personal
+        # ... and its file's name, as a string: a recall asks whether it exists every time
+        # (one stat; joining Path objects cost more than the stat).
+        self._personal_file = None if same else os.fspath(personal / "memories.jsonl")
         self._sessions: SessionLog | None = None
         self._anchor_checker: AnchorChecker | None = None
 
@@ -173,9 +176,9 @@ class Project:
         """Return the personal store's workspace (ENGRAM_HOME), creating it if asked."""
         if self._personal is None:
             folder = self._personal_dir
-            if folder is None:
+            if folder is None or self._personal_file is None:
                 return None
-            if not (folder / "memories.jsonl").exists():
+            if not os.path.exists(self._personal_file):
                 if not create:
                     return None
                 init_layout(folder, "personal")

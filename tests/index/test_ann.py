@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +141,35 @@ def test_a_small_state_builds_no_graph_and_scans() -> None:
     rows, cosines = nearest(vectors[4], state, None, 0.0, 5)
     assert 4 in rows.tolist() and float(cosines.max()) == pytest.approx(1.0)
     assert state.graph is None
+
+
+def test_nearest_answers_a_probe_again_from_what_it_found_until_the_rows_change() -> None:
+    vectors = unit_rows(60)
+    state = VectorState([f"m{n}" for n in range(50)], vectors[:50].copy(), head_of(vectors[:50]))
+    probe = vectors[55]
+    rows, cosines = nearest(probe, state, None, -1.0, 5)
+    assert np.allclose(cosines, state.matrix[rows] @ probe)
+    again, _ = nearest(probe, state, None, -1.0, 5)
+    assert again.tolist() == rows.tolist() and not again.flags.writeable
+    state.put([("new", probe, {})])  # a row equal to the probe: the nearest now
+    rows_after, cosines_after = nearest(probe, state, None, -1.0, 5)
+    assert state.rows["new"] in rows_after.tolist()
+    assert float(cosines_after.max()) == pytest.approx(1.0)
+    state.remove(["new"])
+    assert sorted(nearest(probe, state, None, -1.0, 5)[0].tolist()) == sorted(rows.tolist())
+    # What a search found while a write changed the rows (another thread) is not kept.
+    version = state.version
+    found = nearest(vectors[57], state, None, -1.0, 5)
+    state.put([("later", vectors[58], {})])
+    key = (vectors[56].tobytes(), -1.0, 5)
+    state.keep_found(key, found, version)
+    assert state.found(key) is None
+    state.keep_found(key, found, state.version)
+    assert state.found(key) is found
+    # A filtered search is never answered from what an unfiltered one found.
+    mask = np.zeros(len(state.ids), dtype=bool)
+    mask[[3, 4]] = True
+    assert sorted(nearest(probe, state, mask, -1.0, 5)[0].tolist()) == [3, 4]
 
 
 def test_search_through_the_graph_agrees_with_an_exact_scan(
@@ -289,3 +322,200 @@ def test_a_missing_or_damaged_graph_file_is_built_again_and_said(
         finally:
             third.close()
     assert not [r for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
+
+
+# -- a big graph is built in the background ---------------------------------------------------
+
+QUERIES_DURING_BUILD = (
+    "deploys that lost connections",
+    "where do failing job messages end up",
+    "a migration that locked the table",
+)
+
+
+class GatedBuild:
+    """``ann.Graph.build`` held until the test lets it go: the real build, started when the
+    code under test starts it, finishing when the test says (so a search can be made while it
+    runs). Nothing is stubbed: the graph built is the library's."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, fail: bool = False) -> None:
+        self.started = threading.Event()
+        self.go = threading.Event()
+        self.calls = 0
+        real = ann.Graph.build.__func__  # type: ignore[attr-defined]
+
+        def build(cls: type[ann.Graph], matrix: Any) -> ann.Graph:
+            self.calls += 1
+            self.started.set()
+            assert self.go.wait(60), "the test never let the build go"
+            if fail:
+                raise RuntimeError("no memory for the graph")
+            graph: ann.Graph = real(cls, matrix)
+            return graph
+
+        monkeypatch.setattr(ann.Graph, "build", classmethod(build))
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These stores' graphs are built as a big store's is: in the background."""
+    monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
+    monkeypatch.setattr(ann, "BACKGROUND_FROM", SMALL)
+
+
+def scanned_answers(store: MemoryStore) -> dict[str, list[tuple[str, float]]]:
+    """The hits (id, score) each query gets from a scan of every vector (no graph at all)."""
+    index = open_index(store, "hybrid")
+    try:
+        state = index.vectors.state()
+        assert state is not None and state.graph_for_search() is None  # 16k rows in use
+        return {
+            text: [(h.id, h.score) for h in index.search(Query(text=text))]
+            for text in QUERIES_DURING_BUILD
+        }
+    finally:
+        index.close()
+
+
+def test_a_recall_during_the_background_build_scans_and_the_graph_comes_after(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = scanned_answers(store)
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()  # the first opening below saves the matrix afresh, as after a rebuild
+    monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
+    monkeypatch.setattr(ann, "BACKGROUND_FROM", SMALL)
+    gate = GatedBuild(monkeypatch)
+    index = open_index(store, "hybrid")
+    try:
+        got = {
+            text: [(h.id, h.score) for h in index.search(Query(text=text))]
+            for text in QUERIES_DURING_BUILD
+        }
+        assert gate.started.wait(60)  # the build is under way, and no recall waited for it
+        state = index.vectors.state()
+        assert state is not None and state.graph is None
+        assert got == expected  # answered by the exact scan, as a store under the threshold
+        assert not list((store.dir / "index").glob("vectors-*.graph.usearch"))
+        gate.go.set()
+        assert state.graph_built(timeout=120) is not None
+        assert gate.calls == 1  # one build, however many searches asked meanwhile
+        assert_graph_follows_rows(state)
+        # Saved beside its matrix: a new process maps it and builds nothing.
+        assert len(list((store.dir / "index").glob("vectors-*.graph.usearch"))) == 1
+        other = open_index(store, "hybrid")
+        try:
+            mapped = other.vectors.state()
+            assert mapped is not None and mapped.graph is not None
+            assert gate.calls == 1
+            for text in QUERIES_DURING_BUILD:
+                hits = [h.id for h in other.search(Query(text=text))]
+                assert hits == [h.id for h in index.search(Query(text=text))]
+        finally:
+            other.close()
+    finally:
+        index.close()
+
+
+def test_writes_during_the_background_build_reach_the_graph(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, background: None
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    gate = GatedBuild(monkeypatch)
+    index = open_index(store, "hybrid")
+    try:
+        index.search(Query(text="warm up"))
+        assert gate.started.wait(60)
+        fresh = record(
+            "Background jobs park poison messages in a dead letter queue",
+            "After three failed attempts a job's message is moved aside for a person to read.",
+        )
+        index.apply([fresh], store.put([fresh]))
+        for gone in index.all_records()[3:6]:
+            tomb = {"id": gone["id"], "rev": 9, "updated_at": STAMP, "deleted_at": STAMP}
+            index.apply([tomb], store.put([tomb]))
+        state = index.vectors.state()
+        assert state is not None and state.graph is None and fresh["id"] in state.rows
+        hits = index.search(Query(text="where do failing job messages end up", limit=3))
+        assert fresh["id"] in [hit.id for hit in hits]  # the scan sees the write
+        gate.go.set()
+        graph = state.graph_built(timeout=120)
+        assert graph is not None
+        assert_graph_follows_rows(state)  # the snapshot's graph, with the writes replayed
+        row = state.rows[fresh["id"]]
+        assert row in graph.search(state.matrix[row], 5).tolist()
+        hits = index.search(Query(text="where do failing job messages end up", limit=3))
+        assert fresh["id"] in [hit.id for hit in hits]
+    finally:
+        index.close()
+
+
+def test_a_failed_background_build_is_said_and_searches_go_on_scanning(
+    store: MemoryStore,
+    monkeypatch: pytest.MonkeyPatch,
+    background: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    gate = GatedBuild(monkeypatch, fail=True)
+    with caplog.at_level(logging.WARNING, logger="engram.index"):
+        index = open_index(store, "hybrid")
+        try:
+            first = [h.id for h in index.search(Query(text="deploys that lost connections"))]
+            gate.go.set()
+            state = index.vectors.state()
+            assert state is not None and state.graph_built(timeout=120) is None
+            again = [h.id for h in index.search(Query(text="deploys that lost connections"))]
+            assert again == first and state.graph is None
+            assert gate.calls == 1  # not tried again on every search
+        finally:
+            index.close()
+    said = [r.getMessage() for r in caplog.records if "nearest-neighbour graph" in r.getMessage()]
+    assert said and "no memory for the graph" in said[0]
+    assert not list((store.dir / "index").glob("vectors-*.graph.usearch"))
+
+
+ONE_SHOT = """
+import sys
+from pathlib import Path
+import threading
+from engram.index import ann
+ann.EXACT_BELOW = ann.BACKGROUND_FROM = 64  # as the fixture ``background`` sets them
+answered = threading.Event()  # the real build, started only once the answer is out
+real = ann.Graph.build.__func__
+ann.Graph.build = classmethod(lambda cls, matrix: answered.wait() and real(cls, matrix))
+from engram.index.query import Query
+from engram.store import MemoryStore
+from tests.index.test_semantic import open_index
+index = open_index(MemoryStore(Path(sys.argv[1])), "hybrid")
+hits = index.search(Query(text="deploys that lost connections"))
+state = index.vectors.state()
+print(len(hits), state.graph is None, flush=True)
+answered.set()  # and the process exits here
+"""
+
+
+def test_a_one_shot_process_answers_then_finishes_the_graph_before_it_exits(
+    store: MemoryStore,
+) -> None:
+    for path in (store.dir / "index").glob("vectors-*"):
+        path.unlink()
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_SHOT, str(store.dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    count, scanned = done.stdout.split()
+    assert int(count) > 0
+    assert scanned == "True"  # it answered before the graph was there (a build of its own)
+    (path,) = (store.dir / "index").glob("vectors-*.graph.usearch")  # ... and saved it
+    (ids,) = (store.dir / "index").glob("vectors-*.ids.json")
+    rows = len(json.loads(ids.read_text(encoding="utf-8")))
+    assert ann.Graph.load(path, rows, 256) is not None

@@ -26,6 +26,7 @@ from engram.index.backend import (
     tokenize_query,
 )
 from engram.index.factory import open_backend
+from tests.helpers.places import ROOT
 
 BACKENDS = ("tantivy", "fts5")
 
@@ -503,6 +504,47 @@ def test_another_process_sees_committed_writes(backend: str, tmp_path: Path) -> 
         parent.close()
 
 
+RELOAD_SWAPPED = """
+    import sys
+    from pathlib import Path
+    from engram.index.backend import Doc
+    from engram.index.factory import open_backend
+    ix = open_backend(sys.argv[1], Path(sys.argv[2]))
+    ix.clear()
+    ix.bulk_load([
+        Doc("m-b", "zeppelin", "", (), (), "fact", "active", "project", "demo"),
+        Doc("m-a", "dirigible", "", (), (), "fact", "active", "project", "demo"),
+    ])
+    ix.close()
+"""
+
+
+def test_hits_name_the_documents_after_a_reload_renumbers_them(
+    backend: str, tmp_path: Path
+) -> None:
+    """The same words, asked again after the documents were written anew in another order
+    (here, then by another process), name the memories that hold them now: nothing read of an
+    earlier reader (Tantivy's document addresses) names a hit."""
+    folder = tmp_path / "index"
+    ix = open_backend(backend, folder)
+    try:
+        ix.bulk_load([make_doc("m-a", "zeppelin"), make_doc("m-b", "dirigible")])
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-a"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-b"]
+        ix.clear()
+        ix.bulk_load([make_doc("m-b", "zeppelin"), make_doc("m-a", "dirigible")])
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-b"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-a"]
+        done = run_python(
+            RELOAD_SWAPPED.replace('"m-b", "zeppelin"', '"m-c", "zeppelin"'), backend, str(folder)
+        )
+        assert done.returncode == 0, done.stderr
+        assert ids_of(ix.search("zeppelin", limit=5)) == ["m-c"]
+        assert ids_of(ix.search("dirigible", limit=5)) == ["m-a"]
+    finally:
+        ix.close()
+
+
 HANG_IN_WRITE = """
     import sys, time
     from pathlib import Path
@@ -657,3 +699,73 @@ def test_tantivy_index_is_rebuilt_when_the_field_weights_change(tmp_path: Path) 
         assert other.count() == 0
     finally:
         other.close()
+
+
+# -- Tantivy: a title phrase scored apart ---------------------------------------------------------
+
+
+def _real_docs() -> list[Doc]:
+    """The labelled sets' real memories (harbor, agentlog, captured) as documents."""
+    import json
+
+    from engram.index.records import to_doc
+
+    sets = ROOT / "benchmarks" / "retrieval"
+    docs: list[Doc] = []
+    for folder in (sets, sets / "agentlog", sets / "captured"):
+        for line in (folder / "memories.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                docs.append(to_doc(json.loads(line)))
+    return docs
+
+
+def _real_queries() -> list[str]:
+    import json
+
+    sets = ROOT / "benchmarks" / "retrieval"
+    out: list[str] = []
+    for folder in (sets, sets / "agentlog", sets / "captured"):
+        for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                out.append(str(json.loads(line)["query"]))
+    return out
+
+
+@pytest.mark.parametrize("apart", [64, 2])
+def test_a_title_phrase_scored_apart_ranks_as_the_one_query_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: int
+) -> None:
+    """The memories whose title holds the query's phrase are scored apart from the rest
+    (``tantivy._top``): every query gets the same hits, scores and order as the one query
+    that holds both; with a low ``PHRASE_APART`` most queries take the one query instead."""
+    from engram.index import tantivy as backend_module
+
+    monkeypatch.setattr(backend_module, "PHRASE_APART", apart)
+    ix = open_backend("tantivy", tmp_path / "index")
+    assert isinstance(ix, backend_module.TantivyIndex)
+    try:
+        docs = _real_docs()
+        ix.bulk_load(docs)
+        # Two-to-six-word runs of real titles, so that many queries find their phrase there,
+        # and the labelled sets' queries.
+        titles = [doc.title.split() for doc in docs[::7] if len(doc.title.split()) >= 3]
+        queries = [" ".join(words[1:4]) for words in titles] + _real_queries()
+        apart_used = 0
+        for text in queries:
+            ranked = ix._ranked_query(tokenize_query(text))
+            if ranked is None:
+                continue
+            searcher = ix._searcher()
+            for limit in (5, 20):
+                whole = [
+                    (ix._id_at(searcher, address), float(score))
+                    for score, address in searcher.search(ranked.full, limit, count=False).hits
+                    if score > 0
+                ]
+                assert ix.search(text, limit=limit) == whole, text
+            if ranked.phrased is not None:
+                held = searcher.search(ranked.phrased, apart + 1, count=False).hits
+                apart_used += 0 < len(held) <= apart
+        assert apart_used >= (20 if apart == 64 else 1)
+    finally:
+        ix.close()
