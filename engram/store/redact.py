@@ -257,12 +257,13 @@ class _Rule:
 
 # --- spans found on the whole text (they cross lines) -----------------------------------------
 
-# A string that is a UUID (an agent's session id) or an ISO time (a stamp engram writes) holds no
-# secret for any built-in rule, whatever field it is in (tests hold it on thousands), so it is
-# clean without loading the rules, whose first use costs ~0.5 s (detect-secrets and ~300
-# patterns compiled): a session's first hook writes little else.
+# A string that is a UUID or an OpenCode session id (agents' session ids) or an ISO time (a stamp
+# engram writes) holds no secret for any built-in rule, whatever field it is in (tests hold it on
+# thousands), so it is clean without loading the rules, whose first use costs ~0.5 s
+# (detect-secrets and ~300 patterns compiled): a session's first hook writes little else.
 _NO_SECRET = re.compile(
     r"(?:[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+    r"|ses_[0-9a-f]{12}[0-9A-Za-z]{14}"  # an OpenCode session's id
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d))\Z"
 )
 _PRIVATE_TAG = re.compile(r"<(/?)private(?:\s[^<>]*)?>", re.IGNORECASE)

@@ -140,7 +140,13 @@ class SessionLog:
         return sorted(found, key=lambda s: (str(s.get("started_at", "")), s["id"]))
 
     def _key(self, session_id: str) -> str:
-        """Return the id the log files a session under: scrubbed, as a memory's session_id is."""
+        """Return the id the log files a session under: scrubbed, as a memory's session_id is.
+
+        An id the log already files a session under was scrubbed when it was written: it is
+        taken as it is, without loading the secret rules for it (a hook's usual case).
+        """
+        if session_id in self._read():
+            return session_id
         return self.scrubber.text(session_id)[0]
 
     def start(self, session_id: str, *, project: str, directory: str, stamp: str) -> dict[str, Any]:

@@ -535,6 +535,21 @@ def test_a_uuid_is_clean_without_the_rules_and_with_them(value: object, upper: b
     assert redact_module.Scrubber().text(text) == (text, 0)
 
 
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.text("0123456789abcdef", min_size=12, max_size=12),
+    st.text(
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=14, max_size=14
+    ),
+)
+def test_an_opencode_session_id_is_clean_without_the_rules_and_with_them(
+    head: str, tail: str
+) -> None:
+    text = f"ses_{head}{tail}"  # as OpenCode 1.18 names a session: ses_db0f84b29ffevDLmmU9m2wztA4
+    assert redact(text) == (text, 0)
+    assert redact_module.Scrubber().text(text) == (text, 0)
+
+
 def test_a_uuid_matched_by_a_users_extra_pattern_is_still_redacted() -> None:
     text = "0b5c3a55-1d2e-4f60-8a9b-0c1d2e3f4a5b"
     scrubber = redact_module.Scrubber([r"0b5c3a55-[0-9a-f-]+"])
