@@ -55,6 +55,7 @@ __all__ = [
     "nudge",
     "proposed_label",
     "review",
+    "said_already",
     "save_proposals",
 ]
 
@@ -288,8 +289,13 @@ def captured_keys(here: Project, source: str = CAPTURE_SOURCE) -> dict[str, Reco
 
 def _said_already(here: Project, proposal: Proposal) -> Record | None:
     """Return a live memory whose title or text is the proposal's (normalised)."""
-    want = {normalize_content(proposal.title), normalize_content(proposal.content)}
-    for hit in here.recall(proposal.title, limit=5):
+    return said_already(here, proposal.title, proposal.content)
+
+
+def said_already(here: Project, title: str, content: str) -> Record | None:
+    """Return a live memory with this title or this text (normalised), if one exists."""
+    want = {normalize_content(title), normalize_content(content)}
+    for hit in here.recall(title, limit=5):
         record = hit.record
         have = {
             normalize_content(str(record.get("title", ""))),

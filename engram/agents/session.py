@@ -349,7 +349,7 @@ def capture(
     saved and skipped.
     """
     from engram.agents.capture import extract_learnings
-    from engram.agents.inbox import captured_keys
+    from engram.agents.inbox import captured_keys, said_already
 
     name = here.project_name(project)
     sid = here.session_id(session_id, name)
@@ -361,7 +361,7 @@ def capture(
         known.update(captured_keys(here, prefix))
     for item in learnings:
         key = normalize_content(f"lesson {item.content}")
-        existing = known.get(key) or _same_learning(here, item.title, item.content)
+        existing = known.get(key) or said_already(here, item.title, item.content)
         if existing is not None:
             out.duplicates.append(CaptureItem(existing["id"], existing.get("title", "")))
             continue
@@ -381,17 +381,3 @@ def capture(
         target = out.duplicates if result.action == "duplicate" else out.saved
         target.append(CaptureItem(result.record["id"], result.record.get("title", "")))
     return out
-
-
-def _same_learning(here: Project, title: str, content: str) -> Record | None:
-    """Return a live memory with this title or this text (normalised), if one exists."""
-    want = {normalize_content(title), normalize_content(content)}
-    for hit in here.recall(title, limit=5):
-        record = hit.record
-        have = {
-            normalize_content(str(record.get("title", ""))),
-            normalize_content(str(record.get("content", ""))),
-        }
-        if want & have:
-            return record
-    return None
