@@ -130,8 +130,9 @@ class SessionLog:
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         """Return the logged session, or None."""
-        session_id = self._key(session_id)
-        found = self._read().get(session_id)
+        sessions = self._read()
+        session_id = self._key(session_id, sessions)
+        found = sessions.get(session_id)
         return {"id": session_id, **found} if found is not None else None
 
     def entries(self) -> list[dict[str, Any]]:
@@ -139,20 +140,20 @@ class SessionLog:
         found = [{"id": sid, **entry} for sid, entry in self._read().items()]
         return sorted(found, key=lambda s: (str(s.get("started_at", "")), s["id"]))
 
-    def _key(self, session_id: str) -> str:
+    def _key(self, session_id: str, sessions: dict[str, dict[str, Any]]) -> str:
         """Return the id the log files a session under: scrubbed, as a memory's session_id is.
 
         An id the log already files a session under was scrubbed when it was written: it is
         taken as it is, without loading the secret rules for it (a hook's usual case).
         """
-        if session_id in self._read():
+        if session_id in sessions:  # the log as read by the caller
             return session_id
         return self.scrubber.text(session_id)[0]
 
     def start(self, session_id: str, *, project: str, directory: str, stamp: str) -> dict[str, Any]:
         """Log a session's start; starting a known session again reopens it, keeping its start."""
-        session_id = self._key(session_id)
         with self._editing() as sessions:
+            session_id = self._key(session_id, sessions)
             entry = sessions.get(session_id) or {"started_at": stamp}
             entry.update(project=project, directory=directory or entry.get("directory", ""))
             entry.pop("ended_at", None)
@@ -161,8 +162,8 @@ class SessionLog:
 
     def end(self, session_id: str, *, stamp: str, summary_id: str | None = None) -> dict[str, Any]:
         """Log a session's end (a session never started here is logged as starting now)."""
-        session_id = self._key(session_id)
         with self._editing() as sessions:
+            session_id = self._key(session_id, sessions)
             entry = sessions.get(session_id) or {"started_at": stamp}
             entry["ended_at"] = stamp
             if summary_id:
@@ -172,15 +173,15 @@ class SessionLog:
 
     def note_summary(self, session_id: str, summary_id: str) -> None:
         """Remember which memory summarises a logged session."""
-        session_id = self._key(session_id)
         with self._editing() as sessions:
+            session_id = self._key(session_id, sessions)
             if session_id in sessions:
                 sessions[session_id]["summary_id"] = summary_id
 
     def note(self, session_id: str, **fields: Any) -> None:
         """Keep further fields of a session (one never started here is logged with them)."""
-        session_id = self._key(session_id)
         with self._editing() as sessions:
+            session_id = self._key(session_id, sessions)
             sessions.setdefault(session_id, {}).update(fields)
 
     def open_session(self, project: str) -> dict[str, Any] | None:
