@@ -267,6 +267,7 @@ class Index:
                 backend.bulk_load(docs)
                 self.records.finish_rebuild(conn, problems, self.backend_name, data, signature)
             self.vectors.retain(self.records.live_hashes())
+            self.vectors.checked_all()
             self.problems = problems
             self._synced(signature)
             return self.records.count()

@@ -44,6 +44,8 @@ from engram.index.ranking import epoch, judgement_score
 from engram.index.recordqueries import RecordQueries
 from engram.model import (
     DEFAULT_IMPORTANCE,
+    DEFAULT_SCOPE,
+    DEFAULT_STATUS,
     Record,
     dedupe_key,
     files_of,
@@ -53,7 +55,6 @@ from engram.model import (
     line_id,
     links_of,
     parse_line,
-    scope_of,
     status_of,
     tags_of,
 )
@@ -163,16 +164,17 @@ def cite_columns(record: Mapping[str, Any]) -> tuple[str, str, float]:
 
 def to_doc(record: Mapping[str, Any]) -> Doc:
     """Return what the full-text backend indexes for a record."""
+    get = record.get
     return Doc(
-        id=str(record["id"]),
-        title=str(record.get("title", "")),
-        content=str(record.get("content", "")),
-        tags=tuple(str(tag) for tag in tags_of(record)),
-        files=tuple(str(path) for path in files_of(record)),
-        kind=str(record.get("kind", "")),
-        status=status_of(record),
-        scope=scope_of(record),
-        project=str(record.get("project", "")),
+        str(record["id"]),
+        str(get("title", "")),
+        str(get("content", "")),
+        tuple(map(str, tags_of(record))),
+        tuple(map(str, files_of(record))),
+        str(get("kind", "")),
+        str(get("status") or DEFAULT_STATUS),  # status_of and scope_of, inline (a rebuild
+        str(get("scope") or DEFAULT_SCOPE),  # calls this once per memory)
+        str(get("project", "")),
     )
 
 
@@ -305,28 +307,16 @@ class Records(RecordQueries):
             conn.executemany("DELETE FROM tags WHERE id=?", ids)
             conn.executemany("DELETE FROM files WHERE id=?", ids)
             conn.executemany("DELETE FROM links WHERE src=?", ids)
+        tables = _Tables()
+        for record, digest, line in rows:
+            tables.add(record, digest, line)
         conn.executemany(
             f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) VALUES ({marks(17)})",
-            [_row(record, digest, line) for record, digest, line in rows],
+            tables.records,
         )
-        live = [record for record, _, _ in rows if not is_tombstone(record)]
-        conn.executemany(
-            "INSERT INTO tags VALUES (?, ?)",
-            [(r["id"], str(tag)) for r in live for tag in tags_of(r)],
-        )
-        conn.executemany(
-            "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
-            [(r["id"], str(path), *cite_columns(r)) for r in live for path in files_of(r)],
-        )
-        conn.executemany(
-            "INSERT INTO links VALUES (?, ?, ?)",
-            [
-                (r["id"], str(link.get("rel", "")), str(link.get("to", "")))
-                for r in live
-                for link in links_of(r)
-                if isinstance(link, Mapping)
-            ],
-        )
+        conn.executemany("INSERT INTO tags VALUES (?, ?)", tables.tags)
+        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?)", tables.files)
+        conn.executemany("INSERT INTO links VALUES (?, ?, ?)", tables.links)
         if queue:
             conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
 
@@ -391,7 +381,8 @@ class Records(RecordQueries):
     def rebuilding(self) -> Iterator[sqlite3.Connection]:
         """Empty every table but meta, then hold one transaction for the bulk load.
 
-        Secondary indexes are created after the load, and the database skips fsync meanwhile
+        Secondary indexes are created after the rows are written (``stream`` creates them, in
+        this transaction, once its lines are exhausted), and the database skips fsync meanwhile
         (it is derived).
         """
         conn = self.db
@@ -405,8 +396,7 @@ class Records(RecordQueries):
                     conn.execute(statement)
             with self.tx():
                 yield conn
-            for statement in statements(_INDEXES):
-                conn.execute(statement)
+                _create_indexes(conn)  # a no-op when ``stream`` ran to its end
         finally:
             conn.execute("PRAGMA synchronous=NORMAL")
 
@@ -420,7 +410,13 @@ class Records(RecordQueries):
         progress: Progress | None = None,
         written: Callable[[Sequence[Row]], None] | None = None,
     ) -> Iterator[Doc]:
-        """Parse each line once: write rows in batches (each handed to ``written``), yield docs."""
+        """Parse each line once: write rows in batches (each handed to ``written``), yield docs.
+
+        Once the lines are exhausted, before it returns, the secondary indexes are created in
+        the caller's transaction: SQLite builds them (the GIL released) while the full-text
+        backend, handed every document already, is still indexing the last of them in its own
+        thread before its commit.
+        """
         lines = data.splitlines()
         total = len(lines)
         seen: set[str] = set()
@@ -447,6 +443,7 @@ class Records(RecordQueries):
             if not is_tombstone(record):
                 yield to_doc(record)
         self._write_batch(conn, batch, written)
+        _create_indexes(conn)
         if progress is not None:
             progress(total, total)
 
@@ -474,6 +471,12 @@ class Records(RecordQueries):
         _set_file(conn, data, signature)
 
 
+def _create_indexes(conn: sqlite3.Connection) -> None:
+    """Create the secondary indexes that a bulk load leaves out (each only if missing)."""
+    for statement in statements(_INDEXES):
+        conn.execute(statement)
+
+
 def _set_file(conn: sqlite3.Connection, data: bytes, signature: str) -> None:
     """Note in meta that the rows match the file ``data``, at ``signature``."""
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
@@ -483,24 +486,66 @@ def _set_file(conn: sqlite3.Connection, data: bytes, signature: str) -> None:
 
 
 def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:
-    """Return the records-table row of a record whose canonical line is ``line``."""
-    tomb = is_tombstone(record)
+    """Return the records-table row of a record whose canonical line is ``line``.
+
+    Each field is read once, the accessors' defaults inline (``status_of``, ``scope_of``,
+    ``is_tombstone``): a rebuild calls this once per memory.
+    """
+    get = record.get
+    tomb = bool(get("deleted_at"))
+    topic = get("topic_key")
+    session = get("session_id")
+    updated = get("updated_at")
+    judgements = get("judgements")
     return (
         str(record["id"]),
         digest,
-        str(record.get("kind", "")),
-        status_of(record),
-        scope_of(record),
-        str(record.get("project", "")),
-        record.get("topic_key") if isinstance(record.get("topic_key"), str) else None,
+        str(get("kind", "")),
+        str(get("status") or DEFAULT_STATUS),
+        str(get("scope") or DEFAULT_SCOPE),
+        str(get("project", "")),
+        topic if isinstance(topic, str) else None,
         None if tomb else dedupe_key(record),
         importance_of(record),
-        str(record.get("created_at", "")),
-        str(record.get("updated_at", "")),
-        epoch(record.get("updated_at")),
+        str(get("created_at", "")),
+        str(get("updated_at", "")),
+        epoch(updated),
         1 if tomb else 0,
-        record.get("session_id") if isinstance(record.get("session_id"), str) else None,
-        judgement_score(record.get("judgements")),
-        str(record.get("author") or "").casefold(),
+        session if isinstance(session, str) else None,
+        None if judgements is None else judgement_score(judgements),
+        str(get("author") or "").casefold(),
         line.decode("utf-8"),
     )
+
+
+class _Tables:
+    """The rows of every table for a batch of records, built in one pass over them."""
+
+    __slots__ = ("files", "links", "records", "tags")
+
+    def __init__(self) -> None:
+        self.records: list[tuple[Any, ...]] = []
+        self.tags: list[tuple[str, str]] = []
+        self.files: list[tuple[str, str, str, str, float]] = []
+        self.links: list[tuple[str, str, str]] = []
+
+    def add(self, record: Mapping[str, Any], digest: str, line: bytes) -> None:
+        """Add one record's rows: its records row, and, when it is live, its side tables'."""
+        self.records.append(_row(record, digest, line))
+        if record.get("deleted_at"):
+            return  # a tombstone has no tags, files or links rows
+        rid = record["id"]
+        tags = tags_of(record)
+        if tags:
+            self.tags += [(rid, str(tag)) for tag in tags]
+        files = files_of(record)
+        if files:
+            cite = cite_columns(record)
+            self.files += [(rid, str(path), *cite) for path in files]
+        links = links_of(record)
+        if links:
+            self.links += [
+                (rid, str(link.get("rel", "")), str(link.get("to", "")))
+                for link in links
+                if isinstance(link, Mapping)
+            ]

@@ -18,6 +18,7 @@ of one write call, so a long-lived process (an MCP server) never blocks a CLI wr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -27,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+import orjson
 
 from engram.errors import IndexError_
 from engram.fileio import Closing
@@ -136,6 +139,10 @@ class TantivyIndex(Closing):
         self.path = Path(path)
         self.weights = resolve_field_weights(field_weights)
         self.copies = copies_of(self.weights)
+        self._title_copies = self.copies["title"]
+        self._tags_copies = self.copies["tags"]
+        self._content_copies = self.copies["content"]
+        self._files_copies = self.copies["files"]
         self._lock = threading.RLock()
         self._meta_signature: tuple[int, int, int] | None = None
         # The analyzer's terms of a token never change; a query's weight changes with the
@@ -238,23 +245,32 @@ class TantivyIndex(Closing):
 
     def _add(self, writer: Any, doc: Doc) -> None:
         title = ranked_title(doc.title, doc.content)
-        texts = (
-            ("title", title),
-            ("tags", " ".join(doc.tags)),
-            ("content", doc.content),
-            ("files", " ".join(doc.files)),
-        )
-        body = [text for field, text in texts if text for _ in range(self.copies[field])]
-        document = _tantivy().Document(
-            id=doc.id,
-            kind=doc.kind,
-            status=doc.status,
-            scope=doc.scope,
-            project=doc.project,
-            tag=[tag.lower() for tag in doc.tags],
-            title=title,
-            body=body,
-        )
+        body: list[str] = []
+        for text, copies in (
+            (title, self._title_copies),
+            (" ".join(doc.tags), self._tags_copies),
+            (doc.content, self._content_copies),
+            (" ".join(doc.files), self._files_copies),
+        ):
+            if text and copies:
+                body += [text] * copies
+        fields = {
+            "id": doc.id,
+            "kind": doc.kind,
+            "status": doc.status,
+            "scope": doc.scope,
+            "project": doc.project,
+            "tag": [tag.lower() for tag in doc.tags],
+            "title": title,
+            "body": body,
+        }
+        if body:
+            # As JSON: Tantivy reads it into the same document (each list one value per item,
+            # in order) in half the time of building a Document object field by field.
+            with contextlib.suppress(orjson.JSONEncodeError):  # text no JSON can hold
+                writer.add_json(orjson.dumps(fields).decode())
+                return
+        document = _tantivy().Document(**fields)
         if not body:
             # Tantivy averages lengths over every document: an unmatchable token keeps a
             # memory without text from making the others look long.

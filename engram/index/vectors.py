@@ -267,22 +267,24 @@ class Vectors:
         model = self.embedder()
         if model is None or not rows:
             return
-        live = [
-            (record, semantic.record_text(record), digest)
-            for record, digest in rows
-            if not is_tombstone(record)
-        ]
+        live = [(record, digest) for record, digest in rows if not is_tombstone(record)]
         conn = self.db
         stored: dict[str, tuple[str, str]] = {}
-        for chunk in chunks([str(record["id"]) for record, _, _ in live]):
+        for chunk in chunks([str(record["id"]) for record, _ in live]):
             query = f"SELECT id, hash, line_hash FROM vectors WHERE id IN ({marks(len(chunk))})"
             stored.update((rid, (key, seen)) for rid, key, seen in conn.execute(query, chunk))
+        # A vector checked against this very version of its record, under this model's id,
+        # holds this text's hash: nothing to hash again (a rebuild's every unchanged record).
+        trusted = self._checked_model(conn) == semantic.model_id(self.model)
         keep: list[tuple[str, str]] = []  # same text: the vector stays, checked at this version
         todo: list[tuple[Record, str, str, str]] = []
-        for record, text, digest in live:
+        for record, digest in live:
             rid = str(record["id"])
-            key = semantic.text_hash(text, self.model)
             known = stored.get(rid)
+            if trusted and known is not None and known[1] == digest:
+                continue
+            text = semantic.record_text(record)
+            key = semantic.text_hash(text, self.model)
             if known is None or known[0] != key:
                 todo.append((record, key, digest, text))
             elif known[1] != digest:
@@ -313,7 +315,7 @@ class Vectors:
 
     def _follow(
         self,
-        live: Sequence[tuple[Record, str, str]],
+        live: Sequence[tuple[Record, str]],
         gone: Sequence[str],
         embedded: Sequence[tuple[Record, Any]],
     ) -> None:
@@ -322,7 +324,7 @@ class Vectors:
         if state is None:
             return
         new = {str(record["id"]) for record, _ in embedded}
-        others = [record for record, _, _ in live if str(record["id"]) not in new]
+        others = [record for record, _ in live if str(record["id"]) not in new]
         if any(str(record["id"]) not in state.rows for record in others):
             self.forget()  # a live record this matrix lacks: load it afresh when next needed
             return
@@ -346,6 +348,28 @@ class Vectors:
                 conn.execute(f"DELETE FROM vectors WHERE id IN ({marks(len(chunk))})", chunk)
             _renew_generation(conn)
         self._follow([], list(ids), [])
+
+    def _checked_model(self, conn: sqlite3.Connection) -> str | None:
+        """Return the model id every stored vector's text hash was last checked under."""
+        row = conn.execute("SELECT value FROM meta WHERE key='checked_model'").fetchone()
+        return None if row is None else str(row[0])
+
+    def checked_all(self) -> None:
+        """Note that every live record's vector was just checked against its text's hash
+        under this model's id (a rebuild's ``write`` of every record, then ``retain``).
+
+        Until the model's id changes (an engram that embeds differently), a later ``write``
+        trusts a vector checked against the same version of its record.
+        """
+        if self.embedder() is None:
+            return
+        conn = self.db
+        if self._checked_model(conn) != semantic.model_id(self.model):
+            with transaction(conn):
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('checked_model', ?)",
+                    (semantic.model_id(self.model),),
+                )
 
     def retain(self, live: Collection[str]) -> None:
         """Delete every vector whose id is not among the ``live`` ids."""

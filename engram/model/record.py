@@ -212,20 +212,38 @@ def normalize_kind(value: str) -> str:
     return key
 
 
+def collapse_whitespace(text: str) -> str:
+    """Return ``" ".join(text.split())``: runs of whitespace made one space, ends stripped.
+
+    Text that is already so is returned as it is, without splitting it into words (an index
+    rebuild collapses every memory's title and content). The space is the only character that
+    is both whitespace and printable, so printable text with no double, leading or trailing
+    space has nothing to collapse.
+    """
+    if (
+        text.isprintable()
+        and "  " not in text
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+    ):
+        return text
+    return " ".join(text.split())
+
+
 def normalize_content(text: str) -> str:
     """Return content as compared for duplicates: whitespace collapsed, case folded."""
-    return " ".join(text.split()).casefold()
+    return collapse_whitespace(text).casefold()
 
 
 def dedupe_key(record: Mapping[str, Any]) -> str:
     """Hash what makes two saves the same memory: kind, title, normalised content, scope."""
-    parts = [
+    parts = (
         str(record.get("kind", "")),
-        normalize_content(str(record.get("title", ""))),
-        normalize_content(str(record.get("content", ""))),
+        collapse_whitespace(str(record.get("title", ""))).casefold(),
+        collapse_whitespace(str(record.get("content", ""))).casefold(),
         str(record.get("project", "")),
-        scope_of(record),
-    ]
+        str(record.get("scope") or DEFAULT_SCOPE),  # scope_of, inline: once per memory
+    )
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
