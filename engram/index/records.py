@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import math
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,8 @@ class Records(RecordQueries):
         self._resolved: dict[str, str | None] = {}
         # SQLite's count of commits by other connections, as ``moved`` last read it.
         self._data_version: int | None = None
+        # A job a rebuild runs on the connection in a thread of its own (``rebuilding``).
+        self._behind: _Job | None = None
 
     # -- the database ------------------------------------------------------------------------
 
@@ -381,24 +384,49 @@ class Records(RecordQueries):
     def rebuilding(self) -> Iterator[sqlite3.Connection]:
         """Empty every table but meta, then hold one transaction for the bulk load.
 
-        Secondary indexes are created after the rows are written (``stream`` creates them, in
-        this transaction, once its lines are exhausted), and the database skips fsync meanwhile
-        (it is derived).
+        The tables are emptied (dropped and created again, committed) in a thread of its own,
+        which then opens the bulk load's transaction: SQLite frees the old pages, the GIL
+        released, while the caller empties the full-text backend and parses the first lines;
+        ``stream`` waits for it before it writes a row. Secondary indexes are created once
+        the rows are written (``stream`` starts that too, in the same way), and the database
+        skips fsync meanwhile (it is derived). The transaction commits when the body returns
+        and rolls back if it raises, each once every job on the connection is done.
         """
         conn = self.db
         conn.execute("PRAGMA synchronous=OFF")
         try:
-            with self.tx():
-                for name in ("records", "tags", "files", "links", "pending", "problems"):
-                    conn.execute(f"DROP TABLE IF EXISTS {name}")
-                conn.execute("DELETE FROM meta WHERE key IN ('file_sig', 'file_hash')")
-                for statement in statements(_TABLES):
-                    conn.execute(statement)
-            with self.tx():
+            self._behind = _Job(lambda: self._empty(conn))
+            try:
                 yield conn
+                self._settle()
                 _create_indexes(conn)  # a no-op when ``stream`` ran to its end
+            except BaseException:
+                with contextlib.suppress(Exception):  # the body's error is the one to raise
+                    self._settle()
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
         finally:
+            with contextlib.suppress(Exception):
+                self._settle()
             conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _empty(self, conn: sqlite3.Connection) -> None:
+        """Drop and create every table but meta in one transaction, then begin the load's."""
+        with transaction(conn):
+            for name in ("records", "tags", "files", "links", "pending", "problems"):
+                conn.execute(f"DROP TABLE IF EXISTS {name}")
+            conn.execute("DELETE FROM meta WHERE key IN ('file_sig', 'file_hash')")
+            for statement in statements(_TABLES):
+                conn.execute(statement)
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _settle(self) -> None:
+        """Wait for the job running on the rebuild's connection, if any; raise its error."""
+        job, self._behind = self._behind, None
+        if job is not None:
+            job.wait()
 
     def stream(
         self,
@@ -412,10 +440,9 @@ class Records(RecordQueries):
     ) -> Iterator[Doc]:
         """Parse each line once: write rows in batches (each handed to ``written``), yield docs.
 
-        Once the lines are exhausted, before it returns, the secondary indexes are created in
-        the caller's transaction: SQLite builds them (the GIL released) while the full-text
-        backend, handed every document already, is still indexing the last of them in its own
-        thread before its commit.
+        Once the lines are exhausted, the secondary indexes are created in the caller's
+        transaction, in a thread of its own: SQLite builds them (the GIL released) while the
+        full-text backend commits what it was handed. ``finish_rebuild`` waits for them.
         """
         lines = data.splitlines()
         total = len(lines)
@@ -443,7 +470,7 @@ class Records(RecordQueries):
             if not is_tombstone(record):
                 yield to_doc(record)
         self._write_batch(conn, batch, written)
-        _create_indexes(conn)
+        self._behind = _Job(lambda: _create_indexes(conn))
         if progress is not None:
             progress(total, total)
 
@@ -453,6 +480,7 @@ class Records(RecordQueries):
         batch: list[Row],
         written: Callable[[Sequence[Row]], None] | None,
     ) -> None:
+        self._settle()  # the tables emptied (``rebuilding``)
         self.write_rows(conn, batch, fresh=True, queue=False)
         if written is not None and batch:
             written(batch)
@@ -466,9 +494,39 @@ class Records(RecordQueries):
         signature: str,
     ) -> None:
         """Record, in the rebuild's transaction, what it found and which file and backend."""
+        self._settle()  # the secondary indexes (``stream``)
         conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (backend,))
         _set_file(conn, data, signature)
+
+
+class _Job:
+    """One job on the rebuild's SQLite connection, run in a thread while the caller goes on.
+
+    SQLite releases the GIL for the whole of a statement, so a long one (dropping a table,
+    creating an index) runs beside the caller's Python and Tantivy's commit. Nothing else
+    touches the connection until ``wait`` returns.
+    """
+
+    def __init__(self, job: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(job,), name="engram-index-rebuild", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # handed to the thread that waits
+            self._error = exc
+
+    def wait(self) -> None:
+        """Wait for the job to end; raise what it raised."""
+        self._thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 def _create_indexes(conn: sqlite3.Connection) -> None:
