@@ -54,6 +54,13 @@ class Doc(NamedTuple):
     status: str
     scope: str
     project: str
+    # ``ranked_title(title, content)`` when the maker of the document has it (a rebuild
+    # does, from what the dedupe key normalises anyway); None: the backend works it out.
+    ranked: str | None = None
+
+    def ranked_title(self) -> str:
+        """Return the title a backend ranks (``ranked_title``)."""
+        return ranked_title(self.title, self.content) if self.ranked is None else self.ranked
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,23 @@ def ranked_title(title: str, content: str) -> str:
         return title
     body = collapse_whitespace(content[: len(title) * 2 + 64]).casefold()
     return "" if body.startswith(head) else title
+
+
+def ranked_title_of(title: str, content: str, folded_title: str, folded_content: str) -> str:
+    """Return ``ranked_title(title, content)`` given both already collapsed and case-folded
+    (``normalize_content``), as the dedupe key has them.
+
+    The same answer: ``ranked_title`` compares the title with the start of the content cut
+    to a length, and the cut content, collapsed and folded, is a start of the whole folded
+    (both are done character by character). So a folded content that does not start with the
+    title settles it; one that does is cut and compared as ``ranked_title`` does.
+    """
+    head = folded_title
+    for mark in _ELLIPSIS:
+        head = head.removesuffix(mark).rstrip()
+    if not head or not folded_content.startswith(head):
+        return title
+    return ranked_title(title, content)
 
 
 def resolve_field_weights(field_weights: Mapping[str, float] | None) -> dict[str, float]:

@@ -30,7 +30,6 @@ from engram.index.backend import (
     QueryWeight,
     informative,
     names,
-    ranked_title,
     resolve_field_weights,
     tokenize_query,
 )
@@ -72,7 +71,7 @@ def _doc_row(rid: int, doc: Doc) -> tuple[int, str, str, str, str, str]:
 
 
 def _fts_row(rid: int, doc: Doc) -> tuple[int, str, str, str, str]:
-    title = ranked_title(doc.title, doc.content)
+    title = doc.ranked_title()
     return (rid, title, " ".join(doc.tags), doc.content, "\n".join(doc.files))
 
 

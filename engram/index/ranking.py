@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from engram.errors import ConfigError
@@ -151,6 +152,13 @@ def epoch(value: Any) -> float:
     """Return seconds since the epoch for an RFC 3339 string (0 when unreadable)."""
     if not isinstance(value, str) or not value:
         return 0.0
+    if value[-1] == "Z":
+        # How engram writes times (format_time): read at once, the same instant parse_time
+        # finds (an aware time's timestamp does not depend on its zone).
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            pass  # parse_time says what it makes of it
     try:
         return parse_time(value).timestamp()
     except Exception:

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from engram.errors import CorruptStore
 from engram.fileio import ProcessLock
-from engram.index.backend import Doc
+from engram.index.backend import Doc, ranked_title_of
 from engram.index.dbfile import (
     chunks,
     compact,
@@ -48,13 +48,14 @@ from engram.model import (
     DEFAULT_SCOPE,
     DEFAULT_STATUS,
     Record,
+    dedupe_hash,
     dedupe_key,
     files_of,
     importance_of,
-    is_tombstone,
     kind_of,
     line_id,
     links_of,
+    normalize_content,
     parse_line,
     status_of,
     tags_of,
@@ -313,13 +314,7 @@ class Records(RecordQueries):
         tables = _Tables()
         for record, digest, line in rows:
             tables.add(record, digest, line)
-        conn.executemany(
-            f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) VALUES ({marks(17)})",
-            tables.records,
-        )
-        conn.executemany("INSERT INTO tags VALUES (?, ?)", tables.tags)
-        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?)", tables.files)
-        conn.executemany("INSERT INTO links VALUES (?, ?, ?)", tables.links)
+        tables.insert(conn)
         if queue:
             conn.executemany("INSERT OR REPLACE INTO pending VALUES (?)", ids)
 
@@ -448,6 +443,7 @@ class Records(RecordQueries):
         total = len(lines)
         seen: set[str] = set()
         batch: list[Row] = []
+        tables = _Tables()
         for lineno, raw in enumerate(lines, start=1):
             if progress is not None and lineno % 5000 == 0:
                 progress(lineno, total)
@@ -463,13 +459,20 @@ class Records(RecordQueries):
                 problems.append((lineno, f"{name}:{lineno}: duplicate id {rid}"))
                 continue
             seen.add(rid)
-            batch.append((record, line_hash(raw), raw))
+            row = (record, line_hash(raw), raw)
+            batch.append(row)
+            if record.get("deleted_at"):  # a tombstone: a row, no document
+                tables.add(*row)
+                doc = None
+            else:
+                doc, key = _doc_and_key(record)
+                tables.add(*row, key=key)
             if len(batch) >= BATCH:
-                self._write_batch(conn, batch, written)
-                batch = []
-            if not is_tombstone(record):
-                yield to_doc(record)
-        self._write_batch(conn, batch, written)
+                self._write_batch(conn, batch, tables, written)
+                batch, tables = [], _Tables()
+            if doc is not None:
+                yield doc
+        self._write_batch(conn, batch, tables, written)
         self._behind = _Job(lambda: _create_indexes(conn))
         if progress is not None:
             progress(total, total)
@@ -478,12 +481,16 @@ class Records(RecordQueries):
         self,
         conn: sqlite3.Connection,
         batch: list[Row],
+        tables: _Tables,
         written: Callable[[Sequence[Row]], None] | None,
     ) -> None:
         self._settle()  # the tables emptied (``rebuilding``)
-        self.write_rows(conn, batch, fresh=True, queue=False)
-        if written is not None and batch:
-            written(batch)
+        if batch:
+            self._paths_cache = None
+            self._resolved.clear()
+            tables.insert(conn)
+            if written is not None:
+                written(batch)
 
     def finish_rebuild(
         self,
@@ -543,11 +550,43 @@ def _set_file(conn: sqlite3.Connection, data: bytes, signature: str) -> None:
     )
 
 
-def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]:
+def _doc_and_key(record: Mapping[str, Any]) -> tuple[Doc, str]:
+    """Return the full-text document of a live record and its dedupe key.
+
+    Both read the title and content collapsed and case-folded: done once for the two (a
+    rebuild calls this once per memory), the document with its ranked title settled.
+    """
+    get = record.get
+    title = str(get("title", ""))
+    content = str(get("content", ""))
+    kind = str(get("kind", ""))
+    scope = str(get("scope") or DEFAULT_SCOPE)
+    project = str(get("project", ""))
+    folded_title = normalize_content(title)
+    folded_content = normalize_content(content)
+    doc = Doc(
+        str(record["id"]),
+        title,
+        content,
+        tuple(map(str, tags_of(record))),
+        tuple(map(str, files_of(record))),
+        kind,
+        str(get("status") or DEFAULT_STATUS),
+        scope,
+        project,
+        ranked_title_of(title, content, folded_title, folded_content),
+    )
+    return doc, dedupe_hash(kind, folded_title, folded_content, project, scope)
+
+
+def _row(
+    record: Mapping[str, Any], digest: str, line: bytes, key: str | None = None
+) -> tuple[Any, ...]:
     """Return the records-table row of a record whose canonical line is ``line``.
 
-    Each field is read once, the accessors' defaults inline (``status_of``, ``scope_of``,
-    ``is_tombstone``): a rebuild calls this once per memory.
+    ``key``: its dedupe key, when the caller has it. Each field is read once, the accessors'
+    defaults inline (``status_of``, ``scope_of``, ``is_tombstone``): a rebuild calls this
+    once per memory.
     """
     get = record.get
     tomb = bool(get("deleted_at"))
@@ -563,7 +602,7 @@ def _row(record: Mapping[str, Any], digest: str, line: bytes) -> tuple[Any, ...]
         str(get("scope") or DEFAULT_SCOPE),
         str(get("project", "")),
         topic if isinstance(topic, str) else None,
-        None if tomb else dedupe_key(record),
+        None if tomb else key or dedupe_key(record),
         importance_of(record),
         str(get("created_at", "")),
         str(get("updated_at", "")),
@@ -587,9 +626,14 @@ class _Tables:
         self.files: list[tuple[str, str, str, str, float]] = []
         self.links: list[tuple[str, str, str]] = []
 
-    def add(self, record: Mapping[str, Any], digest: str, line: bytes) -> None:
-        """Add one record's rows: its records row, and, when it is live, its side tables'."""
-        self.records.append(_row(record, digest, line))
+    def add(
+        self, record: Mapping[str, Any], digest: str, line: bytes, key: str | None = None
+    ) -> None:
+        """Add one record's rows: its records row, and, when it is live, its side tables'.
+
+        ``key``: its dedupe key, when the caller has it.
+        """
+        self.records.append(_row(record, digest, line, key))
         if record.get("deleted_at"):
             return  # a tombstone has no tags, files or links rows
         rid = record["id"]
@@ -607,3 +651,13 @@ class _Tables:
                 for link in links
                 if isinstance(link, Mapping)
             ]
+
+    def insert(self, conn: sqlite3.Connection) -> None:
+        """Insert every row (the records replace any row of the same id)."""
+        conn.executemany(
+            f"INSERT OR REPLACE INTO records ({_RECORD_COLUMNS}) VALUES ({marks(17)})",
+            self.records,
+        )
+        conn.executemany("INSERT INTO tags VALUES (?, ?)", self.tags)
+        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?)", self.files)
+        conn.executemany("INSERT INTO links VALUES (?, ?, ?)", self.links)

@@ -42,7 +42,6 @@ from engram.index.backend import (
     idf,
     informative,
     names,
-    ranked_title,
     resolve_field_weights,
     tokenize_query,
 )
@@ -244,7 +243,7 @@ class TantivyIndex(Closing):
         self._reload(force=True)
 
     def _add(self, writer: Any, doc: Doc) -> None:
-        title = ranked_title(doc.title, doc.content)
+        title = doc.ranked_title()
         body: list[str] = []
         for text, copies in (
             (title, self._title_copies),

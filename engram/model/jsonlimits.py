@@ -233,6 +233,8 @@ def _floats_and_depth(value: Any, limit: int) -> tuple[bool, bool]:
         containers = False
         for item in level:
             kind = type(item)
+            if kind is str:
+                continue  # most of a record: tested first
             if kind is dict:
                 below.extend(item.values())
                 containers = True

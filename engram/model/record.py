@@ -237,14 +237,19 @@ def normalize_content(text: str) -> str:
 
 def dedupe_key(record: Mapping[str, Any]) -> str:
     """Hash what makes two saves the same memory: kind, title, normalised content, scope."""
-    parts = (
+    return dedupe_hash(
         str(record.get("kind", "")),
-        collapse_whitespace(str(record.get("title", ""))).casefold(),
-        collapse_whitespace(str(record.get("content", ""))).casefold(),
+        normalize_content(str(record.get("title", ""))),
+        normalize_content(str(record.get("content", ""))),
         str(record.get("project", "")),
         str(record.get("scope") or DEFAULT_SCOPE),  # scope_of, inline: once per memory
     )
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def dedupe_hash(kind: str, title: str, content: str, project: str, scope: str) -> str:
+    """Return ``dedupe_key`` of a memory from its parts, title and content normalised
+    (``normalize_content``): for a caller that has normalised them already."""
+    return hashlib.sha256("\x1f".join((kind, title, content, project, scope)).encode()).hexdigest()
 
 
 def _check_text(field: str, value: Any, *, limit: int, required: bool = False) -> str:
