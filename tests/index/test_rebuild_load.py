@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.errors import IndexError_
 from engram.index import semantic
-from engram.index.backend import Doc
+from engram.index.backend import Doc, ranked_title, ranked_title_of
 from engram.index.db import Index
 from engram.index.query import Query
-from engram.index.ranking import Weights
+from engram.index.ranking import Weights, epoch
+from engram.model import normalize_content, parse_time
 from engram.store import MemoryStore
 from tests.helpers.records import record
 
@@ -169,3 +172,49 @@ def test_a_rebuild_hashes_again_only_what_it_has_not_checked_under_this_model(
         assert vectors.execute(checked).fetchone() == (semantic.model_id(),)
     finally:
         index.close()
+
+
+WORDS = st.text(alphabet=st.sampled_from("ab AB\t\n\u00a0\u00df\u0130\u2026.S\u03a3"), max_size=30)
+
+
+@settings(max_examples=3000)
+@given(WORDS, WORDS, st.text(alphabet=" \t\n", max_size=200), st.booleans())
+def test_the_ranked_title_from_folded_text_is_the_ranked_title(
+    title: str, rest: str, spaces: str, starts: bool
+) -> None:
+    # Often a content that starts with the title, as written or respaced, as capture writes;
+    # spaces enough to push it past the cut ranked_title compares.
+    content = (spaces + title.upper() + rest) if starts else rest
+    folded = normalize_content(title), normalize_content(content)
+    assert ranked_title_of(title, content, *folded) == ranked_title(title, content)
+    doc = Doc("d", title, content, (), (), "note", "active", "project", "")
+    assert doc.ranked_title() == ranked_title(title, content)
+    assert doc._replace(ranked="x").ranked_title() == "x"
+
+
+def test_a_title_past_the_cut_of_the_content_is_ranked() -> None:
+    title, content = "Retry the webhook", " " * 200 + "Retry the webhook twice"
+    folded = normalize_content(title), normalize_content(content)
+    assert folded[1].startswith(folded[0])
+    assert ranked_title_of(title, content, *folded) == ranked_title(title, content) == title
+    assert ranked_title_of(title, content.strip(), *folded) == ""
+
+
+def _epoch_by_parse_time(value: str) -> float:
+    try:
+        return parse_time(value).timestamp()
+    except Exception:
+        return 0.0
+
+
+@given(
+    st.one_of(
+        st.datetimes().map(lambda moment: moment.isoformat(timespec="milliseconds") + "Z"),
+        st.datetimes().map(lambda moment: moment.isoformat(sep=" ") + "Z"),
+        st.text(alphabet=st.sampled_from("0123456789-:T.+Z zW,"), max_size=30).map(
+            lambda text: text + "Z"
+        ),
+    )
+)
+def test_epoch_reads_a_z_time_as_parse_time_does(value: str) -> None:
+    assert epoch(value) == _epoch_by_parse_time(value)
