@@ -20,9 +20,10 @@ files under ``index/``, under its own locks.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from engram.fileio import ProcessLock
@@ -32,11 +33,24 @@ from engram.index.fulltext import FullText
 from engram.index.matrix import VectorState
 from engram.index.query import Hit, Query
 from engram.index.ranking import Scored, Weights
-from engram.index.records import Diff, Progress, Records, Row, line_hash
+from engram.index.records import Diff, Progress, Records, Row, file_hash, line_hash
 from engram.index.relevance import Features
 from engram.index.source import MemorySource
 from engram.index.vectors import Vectors
 from engram.model import Record, canonical_line, is_tombstone
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Hold off Python's cycle collector for the body (a bulk load): it would walk every
+    object again and again while a rebuild allocates a dict per memory, which holds no cycle."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Index:
@@ -252,9 +266,11 @@ class Index:
         with self.lock(), self.fulltext_lock():
             self._drop_caches()
             data, signature = self.source.read_bytes()
+            hashed = file_hash(data)  # in a thread of its own meanwhile
             problems: list[tuple[int, str]] = []
+            live: set[str] = set()
             backend = self.backend  # opened outside the bulk transaction: opening may queue
-            with self.records.rebuilding() as conn, self.vectors.bulk():
+            with _no_cycle_collection(), self.records.rebuilding() as conn, self.vectors.bulk():
                 backend.clear()
                 docs = self.records.stream(
                     conn,
@@ -263,10 +279,13 @@ class Index:
                     problems,
                     progress=progress,
                     written=lambda rows: self.vectors.write([(r, d) for r, d, _ in rows]),
+                    live=live,
                 )
                 backend.bulk_load(docs)
-                self.records.finish_rebuild(conn, problems, self.backend_name, data, signature)
-            self.vectors.retain(self.records.live_hashes())
+                self.records.finish_rebuild(
+                    conn, problems, self.backend_name, data, signature, hashed
+                )
+            self.vectors.retain(live)
             self.vectors.checked_all()
             self.problems = problems
             self._synced(signature)

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar, cast
 
 from engram.errors import CorruptStore
 from engram.fileio import ProcessLock
@@ -69,6 +69,7 @@ BATCH: Final = 2000
 FILES: Final = ("engram.db", "engram.db-wal", "engram.db-shm")
 Progress = Callable[[int, int], None]
 Row = tuple[Record, str, bytes]  # a record, the hash of its canonical line, and the line
+T = TypeVar("T")
 
 _TABLES: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -208,7 +209,7 @@ class Records(RecordQueries):
         # SQLite's count of commits by other connections, as ``moved`` last read it.
         self._data_version: int | None = None
         # A job a rebuild runs on the connection in a thread of its own (``rebuilding``).
-        self._behind: _Job | None = None
+        self._behind: _Job[None] | None = None
 
     # -- the database ------------------------------------------------------------------------
 
@@ -432,8 +433,11 @@ class Records(RecordQueries):
         *,
         progress: Progress | None = None,
         written: Callable[[Sequence[Row]], None] | None = None,
+        live: set[str] | None = None,
     ) -> Iterator[Doc]:
         """Parse each line once: write rows in batches (each handed to ``written``), yield docs.
+
+        ``live`` is given the id of every live record written.
 
         Once the lines are exhausted, the secondary indexes are created in the caller's
         transaction, in a thread of its own: SQLite builds them (the GIL released) while the
@@ -467,6 +471,8 @@ class Records(RecordQueries):
             else:
                 doc, key = _doc_and_key(record)
                 tables.add(*row, key=key)
+                if live is not None:
+                    live.add(rid)
             if len(batch) >= BATCH:
                 self._write_batch(conn, batch, tables, written)
                 batch, tables = [], _Tables()
@@ -499,41 +505,51 @@ class Records(RecordQueries):
         backend: str,
         data: bytes,
         signature: str,
+        hashed: _Job[str] | None = None,
     ) -> None:
-        """Record, in the rebuild's transaction, what it found and which file and backend."""
+        """Record, in the rebuild's transaction, what it found and which file and backend.
+
+        ``hashed``: the file's hash being worked out (``file_hash``), else it is done here.
+        """
         self._settle()  # the secondary indexes (``stream``)
         conn.executemany("INSERT INTO problems VALUES (?, ?)", problems)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('backend', ?)", (backend,))
-        _set_file(conn, data, signature)
+        _set_file(conn, data, signature, None if hashed is None else hashed.wait())
 
 
-class _Job:
-    """One job on the rebuild's SQLite connection, run in a thread while the caller goes on.
+class _Job(Generic[T]):
+    """One job run in a thread of its own while the caller goes on; ``wait`` for its result.
 
-    SQLite releases the GIL for the whole of a statement, so a long one (dropping a table,
-    creating an index) runs beside the caller's Python and Tantivy's commit. Nothing else
-    touches the connection until ``wait`` returns.
+    SQLite releases the GIL for the whole of a statement (and hashlib while it hashes a
+    large buffer), so a long one (dropping a table, creating an index) runs beside the
+    caller's Python and Tantivy's commit. A job on the rebuild's connection is the only user
+    of that connection until ``wait`` returns.
     """
 
-    def __init__(self, job: Callable[[], None]) -> None:
+    def __init__(self, job: Callable[[], T], name: str = "engram-index-rebuild") -> None:
+        self._result: T | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run, args=(job,), name="engram-index-rebuild", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(job,), name=name, daemon=True)
         self._thread.start()
 
-    def _run(self, job: Callable[[], None]) -> None:
+    def _run(self, job: Callable[[], T]) -> None:
         try:
-            job()
+            self._result = job()
         except BaseException as exc:  # handed to the thread that waits
             self._error = exc
 
-    def wait(self) -> None:
-        """Wait for the job to end; raise what it raised."""
+    def wait(self) -> T:
+        """Wait for the job to end; return what it returned, or raise what it raised."""
         self._thread.join()
         error, self._error = self._error, None
         if error is not None:
             raise error
+        return cast(T, self._result)
+
+
+def file_hash(data: bytes) -> _Job[str]:
+    """Start hashing the file's bytes as ``meta`` records them; ``finish_rebuild`` takes it."""
+    return _Job(lambda: hashlib.sha256(data).hexdigest(), "engram-file-hash")
 
 
 def _create_indexes(conn: sqlite3.Connection) -> None:
@@ -542,12 +558,14 @@ def _create_indexes(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-def _set_file(conn: sqlite3.Connection, data: bytes, signature: str) -> None:
-    """Note in meta that the rows match the file ``data``, at ``signature``."""
+def _set_file(
+    conn: sqlite3.Connection, data: bytes, signature: str, digest: str | None = None
+) -> None:
+    """Note in meta that the rows match the file ``data`` (SHA-256 ``digest``, when the caller
+    has it), at ``signature``."""
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_sig', ?)", (signature,))
-    conn.execute(
-        "INSERT OR REPLACE INTO meta VALUES ('file_hash', ?)", (hashlib.sha256(data).hexdigest(),)
-    )
+    digest = hashlib.sha256(data).hexdigest() if digest is None else digest
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('file_hash', ?)", (digest,))
 
 
 def _doc_and_key(record: Mapping[str, Any]) -> tuple[Doc, str]:
