@@ -122,6 +122,8 @@ class Vectors:
         self._cache = VectorCache(self.folder)
         self._embedder: semantic.AnyEmbedder | None = None
         self._semantic_off: str | None = None  # why semantic recall is unavailable, once known
+        # Id -> (text hash, line hash) of every stored vector, within ``bulk``.
+        self._known: dict[str, tuple[str, str]] | None = None
         # Text hash -> vector of a small write's embeddings: a save's near-duplicate check asks
         # ``similar`` for the text it just embedded (the same text, the same vector).
         self._written: dict[str, Any] = {}
@@ -206,15 +208,23 @@ class Vectors:
 
     @contextlib.contextmanager
     def bulk(self) -> Iterator[None]:
-        """Skip fsync for the body, as the records DB does in a rebuild (both are derived)."""
+        """Skip fsync for the body, as the records DB does in a rebuild (both are derived).
+
+        With the model, every stored vector's hashes are read once for the body, which writes
+        every record (``write`` would look them up batch by batch).
+        """
         conn = self.db if self.embedder() is not None else self._stored()
         if conn is None:
             yield
             return
         conn.execute("PRAGMA synchronous=OFF")
+        if self.embedder() is not None:
+            rows = conn.execute("SELECT id, hash, line_hash FROM vectors")
+            self._known = {rid: (key, seen) for rid, key, seen in rows}
         try:
             yield
         finally:
+            self._known = None
             conn.execute("PRAGMA synchronous=NORMAL")
 
     def close(self) -> None:
@@ -269,10 +279,12 @@ class Vectors:
             return
         live = [(record, digest) for record, digest in rows if not is_tombstone(record)]
         conn = self.db
-        stored: dict[str, tuple[str, str]] = {}
-        for chunk in chunks([str(record["id"]) for record, _ in live]):
-            query = f"SELECT id, hash, line_hash FROM vectors WHERE id IN ({marks(len(chunk))})"
-            stored.update((rid, (key, seen)) for rid, key, seen in conn.execute(query, chunk))
+        stored = self._known  # a bulk write's, read once (``bulk``)
+        if stored is None:
+            stored = {}
+            for chunk in chunks([str(record["id"]) for record, _ in live]):
+                query = f"SELECT id, hash, line_hash FROM vectors WHERE id IN ({marks(len(chunk))})"
+                stored.update((rid, (key, seen)) for rid, key, seen in conn.execute(query, chunk))
         # A vector checked against this very version of its record, under this model's id,
         # holds this text's hash: nothing to hash again (a rebuild's every unchanged record).
         trusted = self._checked_model(conn) == semantic.model_id(self.model)
@@ -310,6 +322,13 @@ class Vectors:
                     ],
                 )
             _renew_generation(conn)
+        if self._known is not None:  # what the stored hashes are now
+            for rid in gone:
+                self._known.pop(rid, None)
+            for digest, rid in keep:
+                self._known[rid] = (self._known[rid][0], digest)
+            for record, key, digest, _ in todo:
+                self._known[str(record["id"])] = (key, digest)
         embedded = [] if matrix is None else [(t[0], matrix[n]) for n, t in enumerate(todo)]
         self._follow(live, gone, embedded)
 

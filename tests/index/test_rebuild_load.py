@@ -170,6 +170,15 @@ def test_a_rebuild_hashes_again_only_what_it_has_not_checked_under_this_model(
         assert found is not None
         assert row == (real(semantic.record_text(found)),)
         assert vectors.execute(checked).fetchone() == (semantic.model_id(),)
+        # A memory changed in the file since: only it is hashed and embedded again.
+        hashed.clear()
+        changed = [record(f"01a{n:02d}", f"Zeppelin note {n}") for n in range(4)]
+        changed[1]["content"] = "The hangar doors open eastward now"
+        store.rewrite(changed)
+        index.rebuild()
+        assert hashed == [semantic.record_text(changed[1])]
+        row = vectors.execute("SELECT hash FROM vectors WHERE id='01a01'").fetchone()
+        assert row == (real(semantic.record_text(changed[1])),)
     finally:
         index.close()
 
