@@ -19,6 +19,7 @@ of one write call, so a long-lived process (an MCP server) never blocks a CLI wr
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -138,6 +139,8 @@ class TantivyIndex(Closing):
         self.copies = copies_of(self.weights)
         self._lock = threading.RLock()
         self._meta_signature: tuple[int, int, int] | None = None
+        # stat'ed before every search: a str, not a Path joined each time
+        self._meta_file = str(self.path / "meta.json")
         # The analyzer's terms of a token never change; a query's weight changes with the
         # documents, so those are dropped whenever the reader reloads.
         self._terms: dict[str, tuple[str, ...]] = {}
@@ -311,7 +314,7 @@ class TantivyIndex(Closing):
     def _reload(self, *, force: bool = False) -> None:
         """Reload the reader if meta.json changed (a commit here or in another process)."""
         try:
-            stat = (self.path / "meta.json").stat()
+            stat = os.stat(self._meta_file)
         except FileNotFoundError:
             return
         signature = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -503,7 +506,7 @@ class TantivyIndex(Closing):
             ranked = self._ranked_query(tokens)
             if ranked is None:
                 return []
-            filter_clauses = self._filter_clauses(filters)
+            filter_clauses = [] if filters == NO_FILTERS else self._filter_clauses(filters)
             if filter_clauses:
                 ranked = _Ranked(
                     tantivy.Query.boolean_query(
@@ -517,11 +520,14 @@ class TantivyIndex(Closing):
                 if limit == 0:
                     return []
                 hits = self._top(searcher, ranked, limit)
-                results = [
-                    (self._id_at(searcher, address), float(score))
-                    for score, address in hits
-                    if score > 0
-                ]
+                known = self._ids
+                results = []
+                for score, address in hits:
+                    if score > 0:
+                        rid = known.get((address.segment_ord, address.doc))
+                        if rid is None:
+                            rid = self._id_at(searcher, address)
+                        results.append((rid, float(score)))
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"tantivy search failed at {self.path}: {exc}") from exc
         return results
