@@ -145,6 +145,9 @@ class TantivyIndex(Closing):
         # documents, so those are dropped whenever the reader reloads.
         self._terms: dict[str, tuple[str, ...]] = {}
         self._weights: dict[str, QueryWeight] = {}
+        # Each body term's document frequency, as the reader has it: queries share their words,
+        # and a new query asked each of them of tantivy.
+        self._frequencies: dict[str, int] = {}
         # The ranked query built for a query's tokens (the schema and the copies are fixed),
         # and the id stored at each document address the reader has (dropped when it reloads:
         # a commit renumbers them). Reading a stored document cost a few microseconds per hit.
@@ -322,6 +325,7 @@ class TantivyIndex(Closing):
             self._live_index().reload()
             self._meta_signature = signature
             self._weights.clear()
+            self._frequencies.clear()
             self._ids.clear()
 
     def _searcher(self) -> Any:
@@ -376,7 +380,16 @@ class TantivyIndex(Closing):
         if not groups:
             return QueryWeight(0.0, total, False, 0)
         named = self._groups(sorted(names(query) & set(tokens)))
-        found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
+        known = self._frequencies
+        if len(known) >= TOKENS_KEPT:
+            known.clear()
+        found: dict[str, int] = {}
+        for terms in groups:
+            for term in terms:
+                count = known.get(term)
+                if count is None:
+                    count = known[term] = int(searcher.doc_freq("body", term))
+                found[term] = count
         weight = sum(idf(total, max(count, 1)) for count in found.values())
         unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
         return QueryWeight(
