@@ -11,6 +11,9 @@ Figures (see benchmarks/README.md for what each baseline stands for):
 1. warm ``Engram.recall`` p50 in-process vs a bare Tantivy index of the same docs queried with
    ``parse_query`` over the four text fields (target <= 3), per size, in the default search
    mode (hybrid when the semantic model is installed) and keyword only (a copy of the store);
+   the same 50 queries are asked round after round, so a process's per-query state answers
+   them: each is also measured on queries the process was never asked, each asked once after
+   it answered others (an agent's prompts are new every time);
 2. cold ``engram -C DIR recall WORDS`` process vs ``python -c "import typer, tantivy, sqlite3"``
    on the first size (target <= 2);
 3. ``Engram.reindex(rebuild=True)`` vs orjson-parsing memories.jsonl and bulk-loading the same
