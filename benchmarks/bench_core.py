@@ -11,6 +11,9 @@ Figures (see benchmarks/README.md for what each baseline stands for):
 1. warm ``Engram.recall`` p50 in-process vs a bare Tantivy index of the same docs queried with
    ``parse_query`` over the four text fields (target <= 3), per size, in the default search
    mode (hybrid when the semantic model is installed) and keyword only (a copy of the store);
+   the same 50 queries are asked round after round, so a process's per-query state answers
+   them: each is also measured on queries the process was never asked, each asked once after
+   it answered others (an agent's prompts are new every time);
 2. cold ``engram -C DIR recall WORDS`` process vs ``python -c "import typer, tantivy, sqlite3"``
    on the first size (target <= 2);
 3. ``Engram.reindex(rebuild=True)`` vs orjson-parsing memories.jsonl and bulk-loading the same
@@ -524,6 +527,8 @@ class Figure:
 FIGURES: Final[dict[str, tuple[str, float | None]]] = {
     "recall": ("warm recall p50 (in-process)", 3.0),
     "recall_keyword": ("warm recall p50, keyword only", 3.0),
+    "fresh": ("warm recall p50, each query new", 3.0),
+    "fresh_keyword": ("warm recall p50, each query new, keyword", 3.0),
     "cli": ("cold CLI recall (process)", 2.0),
     "rebuild": ("full index rebuild", 2.0),
     "after_rebuild": ("1st recall after a rebuild", None),
@@ -542,6 +547,8 @@ class Plan:
     cli_runs: int
     rebuild_rounds: int
     remembers: int
+    fresh_warm: int = 1000
+    fresh_queries: int = 300
 
     def rebuilds(self, size: int) -> int:
         """Return the rebuild rounds for a store of ``size`` (fewer for big ones in --quick)."""
@@ -552,7 +559,15 @@ class Plan:
 
 FULL: Final = Plan(recall_queries=50, recall_rounds=5, cli_runs=10, rebuild_rounds=5, remembers=30)
 # bigger stores get fewer rebuild rounds in --quick only: a 100k rebuild takes half a minute
-QUICK: Final = Plan(recall_queries=50, recall_rounds=2, cli_runs=6, rebuild_rounds=3, remembers=15)
+QUICK: Final = Plan(
+    recall_queries=50,
+    recall_rounds=2,
+    cli_runs=6,
+    rebuild_rounds=3,
+    remembers=15,
+    fresh_warm=400,
+    fresh_queries=150,
+)
 
 
 def remove_scratch(data: Path, parent: Path, *, keep: bool) -> None:
@@ -691,8 +706,35 @@ class Bench:
         )
         return Figure.of(key, self.size, ours, base)
 
-    def warm_recall_keyword(self) -> Figure:
-        """Figure 1b: figure 1 on a copy of the store set to ``search.mode: keyword``."""
+    def fresh_recall(self, engram: Engram | None = None, key: str = "fresh") -> Figure:
+        """Figure 1c: in-process recall of queries the process has never been asked, each once.
+
+        Figure 1 asks the same 50 queries round after round, so whatever a process keeps per
+        query (its vector search, its weights) answers them. An agent's prompts are new every
+        time: here the process first answers ``fresh_warm`` other queries (its per-memory
+        caches fill as a long-lived server's do), then each measured query is asked once,
+        paired with the same words asked of the bare Tantivy index.
+        """
+        engram = engram or self.engram
+        raw = RawSearch(self.raw_folder)
+        asked = set(self.queries)
+        plan = self.plan
+        pool = Corpus(self.seed + 3).queries(plan.fresh_warm + plan.fresh_queries + len(asked))
+        new = [query for query in pool if query not in asked]
+        warm, measured = new[: plan.fresh_warm], new[plan.fresh_warm :][: plan.fresh_queries]
+        for query in warm:
+            engram.recall(query)
+            raw.search(query)
+        say(f"[{self.size:,}] {FIGURES[key][0]}: {len(measured)} queries, each once ...")
+        ours, base = paired(
+            lambda n: engram.recall(measured[n]),
+            lambda n: raw.search(measured[n]),
+            len(measured),
+        )
+        return Figure.of(key, self.size, ours, base)
+
+    def warm_recall_keyword(self) -> list[Figure]:
+        """Figures 1b and 1c on a copy of the store set to ``search.mode: keyword``."""
         copy = self.root.parent / f"{self.root.name}-keyword"
         shutil.rmtree(copy, ignore_errors=True)
         init_layout(copy / ".engram", PROJECT)
@@ -701,7 +743,10 @@ class Bench:
         try:
             with Engram.open(copy) as engram:
                 engram.reindex(rebuild=True)
-                return self.warm_recall(engram, "recall_keyword")
+                return [
+                    self.warm_recall(engram, "recall_keyword"),
+                    self.fresh_recall(engram, "fresh_keyword"),
+                ]
         finally:
             shutil.rmtree(copy, ignore_errors=True)
 
@@ -771,7 +816,7 @@ def bench_size(
             seed=seed,
         )
         rows = [bench.rebuild(), *bench.first_recall_after_rebuild()]
-        rows += [bench.warm_recall(), bench.warm_recall_keyword()]
+        rows += [bench.warm_recall(), bench.fresh_recall(), *bench.warm_recall_keyword()]
         if cli:
             rows.append(bench.cold_cli(data / "pycache"))
         rows += bench.remember()

@@ -11,6 +11,7 @@ README (that is ``ranking.py``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -151,7 +152,26 @@ class SearchIndex(Protocol):
 
 
 def tokenize_query(text: str) -> list[str]:
-    """Return the safe word tokens of any text: lowercased, deduplicated, in order, at most 64."""
+    """Return the safe word tokens of any text: lowercased, deduplicated, in order, at most 64.
+
+    A recall tokenizes its text in several places: a short text's tokens are kept (a copy is
+    returned, so a caller may change it).
+    """
+    if len(text) <= _KEPT_TEXT_CHARS:
+        return list(_tokens_kept(text))
+    return _tokenize(text)
+
+
+# Texts up to this long have their tokens kept (``_tokens_kept``, by the text): queries.
+_KEPT_TEXT_CHARS: Final = 512
+
+
+@functools.lru_cache(maxsize=2048)
+def _tokens_kept(text: str) -> tuple[str, ...]:
+    return tuple(_tokenize(text))
+
+
+def _tokenize(text: str) -> list[str]:
     tokens: list[str] = []
     seen: set[str] = set()
     for match in _WORD.finditer(text):

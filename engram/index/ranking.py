@@ -250,16 +250,8 @@ def score_keyword(
 ) -> list[Scored]:
     """Score (id, bm25) pairs by match strength × multipliers and cut; ids without a row are
     left out."""
-    scored: list[Scored] = []
-    aged = _Aging(now_epoch, weights)
-    for rid, bm25 in found:
-        row = rows.get(rid)
-        if row is None:
-            continue  # deleted since the full-text index saw it
-        relevance = keyword_relevance(bm25, query_weight)
-        if relevance > 0:
-            scored.append((relevance * aged.multiplier(row), rid, bm25))
-    return _kept(scored, weights.min_score_ratio)
+    pairs = ((rid, (bm25, 0.0)) for rid, bm25 in found)
+    return _scored(pairs, query_weight, rows, now_epoch, weights, 0.0)
 
 
 def score_fused(
@@ -269,29 +261,62 @@ def score_fused(
     now_epoch: float,
     weights: Weights,
 ) -> list[Scored]:
-    """Score id -> (bm25, cosine) candidates by fused strength × multipliers, then cut.
-
-    ``fuse``, ``keyword_relevance`` and ``row_multiplier`` written out in one loop (the same
-    arithmetic in the same order, so the same scores): a recall scores up to a few dozen
-    candidates, and the calls were most of the time it took."""
+    """Score id -> (bm25, cosine) candidates by fused strength × multipliers, then cut."""
     if weights.mode != "hybrid":
         return _score_fused_calls(candidates, query_weight, rows, now_epoch, weights)
+    return _scored(
+        candidates.items(), query_weight, rows, now_epoch, weights, weights.semantic_weight
+    )
+
+
+def _scored(
+    pairs: Iterable[tuple[str, tuple[float, float]]],
+    query_weight: float,
+    rows: Mapping[str, RankRow],
+    now_epoch: float,
+    weights: Weights,
+    share: float,
+) -> list[Scored]:
+    """Score (id, (bm25, cosine)) pairs by ``share`` of semantic and the rest of keyword
+    relevance, × the row's multiplier, then cut.
+
+    ``keyword_relevance``, ``fuse`` (hybrid: ``share`` is the semantic weight; keyword: 0,
+    the keyword relevance alone) and ``row_multiplier`` written out in one loop, min and max
+    as comparisons: the same arithmetic in the same order, so the same scores (NaN and -0.0
+    included: each keeps its first argument unless the other is strictly beyond it). A
+    recall scores a few dozen candidates, and the calls were most of the time it took.
+    """
     scored: list[Scored] = []
-    aged = _Aging(now_epoch, weights)
     keyword_full = KEYWORD_FULL * query_weight
+    weighted = query_weight > 0
     zero = weights.semantic_floor / 2
     span = COSINE_FULL - zero
-    share = weights.semantic_weight
     rest = 1.0 - share
-    for rid, (bm25, cosine) in candidates.items():
-        row = rows.get(rid)
+    now, loss, days = now_epoch, weights.freshness_max_loss, weights.freshness_days
+    row_of = rows.get
+    for rid, (bm25, cosine) in pairs:
+        row = row_of(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
-        keyword = bm25 / keyword_full if query_weight > 0 and bm25 > 0 else 0.0
-        semantic = min(max((cosine - zero) / span, 0.0), 1.0)
-        relevance = rest * keyword + share * semantic
+        keyword = bm25 / keyword_full if weighted and bm25 > 0 else 0.0
+        if share:
+            semantic = (cosine - zero) / span
+            if semantic < 0.0:
+                semantic = 0.0
+            if semantic > 1.0:
+                semantic = 1.0
+            relevance = rest * keyword + share * semantic
+        else:
+            relevance = keyword
         if relevance > 0:
-            scored.append((relevance * aged.multiplier(row), rid, bm25))
+            factor, updated = row
+            elapsed = now - updated
+            if elapsed < 0.0:
+                elapsed = 0.0
+            aged = elapsed / SECONDS_PER_DAY / days
+            if aged > 1.0:
+                aged = 1.0
+            scored.append((relevance * (factor * (1.0 - loss * aged)), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 
 
@@ -303,29 +328,14 @@ def _score_fused_calls(
     weights: Weights,
 ) -> list[Scored]:
     scored: list[Scored] = []
-    aged = _Aging(now_epoch, weights)
     for rid, (bm25, cosine) in candidates.items():
         row = rows.get(rid)
         if row is None:
             continue  # deleted since the full-text index saw it
         relevance = fuse(keyword_relevance(bm25, query_weight), cosine, weights)
         if relevance > 0:
-            scored.append((relevance * aged.multiplier(row), rid, bm25))
+            scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
-
-
-class _Aging:
-    """``row_multiplier`` at one moment, with the settings read once (same arithmetic)."""
-
-    def __init__(self, now_epoch: float, weights: Weights) -> None:
-        self.now = now_epoch
-        self.loss = weights.freshness_max_loss
-        self.days = weights.freshness_days
-
-    def multiplier(self, row: RankRow) -> float:
-        factor, updated = row
-        age_days = max(self.now - updated, 0.0) / SECONDS_PER_DAY
-        return factor * (1.0 - self.loss * min(age_days / self.days, 1.0))
 
 
 def score_browse(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import threading
 import time
@@ -144,10 +145,15 @@ class TantivyIndex(Closing):
         self._files_copies = self.copies["files"]
         self._lock = threading.RLock()
         self._meta_signature: tuple[int, int, int] | None = None
+        # stat'ed before every search: a str, not a Path joined each time
+        self._meta_file = str(self.path / "meta.json")
         # The analyzer's terms of a token never change; a query's weight changes with the
         # documents, so those are dropped whenever the reader reloads.
         self._terms: dict[str, tuple[str, ...]] = {}
         self._weights: dict[str, QueryWeight] = {}
+        # Each body term's document frequency, as the reader has it: queries share their words,
+        # and a new query asked each of them of tantivy.
+        self._frequencies: dict[str, int] = {}
         # The ranked query built for a query's tokens (the schema and the copies are fixed),
         # and the id stored at each document address the reader has (dropped when it reloads:
         # a commit renumbers them). Reading a stored document cost a few microseconds per hit.
@@ -326,7 +332,7 @@ class TantivyIndex(Closing):
     def _reload(self, *, force: bool = False) -> None:
         """Reload the reader if meta.json changed (a commit here or in another process)."""
         try:
-            stat = (self.path / "meta.json").stat()
+            stat = os.stat(self._meta_file)
         except FileNotFoundError:
             return
         signature = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -334,6 +340,7 @@ class TantivyIndex(Closing):
             self._live_index().reload()
             self._meta_signature = signature
             self._weights.clear()
+            self._frequencies.clear()
             self._ids.clear()
 
     def _searcher(self) -> Any:
@@ -388,7 +395,16 @@ class TantivyIndex(Closing):
         if not groups:
             return QueryWeight(0.0, total, False, 0)
         named = self._groups(sorted(names(query) & set(tokens)))
-        found = {t: int(searcher.doc_freq("body", t)) for terms in groups for t in terms}
+        known = self._frequencies
+        if len(known) >= TOKENS_KEPT:
+            known.clear()
+        found: dict[str, int] = {}
+        for terms in groups:
+            for term in terms:
+                count = known.get(term)
+                if count is None:
+                    count = known[term] = int(searcher.doc_freq("body", term))
+                found[term] = count
         weight = sum(idf(total, max(count, 1)) for count in found.values())
         unseen = any(found.get(t, 0) == 0 for terms in named for t in terms)
         return QueryWeight(
@@ -518,7 +534,7 @@ class TantivyIndex(Closing):
             ranked = self._ranked_query(tokens)
             if ranked is None:
                 return []
-            filter_clauses = self._filter_clauses(filters)
+            filter_clauses = [] if filters == NO_FILTERS else self._filter_clauses(filters)
             if filter_clauses:
                 ranked = _Ranked(
                     tantivy.Query.boolean_query(
@@ -532,11 +548,14 @@ class TantivyIndex(Closing):
                 if limit == 0:
                     return []
                 hits = self._top(searcher, ranked, limit)
-                results = [
-                    (self._id_at(searcher, address), float(score))
-                    for score, address in hits
-                    if score > 0
-                ]
+                known = self._ids
+                results = []
+                for score, address in hits:
+                    if score > 0:
+                        rid = known.get((address.segment_ord, address.doc))
+                        if rid is None:
+                            rid = self._id_at(searcher, address)
+                        results.append((rid, float(score)))
             except (OSError, ValueError) as exc:
                 raise IndexError_(f"tantivy search failed at {self.path}: {exc}") from exc
         return results

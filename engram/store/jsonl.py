@@ -103,6 +103,7 @@ class MemoryStore:
         self.dir = engram_dir
         self._scrubber = LazyScrubber(scrubber)
         self.path = engram_dir / MEMORIES
+        self._path_str = str(self.path)  # stat'ed before every read of the index
         self.state_dir = engram_dir / "state"
         self.lock_timeout = lock_timeout
         self._lock = ProcessLock(
@@ -152,7 +153,7 @@ class MemoryStore:
     def signature(self) -> str:
         """Return the file's stat signature (size, mtime, inode): cheap change detection."""
         try:
-            st = self.path.stat()
+            st = os.stat(self._path_str)
         except FileNotFoundError:
             return "missing"
         return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
