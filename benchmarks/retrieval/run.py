@@ -47,7 +47,8 @@ the floor lost and the negatives answered with nothing, then each column's worst
 A second table gives recall@1/5/10 and MRR per query kind for bm25 and each mode (floored).
 ``--rankings PATH`` keeps engram's rankings with their features in a file (written after
 ranking, read instead of ranking when it exists; what it lacks is ranked and added), so a
-change of the fit can be tried in seconds.
+change of the fit can be tried in seconds. ``--cosines`` prints each embedding model's cosine
+quantiles over every query and memory, and the floors at the quantiles of wordllama's grid.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
@@ -583,7 +584,7 @@ def _ranked(engram: Engram, queries: Sequence[Query]) -> list[fit.Ranked]:
 # search.semantic_floor) per hybrid mode, i.e. per embedding model. The floors of wordllama's
 # grid sit at the 90.2, 94.5, 96.9, 98.2 and 99.0% quantiles of the cosines of every query with
 # every memory of the four sets; MiniLM's floors are its cosines at the same quantiles (its
-# distribution, not its results: docs/decisions.md, "Fusion, held out").
+# distribution, not its results: ``--cosines``; docs/decisions.md, "Fusion, held out").
 FUSION_WEIGHTS: Final = (0.3, 0.4, 0.5, 0.6, 0.7)
 FUSION_FLOORS: Final = {
     "hybrid": (0.25, 0.3, 0.35, 0.4, 0.45),
@@ -594,6 +595,57 @@ FUSION_FLOORS: Final = {
 def fusion_label(weight: float, floor: float) -> str:
     """Return the rankings' label of one fusion setting."""
     return f"fusion {weight}/{floor}"
+
+
+def cosine_quantiles(names: Sequence[str]) -> str:
+    """Return each hybrid mode's cosines of every query with every memory of ``names`` (their
+    quantiles, for pairs that answer and pairs that do not), and the floors of every other
+    model at the quantiles where wordllama's ``FUSION_FLOORS`` sit: how the grids were read."""
+    import numpy as np
+
+    pooled: dict[str, list[float]] = {}
+    lines = ["cosine p10 / p25 / p50 / p75 / p90 / p99 of every query with every memory"]
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    try:
+        for mode in FUSION_FLOORS:
+            if not _mode_works(mode):
+                lines.append(f"{mode}: not available")
+                continue
+            answers: list[float] = []
+            others: list[float] = []
+            for name in names:
+                folder = SETS[name]
+                wanted: dict[str, object] = {"search.min_relevance": 0.0}
+                with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
+                    engram.recall("warm up the index and the model")
+                    index = engram.here.ws.index
+                    count = index.counts()["indexed"]
+                    for query in load_queries(folder / "queries.jsonl"):
+                        for rid, cosine in index.similar(query.text, limit=count, min_cosine=-1.0):
+                            (answers if rid in query.relevant else others).append(cosine)
+            pooled[mode] = answers + others
+            for label, values in (("answer", answers), ("do not answer", others)):
+                cells = " / ".join(
+                    format(float(np.quantile(values, share)), ".3f")
+                    for share in (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+                )
+                lines.append(f"{mode}, {len(values)} pairs that {label}: {cells}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if "hybrid" in pooled:
+        base = np.asarray(pooled["hybrid"])
+        for floor in FUSION_FLOORS["hybrid"]:
+            share = float((base < floor).mean())
+            cells = ", ".join(
+                f"{mode} {float(np.quantile(values, share)):.3f}"
+                for mode, values in pooled.items()
+                if mode != "hybrid"
+            )
+            lines.append(f"wordllama floor {floor}: quantile {share:.1%}; {cells}")
+    return "\n".join(lines)
 
 
 def fusion_grid(mode: str) -> list[tuple[float, float]]:
@@ -980,7 +1032,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --held-out: read engram's rankings from this file if it exists (no ranking"
         " again), else write them there",
     )
+    parser.add_argument(
+        "--cosines",
+        action="store_true",
+        help="print each embedding model's cosine quantiles on the sets and the semantic floors"
+        " at the quantiles of wordllama's grid (how --held-out's fusion grids were read)",
+    )
     args = parser.parse_args(argv)
+    if args.cosines:
+        print(cosine_quantiles(args.sets or present_sets()))
+        return 0
     if args.held_out:
         report, payload = held_out(
             args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES)), args.rankings
