@@ -134,17 +134,29 @@ class Leaving:
     the closing) or a second one ends it at once. Once asked, a watchdog thread ends the process
     ``EXIT_GRACE`` seconds later whatever the orderly exit still waits for (the SDK's reader
     thread blocked on a terminal, a client that stopped reading, a lock): nothing the process
-    runs (a nearest-neighbour graph being built in the background, say) may keep it.
+    runs (a nearest-neighbour graph being built in the background, say) may keep it. The
+    watchdog is started with the server, so that a signal handler only sets an event (starting
+    a thread there could wait for a lock the interrupted code holds).
     """
 
     def __init__(self) -> None:
         self.code: int | None = None  # the status asked for; None: not asked yet
         self._cancel: Callable[[], object] | None = None  # stops the serving, while it runs
+        self._asked = threading.Event()
 
     def install(self) -> None:
-        """Take SIGINT from its default (a KeyboardInterrupt wherever the main thread is)."""
+        """Take SIGINT from its default (a KeyboardInterrupt wherever the main thread is) and
+        start the watchdog."""
         with contextlib.suppress(ValueError):  # not the main thread: SIGINT stays as it is
             signal.signal(signal.SIGINT, self._interrupt)
+        threading.Thread(target=self._watch, name="engram-mcp-exit", daemon=True).start()
+
+    def _watch(self) -> None:
+        import time
+
+        self._asked.wait()
+        time.sleep(EXIT_GRACE)
+        _leave(self.code or 0, flush=False)
 
     def _interrupt(self, signum: int, frame: object) -> None:
         cancel = self._cancel
@@ -156,13 +168,9 @@ class Leaving:
 
     def asked(self, code: int) -> None:
         """Note that the process is to end with ``code``; end it within EXIT_GRACE seconds."""
-        if self.code is not None:
-            return
-        self.code = code
-        watchdog = threading.Timer(EXIT_GRACE, _leave, (code,), {"flush": False})
-        watchdog.daemon = True
-        watchdog.name = "engram-mcp-exit"
-        watchdog.start()
+        if self.code is None:
+            self.code = code
+            self._asked.set()
 
     @contextlib.contextmanager
     def serving(self, cancel: Callable[[], object]) -> Iterator[None]:
