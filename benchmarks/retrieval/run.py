@@ -58,6 +58,7 @@ inside it so no personal store is searched. ``--json PATH`` also writes every fi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -68,7 +69,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -548,11 +549,7 @@ def collect_rankings(
 ) -> dict[str, dict[str, list[fit.Ranked]]]:
     """Return, by set and mode, engram's unfloored top 10 of every query with its features."""
     out: dict[str, dict[str, list[fit.Ranked]]] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
-    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
-    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
-    os.environ.setdefault("ENGRAM_DAEMON", "off")
-    try:
+    with scratch_home() as scratch:
         for name in names:
             folder = SETS[name]
             queries = load_queries(folder / "queries.jsonl")
@@ -563,9 +560,21 @@ def collect_rankings(
                 wanted = {"search.min_relevance": 0.0, **(settings or {})}
                 with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
                     out[name][mode] = _ranked(engram, queries)
+    return out
+
+
+@contextlib.contextmanager
+def scratch_home() -> Iterator[Path]:
+    """Yield a scratch folder for the sets' stores, with ENGRAM_HOME in it, the author set and
+    no daemon; removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    try:
+        yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return out
 
 
 def _ranked(engram: Engram, queries: Sequence[Query]) -> list[fit.Ranked]:
@@ -667,11 +676,7 @@ def collect_fusion(
     }
     if not _mode_works(mode):
         return out
-    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
-    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
-    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
-    os.environ.setdefault("ENGRAM_DAEMON", "off")
-    try:
+    with scratch_home() as scratch:
         for name in names:
             folder = SETS[name]
             queries = load_queries(folder / "queries.jsonl")
@@ -686,8 +691,6 @@ def collect_fusion(
                 with Engram(root) as engram:
                     ranked = _ranked(engram, queries)
                 out[fusion_label(weight, floor)][name] = {mode: ranked}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

@@ -190,17 +190,6 @@ def terminal_server(repo: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, main
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    engram, _ = Engram.init(root, "demo")
-    with engram:
-        engram.remember("Money is integer cents", "Floats lost a cent.", kind="decision")
-    return root
-
-
 @pytest.mark.parametrize("way", ["sigint", "end of input"])
 def test_a_server_reading_a_terminal_leaves(repo: Path, way: str) -> None:
     """A person who starts ``engram mcp`` in a terminal ends it with Ctrl-C or Ctrl-D."""
