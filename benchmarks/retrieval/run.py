@@ -39,13 +39,16 @@ keyword pass's). The ADR set is rebuilt, not committed (``adr/SOURCES.md``): whe
 memories.jsonl is missing, a plain run leaves that set out.
 
 ``--held-out`` leaves one set out: for each set, the relevance model and its floor
-(``fit.py``) and the ranking multipliers (``VARIANTS``) are chosen on the other sets only, and
+(``fit.py``), the ranking multipliers (``VARIANTS``) and each hybrid mode's fusion
+(``search.semantic_weight`` and ``search.semantic_floor``, ``FUSION_WEIGHTS`` ×
+``FUSION_FLOORS``) are chosen on the other sets only, and
 the table gives, per set and backend, recall@1/5/10, MRR, paraphrase MRR, the answerable queries
 the floor lost and the negatives answered with nothing, then each column's worst set.
 A second table gives recall@1/5/10 and MRR per query kind for bm25 and each mode (floored).
 ``--rankings PATH`` keeps engram's rankings with their features in a file (written after
-ranking, read instead of ranking when it exists), so a change of the fit can be tried in
-seconds.
+ranking, read instead of ranking when it exists; what it lacks is ranked and added), so a
+change of the fit can be tried in seconds. ``--cosines`` prints each embedding model's cosine
+quantiles over every query and memory, and the floors at the quantiles of wordllama's grid.
 
 The scratch stores go to a temporary folder (removed afterwards), with ``ENGRAM_HOME`` pointing
 inside it so no personal store is searched. ``--json PATH`` also writes every figure as JSON;
@@ -55,6 +58,7 @@ inside it so no personal store is searched. ``--json PATH`` also writes every fi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -65,10 +69,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fit  # this folder's relevance fit
@@ -507,7 +511,9 @@ OLD_KIND_WEIGHTS: Final = {
 }
 # Every status at 1.0: a mapping set in config.yaml is merged over the defaults, so an empty one
 # would change nothing.
-_NO_STATUS: Final = {"search.status_weights": dict.fromkeys(_SEARCH["status_weights"], 1.0)}
+_NO_STATUS: Final[dict[str, object]] = {
+    "search.status_weights": dict.fromkeys(_SEARCH["status_weights"], 1.0)
+}
 VARIANTS: Final[dict[str, dict[str, object]]] = {
     "": {},
     "kind weights": {"search.kind_weights": OLD_KIND_WEIGHTS},
@@ -543,11 +549,7 @@ def collect_rankings(
 ) -> dict[str, dict[str, list[fit.Ranked]]]:
     """Return, by set and mode, engram's unfloored top 10 of every query with its features."""
     out: dict[str, dict[str, list[fit.Ranked]]] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
-    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
-    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
-    os.environ.setdefault("ENGRAM_DAEMON", "off")
-    try:
+    with scratch_home() as scratch:
         for name in names:
             folder = SETS[name]
             queries = load_queries(folder / "queries.jsonl")
@@ -557,19 +559,138 @@ def collect_rankings(
                     continue  # the multiplier variants are scored with the default model only
                 wanted = {"search.min_relevance": 0.0, **(settings or {})}
                 with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
-                    out[name][mode] = [
-                        fit.Ranked(
-                            query.kind,
-                            query.relevant,
-                            tuple(
-                                (hit.id, hit.features)
-                                for hit in engram.recall(query.text, limit=LIMIT)
-                            ),
-                        )
-                        for query in queries
-                    ]
+                    out[name][mode] = _ranked(engram, queries)
+    return out
+
+
+@contextlib.contextmanager
+def scratch_home() -> Iterator[Path]:
+    """Yield a scratch folder for the sets' stores, with ENGRAM_HOME in it, the author set and
+    no daemon; removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    try:
+        yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ranked(engram: Engram, queries: Sequence[Query]) -> list[fit.Ranked]:
+    """Return engram's top 10 of every query with its features."""
+    return [
+        fit.Ranked(
+            query.kind,
+            query.relevant,
+            tuple((hit.id, hit.features) for hit in engram.recall(query.text, limit=LIMIT)),
+        )
+        for query in queries
+    ]
+
+
+# The fusion settings compared under --held-out (issue 30): (search.semantic_weight,
+# search.semantic_floor) per hybrid mode, i.e. per embedding model. The floors of wordllama's
+# grid sit at the 90.2, 94.5, 96.9, 98.2 and 99.0% quantiles of the cosines of every query with
+# every memory of the four sets; MiniLM's floors are its cosines at the same quantiles (its
+# distribution, not its results: ``--cosines``; docs/decisions.md, "Fusion, held out").
+FUSION_WEIGHTS: Final = (0.3, 0.4, 0.5, 0.6, 0.7)
+FUSION_FLOORS: Final = {
+    "hybrid": (0.25, 0.3, 0.35, 0.4, 0.45),
+    "hybrid-minilm": (0.27, 0.32, 0.37, 0.42, 0.47),
+}
+
+
+def fusion_label(weight: float, floor: float) -> str:
+    """Return the rankings' label of one fusion setting."""
+    return f"fusion {weight}/{floor}"
+
+
+def cosine_quantiles(names: Sequence[str]) -> str:
+    """Return each hybrid mode's cosines of every query with every memory of ``names`` (their
+    quantiles, for pairs that answer and pairs that do not), and the floors of every other
+    model at the quantiles where wordllama's ``FUSION_FLOORS`` sit: how the grids were read."""
+    import numpy as np
+
+    pooled: dict[str, list[float]] = {}
+    lines = ["cosine p10 / p25 / p50 / p75 / p90 / p99 of every query with every memory"]
+    scratch = Path(tempfile.mkdtemp(prefix="engram-retrieval-"))
+    os.environ["ENGRAM_HOME"] = str(scratch / "home" / ".engram")
+    os.environ.setdefault("ENGRAM_AUTHOR", "Bench Author")
+    os.environ.setdefault("ENGRAM_DAEMON", "off")
+    try:
+        for mode in FUSION_FLOORS:
+            if not _mode_works(mode):
+                lines.append(f"{mode}: not available")
+                continue
+            answers: list[float] = []
+            others: list[float] = []
+            for name in names:
+                folder = SETS[name]
+                wanted: dict[str, object] = {"search.min_relevance": 0.0}
+                with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
+                    engram.recall("warm up the index and the model")
+                    index = engram.here.ws.index
+                    count = index.counts()["indexed"]
+                    for query in load_queries(folder / "queries.jsonl"):
+                        for rid, cosine in index.similar(query.text, limit=count, min_cosine=-1.0):
+                            (answers if rid in query.relevant else others).append(cosine)
+            pooled[mode] = answers + others
+            for label, values in (("answer", answers), ("do not answer", others)):
+                cells = " / ".join(
+                    format(float(np.quantile(values, share)), ".3f")
+                    for share in (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+                )
+                lines.append(f"{mode}, {len(values)} pairs that {label}: {cells}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if "hybrid" in pooled:
+        base = np.asarray(pooled["hybrid"])
+        for floor in FUSION_FLOORS["hybrid"]:
+            share = float((base < floor).mean())
+            cells = ", ".join(
+                f"{mode} {float(np.quantile(values, share)):.3f}"
+                for mode, values in pooled.items()
+                if mode != "hybrid"
+            )
+            lines.append(f"wordllama floor {floor}: quantile {share:.1%}; {cells}")
+    return "\n".join(lines)
+
+
+def fusion_grid(mode: str) -> list[tuple[float, float]]:
+    """Return the (semantic_weight, semantic_floor) settings compared for a hybrid mode."""
+    return [(weight, floor) for weight in FUSION_WEIGHTS for floor in FUSION_FLOORS[mode]]
+
+
+def collect_fusion(
+    names: Sequence[str], mode: str, points: Sequence[tuple[float, float]]
+) -> dict[str, dict[str, dict[str, list[fit.Ranked]]]]:
+    """Return, by fusion label and set, ``mode``'s unfloored rankings at each setting.
+
+    One store per set: each setting is written to its config.yaml and the store opened
+    again, so the memories are embedded once per set (vectors are kept by text hash) and
+    each query once per process (``semantic.embed_query``'s cache).
+    """
+    out: dict[str, dict[str, dict[str, list[fit.Ranked]]]] = {
+        fusion_label(*point): {} for point in points
+    }
+    if not _mode_works(mode):
+        return out
+    with scratch_home() as scratch:
+        for name in names:
+            folder = SETS[name]
+            queries = load_queries(folder / "queries.jsonl")
+            wanted: dict[str, object] = {"search.min_relevance": 0.0}
+            with engram_store(scratch, folder / "memories.jsonl", mode, wanted) as engram:
+                root = engram.here.root
+                engram.recall("warm up the index and the model")  # embeds the memories
+            for weight, floor in points:
+                engram_dir = root / config_mod.ENGRAM_DIR
+                config_mod.set_value(engram_dir, "search.semantic_weight", weight)
+                config_mod.set_value(engram_dir, "search.semantic_floor", floor)
+                with Engram(root) as engram:
+                    ranked = _ranked(engram, queries)
+                out[fusion_label(weight, floor)][name] = {mode: ranked}
     return out
 
 
@@ -647,17 +768,31 @@ def held_out(
     fit or a floor without ranking again), else written after ranking.
     """
     queries = {name: load_queries(SETS[name] / "queries.jsonl") for name in names}
-    if saved is not None and saved.exists():
-        rankings = _load_rankings(saved)
-    else:
-        rankings = {
-            label: collect_rankings(names, modes, settings) for label, settings in VARIANTS.items()
-        }
-        if saved is not None:
-            _save_rankings(saved, rankings)
+    rankings: Rankings = _load_rankings(saved) if saved is not None and saved.exists() else {}
+    missing = [label for label in VARIANTS if label not in rankings]
+    for label in missing:
+        rankings[label] = collect_rankings(names, modes, VARIANTS[label])
+    fusion_modes = [mode for mode in FUSION_FLOORS if mode in modes and _mode_works(mode)]
+    for mode in fusion_modes:
+        points = [
+            point
+            for point in fusion_grid(mode)
+            if any(
+                mode not in rankings.get(fusion_label(*point), {}).get(name, {}) for name in names
+            )
+        ]
+        if points:
+            missing.append(mode)
+            for label, got in collect_fusion(names, mode, points).items():
+                for name, ranked in got.items():
+                    rankings.setdefault(label, {}).setdefault(name, {}).update(ranked)
+    if saved is not None and missing:
+        _save_rankings(saved, rankings)
+    fusion = _held_out_fusion(names, fusion_modes, rankings, queries)
+    everything, rankings = rankings, {label: rankings[label] for label in VARIANTS}
     table: dict[str, dict[str, dict[str, float]]] = {}  # set -> backend -> figures
     kinds: dict[str, dict[str, dict[str, list[float]]]] = {}  # set -> backend -> kind -> figures
-    chosen: dict[str, dict[str, object]] = {}
+    chosen: dict[str, dict[str, dict[str, Any]]] = {}
     for name in names:
         rows: dict[str, dict[str, float]] = {}
         search = bm25_baseline(SETS[name] / "memories.jsonl")
@@ -710,6 +845,9 @@ def held_out(
                 "variant": label or "all kept",
                 "floor": floor,
             }
+        for mode, (row, picked) in fusion.get(name, {}).items():
+            rows[f"engram {mode} (fusion chosen on the others)"] = row
+            chosen.setdefault(name, {})[f"{mode} fusion"] = picked
         table[name] = rows
     lines = [
         "leave one set out: for each set, the relevance model and its floor are fitted on the"
@@ -745,7 +883,16 @@ def held_out(
     for name, by_mode in chosen.items():
         for mode, picked in by_mode.items():
             variant = f" ({picked['variant']})" if "variant" in picked else ""
+            if "setting" in picked:
+                weight, floor = picked["setting"]
+                variant = f" (semantic_weight {weight}, semantic_floor {floor})"
             lines.append(f"{name}, {mode}{variant}: floor {picked['floor']} fitted on the others")
+    for mode in fusion_modes:
+        weight, floor = _best_fusion(mode, names, everything, queries)
+        lines.append(
+            f"all sets, {mode} fusion: semantic_weight {weight}, semantic_floor {floor} has the"
+            " best mean of MRR and R@5 (unfloored) over every set"
+        )
     lines.append(
         "\nPer query kind (engram: the default multipliers, floor fitted on the other sets):"
     )
@@ -759,6 +906,46 @@ def held_out(
 
 
 Rankings = dict[str, dict[str, dict[str, list[fit.Ranked]]]]  # variant -> set -> mode -> queries
+
+
+def _best_fusion(
+    mode: str, sets: Sequence[str], rankings: Rankings, queries: Mapping[str, Sequence[Query]]
+) -> tuple[float, float]:
+    """Return the fusion setting of ``mode`` whose mean over ``sets`` of the mean of MRR and
+    recall@5, unfloored (``_merit``), is the best; the first of the grid on a tie."""
+
+    def merit(point: tuple[float, float]) -> float:
+        by_set = rankings[fusion_label(*point)]
+        return statistics.fmean(_merit(by_set[name][mode], queries[name]) for name in sets)
+
+    return max(fusion_grid(mode), key=merit)
+
+
+def _held_out_fusion(
+    names: Sequence[str],
+    modes: Sequence[str],
+    rankings: Rankings,
+    queries: Mapping[str, Sequence[Query]],
+) -> dict[str, dict[str, tuple[dict[str, float], dict[str, Any]]]]:
+    """Return, by set and hybrid mode, the held-out figures of the fusion setting chosen on the
+    other sets (as the multipliers are: ``_best_fusion``), with a relevance model and floor
+    fitted on the other sets' rankings at that setting, and what was chosen."""
+    out: dict[str, dict[str, tuple[dict[str, float], dict[str, Any]]]] = {}
+    for name in names:
+        others = [other for other in names if other != name]
+        for mode in modes:
+            point = _best_fusion(mode, others, rankings, queries)
+            by_set = rankings[fusion_label(*point)]
+            training = [by_set[other][mode] for other in others]
+            model = fit.fit(training)
+            floor = fit.choose_floor(training, model)
+            plain = [[rid for rid, _ in r.hits] for r in by_set[name][mode]]
+            kept = [fit.floored(r, model, floor) for r in by_set[name][mode]]
+            out.setdefault(name, {})[mode] = (
+                figures_of(kept, queries[name], plain),
+                {"setting": point, "floor": floor},
+            )
+    return out
 
 
 def _save_rankings(path: Path, rankings: Rankings) -> None:
@@ -848,7 +1035,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --held-out: read engram's rankings from this file if it exists (no ranking"
         " again), else write them there",
     )
+    parser.add_argument(
+        "--cosines",
+        action="store_true",
+        help="print each embedding model's cosine quantiles on the sets and the semantic floors"
+        " at the quantiles of wordllama's grid (how --held-out's fusion grids were read)",
+    )
     args = parser.parse_args(argv)
+    if args.cosines:
+        print(cosine_quantiles(args.sets or present_sets()))
+        return 0
     if args.held_out:
         report, payload = held_out(
             args.sets or present_sets(), list(dict.fromkeys(args.mode or MODES)), args.rankings

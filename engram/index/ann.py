@@ -203,7 +203,9 @@ class Building:
     the snapshot in the building thread, before any change is replayed (to save it as the file
     of those rows). A build that fails says so in the log; searches then keep scanning. The
     thread is not a daemon: a one-shot process (``engram recall``) gives its answer, then
-    finishes the build and saves it before it exits, so the next process maps the graph.
+    finishes the build and saves it before it exits, so the next process maps the graph. A
+    process that must leave promptly (``engram mcp`` asked to exit) ends with ``os._exit``,
+    which abandons a build under way: its graph is saved only if it was finished.
     """
 
     def __init__(self, matrix: Any, saved: Callable[[Graph], object] | None = None) -> None:

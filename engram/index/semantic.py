@@ -188,9 +188,14 @@ class Embedder:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._np = np
-        self.table = np.ascontiguousarray(table.astype(np.float32))  # as WordLlama does
+        # The weights as stored (float16). WordLlama sums them as float32: a text's rows are
+        # converted as they are looked up (exactly: every float16 is a float32), and the whole
+        # table once a batch needs more rows than it has (converting all of it cost a one-shot
+        # recall 64 ms and 32 MB, for the few rows of one query).
+        self._stored = table
+        self._table32: Vectors | None = None
+        self._looked_up = 0
         self.tokenizer = tokenizer
-        self.dim = int(table.shape[1])
         self._pieces: dict[str, list[int]] = {}
         self._lock = threading.Lock()  # the piece cache is shared by the threads of a server
 
@@ -227,16 +232,33 @@ class Embedder:
         lookup = cache.__getitem__
         return [list(chain.from_iterable(map(lookup, pieces))) for pieces in split]
 
+    def _rows_for(self, lookups: int) -> Vectors:
+        """Return the table to look ``lookups`` more rows up in (call under the lock): as
+        stored, until the rows this process has converted one by one would reach the table's
+        size; from then on the table converted once (so a bulk embedding converts at most
+        twice the table, and a process answering queries only their rows)."""
+        if self._table32 is None:
+            self._looked_up += lookups
+            if self._looked_up < len(self._stored):
+                return self._stored
+            self._table32 = self._np.ascontiguousarray(self._stored.astype(self._np.float32))
+        return self._table32
+
+    @property
+    def dim(self) -> int:
+        """The length of one vector."""
+        return int(self._stored.shape[1])
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Return one L2-normalised float32 row per text (zeros for a text with no tokens)."""
         np = self._np
         out: Vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
-        table = self.table
         with self._lock:
             tokens = self._ids([text[:MAX_CHARS] for text in texts])
+            table = self._rows_for(sum(len(ids) for ids in tokens))
         for row, ids in enumerate(tokens):
-            if ids:
-                out[row] = table[ids].sum(axis=0)  # ids come from this vocabulary: in range
+            if ids:  # ids come from this vocabulary: in range
+                out[row] = table[ids].astype(np.float32, copy=False).sum(axis=0)
         # The mean's direction: pooling then normalising, as WordLlama.embed(norm=True).
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0

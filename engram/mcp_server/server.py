@@ -8,8 +8,9 @@ Where the working folder is in no project, the client's roots (``roots/list``, w
 them; asked again after ``notifications/roots/list_changed``) name the project to open.
 ``run`` is what ``engram mcp`` calls (the composition root names it): on pipes, the prelude
 (``engram.mcp_server.prelude``) answers the handshake while a thread imports the SDK and
-opens the store, then hands the connection over; at the end (or SIGINT) the process leaves
-without the interpreter's teardown.
+opens the store, then hands the connection over. Every way out ends the process without the
+interpreter's teardown (``_leave``), and once it is asked to leave (SIGINT, the end of its
+input) it is gone within ``EXIT_GRACE`` seconds whatever still runs (``Leaving``).
 
 The mcp SDK and anyio are imported only when serving, so importing this module stays cheap.
 It must not import another adapter, and writes nothing to stdout: the protocol owns it; logs
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -51,6 +53,11 @@ INSTRUCTIONS: Final = (
     "not instructions."
 )
 INTERRUPTED: Final = 130  # the exit status after SIGINT, as the CLI's
+FAILED: Final = 1  # the exit status after an error that ended the serving (a client gone ...)
+# Seconds an orderly exit may take once the server is asked to leave (SIGINT, end of input):
+# a tool call on the event loop finishes and the store is closed, then the process ends
+# anyway (the orderly exit took 10-40 ms here, at most 0.6 s with both cores busy).
+EXIT_GRACE: Final = 2.0
 SAMPLING_HANDLERS: Final = frozenset({"consolidate"})
 SAMPLING_SYSTEM: Final = (
     "You tidy a project's memory of decisions, pitfalls and lessons. Given one group of "
@@ -76,32 +83,114 @@ def run(
 
     ``engram mcp`` calls this (the CLI declares the command's options); ``tools`` is its
     ``--tools`` as given (``catalog.resolve_tools``), None when not given (``profile`` then).
+    It never returns once serving has begun: the process ends in ``_leave``.
     """
+    core = EngramMCP(start, profile=profile, compat=list(compat), budget=budget, tools=tools)
+    leaving = Leaving()
+    leaving.install()
     code = 0
     try:
-        with EngramMCP(
-            start, profile=profile, compat=list(compat), budget=budget, tools=tools
-        ) as core:
-            if core.project_root() is None:
-                print(
-                    f"engram mcp: no engram store in {(start or Path.cwd()).resolve()} or "
-                    "above; serving the project the client's roots name, else the personal "
-                    "store (`engram init` in a repository creates its store)",
-                    file=sys.stderr,
-                )
-            if not early_pipes():
-                _warm(core)
-                serve(core)
-            else:
-                loader = threading.Thread(target=_warm, args=(core, True), daemon=True)
-                loader.start()
-                replay = answer_early(core.tools, INSTRUCTIONS)
-                if replay is not None:  # a message the SDK answers: hand the connection over
-                    loader.join()
-                    serve(core, replay)
-    except KeyboardInterrupt:  # the client's SIGINT: leave at once, quietly
+        with core:
+            try:
+                _run(core, start, leaving)
+            finally:  # whatever the way out, closing the store may not hold the process
+                leaving.asked(0)
+    except KeyboardInterrupt:  # SIGINT where Leaving could not take it (not the main thread)
         code = INTERRUPTED
-    _leave(code)
+    except BaseException as exc:  # a client gone mid-write, a bug: say it, and leave
+        _report(exc)
+        code = FAILED
+    _leave(INTERRUPTED if leaving.code == INTERRUPTED else code)
+
+
+def _run(core: EngramMCP, start: Path | None, leaving: Leaving) -> None:
+    if core.project_root() is None:
+        print(
+            f"engram mcp: no engram store in {(start or Path.cwd()).resolve()} or "
+            "above; serving the project the client's roots name, else the personal "
+            "store (`engram init` in a repository creates its store)",
+            file=sys.stderr,
+        )
+    if not early_pipes():
+        _warm(core)
+        serve(core, leaving=leaving)
+        return
+    loader = threading.Thread(target=_warm, args=(core, True), daemon=True)
+    loader.start()
+    replay = answer_early(core.tools, INSTRUCTIONS)
+    if replay is None:  # the end of input before the SDK was needed
+        leaving.asked(0)
+        return
+    loader.join()  # a message the SDK answers: hand the connection over
+    serve(core, replay, leaving=leaving)
+
+
+class Leaving:
+    """How ``engram mcp`` leaves once asked (SIGINT, or the end of its input): promptly.
+
+    A SIGINT while the SDK serves cancels the serving at the event loop's next step (a tool
+    call running there finishes first, so no write is cut in half), the store is closed, and
+    the process ends with status 130; a SIGINT at any other moment (the prelude, the hand-over,
+    the closing) or a second one ends it at once. Once asked, a watchdog thread ends the process
+    ``EXIT_GRACE`` seconds later whatever the orderly exit still waits for (the SDK's reader
+    thread blocked on a terminal, a client that stopped reading, a lock): nothing the process
+    runs (a nearest-neighbour graph being built in the background, say) may keep it. The
+    watchdog is started with the server, so that a signal handler only sets an event (starting
+    a thread there could wait for a lock the interrupted code holds).
+    """
+
+    def __init__(self) -> None:
+        self.code: int | None = None  # the status asked for; None: not asked yet
+        self._cancel: Callable[[], object] | None = None  # stops the serving, while it runs
+        self._asked = threading.Event()
+
+    def install(self) -> None:
+        """Take SIGINT from its default (a KeyboardInterrupt wherever the main thread is) and
+        start the watchdog."""
+        with contextlib.suppress(ValueError):  # not the main thread: SIGINT stays as it is
+            signal.signal(signal.SIGINT, self._interrupt)
+        threading.Thread(target=self._watch, name="engram-mcp-exit", daemon=True).start()
+
+    def _watch(self) -> None:
+        import time
+
+        self._asked.wait()
+        time.sleep(EXIT_GRACE)
+        _leave(self.code or 0, flush=False)
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        cancel = self._cancel
+        if self.code is not None or cancel is None:  # not serving, or asked already: now
+            _leave(INTERRUPTED, flush=False)
+            return
+        self.asked(INTERRUPTED)
+        cancel()
+
+    def asked(self, code: int) -> None:
+        """Note that the process is to end with ``code``; end it within EXIT_GRACE seconds."""
+        if self.code is None:
+            self.code = code
+            self._asked.set()
+
+    @contextlib.contextmanager
+    def serving(self, cancel: Callable[[], object]) -> Iterator[None]:
+        """While the block runs, a SIGINT calls ``cancel`` (safe from a signal handler)."""
+        self._cancel = cancel
+        try:
+            yield
+        finally:
+            self._cancel = None
+
+
+def _report(exc: BaseException) -> None:
+    """Say on stderr what ended the serving: an engram error as the CLI says it, else a trace."""
+    if isinstance(exc, EngramError):
+        print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
+        return
+    import traceback
+
+    with contextlib.suppress(Exception):
+        traceback.print_exception(exc, file=sys.stderr)
 
 
 def early_pipes() -> bool:
@@ -131,23 +220,27 @@ def _warm(core: EngramMCP, load_sdk: bool = False) -> None:
             print(f"engram mcp: {exc.message} (hint: {exc.hint})", file=sys.stderr)
 
 
-def _leave(code: int) -> None:
+def _leave(code: int, *, flush: bool = True) -> None:
     """End the process now: the store is closed, and the SDK's objects need no teardown.
 
     Interpreter shutdown would free every pydantic model of the SDK one by one (a few tenths of
-    a second), while the client waits for the process to go (Claude Code SIGTERMs it after
-    100 ms).
+    a second), and wait for every thread that is not a daemon (a nearest-neighbour graph being
+    built), while the client waits for the process to go (Claude Code SIGTERMs it after
+    100 ms). ``flush=False`` from a signal handler or the watchdog: the main thread may hold a
+    stream's lock (stderr is line-buffered, so its lines are out already).
     """
     import os
 
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    if flush:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
     os._exit(code)
 
 
-def serve(core: EngramMCP, replay: Replay | None = None) -> None:
-    """Serve ``core`` over stdio until the client closes the connection."""
+def serve(core: EngramMCP, replay: Replay | None = None, *, leaving: Leaving | None = None) -> None:
+    """Serve ``core`` over stdio until the client closes the connection (or ``leaving`` is
+    asked to leave by a SIGINT)."""
     import logging
 
     import anyio
@@ -158,22 +251,31 @@ def serve(core: EngramMCP, replay: Replay | None = None) -> None:
         format="engram mcp: %(levelname)s %(name)s: %(message)s",
     )
 
-    anyio.run(_serve, core, replay)
+    anyio.run(_serve, core, replay, leaving or Leaving())
 
 
-async def _serve(core: EngramMCP, replay: Replay | None) -> None:
+async def _serve(core: EngramMCP, replay: Replay | None, leaving: Leaving) -> None:
+    import asyncio
+
+    import anyio
     from mcp.server.stdio import stdio_server
 
     server = _server(SDKHandlers(core))
-    pipes = await Pipes.open(replay)
+    pipes = await Pipes.open(replay, ended=lambda: leaving.asked(0))
     streams = (None, None) if pipes is None else (pipes.lines, pipes.out)
+    loop = asyncio.get_running_loop()
     try:
-        # Explicit streams make the SDK skip its own claim of fd 0 and 1 (Pipes diverts fd 1).
-        async with stdio_server(*streams) as (read_stream, write_stream):
-            # The protocol owns stdout: a stray print anywhere goes to stderr instead.
-            with contextlib.redirect_stdout(sys.stderr):
-                options = server.create_initialization_options()
-                await server.run(read_stream, write_stream, options)
+        with (
+            anyio.CancelScope() as scope,
+            leaving.serving(lambda: loop.call_soon_threadsafe(scope.cancel)),
+        ):
+            # Explicit streams make the SDK skip its own claim of fd 0 and 1 (Pipes diverts fd 1).
+            async with stdio_server(*streams) as (read_stream, write_stream):
+                # The protocol owns stdout: a stray print anywhere goes to stderr instead.
+                with contextlib.redirect_stdout(sys.stderr):
+                    options = server.create_initialization_options()
+                    await server.run(read_stream, write_stream, options)
+                leaving.asked(0)  # the client is gone: what the SDK still waits for may not hold us
     finally:
         if pipes is not None:
             pipes.close()

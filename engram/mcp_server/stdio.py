@@ -21,7 +21,7 @@ from engram.model import MAX_JSON_DEPTH, json_depth_exceeded, peek_request
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
     from engram.mcp_server.prelude import Replay
@@ -37,16 +37,22 @@ class Lines:
 
     A message nested deeper than MAX_MESSAGE_DEPTH is answered here with a JSON-RPC error
     naming its id and method, and never reaches the SDK: its parser would refuse it without
-    an answer, leaving the client waiting.
+    an answer, leaving the client waiting. ``ended`` is called once at the end of input.
     """
 
     def __init__(
-        self, reader: asyncio.StreamReader, out: Out, first: Sequence[bytes] = (), rest: bytes = b""
+        self,
+        reader: asyncio.StreamReader,
+        out: Out,
+        first: Sequence[bytes] = (),
+        rest: bytes = b"",
+        ended: Callable[[], object] | None = None,
     ) -> None:
         self.reader = reader
         self.out = out
         self.first = list(first)  # lines read before the SDK took over (engram.mcp_server.prelude)
         self.rest = rest  # and the start of the next line
+        self.ended = ended
 
     def __aiter__(self) -> Lines:
         return self
@@ -60,6 +66,9 @@ class Lines:
                 if self.rest:
                     line, self.rest = self.rest + line, b""
             if not line:
+                if self.ended is not None:
+                    self.ended()
+                    self.ended = None
                 raise StopAsyncIteration
             offset = json_depth_exceeded(line, MAX_MESSAGE_DEPTH)
             if offset is None:
@@ -105,8 +114,11 @@ class Pipes:
         self.lines, self.out, self.transport, self.wire = lines, out, transport, wire
 
     @classmethod
-    async def open(cls, replay: Replay | None = None) -> Pipes | None:
-        """Return the pipes, or None where the SDK's own transport must do (not a pipe …)."""
+    async def open(
+        cls, replay: Replay | None = None, ended: Callable[[], object] | None = None
+    ) -> Pipes | None:
+        """Return the pipes, or None where the SDK's own transport must do (not a pipe …);
+        ``ended`` is called at the end of input."""
         import asyncio
 
         if sys.platform == "win32":
@@ -129,7 +141,10 @@ class Pipes:
         wire = os.dup(1)
         os.dup2(2, 1)
         out = Out(wire, replay.answered if replay else ())
-        lines = Lines(reader, out, replay.lines, replay.rest) if replay else Lines(reader, out)
+        if replay is not None:
+            lines = Lines(reader, out, replay.lines, replay.rest, ended)
+        else:
+            lines = Lines(reader, out, ended=ended)
         return cls(lines, out, transport, wire)
 
     def close(self) -> None:

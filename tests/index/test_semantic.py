@@ -576,6 +576,21 @@ def test_a_text_embedded_in_a_batch_has_the_vector_it_has_alone() -> None:
         assert together[row].tobytes() == semantic.get_embedder().embed([text])[0].tobytes()
 
 
+def test_a_query_converts_only_its_rows_and_gets_the_same_vector() -> None:
+    # The weights are stored as float16 and summed as float32: a query's few rows are
+    # converted as they are looked up, the whole table only once a process has looked up as
+    # many rows as it has; both ways give the same bytes.
+    texts = [semantic.record_text(record(*item)) for item in CORPUS] + [PARAPHRASE, "", "x"]
+    fresh = semantic.Embedder()
+    one_by_one = [fresh.embed([text])[0].tobytes() for text in texts]
+    assert fresh._table32 is None  # a handful of queries never converts the table
+    bulk = semantic.Embedder()
+    bulk._rows_for(len(bulk._stored))  # as after a bulk embedding: the table converted
+    assert bulk._table32 is not None and bulk._table32.dtype.name == "float32"
+    assert [bulk.embed([text])[0].tobytes() for text in texts] == one_by_one
+    assert fresh.dim == bulk.dim == bulk._table32.shape[1]
+
+
 def test_tombstones_leave_the_vectors(
     store: MemoryStore, hybrid: Index, corpus: list[dict[str, Any]]
 ) -> None:

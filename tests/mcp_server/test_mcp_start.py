@@ -19,20 +19,8 @@ from typing import IO, Any
 import pytest
 
 from engram.mcp_server import prelude
-from engram.service import Engram
 
 VERSIONS = ["2025-06-18", "2025-11-25", "2099-01-01"]
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    engram, _ = Engram.init(root, "demo")
-    with engram:
-        engram.remember("Money is integer cents", "Floats lost a cent.", kind="decision")
-    return root
 
 
 def start(repo: Path) -> subprocess.Popen[bytes]:
