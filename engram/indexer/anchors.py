@@ -331,43 +331,65 @@ class AnchorChecker:
         hashed again only when its size, times or inode changed. Globs, malformed anchors,
         folders, files over 16 MiB and paths outside the work tree say nothing.
         """
+        return self.edited_many([anchors])[0]
+
+    def edited_many(
+        self, groups: Sequence[Sequence[Mapping[str, Any]]]
+    ) -> list[list[tuple[str, bool]]]:
+        """Return ``edited`` of each group of anchors (one memory's each): the work tree is
+        resolved once, and a file several memories anchor is looked at once."""
+        out: list[list[tuple[str, bool]]] = [[] for _ in groups]
         with self._lock:
             repo = self._open()
             if repo is None:
-                return []
+                return out
             work_tree = Path(repo.path)
             try:
                 real_top = work_tree.resolve()
             except OSError:
-                return []
-            out: list[tuple[str, bool]] = []
-            for anchor in anchors:
-                key = self._key(anchor, None)
-                if key is None:
-                    continue
-                git_path, blob, _ = key
-                try:
-                    info = (work_tree / git_path).lstat()
-                except FileNotFoundError:
-                    out.append((str(anchor["path"]), True))
-                    continue
-                except (OSError, ValueError):
-                    continue
-                signature = file_stat(info)
-                known = self._worktree.get(git_path)
-                if known is not None and known[0] == signature:
-                    current = known[1]
-                else:
-                    try:
-                        current = blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
-                    except (OSError, UnicodeError, ValueError):
+                return out
+            seen: dict[str, tuple[bool, str | None] | None] = {}  # path -> (removed, blob)
+            for found, anchors in zip(out, groups, strict=True):
+                for anchor in anchors:
+                    key = self._key(anchor, None)
+                    if key is None:
                         continue
-                    if len(self._worktree) >= _MAX_MEMO:
-                        self._worktree.clear()
-                    self._worktree[git_path] = (signature, current)
-                if current is not None and current != blob:
-                    out.append((str(anchor["path"]), False))
-            return out
+                    git_path, blob, _ = key
+                    if git_path not in seen:
+                        seen[git_path] = self._worktree_blob(work_tree, real_top, git_path)
+                    state = seen[git_path]
+                    if state is None:
+                        continue
+                    removed, current = state
+                    if removed:
+                        found.append((str(anchor["path"]), True))
+                    elif current is not None and current != blob:
+                        found.append((str(anchor["path"]), False))
+        return out
+
+    def _worktree_blob(
+        self, work_tree: Path, real_top: Path, git_path: str
+    ) -> tuple[bool, str | None] | None:
+        """Return (removed, the file's blob id or None) of a path in the work tree, or None
+        when it says nothing (unreadable, a folder, too big); call under the lock."""
+        try:
+            info = (work_tree / git_path).lstat()
+        except FileNotFoundError:
+            return True, None
+        except (OSError, ValueError):
+            return None
+        signature = file_stat(info)
+        known = self._worktree.get(git_path)
+        if known is not None and known[0] == signature:
+            return False, known[1]
+        try:
+            current = blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
+        except (OSError, UnicodeError, ValueError):
+            return None
+        if len(self._worktree) >= _MAX_MEMO:
+            self._worktree.clear()
+        self._worktree[git_path] = (signature, current)
+        return False, current
 
     def _key(self, anchor: Mapping[str, Any], bucket: int | None) -> _Key | None:
         """Return the cache key of a well-formed anchor, None for a malformed one."""

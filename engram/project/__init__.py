@@ -387,9 +387,25 @@ class Project:
 
             self._anchor_checker = AnchorChecker(self.root, self.ws.store.state_dir)
         items = [(r["anchors"], epoch(r.get("created_at")) or None) for r in wanted]
-        out: dict[str, list[str]] = {}
         checker = self._anchor_checker
-        for record, found in zip(wanted, checker.check_many(items), strict=True):
+        committed = checker.check_many(items)
+        # What no commit shows yet: the file as it is now differs from the anchored one (not
+        # for a file a commit already changed, nor for the session's own edit).
+        rest: list[list[Mapping[str, Any]]] = []
+        for record, found in zip(wanted, committed, strict=True):
+            changed = {item.path for item in found}
+            rest.append(
+                [
+                    anchor
+                    for anchor in record["anchors"]
+                    if isinstance(anchor, Mapping)
+                    and anchor.get("path") not in changed
+                    and anchor.get("path") not in own
+                ]
+            )
+        uncommitted = checker.edited_many(rest)
+        out: dict[str, list[str]] = {}
+        for record, found, edits in zip(wanted, committed, uncommitted, strict=True):
             lines = []
             for item in found:
                 if item.deleted:
@@ -399,12 +415,7 @@ class Project:
                 plural = "commit" if item.commits == 1 else "commits"
                 count = f"{least}{item.commits} {plural}"
                 lines.append(f"{item.path} changed in {count} since it was written")
-            # What no commit shows yet: the file as it is now differs from the anchored one.
-            committed = {item.path for item in found}
-            rest = [a for a in record["anchors"] if isinstance(a, Mapping)]
-            rest = [a for a in rest if a.get("path") not in committed]
-            rest = [a for a in rest if a.get("path") not in own]  # the session's own edit
-            for path, removed in checker.edited(rest):
+            for path, removed in edits:
                 if removed:
                     lines.append(f"{path} was removed from the work tree (not committed)")
                 else:

@@ -339,3 +339,24 @@ def test_an_edit_not_yet_committed_is_said_and_goes_once_committed(tmp_path: Pat
         assert engram.stale(engram.get(db)) == [
             "src/db.py was removed from the work tree (not committed)"
         ]
+
+
+def test_memories_sharing_an_edited_file_each_say_so_in_one_question(tmp_path: Path) -> None:
+    # stale_many looks at a file several memories anchor once, and says it of each of them;
+    # a memory whose file is unchanged, or was removed, says its own.
+    repo = new_repo(tmp_path / "svc")
+    engram, _ = Engram.init(repo.root, "svc")
+    edited = "src/auth.py has uncommitted changes since it was written"
+    with engram:
+        first = engram.remember("Login rotates tokens", "v1", files="src/auth.py").record
+        second = engram.remember("Tokens expire", "an hour", files="src/auth.py").record
+        pool = engram.remember("Pool size", "five", files="src/db.py").record
+        (repo.root / "src/auth.py").write_bytes(AUTH_V1 + b"# work in progress\n")
+        records = [engram.get(first["id"]), engram.get(second["id"]), engram.get(pool["id"])]
+        assert engram.here.stale_many(records) == {first["id"]: [edited], second["id"]: [edited]}
+        (repo.root / "src/db.py").unlink()
+        said = engram.here.stale_many(records)
+        assert said[pool["id"]] == ["src/db.py was removed from the work tree (not committed)"]
+        assert said[first["id"]] == said[second["id"]] == [edited]
+        # The session's own edit is its work in progress: not said of either memory.
+        assert engram.here.stale_many(records[:2], own={"src/auth.py"}) == {}
