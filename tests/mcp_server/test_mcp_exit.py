@@ -29,7 +29,7 @@ import sys
 import termios
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -38,6 +38,7 @@ from engram.model import canonical_line
 from engram.service import Engram
 from tests.helpers.places import ROOT
 from tests.index.test_ann import real_memories
+from tests.mcp_server.test_mcp_start import answer
 
 WAIT = 60  # seconds a server has to leave before the test calls it a hang (it takes ms)
 
@@ -81,16 +82,6 @@ RECALL = {
 
 def line(message: dict[str, Any]) -> bytes:
     return (json.dumps(message) + "\n").encode()
-
-
-def answer(out: IO[bytes], rid: int) -> dict[str, Any]:
-    """Read messages until the answer to request ``rid``."""
-    while True:
-        raw = out.readline()
-        assert raw, "the server closed its output before answering"
-        message: dict[str, Any] = json.loads(raw)
-        if message.get("id") == rid:
-            return message
 
 
 def left(proc: subprocess.Popen[bytes]) -> int:
