@@ -160,6 +160,8 @@ class AnchorChecker:
         self._lock = threading.RLock()
         self._deferred = False  # inside check_many: save the cache once at the end
         self._dirty: str | None = None
+        # Each anchor path as the repository names it, under ``_prefix`` (``_key``).
+        self._git_paths: dict[str, str | None] = {}
         # Work-tree blobs by path, valid while the file's stat is unchanged (``edited``).
         self._worktree: dict[str, tuple[tuple[int, int, int, int, int], str | None]] = {}
 
@@ -198,6 +200,8 @@ class AnchorChecker:
             repo.close()
             self._looked_at = now
             return None
+        if prefix != self._prefix:
+            self._git_paths.clear()  # the paths a prefix resolved
         self._repo, self._prefix = repo, prefix
         self._gitdir, self._commondir = gitdir, commondir
         return repo
@@ -398,11 +402,24 @@ class AnchorChecker:
         path, blob = anchor.get("path"), anchor.get("blob")
         if not isinstance(blob, str) or not _HEX_SHA.fullmatch(blob):
             return None
-        clean = clean_path(path)
-        git_path = in_repo(self._prefix, clean) if clean is not None else None
+        git_path: str | None
+        if isinstance(path, str):  # the same few files are anchored again and again
+            if path in self._git_paths:
+                git_path = self._git_paths[path]
+            else:
+                if len(self._git_paths) >= _MAX_MEMO:
+                    self._git_paths.clear()
+                git_path = self._git_paths[path] = self._git_path(path)
+        else:
+            git_path = self._git_path(path)
         if git_path is None:
             return None
         return (git_path, blob, bucket)
+
+    def _git_path(self, path: Any) -> str | None:
+        """Return an anchor's path as the repository names it, None when it names none."""
+        clean = clean_path(path)
+        return in_repo(self._prefix, clean) if clean is not None else None
 
     def _compute(self, head: str, key: _Key) -> _Result | None:
         """Compare one anchor with HEAD and count the changes; None when it is fresh."""
