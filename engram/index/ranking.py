@@ -262,11 +262,10 @@ def score_fused(
     weights: Weights,
 ) -> list[Scored]:
     """Score id -> (bm25, cosine) candidates by fused strength × multipliers, then cut."""
-    if weights.mode != "hybrid":
-        return _score_fused_calls(candidates, query_weight, rows, now_epoch, weights)
-    return _scored(
-        candidates.items(), query_weight, rows, now_epoch, weights, weights.semantic_weight
-    )
+    # ``fuse``'s modes as shares of the semantic part: semantic alone is all of it (0.0 times
+    # the keyword part adds exactly 0.0), keyword alone none of it
+    share = {"hybrid": weights.semantic_weight, "semantic": 1.0}.get(weights.mode, 0.0)
+    return _scored(candidates.items(), query_weight, rows, now_epoch, weights, share)
 
 
 def _scored(
@@ -317,24 +316,6 @@ def _scored(
             if aged > 1.0:
                 aged = 1.0
             scored.append((relevance * (factor * (1.0 - loss * aged)), rid, bm25))
-    return _kept(scored, weights.min_score_ratio)
-
-
-def _score_fused_calls(
-    candidates: Mapping[str, tuple[float, float]],
-    query_weight: float,
-    rows: Mapping[str, RankRow],
-    now_epoch: float,
-    weights: Weights,
-) -> list[Scored]:
-    scored: list[Scored] = []
-    for rid, (bm25, cosine) in candidates.items():
-        row = rows.get(rid)
-        if row is None:
-            continue  # deleted since the full-text index saw it
-        relevance = fuse(keyword_relevance(bm25, query_weight), cosine, weights)
-        if relevance > 0:
-            scored.append((relevance * row_multiplier(row, now_epoch, weights), rid, bm25))
     return _kept(scored, weights.min_score_ratio)
 
 

@@ -63,6 +63,7 @@ def _reference(
     st.dictionaries(st.text("abcdef", min_size=1, max_size=4), rows, max_size=30),
     st.floats(min_value=0.0, max_value=1.0),
     st.floats(min_value=0.0, max_value=0.9),
+    st.sampled_from(["hybrid", "semantic", "keyword"]),
 )
 def test_fused_scores_are_fuse_times_the_multiplier(
     pairs: dict[str, tuple[float, float]],
@@ -70,8 +71,9 @@ def test_fused_scores_are_fuse_times_the_multiplier(
     table: dict[str, tuple[float, float]],
     share: float,
     floor: float,
+    mode: str,
 ) -> None:
-    weights = Weights(mode="hybrid", semantic_weight=share, semantic_floor=floor)
+    weights = Weights(mode=mode, semantic_weight=share, semantic_floor=floor)
     got = ranking.score_fused(pairs, query_weight, table, NOW, weights)
     assert got == _reference(pairs, query_weight, table, weights)
 
