@@ -262,9 +262,11 @@ def score_fused(
     weights: Weights,
 ) -> list[Scored]:
     """Score id -> (bm25, cosine) candidates by fused strength × multipliers, then cut."""
-    # ``fuse``'s modes as shares of the semantic part: semantic alone is all of it (0.0 times
-    # the keyword part adds exactly 0.0), keyword alone none of it
-    share = {"hybrid": weights.semantic_weight, "semantic": 1.0}.get(weights.mode, 0.0)
+    # ``fuse``'s modes as shares of the semantic part: keyword alone none of it; semantic
+    # alone all of it, the keyword part never counted (no query weight: 0.0, exactly)
+    if weights.mode == "semantic":
+        return _scored(candidates.items(), 0.0, rows, now_epoch, weights, 1.0)
+    share = weights.semantic_weight if weights.mode == "hybrid" else 0.0
     return _scored(candidates.items(), query_weight, rows, now_epoch, weights, share)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engram.index import ranking, relevance
@@ -65,6 +65,8 @@ def _reference(
     st.floats(min_value=0.0, max_value=0.9),
     st.sampled_from(["hybrid", "semantic", "keyword"]),
 )
+# a query weight so small that the keyword part overflows: semantic mode never counts it
+@example({"a": (1.0, 1.0)}, 5e-324, {"a": (1.4, 0.0)}, 0.0, 0.0, "semantic")
 def test_fused_scores_are_fuse_times_the_multiplier(
     pairs: dict[str, tuple[float, float]],
     query_weight: float,
