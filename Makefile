@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast agents lint typecheck bytecode bench bench-retrieval bench-capture clean
+.PHONY: demo test test-fast fuzz agents lint typecheck bytecode bench bench-retrieval bench-capture clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test: $(STAMP) bytecode
 test-fast: $(STAMP) bytecode
 	$(BIN)/ruff check engram tests benchmarks
 	$(BIN)/python -m pytest -q -x -m "not slow and not agents" -n auto --dist loadfile -p no:cacheprovider
+
+# The property tests (hypothesis) on new random examples, ten times as many as the suite's
+# repeatable ones; a failure prints the example to keep as an @example.
+fuzz: $(STAMP) bytecode
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -n auto --dist loadfile -p no:cacheprovider \
+		$$(grep -rl --include='test_*.py' '^from hypothesis import' tests)
 
 # The coding agents tests/agents/test_real_agents.py drives (Claude Code, Codex, Gemini CLI,
 # OpenCode), from the npm registry at the versions .ci/agents/package-lock.json pins; without

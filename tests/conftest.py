@@ -10,8 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from engram.service import Engram
+
+# Property tests draw the same examples on every run (a test's own seed), so a run of the suite
+# that passed passes again on a fresh clone; `make fuzz` draws new ones, ten times as many.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("fuzz", max_examples=1000, derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
