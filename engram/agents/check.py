@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.agents.briefing import CHARS_PER_TOKEN, ID_CHARS, estimate_tokens
@@ -160,12 +160,17 @@ def _finding(reason: str, record: Mapping[str, Any], note: str, order: float) ->
 
 
 def finish(finding: Finding) -> Finding:
-    """Return a finding with its ``title`` and ``from`` lines (and without its record)."""
+    """Give a finding its ``title`` and ``from`` lines, drop its record, and return it.
+
+    In place: a finding is made for one check, and finished once, as the packer reaches it.
+    """
     record = finding.record
     if record is None:
         return finding
-    title = finding.title or clip(record.get("title", ""), TITLE_CHARS)
-    return replace(finding, title=title, from_=finding.from_ or provenance(record), record=None)
+    finding.title = finding.title or clip(record.get("title", ""), TITLE_CHARS)
+    finding.from_ = finding.from_ or provenance(record)
+    finding.record = None
+    return finding
 
 
 def _candidate(record: Record, matched: Sequence[str], reverts: dict[str, int]) -> Finding:

@@ -51,6 +51,7 @@ import contextlib
 import heapq
 import json
 import math
+import os
 import re
 import stat
 import threading
@@ -81,6 +82,7 @@ _HEX_REF: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # Refs that belong to one worktree; every other ref lives in the common git folder.
 _PER_WORKTREE: Final = ("HEAD", "refs/bisect/", "refs/worktree/", "refs/rewritten/")
 _MAX_SYMREF_DEPTH: Final = 5
+_MAX_REF_BYTES: Final = 4096  # a ref file holds a sha or "ref: NAME"; more is not a ref
 # Commits and results kept between walks: immutable, so only the size needs a bound.
 _MAX_MEMO: Final = 50_000
 _MAX_TREE_ENTRIES: Final = 200_000  # parsed tree entries kept (some 40 MB at worst)
@@ -152,6 +154,8 @@ class AnchorChecker:
         self._commondir: Path | None = None
         self._prefix = ""
         self._packed: tuple[tuple[int, int, int], dict[str, str]] | None = None
+        # Each loose ref file read: its stat signature and its text, read again once it changes.
+        self._loose: dict[str, tuple[tuple[int, int, int, int, int], str]] = {}
         self._memo_head: str | None = None
         self._memo: dict[_Key, _Result | None] = {}
         self._commits: dict[bytes, _Commit] = {}
@@ -217,7 +221,10 @@ class AnchorChecker:
         repo = self._open()
         if repo is None:
             return None
-        found = self._read_ref("HEAD", 0)
+        try:
+            found = self._read_ref("HEAD", 0)
+        except _NotAFile:
+            return None  # nor would dulwich read it: it would wait on a FIFO forever
         if found is not None:
             return found
         # Odd layouts (reftable, a damaged ref) and unborn branches: ask dulwich.
@@ -233,10 +240,7 @@ class AnchorChecker:
         if depth > _MAX_SYMREF_DEPTH or name.startswith("/") or ".." in name.split("/"):
             return None
         folder = self._gitdir if name.startswith(_PER_WORKTREE) else self._commondir
-        try:
-            text = (folder / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeError):
-            text = ""
+        text = self._loose_ref(os.path.join(folder, name))
         if text.startswith("ref:"):
             return self._read_ref(text[4:].strip(), depth + 1)
         if _HEX_REF.fullmatch(text):
@@ -244,6 +248,34 @@ class AnchorChecker:
         if text:
             return None
         return self._packed_refs().get(name)
+
+    def _loose_ref(self, path: str) -> str:
+        """Return a loose ref file's text, stripped ("" when it cannot be read); raise
+        _NotAFile when something else than a file (a folder, a FIFO) stands at its path.
+
+        Kept by the file's stat signature: git replaces a ref file (a new inode) or rewrites
+        it, and either changes the signature; a stat costs a tenth of reading the file.
+        """
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            self._loose.pop(path, None)
+            return ""
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would hold the read forever
+            raise _NotAFile(path)
+        signature = file_stat(info)
+        known = self._loose.get(path)
+        if known is not None and known[0] == signature:
+            return known[1]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(_MAX_REF_BYTES).strip()
+        except (OSError, UnicodeError, ValueError):
+            return ""
+        if len(self._loose) >= _MAX_MEMO:
+            self._loose.clear()
+        self._loose[path] = (signature, text)
+        return text
 
     def _packed_refs(self) -> dict[str, str]:
         """Return packed-refs as {name: sha}, parsed again only when the file changed."""
@@ -352,6 +384,7 @@ class AnchorChecker:
                 real_top = work_tree.resolve()
             except OSError:
                 return out
+            top = os.path.join(repo.path, "")  # the files' paths are joined to it as text
             seen: dict[str, tuple[bool, str | None] | None] = {}  # path -> (removed, blob)
             for found, anchors in zip(out, groups, strict=True):
                 for anchor in anchors:
@@ -360,7 +393,7 @@ class AnchorChecker:
                         continue
                     git_path, blob, _ = key
                     if git_path not in seen:
-                        seen[git_path] = self._worktree_blob(work_tree, real_top, git_path)
+                        seen[git_path] = self._worktree_blob(top, real_top, git_path)
                     state = seen[git_path]
                     if state is None:
                         continue
@@ -372,12 +405,13 @@ class AnchorChecker:
         return out
 
     def _worktree_blob(
-        self, work_tree: Path, real_top: Path, git_path: str
+        self, top: str, real_top: Path, git_path: str
     ) -> tuple[bool, str | None] | None:
-        """Return (removed, the file's blob id or None) of a path in the work tree, or None
-        when it says nothing (unreadable, a folder, too big); call under the lock."""
+        """Return (removed, the file's blob id or None) of a path in the work tree (``top``,
+        ending in a separator), or None when it says nothing (unreadable, a folder, too big);
+        call under the lock."""
         try:
-            info = (work_tree / git_path).lstat()
+            info = os.lstat(top + git_path)
         except FileNotFoundError:
             return True, None
         except (OSError, ValueError):
@@ -387,7 +421,7 @@ class AnchorChecker:
         if known is not None and known[0] == signature:
             return False, known[1]
         try:
-            current = blob_of_file(work_tree, real_top, git_path, _WORKTREE_BYTES)
+            current = blob_of_file(Path(top), real_top, git_path, _WORKTREE_BYTES)
         except (OSError, UnicodeError, ValueError):
             return None
         if len(self._worktree) >= _MAX_MEMO:
@@ -397,7 +431,8 @@ class AnchorChecker:
 
     def _key(self, anchor: Mapping[str, Any], bucket: int | None) -> _Key | None:
         """Return the cache key of a well-formed anchor, None for a malformed one."""
-        if not isinstance(anchor, Mapping):
+        # A parsed record's anchor is a dict: the ABC check is for the rare other mapping.
+        if type(anchor) is not dict and not isinstance(anchor, Mapping):
             return None
         path, blob = anchor.get("path"), anchor.get("blob")
         if not isinstance(blob, str) or not _HEX_SHA.fullmatch(blob):
@@ -625,6 +660,10 @@ class AnchorChecker:
 
         with contextlib.suppress(OSError):  # only a cache: the next check computes again
             write_cache(self.cache_path.parent, self.cache_path.name, data)
+
+
+class _NotAFile(Exception):
+    """A ref's path holds something else than a file: HEAD cannot be read from it."""
 
 
 def _bucket(since: float | None) -> int | bool | None:

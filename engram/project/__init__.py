@@ -372,13 +372,14 @@ class Project:
         """
         if not self.has_project:
             return {}
+        name = self.name
         wanted = [
             r
             for r in records
             if isinstance(r.get("anchors"), list)
             and r.get("anchors")
             # Anchored in another project's repository (a personal memory): not checked here.
-            and str(r.get("project") or "") == self.name
+            and str(r.get("project") or "") == name
         ]
         if not wanted:
             return {}
@@ -393,6 +394,9 @@ class Project:
         # for a file a commit already changed, nor for the session's own edit).
         rest: list[list[Mapping[str, Any]]] = []
         for record, found in zip(wanted, committed, strict=True):
+            if not found and not own:  # the checker passes over what is not an anchor
+                rest.append(record["anchors"])
+                continue
             changed = {item.path for item in found}
             rest.append(
                 [

@@ -8,7 +8,9 @@ the end-to-end tests go through the work tree, the index and ``porcelain.commit`
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -650,6 +652,47 @@ def test_head_is_read_from_files_without_reopening_the_repository(
         assert checker.head() == moved
         history.edit("a.py")  # a loose ref again, newer than the packed one
         assert checker.head() == history.head != moved
+
+
+def test_a_loose_ref_is_read_again_only_once_it_changes(
+    history: History, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history.commit({"a.py": b"1\n"})
+    reads: list[str] = []
+
+    def counting_open(path: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(os.path.basename(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(anchors_module, "open", counting_open, raising=False)
+    with AnchorChecker(history.root) as checker:
+        first = checker.head()
+        assert first == history.head
+        assert reads == ["HEAD", "main"]
+        for _ in range(3):
+            assert checker.head() == first
+        assert reads == ["HEAD", "main"]  # a stat each time, no read
+        history.edit("a.py")  # git writes the ref anew
+        assert checker.head() == history.head != first
+        assert reads == ["HEAD", "main", "main"]
+        ref = history.root / ".git" / "refs" / "heads" / "main"
+        ref.write_text(first + "\n\n")  # rewritten in place, as an editor might
+        assert checker.head() == first
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_for_a_ref_says_nothing_and_does_not_block(history: History) -> None:
+    history.commit({"a.py": b"1\n"})
+    ref = history.root / ".git" / "refs" / "heads" / "main"
+    ref.unlink()
+    os.mkfifo(ref)
+    answers: list[str | None] = []
+    with AnchorChecker(history.root) as checker:
+        asking = threading.Thread(target=lambda: answers.append(checker.head()), daemon=True)
+        asking.start()
+        asking.join(timeout=20)
+        assert not asking.is_alive(), "head() blocked on a FIFO"
+    assert answers == [None]
 
 
 # --- record_anchors: the repositories it keeps open -------------------------------------------
