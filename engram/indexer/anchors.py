@@ -56,7 +56,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
@@ -139,6 +139,8 @@ class _Result(NamedTuple):
 
 
 _Key = tuple[str, str, int | None]  # (repository path, anchored blob, since rounded up)
+# A work-tree file as looked at: (removed, its blob id or None), or None when it says nothing.
+_InTree = tuple[bool, str | None] | None
 
 
 class AnchorChecker:
@@ -308,15 +310,33 @@ class AnchorChecker:
         with self._lock:  # a server may ask from several threads; the memos are shared
             return self._check(anchors, since)
 
-    def check_many(
-        self, items: Sequence[tuple[Sequence[Mapping[str, Any]], float | None]]
-    ) -> list[list[Stale]]:
-        """Check several memories' anchors (``(anchors, since)`` each); the cache is saved once."""
+    def look_many(
+        self,
+        items: Sequence[tuple[Sequence[Mapping[str, Any]], float | None]],
+        own: Collection[str] = (),
+    ) -> list[tuple[list[Stale], list[tuple[str, bool]]]]:
+        """Return ``check`` and ``edited`` of several memories' anchors, ``(anchors, since)``
+        each, in one pass.
+
+        HEAD is read and the work tree resolved once, each anchor's key is worked out once,
+        and a file several memories anchor is looked at once; the cache is saved once.
+        ``edited`` leaves out the files a commit changed (``check`` says them) and those in
+        ``own`` (the asking session's own edits: its work in progress).
+        """
         with self._lock:
             self._deferred = True
-            head = self._head()
             try:
-                out = [self._check(anchors, since, head) for anchors, since in items]
+                head = self._head()
+                tree = self._tree()
+                seen: dict[str, _InTree] = {}
+                out = []
+                for anchors, since in items:
+                    keyed: list[tuple[Mapping[str, Any], _Key]] = []
+                    stale = self._check(anchors, since, head, keyed)
+                    changed = {item.path for item in stale}
+                    if own:
+                        keyed = [pair for pair in keyed if pair[0]["path"] not in own]
+                    out.append((stale, self._edits(keyed, changed, tree, seen)))
             finally:
                 self._deferred = False
             if self._dirty is not None:
@@ -325,13 +345,22 @@ class AnchorChecker:
             return out
 
     def _check(
-        self, anchors: Sequence[Mapping[str, Any]], since: float | None, head: str | None = ""
+        self,
+        anchors: Sequence[Mapping[str, Any]],
+        since: float | None,
+        head: str | None = "",
+        keyed: list[tuple[Mapping[str, Any], _Key]] | None = None,
     ) -> list[Stale]:
+        """Return the anchors' Stale at HEAD; add each well-formed anchor with its key to
+        ``keyed`` when given."""
         head = self._head() if head == "" else head
-        if head is None or not anchors:
-            return []
         bucket = _bucket(since)
-        if bucket is False:
+        if head is None or not anchors or bucket is False:
+            if keyed is not None:
+                for anchor in anchors:
+                    key = self._key(anchor, None)
+                    if key is not None:
+                        keyed.append((anchor, key))
             return []
         if head != self._memo_head:
             self._memo_head = head
@@ -342,6 +371,8 @@ class AnchorChecker:
             key = self._key(anchor, bucket)
             if key is None:
                 continue
+            if keyed is not None:
+                keyed.append((anchor, key))
             if key in self._memo:
                 result = self._memo[key]
             else:
@@ -367,46 +398,52 @@ class AnchorChecker:
         hashed again only when its size, times or inode changed. Globs, malformed anchors,
         folders, files over 16 MiB and paths outside the work tree say nothing.
         """
-        return self.edited_many([anchors])[0]
-
-    def edited_many(
-        self, groups: Sequence[Sequence[Mapping[str, Any]]]
-    ) -> list[list[tuple[str, bool]]]:
-        """Return ``edited`` of each group of anchors (one memory's each): the work tree is
-        resolved once, and a file several memories anchor is looked at once."""
-        out: list[list[tuple[str, bool]]] = [[] for _ in groups]
         with self._lock:
-            repo = self._open()
-            if repo is None:
-                return out
-            work_tree = Path(repo.path)
-            try:
-                real_top = work_tree.resolve()
-            except OSError:
-                return out
-            top = os.path.join(repo.path, "")  # the files' paths are joined to it as text
-            seen: dict[str, tuple[bool, str | None] | None] = {}  # path -> (removed, blob)
-            for found, anchors in zip(out, groups, strict=True):
-                for anchor in anchors:
-                    key = self._key(anchor, None)
-                    if key is None:
-                        continue
-                    git_path, blob, _ = key
-                    if git_path not in seen:
-                        seen[git_path] = self._worktree_blob(top, real_top, git_path)
-                    state = seen[git_path]
-                    if state is None:
-                        continue
-                    removed, current = state
-                    if removed:
-                        found.append((str(anchor["path"]), True))
-                    elif current is not None and current != blob:
-                        found.append((str(anchor["path"]), False))
-        return out
+            keyed = [(anchor, key) for anchor in anchors if (key := self._key(anchor, None))]
+            return self._edits(keyed, set(), self._tree(), {})
 
-    def _worktree_blob(
-        self, top: str, real_top: Path, git_path: str
-    ) -> tuple[bool, str | None] | None:
+    def _tree(self) -> tuple[str, Path] | None:
+        """Return the work tree as text ending in a separator (its files' paths are joined to
+        it) and resolved, or None without one; call under the lock."""
+        repo = self._open()
+        if repo is None:
+            return None
+        try:
+            real_top = Path(repo.path).resolve()
+        except OSError:
+            return None
+        return os.path.join(repo.path, ""), real_top
+
+    def _edits(
+        self,
+        keyed: Sequence[tuple[Mapping[str, Any], _Key]],
+        changed: Collection[str],
+        tree: tuple[str, Path] | None,
+        seen: dict[str, _InTree],
+    ) -> list[tuple[str, bool]]:
+        """Return ``edited`` of one memory's well-formed anchors but those in ``changed``;
+        ``seen`` keeps each file's state for the next memory of the same question."""
+        found: list[tuple[str, bool]] = []
+        if tree is None:
+            return found
+        top, real_top = tree
+        for anchor, (git_path, blob, _) in keyed:
+            path = anchor["path"]
+            if path in changed:
+                continue
+            if git_path not in seen:
+                seen[git_path] = self._worktree_blob(top, real_top, git_path)
+            state = seen[git_path]
+            if state is None:
+                continue
+            removed, current = state
+            if removed:
+                found.append((str(path), True))
+            elif current is not None and current != blob:
+                found.append((str(path), False))
+        return found
+
+    def _worktree_blob(self, top: str, real_top: Path, git_path: str) -> _InTree:
         """Return (removed, the file's blob id or None) of a path in the work tree (``top``,
         ending in a separator), or None when it says nothing (unreadable, a folder, too big);
         call under the lock."""

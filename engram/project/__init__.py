@@ -388,28 +388,12 @@ class Project:
 
             self._anchor_checker = AnchorChecker(self.root, self.ws.store.state_dir)
         items = [(r["anchors"], epoch(r.get("created_at")) or None) for r in wanted]
-        checker = self._anchor_checker
-        committed = checker.check_many(items)
-        # What no commit shows yet: the file as it is now differs from the anchored one (not
-        # for a file a commit already changed, nor for the session's own edit).
-        rest: list[list[Mapping[str, Any]]] = []
-        for record, found in zip(wanted, committed, strict=True):
-            if not found and not own:  # the checker passes over what is not an anchor
-                rest.append(record["anchors"])
-                continue
-            changed = {item.path for item in found}
-            rest.append(
-                [
-                    anchor
-                    for anchor in record["anchors"]
-                    if isinstance(anchor, Mapping)
-                    and anchor.get("path") not in changed
-                    and anchor.get("path") not in own
-                ]
-            )
-        uncommitted = checker.edited_many(rest)
+        # What no commit shows yet is said too: the file as it is now differs from the
+        # anchored one (not for a file a commit already changed, nor for the session's own
+        # edit).
+        looked = self._anchor_checker.look_many(items, own)
         out: dict[str, list[str]] = {}
-        for record, found, edits in zip(wanted, committed, uncommitted, strict=True):
+        for record, (found, edits) in zip(wanted, looked, strict=True):
             lines = []
             for item in found:
                 if item.deleted:
