@@ -695,6 +695,56 @@ def test_a_fifo_for_a_ref_says_nothing_and_does_not_block(history: History) -> N
     assert answers == [None]
 
 
+def test_look_many_is_check_then_edited_of_what_no_commit_changed(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    Repo.init(str(root)).close()
+    v1 = {name: f"{name} one\n".encode() for name in ("a.py", "b.py", "c.py", "d.py")}
+    porcelain_commit(root, v1, BASE_TIME)
+    porcelain_commit(root, {"a.py": b"a.py two\n"}, BASE_TIME + 60)  # a commit changes a.py
+    (root / "b.py").write_bytes(b"b.py edited, not committed\n")
+    (root / "c.py").unlink()
+    (root / "a.py").write_bytes(b"a.py three, not committed\n")
+    anchors = {name: anchor(name, data) for name, data in v1.items()}
+    items: list[tuple[list[Any], float | None]] = [
+        ([anchors["a.py"], anchors["b.py"]], None),
+        ([anchors["b.py"], anchors["c.py"], "not an anchor", {"path": "x.py"}], BASE_TIME - 5),
+        ([anchors["d.py"], {"path": "src/*.py", "blob": blob_id(b"")}], None),
+        ([anchor("a.py", b"a.py two\n")], BASE_TIME + 100),  # at HEAD, edited since
+        ([anchors["a.py"]], float("nan")),  # a time no commit can be compared with
+        ([], None),
+    ]
+    with AnchorChecker(root) as checker:
+        for own in ((), ("b.py",)):
+            looked = checker.look_many(items, own)
+            composed = []
+            for found, since in items:
+                committed = checker.check(found, since=since)
+                changed = {item.path for item in committed}
+                rest = [
+                    item
+                    for item in found
+                    if isinstance(item, dict)
+                    and item.get("path") not in changed
+                    and item.get("path") not in own
+                ]
+                composed.append((committed, checker.edited(rest)))
+            assert looked == composed
+        stale_a = Stale("a.py", 1, False, False)
+        assert checker.look_many(items) == [
+            ([stale_a], [("b.py", False)]),  # a.py's commit is said, not its later edit
+            ([], [("b.py", False), ("c.py", True)]),
+            ([], []),
+            ([], [("a.py", False)]),
+            ([], [("a.py", False)]),  # no commit count without a usable time: the edit still
+            ([], []),
+        ]
+        assert checker.look_many(items, ("b.py",))[:2] == [
+            ([stale_a], []),
+            ([], [("c.py", True)]),
+        ]
+
+
 # --- record_anchors: the repositories it keeps open -------------------------------------------
 
 
