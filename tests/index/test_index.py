@@ -20,13 +20,7 @@ from engram.store import MemoryStore
 from tests.helpers.places import ROOT
 from tests.helpers.records import record
 
-BACKENDS = ("tantivy", "fts5")
 INDEX_PACKAGE = ROOT / "engram" / "index"
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

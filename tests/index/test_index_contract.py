@@ -26,9 +26,8 @@ from engram.index.backend import (
     tokenize_query,
 )
 from engram.index.factory import open_backend
+from tests.helpers.backends import BACKENDS
 from tests.helpers.places import ROOT
-
-BACKENDS = ("tantivy", "fts5")
 
 
 def make_doc(
@@ -123,12 +122,6 @@ HOSTILE = [
 def ids_of(hits: list[tuple[str, float]]) -> list[str]:
     """Return the ids of search hits, in order."""
     return [doc_id for doc_id, _ in hits]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    """The name of the backend under test."""
-    return str(request.param)
 
 
 @pytest.fixture

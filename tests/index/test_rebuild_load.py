@@ -28,7 +28,6 @@ from engram.model import normalize_content, parse_time
 from engram.store import MemoryStore
 from tests.helpers.records import record
 
-BACKENDS = ("tantivy", "fts5")
 WIDE = 2**70  # wider than 64 bits: orjson would read it as a float
 NEGATIVE_WIDE = -(10**19)  # 20 characters, below the smallest 64-bit integer
 
@@ -42,11 +41,6 @@ def nested(depth: int) -> dict[str, Any]:
     for _ in range(depth - 1):
         value = {"n": value}
     return value
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

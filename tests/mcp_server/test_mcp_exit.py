@@ -38,7 +38,7 @@ from engram.model import canonical_line
 from engram.service import Engram
 from tests.helpers.places import ROOT
 from tests.index.test_ann import real_memories
-from tests.mcp_server.test_mcp_start import answer
+from tests.mcp_server.test_mcp_start import INITIALIZED, answer, initialize
 
 WAIT = 60  # seconds a server has to leave before the test calls it a hang (it takes ms)
 
@@ -61,17 +61,7 @@ from engram.__main__ import main
 main()
 """
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+INITIALIZE = initialize(1, "2025-06-18")
 RECALL = {
     "jsonrpc": "2.0",
     "id": 2,
