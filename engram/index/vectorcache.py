@@ -123,8 +123,10 @@ class VectorCache:
             entries = entries[: ends[0] + 1]
         try:
             ids = [str(rid) for rid in json.loads(ids_path.read_text(encoding="utf-8"))]
-            matrix = np.load(matrix_path, mmap_mode="r")
-            head = np.load(head_path, mmap_mode="r")
+            # Mapped, read-only, and seen as plain arrays: numpy's memmap class indexes
+            # through Python (a recall slices and gathers rows several times).
+            matrix = np.load(matrix_path, mmap_mode="r").view(np.ndarray)
+            head = np.load(head_path, mmap_mode="r").view(np.ndarray)
         except (OSError, ValueError, TypeError):
             return None
         if (
