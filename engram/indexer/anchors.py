@@ -280,13 +280,16 @@ class AnchorChecker:
         return text
 
     def _packed_refs(self) -> dict[str, str]:
-        """Return packed-refs as {name: sha}, parsed again only when the file changed."""
+        """Return packed-refs as {name: sha}, parsed again only when the file changed; raise
+        _NotAFile when something else than a file stands at its path."""
         assert self._commondir is not None
         path = self._commondir / "packed-refs"
         try:
             info = path.stat()
         except OSError:
             return {}
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would hold the read forever
+            raise _NotAFile(str(path))
         version = (info.st_mtime_ns, info.st_size, info.st_ino)
         if self._packed is not None and self._packed[0] == version:
             return self._packed[1]

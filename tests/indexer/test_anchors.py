@@ -681,9 +681,12 @@ def test_a_loose_ref_is_read_again_only_once_it_changes(
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-def test_a_fifo_for_a_ref_says_nothing_and_does_not_block(history: History) -> None:
+@pytest.mark.parametrize("where", ["refs/heads/main", "packed-refs"])
+def test_a_fifo_for_a_ref_says_nothing_and_does_not_block(history: History, where: str) -> None:
     history.commit({"a.py": b"1\n"})
-    ref = history.root / ".git" / "refs" / "heads" / "main"
+    if where == "packed-refs":
+        history.repo.refs.pack_refs(all=True)  # the loose ref goes: HEAD is read from there
+    ref = history.root / ".git" / where
     ref.unlink()
     os.mkfifo(ref)
     answers: list[str | None] = []
