@@ -56,9 +56,9 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
 from engram.indexer.anchorrecord import (
     blob_of_file,
@@ -138,6 +138,7 @@ class _Result(NamedTuple):
     capped: bool
 
 
+_T = TypeVar("_T")
 _Key = tuple[str, str, int | None]  # (repository path, anchored blob, since rounded up)
 # A work-tree file as looked at: (removed, its blob id or None), or None when it says nothing.
 _InTree = tuple[bool, str | None] | None
@@ -155,16 +156,16 @@ class AnchorChecker:
         self._gitdir: Path | None = None
         self._commondir: Path | None = None
         self._prefix = ""
-        self._packed: tuple[tuple[int, int, int], dict[str, str]] | None = None
-        # Each loose ref file read: its stat signature and its text, read again once it changes.
-        self._loose: dict[str, tuple[tuple[int, int, int, int, int], str]] = {}
+        # Each ref file read (loose refs, packed-refs): its stat signature and what it says,
+        # read again once the signature changes (``_kept``).
+        self._files: dict[str, tuple[tuple[int, int, int, int, int], Any]] = {}
         self._memo_head: str | None = None
         self._memo: dict[_Key, _Result | None] = {}
         self._commits: dict[bytes, _Commit] = {}
         self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
         self._tree_entries = 0
         self._lock = threading.RLock()
-        self._deferred = False  # inside check_many: save the cache once at the end
+        self._deferred = False  # inside look_many: save the cache once at the end
         self._dirty: str | None = None
         # Each anchor path as the repository names it, under ``_prefix`` (``_key``).
         self._git_paths: dict[str, str | None] = {}
@@ -242,7 +243,7 @@ class AnchorChecker:
         if depth > _MAX_SYMREF_DEPTH or name.startswith("/") or ".." in name.split("/"):
             return None
         folder = self._gitdir if name.startswith(_PER_WORKTREE) else self._commondir
-        text = self._loose_ref(os.path.join(folder, name))
+        text = self._kept(os.path.join(folder, name), _MAX_REF_BYTES, str.strip) or ""
         if text.startswith("ref:"):
             return self._read_ref(text[4:].strip(), depth + 1)
         if _HEX_REF.fullmatch(text):
@@ -251,9 +252,10 @@ class AnchorChecker:
             return None
         return self._packed_refs().get(name)
 
-    def _loose_ref(self, path: str) -> str:
-        """Return a loose ref file's text, stripped ("" when it cannot be read); raise
-        _NotAFile when something else than a file (a folder, a FIFO) stands at its path.
+    def _kept(self, path: str, limit: int, parse: Callable[[str], _T]) -> _T | None:
+        """Return ``parse`` of a git file's text (at most ``limit`` characters, -1: all), None
+        when there is none or it cannot be read; raise _NotAFile when something else than a
+        file (a folder, a FIFO) stands at its path.
 
         Kept by the file's stat signature: git replaces a ref file (a new inode) or rewrites
         it, and either changes the signature; a stat costs a tenth of reading the file.
@@ -261,48 +263,29 @@ class AnchorChecker:
         try:
             info = os.stat(path)
         except (OSError, ValueError):
-            self._loose.pop(path, None)
-            return ""
+            self._files.pop(path, None)
+            return None
         if not stat.S_ISREG(info.st_mode):  # a FIFO would hold the read forever
             raise _NotAFile(path)
         signature = file_stat(info)
-        known = self._loose.get(path)
+        known = self._files.get(path)
         if known is not None and known[0] == signature:
-            return known[1]
+            return cast(_T, known[1])
         try:
             with open(path, encoding="utf-8") as handle:
-                text = handle.read(_MAX_REF_BYTES).strip()
+                value = parse(handle.read(limit))
         except (OSError, UnicodeError, ValueError):
-            return ""
-        if len(self._loose) >= _MAX_MEMO:
-            self._loose.clear()
-        self._loose[path] = (signature, text)
-        return text
+            return None
+        if len(self._files) >= _MAX_MEMO:
+            self._files.clear()
+        self._files[path] = (signature, value)
+        return value
 
     def _packed_refs(self) -> dict[str, str]:
-        """Return packed-refs as {name: sha}, parsed again only when the file changed; raise
-        _NotAFile when something else than a file stands at its path."""
+        """Return packed-refs as {name: sha} (``_kept``)."""
         assert self._commondir is not None
-        path = self._commondir / "packed-refs"
-        try:
-            info = path.stat()
-        except OSError:
-            return {}
-        if not stat.S_ISREG(info.st_mode):  # a FIFO would hold the read forever
-            raise _NotAFile(str(path))
-        version = (info.st_mtime_ns, info.st_size, info.st_ino)
-        if self._packed is not None and self._packed[0] == version:
-            return self._packed[1]
-        refs: dict[str, str] = {}
-        try:
-            for line in path.read_text(encoding="utf-8").splitlines():
-                sha, _, name = line.partition(" ")
-                if _HEX_REF.fullmatch(sha) and name:
-                    refs[name.strip()] = sha
-        except (OSError, UnicodeError):
-            return {}
-        self._packed = (version, refs)
-        return refs
+        path = os.path.join(self._commondir, "packed-refs")
+        return self._kept(path, -1, _parse_packed) or {}  # -1: the whole file
 
     # --- checking -----------------------------------------------------------------------------
 
@@ -700,6 +683,16 @@ class AnchorChecker:
 
         with contextlib.suppress(OSError):  # only a cache: the next check computes again
             write_cache(self.cache_path.parent, self.cache_path.name, data)
+
+
+def _parse_packed(text: str) -> dict[str, str]:
+    """Return packed-refs' {name: sha} (peeled lines and comments are left out)."""
+    refs: dict[str, str] = {}
+    for line in text.splitlines():
+        sha, _, name = line.partition(" ")
+        if _HEX_REF.fullmatch(sha) and name:
+            refs[name.strip()] = sha
+    return refs
 
 
 class _NotAFile(Exception):
