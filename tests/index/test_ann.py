@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,7 @@ def test_writes_change_the_graph_and_a_new_process_maps_it(
             "After three failed attempts a job's message is moved aside for a person to read.",
         )
         index.apply([fresh], store.put([fresh]))
-        gone = index.all_records()[5]
+        gone = [r for r in index.all_records() if r["id"] != fresh["id"]][5]
         tomb = {"id": gone["id"], "rev": 9, "updated_at": STAMP, "deleted_at": STAMP}
         index.apply([tomb], store.put([tomb]))
         state = index.vectors.state()
@@ -361,6 +362,22 @@ class GatedBuild:
 
 
 @pytest.fixture
+def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., GatedBuild]]:
+    """Makes ``GatedBuild``s, and lets each one's build go when the test ends: a test that
+    fails before it lets go leaves no thread waiting to fail the next test on its worker."""
+    made: list[GatedBuild] = []
+
+    def make(*, fail: bool = False) -> GatedBuild:
+        gate = GatedBuild(monkeypatch, fail=fail)
+        made.append(gate)
+        return gate
+
+    yield make
+    for gate in made:
+        gate.go.set()
+
+
+@pytest.fixture
 def background(monkeypatch: pytest.MonkeyPatch) -> None:
     """These stores' graphs are built as a big store's is: in the background."""
     monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
@@ -382,14 +399,14 @@ def scanned_answers(store: MemoryStore) -> dict[str, list[tuple[str, float]]]:
 
 
 def test_a_recall_during_the_background_build_scans_and_the_graph_comes_after(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, gated: Callable[..., GatedBuild]
 ) -> None:
     expected = scanned_answers(store)
     for path in (store.dir / "index").glob("vectors-*"):
         path.unlink()  # the first opening below saves the matrix afresh, as after a rebuild
     monkeypatch.setattr(ann, "EXACT_BELOW", SMALL)
     monkeypatch.setattr(ann, "BACKGROUND_FROM", SMALL)
-    gate = GatedBuild(monkeypatch)
+    gate = gated()
     index = open_index(store, "hybrid")
     try:
         got = {
@@ -422,11 +439,11 @@ def test_a_recall_during_the_background_build_scans_and_the_graph_comes_after(
 
 
 def test_writes_during_the_background_build_reach_the_graph(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, background: None
+    store: MemoryStore, background: None, gated: Callable[..., GatedBuild]
 ) -> None:
     for path in (store.dir / "index").glob("vectors-*"):
         path.unlink()
-    gate = GatedBuild(monkeypatch)
+    gate = gated()
     index = open_index(store, "hybrid")
     try:
         index.search(Query(text="warm up"))
@@ -436,7 +453,9 @@ def test_writes_during_the_background_build_reach_the_graph(
             "After three failed attempts a job's message is moved aside for a person to read.",
         )
         index.apply([fresh], store.put([fresh]))
-        for gone in index.all_records()[3:6]:
+        # Three others (ids are random: the fresh record may sort anywhere among them).
+        others = [r for r in index.all_records() if r["id"] != fresh["id"]]
+        for gone in others[3:6]:
             tomb = {"id": gone["id"], "rev": 9, "updated_at": STAMP, "deleted_at": STAMP}
             index.apply([tomb], store.put([tomb]))
         state = index.vectors.state()
@@ -457,13 +476,13 @@ def test_writes_during_the_background_build_reach_the_graph(
 
 def test_a_failed_background_build_is_said_and_searches_go_on_scanning(
     store: MemoryStore,
-    monkeypatch: pytest.MonkeyPatch,
     background: None,
+    gated: Callable[..., GatedBuild],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     for path in (store.dir / "index").glob("vectors-*"):
         path.unlink()
-    gate = GatedBuild(monkeypatch, fail=True)
+    gate = gated(fail=True)
     with caplog.at_level(logging.WARNING, logger="engram.index"):
         index = open_index(store, "hybrid")
         try:
