@@ -21,11 +21,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from engram.errors import ConfigError, InputTooLarge, NotInitialized
-from engram.fileio import temp_file
+from engram.errors import ConfigError, InputTooLarge, InvalidInput, NotInitialized
+from engram.fileio import read_regular, temp_file
+from engram.gitfiles import work_tree_folders
 from engram.model import MAX_JSON_DEPTH, loads, normalize_project, value_too_deep
+
+if TYPE_CHECKING:
+    import configparser
 
 ENGRAM_DIR: Final = ".engram"
 
@@ -590,48 +594,42 @@ def set_value(engram_dir: Path, dotted: str, value: Any) -> None:
         yaml.dump(doc, handle)
 
 
-def _git_dir(root: Path) -> Path | None:
-    """Return the git folder of the work tree at ``root`` (following a ``gitdir:`` file)."""
-    dot = root / ".git"
-    if dot.is_dir():
-        return dot
-    if dot.is_file():
-        try:
-            text = dot.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return None
-        if text.startswith("gitdir:"):
-            target = Path(text[len("gitdir:") :].strip())
-            return target if target.is_absolute() else (root / target).resolve()
-    return None
-
-
 def git_repo_config(root: Path) -> tuple[Path, Any] | None:
     """Return the work tree holding ``root`` and its repository config, parsed; None outside git.
 
     Read with configparser (git is not run, dulwich not imported: this is on the path of
     every command). A linked worktree's config is its main repository's (``commondir``); a
-    config that does not parse reads as empty.
+    config that does not parse, or is not a regular file, reads as empty.
     """
     import configparser
 
     for folder in (root, *root.parents):
-        git_dir = _git_dir(folder)
-        if git_dir is None:
+        found = work_tree_folders(str(folder))
+        if found is None:
             continue
-        config = git_dir / "config"
-        common = git_dir / "commondir"
-        if common.is_file():
-            with contextlib.suppress(OSError):
-                shared = git_dir / common.read_text(encoding="utf-8").strip()
-                config = shared.resolve() / "config"
-        parser = configparser.RawConfigParser(strict=False)
-        try:
-            parser.read(config, encoding="utf-8")
-        except (configparser.Error, UnicodeDecodeError, OSError):
-            parser = configparser.RawConfigParser(strict=False)
-        return folder, parser
+        config = Path(found[1]) / "config"
+        return folder, _git_config(config) or configparser.RawConfigParser(strict=False)
     return None
+
+
+# A git config file is read up to this size (git's own are a few kilobytes).
+GIT_CONFIG_BYTES: Final = 1024 * 1024
+
+
+def _git_config(path: Path) -> configparser.RawConfigParser | None:
+    """Return a git config file parsed (a configparser), or None when it cannot be read.
+
+    Read as a regular file named from outside (``read_regular``): a named pipe put where the
+    config belongs is refused at once, where ``open()`` would wait for a writer forever.
+    """
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read_string(read_regular(path, limit=GIT_CONFIG_BYTES).decode("utf-8"))
+    except (configparser.Error, UnicodeDecodeError, OSError, InvalidInput):
+        return None
+    return parser
 
 
 def remote_project(root: Path) -> str:
@@ -666,19 +664,13 @@ def git_user_name(root: Path) -> str:
         value = os.environ.get(variable, "").strip()
         if value:
             return value
-    import configparser
-
     candidates = [root / ".git" / "config"]
     xdg = os.environ.get("XDG_CONFIG_HOME")
     candidates.append(Path(xdg) / "git" / "config" if xdg else Path.home() / ".config/git/config")
     candidates.append(Path.home() / ".gitconfig")
     for path in candidates:
-        if not path.is_file():
-            continue
-        parser = configparser.RawConfigParser(strict=False)
-        try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, UnicodeDecodeError, OSError):
+        parser = _git_config(path)
+        if parser is None:
             continue
         if parser.has_option("user", "name"):
             return parser.get("user", "name").strip().strip('"')

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engram import gitfiles
 from engram.config import Config
 from engram.errors import CorruptStore
 from engram.hygiene.finding import Finding
@@ -229,6 +230,10 @@ def _check_tracked_local(store: MemoryStore, *, fix: bool) -> list[Finding]:
     """Check git tracks nothing under state/ and index/; with ``fix``, untrack them."""
     from engram.store.local import tracked_local, untrack_local
 
+    problem = gitfiles.problem_at(store.dir)
+    if problem is not None:  # git would wait on it forever: it is not run
+        message = f"git cannot read the repository holding the store: {problem}"
+        return [Finding("error", "git", f"{message}; {gitfiles.HINT}")]
     tracked = tracked_local(store.dir)
     if not tracked:
         return []

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from engram.gitfiles import control_folders, locate, looks_like_repo, unreadable
+
 if TYPE_CHECKING:
     from dulwich.index import Index
     from dulwich.repo import Repo
@@ -191,6 +193,22 @@ def record_anchors(
     return anchors
 
 
+def open_repo(root: Path) -> Repo:
+    """Open the repository holding ``root`` (root or a folder above it), as dulwich's
+    ``Repo.discover`` does, once ``gitfiles.locate`` found the files it reads regular.
+
+    Raises NotGitRepository when there is none, ``gitfiles.GitUnreadable`` (an OSError) when a
+    file opening it reads is a FIFO or a device (reading it could wait forever).
+    """
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    folder = locate(root)
+    if folder is None:
+        raise NotGitRepository(f"no git repository at or above {root}")
+    return Repo(folder)
+
+
 _Signature = tuple[object, ...]
 
 
@@ -224,7 +242,9 @@ class _Opened:
             return None
         real = folder = os.path.realpath(root)
         while True:
-            if _looks_like_repo(folder):
+            if looks_like_repo(folder):
+                if unreadable(folder) is not None:
+                    return None  # a FIFO where git keeps a file: reading it would wait forever
                 try:
                     return self._open(folder), Path(real)
                 except NotGitRepository:
@@ -253,22 +273,9 @@ class _Opened:
         return repo
 
 
-def _looks_like_repo(folder: str) -> bool:
-    """Say whether ``Repo(folder)`` would open folder rather than refuse it, as dulwich does."""
-    hidden = os.path.join(folder, ".git")
-    if os.path.isfile(hidden) or os.path.isdir(os.path.join(hidden, "objects")):
-        return True
-    return os.path.isdir(os.path.join(folder, "objects")) and os.path.isdir(
-        os.path.join(folder, "refs")
-    )
-
-
 def _signature(folder: str) -> _Signature:
     """Return what names the files dulwich opens a repository at folder from."""
-    from dulwich.repo import read_gitfile
-
     hidden = os.path.join(folder, ".git")
-    control = folder
     parts: list[object] = []
     try:
         info = os.stat(hidden)
@@ -277,16 +284,10 @@ def _signature(folder: str) -> _Signature:
     else:
         if stat.S_ISDIR(info.st_mode):  # a folder: its identity (its entries change often)
             parts.append((info.st_dev, info.st_ino))
-            control = hidden
         else:
             parts.append(file_stat(info))
-            with contextlib.suppress(OSError, ValueError), open(hidden, "rb") as handle:
-                control = os.path.join(folder, read_gitfile(handle))
-    named = os.path.join(control, "commondir")
-    parts.append(_stat_of(named))
-    common = control
-    with contextlib.suppress(OSError), open(named, "rb") as handle:
-        common = os.path.join(control, os.fsdecode(handle.read().rstrip(b"\r\n")))
+    control, common = control_folders(folder)
+    parts.append(_stat_of(os.path.join(control, "commondir")))
     for name in (os.path.join(control, "config.worktree"), os.path.join(common, "config")):
         parts.append(_stat_of(name))
     return (control, common, *parts)

@@ -66,6 +66,7 @@ from engram.indexer.anchorrecord import (
     file_stat,
     in_repo,
     is_file,
+    open_repo,
     repo_errors,
 )
 
@@ -112,12 +113,10 @@ def _prefix(root: Path, work_tree: Path) -> str | None:
 
 def _discover(root: Path) -> Repo | None:
     """Open the repository holding root (root or a folder above it), or None."""
-    from dulwich.repo import Repo
-
     try:
         if not root.is_dir():
             return None
-        return Repo.discover(str(root))
+        return open_repo(root)  # GitUnreadable (an OSError): a FIFO where a file was
     except repo_errors():
         return None
 

@@ -49,7 +49,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from engram import gitfiles
 from engram.errors import InvalidInput
+from engram.indexer.anchorrecord import open_repo
 from engram.indexer.githotspots import (
     Changeset,
     GitScan,
@@ -604,12 +606,13 @@ def _empty(problem: str, head: str | None = None) -> GitScan:
 def _open_repo(root: Path) -> Repo | str:
     """Open the repository holding root (root or a folder above it); else say why not."""
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
 
     if not root.is_dir():
         return f"not a git repository: {root} is not a folder; git history was not indexed"
     try:
-        return Repo.discover(str(root))
+        return open_repo(root)
+    except gitfiles.GitUnreadable as exc:
+        return f"{exc}; git history was not indexed ({gitfiles.HINT})"
     except NotGitRepository:
         return (
             f"not a git repository: {root} (nor any folder above it); "

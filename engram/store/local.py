@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
+from engram import gitfiles
 from engram.errors import UnsafePath
 
 LOCAL: Final = ("state", "index")
@@ -75,8 +76,11 @@ def _refuse(path: Path) -> None:
 def tracked_local(engram_dir: Path) -> list[str]:
     """Return the files under state/ and index/ that git tracks, relative to the repository.
 
-    [] when ``engram_dir`` is in no git work tree (a personal store) or git cannot be run.
+    [] when ``engram_dir`` is in no git work tree (a personal store) or git cannot be run,
+    or could not read the repository without waiting forever (``gitfiles.problem_at``).
     """
+    if gitfiles.problem_at(engram_dir) is not None:
+        return []
     try:
         done = subprocess.run(
             ["git", "ls-files", "-z", "--full-name", "--", *LOCAL],
@@ -99,6 +103,9 @@ def untrack_local(engram_dir: Path) -> None:
     again (a clone id, the chunks to apply, which merging again leaves as they are, the index).
     Files git does not track stay. The removal is for the user to commit.
     """
+    problem = gitfiles.problem_at(engram_dir)
+    if problem is not None:
+        raise UnsafePath(f"git cannot read the repository holding {engram_dir}: {problem}")
     done = subprocess.run(
         ["git", "rm", "-r", "-q", "--ignore-unmatch", "--", *LOCAL],
         cwd=engram_dir,

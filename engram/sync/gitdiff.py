@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engram import gitfiles
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import Record, dumps, is_tombstone, parse_line
+from engram.sync.gitsetup import open_repo
 from engram.terminal import visible
 
 if TYPE_CHECKING:
@@ -331,12 +333,13 @@ def _blob_at(repo: Repo, revision: str, path: str) -> bytes:
 def memory_diff(store_file: Path, spec: str | None = None) -> MemoryDiff:
     """Compare two versions of a store's memories.jsonl: ``A..B``, ``A`` or HEAD (see above)."""
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
 
     old_rev, new_rev = split_range(spec)
     store_file = Path(store_file)
     try:
-        repo = Repo.discover(str(store_file.parent))
+        repo = open_repo(store_file.parent)
+    except gitfiles.GitUnreadable as exc:
+        raise InvalidInput(str(exc), hint=gitfiles.HINT) from exc
     except (NotGitRepository, OSError) as exc:
         raise InvalidInput(
             f"{store_file.parent} is not in a git repository: there is no history to compare",

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from engram import gitfiles
 from engram.errors import EngramError, InvalidInput
 from engram.fileio import atomic_write
 from engram.model import files_of, is_pinned, is_tombstone, status_of, tags_of
+from engram.sync.gitsetup import open_repo
 
 if TYPE_CHECKING:
     from dulwich.objects import ObjectID
@@ -102,14 +104,15 @@ class HookInstall:
 
 def _repo(root: Path) -> Repo:
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
 
     try:
-        return Repo.discover(str(root))
+        return open_repo(root)
     except NotGitRepository:
         raise InvalidInput(
             f"{root}: not in a git repository", hint="run `git init` first"
         ) from None
+    except gitfiles.GitUnreadable as exc:
+        raise InvalidInput(str(exc), hint=gitfiles.HINT) from None
 
 
 def _head_tree(repo: Repo) -> ObjectID | None:
@@ -365,17 +368,12 @@ def install_hook(root: Path, command: str, *, dry_run: bool = False) -> HookInst
 
 def range_files(root: Path, spec: str) -> list[str]:
     """Return the files (repository-relative) that differ between the range's two commits."""
-    from dulwich.errors import NotGitRepository
     from dulwich.objectspec import parse_commit
-    from dulwich.repo import Repo
 
     old, sep, new = spec.partition("..")
     if not sep or not old or not new or new.startswith("."):
         raise InvalidInput(f"{spec!r}: give a range BASE..HEAD", hint="e.g. origin/main..HEAD")
-    try:
-        repo: Repo = Repo.discover(str(root))
-    except NotGitRepository:
-        raise InvalidInput(f"{root}: not in a git repository") from None
+    repo = _repo(root)
     try:
         trees = []
         for name in (old, new):

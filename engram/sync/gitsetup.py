@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engram import gitfiles
 from engram.plural import counted
 from engram.sync.gitmerge import write_file
 
@@ -56,15 +57,31 @@ class Setup:
     diff_command: str = field(default="", compare=False)  # that textconv command, as configured
 
 
-def discover(root: Path) -> Repo | None:
-    """Open the repository holding root (root or a folder above it); None when there is none."""
+def open_repo(root: Path) -> Repo:
+    """Open the repository holding ``root`` (root or a folder above it), as dulwich's
+    ``Repo.discover`` does, once ``gitfiles.locate`` found the files it reads regular.
+
+    Raises NotGitRepository when there is none, ``gitfiles.GitUnreadable`` (an OSError) when a
+    file opening it reads is a FIFO or a device (reading it could wait forever).
+    """
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
+
+    folder = gitfiles.locate(root)
+    if folder is None:
+        raise NotGitRepository(f"no git repository at or above {root}")
+    return Repo(folder)
+
+
+def discover(root: Path) -> Repo | None:
+    """Open the repository holding root (root or a folder above it); None when there is none
+    or it cannot be read (``open_repo``)."""
+    from dulwich.errors import NotGitRepository
 
     if not root.is_dir():
         return None
     try:
-        return Repo.discover(str(root))
+        return open_repo(root)
     except (NotGitRepository, OSError, ValueError, KeyError):
         return None
 

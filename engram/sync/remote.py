@@ -51,8 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from engram import gitfiles
 from engram.errors import EngramError, LockTimeout, SyncError
 from engram.store.lock import ProcessLock
+from engram.sync.gitsetup import open_repo
 
 if TYPE_CHECKING:
     from dulwich.objects import ObjectID, Tree
@@ -82,10 +84,11 @@ class Fetched:
 
 def _open(repo_root: Path) -> Repo:
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
 
     try:
-        return Repo.discover(str(repo_root))
+        return open_repo(repo_root)
+    except gitfiles.GitUnreadable as exc:
+        raise SyncError(str(exc), hint=gitfiles.HINT) from exc
     except NotGitRepository as exc:
         raise SyncError(
             f"{repo_root} is not in a git repository",
@@ -270,6 +273,9 @@ def _local_git_dir(url: str) -> Path | None:
     path = Path(url).expanduser()
     if not path.is_dir():
         return None  # host:path is ssh
+    problem = gitfiles.unreadable(str(path)) if gitfiles.looks_like_repo(str(path)) else None
+    if problem is not None:
+        raise SyncError(f"cannot read the remote's repository: {problem}", hint=gitfiles.HINT)
     try:
         repo = Repo(str(path))
     except NotGitRepository:
