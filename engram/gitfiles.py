@@ -18,9 +18,12 @@ git itself is run there.
 
 Checked: the ``.git`` file of a linked work tree, ``commondir``, ``HEAD`` and every ref it leads
 to, ``packed-refs``, ``config`` and ``config.worktree``, ``index``, ``shallow``,
-``info/grafts``, ``objects/info/alternates`` and the pack files. Not checked: each loose object
-(a stat per object, thousands of them, on every opening). Files are checked when the repository
-is opened; one made a FIFO after that is not seen.
+``info/grafts``, ``objects/info/alternates`` and the pack files; the loose objects only for a
+reader of history (``objects=True``: the 256 object folders listed, some milliseconds for
+thousands of objects). The anchoring of a save and the staleness check of a hook run often and
+read few objects: they stat each before they read it (``check_object``). Files are checked when
+the repository is opened; one made a FIFO after that is not seen, and neither are the object
+folders ``alternates`` names.
 
 What it must not do: import dulwich (only the indexer and sync do; they open what ``locate``
 returns), run git, or open anything but a regular file.
@@ -39,6 +42,7 @@ from engram.fileio import read_regular
 __all__ = [
     "HINT",
     "GitUnreadable",
+    "check_object",
     "control_folders",
     "locate",
     "looks_like_repo",
@@ -167,9 +171,13 @@ def _refs_from_head(control: str, common: str) -> list[str]:
     return out
 
 
-def unreadable(folder: str) -> str | None:
+def unreadable(folder: str, *, objects: bool = False) -> str | None:
     """Name the first file opening the repository at ``folder`` reads that is there but is not
-    a regular file, with what it is (``".git/HEAD is a named pipe (FIFO)"``); None if none."""
+    a regular file, with what it is (``".git/HEAD is a named pipe (FIFO)"``); None if none.
+
+    ``objects``: the loose objects too, for a reader of history (a listing of each of the 256
+    object folders: some milliseconds for thousands of objects).
+    """
     control, common = control_folders(folder)
     # Joined as text (a path in git's own layout, "/" on every system git runs on): this runs
     # on every save that anchors files.
@@ -180,20 +188,29 @@ def unreadable(folder: str) -> str | None:
         kind = _kind(path)
         if kind is not None:
             return f"{path} is {kind}, not a regular file"
-    return _odd_pack(os.path.join(common, "objects", "pack"))
+    odd = _odd_entry(f"{common}/objects/pack", (".pack", ".idx"))
+    if odd is not None or not objects:
+        return odd
+    try:
+        with os.scandir(f"{common}/objects") as entries:
+            fans = sorted(e.path for e in entries if len(e.name) == 2 and e.is_dir())
+    except OSError:
+        return None
+    return next((odd for fan in fans if (odd := _odd_entry(fan)) is not None), None)
 
 
-def _odd_pack(folder: str) -> str | None:
-    """Name the first pack file (``.pack``, ``.idx``) in folder that is not a regular file.
+def _odd_entry(folder: str, endings: tuple[str, ...] = ("",)) -> str | None:
+    """Name the first file of folder whose name has one of these ``endings`` (default: every
+    file) that is not a regular file.
 
-    The folder's listing says each entry's type (no stat per pack); a link is followed.
+    The folder's listing says each entry's type (no stat per file); a link is followed.
     """
     try:
         with os.scandir(folder) as entries:
-            packs = [e for e in entries if e.name.endswith((".pack", ".idx"))]
+            found = [e for e in entries if e.name.endswith(endings)]
     except OSError:
         return None
-    for entry in sorted(packs, key=lambda e: e.name):
+    for entry in sorted(found, key=lambda e: e.name):
         try:
             if entry.is_file():
                 continue
@@ -205,12 +222,27 @@ def _odd_pack(folder: str) -> str | None:
     return None
 
 
-def locate(root: Path | str) -> str | None:
+def check_object(objects: str, sha: str | bytes) -> None:
+    """Raise GitUnreadable when the loose object file of ``sha`` (hex) in the ``objects`` folder
+    is there but is not a regular file: for a reader of a few objects, before it reads one (a
+    stat: where ``locate(objects=True)`` would list every object)."""
+    hexsha = sha.decode("ascii", "replace") if isinstance(sha, bytes) else sha
+    if len(hexsha) < 3 or not objects:
+        return
+    path = f"{objects}/{hexsha[:2]}/{hexsha[2:]}"
+    kind = _kind(path)
+    if kind is not None:
+        problem = f"{path} is {kind}, not a regular file"
+        raise GitUnreadable(f"cannot read a git object: {problem}", problem)
+
+
+def locate(root: Path | str, *, objects: bool = False) -> str | None:
     """Return the folder of the repository holding ``root`` (root or the first folder above it
     that looks like one, as dulwich's ``Repo.discover`` looks), for ``Repo(folder)`` to open;
     None when there is none.
 
     Raises GitUnreadable when ``unreadable`` names a file in it: opening it could wait forever.
+    ``objects``: check the loose objects too (see ``unreadable``).
     """
     folder = os.path.abspath(os.fspath(root))
     while not looks_like_repo(folder):
@@ -218,7 +250,7 @@ def locate(root: Path | str) -> str | None:
         if parent == folder:
             return None
         folder = parent
-    problem = unreadable(folder)
+    problem = unreadable(folder, objects=objects)
     if problem is not None:
         raise GitUnreadable(f"cannot read the git repository at {folder}: {problem}", problem)
     return folder

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from engram.gitfiles import control_folders, locate, looks_like_repo, unreadable
+from engram.gitfiles import check_object, control_folders, locate, looks_like_repo, unreadable
 
 if TYPE_CHECKING:
     from dulwich.index import Index
@@ -104,7 +104,7 @@ def _tree_entry(repo: Repo, tree_id: bytes, parts: Sequence[bytes]) -> tuple[int
     for part in parts:
         if not stat.S_ISDIR(mode):
             return None
-        tree = repo.object_store[cast(Any, sha)]
+        tree = read_object(repo, sha)
         if not isinstance(tree, Tree):
             return None
         try:
@@ -129,7 +129,7 @@ class _Tracked:
         with contextlib.suppress(*self.errors):  # no or unreadable index: HEAD's tree tells
             self._index = self.repo.open_index()
         try:
-            tree_id = getattr(self.repo.object_store[self.repo.head()], "tree", None)
+            tree_id = getattr(read_object(self.repo, self.repo.head()), "tree", None)
         except self.errors:
             return  # no commits yet, or a damaged HEAD
         self._tree = tree_id if isinstance(tree_id, bytes) else None
@@ -193,20 +193,33 @@ def record_anchors(
     return anchors
 
 
-def open_repo(root: Path) -> Repo:
+def open_repo(root: Path, *, objects: bool = False) -> Repo:
     """Open the repository holding ``root`` (root or a folder above it), as dulwich's
     ``Repo.discover`` does, once ``gitfiles.locate`` found the files it reads regular.
 
     Raises NotGitRepository when there is none, ``gitfiles.GitUnreadable`` (an OSError) when a
-    file opening it reads is a FIFO or a device (reading it could wait forever).
+    file opening it reads is a FIFO or a device (reading it could wait forever). ``objects``:
+    the loose objects are checked too (a reader of history; some milliseconds).
     """
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
-    folder = locate(root)
+    folder = locate(root, objects=objects)
     if folder is None:
         raise NotGitRepository(f"no git repository at or above {root}")
     return Repo(folder)
+
+
+def objects_folder(repo: Repo) -> str:
+    """Return the folder of the repository's loose objects ("" for a store that has none)."""
+    return str(getattr(repo.object_store, "path", "") or "")
+
+
+def read_object(repo: Repo, sha: bytes) -> Any:
+    """Return the object ``sha`` (hex), as ``repo.object_store[sha]``, once its loose file is
+    known not to be a FIFO (``check_object``: an OSError, as the callers expect of git)."""
+    check_object(objects_folder(repo), sha)
+    return repo.object_store[cast(Any, sha)]
 
 
 _Signature = tuple[object, ...]

@@ -60,13 +60,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
+from engram.gitfiles import check_object
 from engram.indexer.anchorrecord import (
     blob_of_file,
     clean_path,
     file_stat,
     in_repo,
     is_file,
+    objects_folder,
     open_repo,
+    read_object,
     repo_errors,
 )
 
@@ -517,6 +520,7 @@ class AnchorChecker:
     def _known(self, repo: Repo, blob: str) -> bool:
         """Say whether the repository holds this blob (committed or staged at some time)."""
         try:
+            check_object(objects_folder(repo), blob)
             return cast(Any, blob.encode("ascii")) in repo.object_store
         except repo_errors():
             return False
@@ -600,7 +604,7 @@ class AnchorChecker:
         from dulwich.objects import Commit
 
         try:
-            obj = repo.object_store[cast(Any, sha)]
+            obj = read_object(repo, sha)
         except KeyError:
             obj = None
         found = (
@@ -638,6 +642,7 @@ class AnchorChecker:
             return entries
         from dulwich.objects import Tree, parse_tree
 
+        check_object(objects_folder(repo), tree_id)
         type_num, raw = repo.object_store.get_raw(cast(Any, tree_id))
         if type_num != Tree.type_num:
             return {}  # not a tree: the path is not there

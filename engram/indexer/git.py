@@ -610,7 +610,7 @@ def _open_repo(root: Path) -> Repo | str:
     if not root.is_dir():
         return f"not a git repository: {root} is not a folder; git history was not indexed"
     try:
-        return open_repo(root)
+        return open_repo(root, objects=True)  # history is walked
     except gitfiles.GitUnreadable as exc:
         return f"{exc}; git history was not indexed ({gitfiles.HINT})"
     except NotGitRepository:

@@ -337,7 +337,7 @@ def memory_diff(store_file: Path, spec: str | None = None) -> MemoryDiff:
     old_rev, new_rev = split_range(spec)
     store_file = Path(store_file)
     try:
-        repo = open_repo(store_file.parent)
+        repo = open_repo(store_file.parent, objects=True)
     except gitfiles.GitUnreadable as exc:
         raise InvalidInput(str(exc), hint=gitfiles.HINT) from exc
     except (NotGitRepository, OSError) as exc:

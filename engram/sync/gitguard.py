@@ -106,7 +106,7 @@ def _repo(root: Path) -> Repo:
     from dulwich.errors import NotGitRepository
 
     try:
-        return open_repo(root)
+        return open_repo(root, objects=True)  # commits and trees are read
     except NotGitRepository:
         raise InvalidInput(
             f"{root}: not in a git repository", hint="run `git init` first"

@@ -111,7 +111,7 @@ def memory_log(
     root: Path, memory_id: str, *, limit: int = 50, path: str = MEMORIES_PATH
 ) -> list[Version]:
     """List the versions of one memory in the commits reachable from HEAD, newest first."""
-    repo = discover(Path(root))
+    repo = discover(Path(root), objects=True)
     if repo is None or limit < 1:
         return []
     with contextlib.closing(repo):

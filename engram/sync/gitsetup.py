@@ -57,31 +57,32 @@ class Setup:
     diff_command: str = field(default="", compare=False)  # that textconv command, as configured
 
 
-def open_repo(root: Path) -> Repo:
+def open_repo(root: Path, *, objects: bool = False) -> Repo:
     """Open the repository holding ``root`` (root or a folder above it), as dulwich's
     ``Repo.discover`` does, once ``gitfiles.locate`` found the files it reads regular.
 
     Raises NotGitRepository when there is none, ``gitfiles.GitUnreadable`` (an OSError) when a
-    file opening it reads is a FIFO or a device (reading it could wait forever).
+    file opening it reads is a FIFO or a device (reading it could wait forever). ``objects``:
+    the loose objects are checked too (a reader of history; some milliseconds).
     """
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
-    folder = gitfiles.locate(root)
+    folder = gitfiles.locate(root, objects=objects)
     if folder is None:
         raise NotGitRepository(f"no git repository at or above {root}")
     return Repo(folder)
 
 
-def discover(root: Path) -> Repo | None:
+def discover(root: Path, *, objects: bool = False) -> Repo | None:
     """Open the repository holding root (root or a folder above it); None when there is none
-    or it cannot be read (``open_repo``)."""
+    or it cannot be read (``open_repo``, which ``objects`` is passed to)."""
     from dulwich.errors import NotGitRepository
 
     if not root.is_dir():
         return None
     try:
-        return open_repo(root)
+        return open_repo(root, objects=objects)
     except (NotGitRepository, OSError, ValueError, KeyError):
         return None
 

@@ -86,7 +86,7 @@ def _open(repo_root: Path) -> Repo:
     from dulwich.errors import NotGitRepository
 
     try:
-        return open_repo(repo_root)
+        return open_repo(repo_root, objects=True)
     except gitfiles.GitUnreadable as exc:
         raise SyncError(str(exc), hint=gitfiles.HINT) from exc
     except NotGitRepository as exc:
@@ -273,7 +273,8 @@ def _local_git_dir(url: str) -> Path | None:
     path = Path(url).expanduser()
     if not path.is_dir():
         return None  # host:path is ssh
-    problem = gitfiles.unreadable(str(path)) if gitfiles.looks_like_repo(str(path)) else None
+    looks = gitfiles.looks_like_repo(str(path))
+    problem = gitfiles.unreadable(str(path), objects=True) if looks else None
     if problem is not None:
         raise SyncError(f"cannot read the remote's repository: {problem}", hint=gitfiles.HINT)
     try:

@@ -101,6 +101,33 @@ def test_a_fifo_where_git_keeps_a_file_is_named_and_nothing_opens_it(
     assert isinstance(raised.value, OSError)  # what callers already take as "cannot open it"
 
 
+def loose_head_commit(root: Path) -> Path:
+    """The file of HEAD's commit (the fixture's second commit is loose, the first packed)."""
+    sha = git(root, "rev-parse", "HEAD").strip()
+    path = root / ".git" / "objects" / sha[:2] / sha[2:]
+    assert path.is_file()
+    return path
+
+
+def test_a_fifo_for_a_loose_object_is_found_by_readers_of_history_and_before_a_read(
+    repo: Path,
+) -> None:
+    first = git(repo, "rev-parse", "HEAD~1").strip()  # packed: no loose file at all
+    fifo = loose_head_commit(repo)
+    fifo.unlink()
+    os.mkfifo(fifo)  # git itself would now wait on it forever
+    said = f"{fifo} is a named pipe (FIFO), not a regular file"
+    assert gitfiles.unreadable(str(repo)) is None  # objects are not listed unless asked
+    assert gitfiles.unreadable(str(repo), objects=True) == said
+    with pytest.raises(gitfiles.GitUnreadable) as raised:
+        gitfiles.locate(repo, objects=True)
+    assert raised.value.problem == said
+    objects = str(repo / ".git" / "objects")
+    with pytest.raises(gitfiles.GitUnreadable, match="cannot read a git object: "):
+        gitfiles.check_object(objects, fifo.parent.name + fifo.name)
+    gitfiles.check_object(objects, first.encode("ascii"))
+
+
 def test_a_linked_work_tree_is_checked_in_its_own_folder_and_the_common_one(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -166,3 +193,21 @@ def test_no_command_waits_on_a_fifo_in_the_repository(repo: Path, where: str) ->
     assert synced.returncode == 0, synced.stderr.decode()
     staged = run_cli("check", "--staged", cwd=repo)
     assert staged.returncode == 1 and said in staged.stderr.decode()
+
+
+def test_no_command_waits_on_a_fifo_for_a_loose_object(repo: Path) -> None:
+    saved = run_cli("remember", "-t", "Keep x at 2", "--files", "src/a.py", "It breaks.", cwd=repo)
+    assert saved.returncode == 0, saved.stderr.decode()
+    fifo = loose_head_commit(repo)
+    fifo.unlink()
+    os.mkfifo(fifo)
+    said = f"{fifo} is a named pipe (FIFO), not a regular file"
+    # The staleness check reads HEAD's commit: it says nothing of staleness, and answers.
+    shown = run_cli("check", "--files", "src/a.py", cwd=repo)
+    assert shown.returncode == 0 and "It breaks. — about src/a.py" in shown.stdout.decode()
+    again = run_cli("remember", "-t", "Also", "--files", "src/a.py", "More.", cwd=repo)
+    assert again.returncode == 0, again.stderr.decode()
+    index = run_cli("index", cwd=repo)
+    assert index.returncode == 0 and f"{said}; git history was not indexed" in index.stdout.decode()
+    diff = run_cli("diff", cwd=repo)
+    assert diff.returncode == 1 and said in diff.stderr.decode()
