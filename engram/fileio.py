@@ -223,6 +223,11 @@ _KINDS: Final = (
 )
 
 
+def kind_of(mode: int) -> str:
+    """Say what a file of this ``st_mode`` is, in words, when it is not a regular file."""
+    return next((words for test, words in _KINDS if test(mode)), "not a file")
+
+
 def read_regular(
     path: str | os.PathLike[str],
     *,
@@ -247,7 +252,7 @@ def read_regular(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((words for test, words in _KINDS if test(info.st_mode)), "not a file")
+            kind = kind_of(info.st_mode)
             raise InvalidInput(f"{name}: is {kind}, not a regular file; refused")
         if info.st_size > limit:
             raise InputTooLarge(

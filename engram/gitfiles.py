@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Final
 
 from engram.errors import InvalidInput
-from engram.fileio import read_regular
+from engram.fileio import kind_of, read_regular
 
 __all__ = [
     "HINT",
@@ -73,14 +73,6 @@ _COMMON_FILES: Final = (
     "objects/info/alternates",
 )
 
-_KINDS: Final = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
 
 class GitUnreadable(OSError):
     """A file git keeps is there but is not a regular file: reading it could wait forever."""
@@ -101,7 +93,7 @@ def _kind(path: str) -> str | None:
         return None  # not there (or not reachable): git's own reading says what that means
     if stat.S_ISREG(mode):
         return None
-    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+    return kind_of(mode)
 
 
 def _small(path: str) -> str | None:
