@@ -6,7 +6,8 @@ is not a change; the side's commit is); a shallow or damaged clone ends the walk
 
 What it must not do: run ``git`` in a subprocess (dulwich only, imported inside functions),
 write anything, or raise for a repository state a user can be in (no repository, no commits:
-``[]``).
+``[]``). A repository it could read only by waiting forever (a FIFO where git keeps a file) is
+an InvalidInput naming the file.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def memory_log(
     root: Path, memory_id: str, *, limit: int = 50, path: str = MEMORIES_PATH
 ) -> list[Version]:
     """List the versions of one memory in the commits reachable from HEAD, newest first."""
-    repo = discover(Path(root), objects=True)
+    repo = discover(Path(root), objects=True, strict=True)
     if repo is None or limit < 1:
         return []
     with contextlib.closing(repo):

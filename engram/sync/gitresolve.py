@@ -158,7 +158,7 @@ def resolve(root: Path, *, scrubber: Scrubber | None = None) -> list[Resolved]:
     from dulwich.errors import NoIndexPresent
     from dulwich.index import ConflictedIndexEntry
 
-    repo = discover(Path(root), objects=True)
+    repo = discover(Path(root), objects=True, strict=True)
     if repo is None:
         raise InvalidInput(
             f"not a git repository: {root} (nor any folder above it)",

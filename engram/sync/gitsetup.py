@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram import gitfiles
+from engram.errors import InvalidInput
 from engram.plural import counted
 from engram.sync.gitmerge import write_file
 
@@ -74,15 +75,23 @@ def open_repo(root: Path, *, objects: bool = False) -> Repo:
     return Repo(folder)
 
 
-def discover(root: Path, *, objects: bool = False) -> Repo | None:
+def discover(root: Path, *, objects: bool = False, strict: bool = False) -> Repo | None:
     """Open the repository holding root (root or a folder above it); None when there is none
-    or it cannot be read (``open_repo``, which ``objects`` is passed to)."""
+    or it cannot be read (``open_repo``, which ``objects`` is passed to).
+
+    ``strict``: a repository whose files could not be read without waiting forever (a FIFO
+    where git keeps a file) is an InvalidInput naming the file, not None.
+    """
     from dulwich.errors import NotGitRepository
 
     if not root.is_dir():
         return None
     try:
         return open_repo(root, objects=objects)
+    except gitfiles.GitUnreadable as exc:
+        if strict:
+            raise InvalidInput(str(exc), hint=gitfiles.HINT) from exc
+        return None
     except (NotGitRepository, OSError, ValueError, KeyError):
         return None
 

@@ -193,6 +193,11 @@ def test_no_command_waits_on_a_fifo_in_the_repository(repo: Path, where: str) ->
     assert synced.returncode == 0, synced.stderr.decode()
     staged = run_cli("check", "--staged", cwd=repo)
     assert staged.returncode == 1 and said in staged.stderr.decode()
+    # The readers of history refuse, naming the file (not "no history", not "no repository").
+    memory = saved.stdout.decode().split()[0]
+    for args in (["log", memory], ["resolve"], ["review-pr", "main..HEAD"]):
+        refused = run_cli(*args, cwd=repo)
+        assert refused.returncode == 1 and said in refused.stderr.decode(), args
 
 
 def test_no_command_waits_on_a_fifo_for_a_loose_object(repo: Path) -> None:
