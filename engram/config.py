@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import ConfigError, InputTooLarge, InvalidInput, NotInitialized
-from engram.fileio import read_regular, temp_file
+from engram.fileio import NotAFile, read_own, read_regular, temp_file
 from engram.gitfiles import work_tree_folders
 from engram.model import MAX_JSON_DEPTH, loads, normalize_project, value_too_deep
 
@@ -506,7 +506,10 @@ def _load_yaml_cached(path: Path, cache: Path) -> Any:
     from ruamel.yaml.error import YAMLError
 
     try:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = read_own(path)[0].decode("utf-8")
+        except NotAFile as exc:  # a committed link to /dev/zero would be read forever
+            raise ConfigError(f"{exc}: engram reads its settings only from a regular file") from exc
         refused = yaml_nodes_over(YAML(typ="safe", pure=True).compose(text))
         if refused is not None:
             raise ConfigError(f"{path}: {refused}")

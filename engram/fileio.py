@@ -26,6 +26,10 @@ microseconds, where the filelock library takes over a hundred for the same open,
 (three locks are held for every write of a memory); where there is no ``fcntl`` (Windows),
 filelock does it.
 
+``read_own``: the files a repository holds for engram (memories.jsonl, config.yaml, the
+``.gitignore`` and ``.gitattributes`` it keeps) are read the same way, whole: a committed link to
+``/dev/zero`` or a named pipe is refused (``NotAFile``), never read forever.
+
 ``read_regular``: a file whose path came from outside (an import, a folder of notes, a hook
 payload's transcript, an ADR in the repository) is opened without blocking, checked on the open
 descriptor to be a regular file (a named pipe would block forever, ``/dev/zero`` never ends)
@@ -96,11 +100,13 @@ def new_file_mode() -> int:
 
 
 def mode_for(path: Path) -> int:
-    """Return the mode a replacement of ``path`` gets: its own, or a new file's."""
+    """Return the mode a replacement of ``path`` gets: its own if it is a regular file (a
+    link's target's), else a new file's (a link to ``/dev/zero`` does not lend its 0666)."""
     try:
-        return path.stat().st_mode & 0o777
+        info = path.stat()
     except FileNotFoundError:
         return new_file_mode()
+    return info.st_mode & 0o777 if stat.S_ISREG(info.st_mode) else new_file_mode()
 
 
 def fsync_dir(folder: Path) -> None:
@@ -226,6 +232,31 @@ _KINDS: Final = (
 def kind_of(mode: int) -> str:
     """Say what a file of this ``st_mode`` is, in words, when it is not a regular file."""
     return next((words for test, words in _KINDS if test(mode)), "not a file")
+
+
+class NotAFile(OSError):
+    """A path engram reads is there but is not a regular file (a FIFO, a device, a folder)."""
+
+
+def read_own(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
+    """Read one of the files a repository holds for engram (memories.jsonl, config.yaml,
+    .gitignore, .gitattributes) whole, with its stat taken on the open file.
+
+    As ``open(path, "rb").read()``, but opened without blocking and refused unless it is a
+    regular file: a committed symbolic link to ``/dev/zero`` would be read until memory runs
+    out, one to a named pipe waited on forever. FileNotFoundError as ``open``; anything else is
+    NotAFile, an OSError naming the path and what it is.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(f"{os.fspath(path)} is {kind_of(info.st_mode)}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(), info
+    finally:
+        os.close(fd)
 
 
 def read_regular(

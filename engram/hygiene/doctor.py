@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from engram import gitfiles
 from engram.config import Config
 from engram.errors import CorruptStore
+from engram.fileio import read_own
 from engram.hygiene.finding import Finding
 from engram.index.db import Index
 from engram.model import is_tombstone, now, recover_line
@@ -209,14 +210,20 @@ def _check_temps(store: MemoryStore, *, fix: bool) -> list[Finding]:
 def _check_gitignore(store: MemoryStore, *, fix: bool) -> list[Finding]:
     """Check .gitignore keeps index/, state/ and temp files out of git; with ``fix``, add them."""
     ignore = store.dir / ".gitignore"
-    text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
+    odd = ""
+    try:
+        text = read_own(ignore)[0].decode("utf-8", "replace")
+    except FileNotFoundError:
+        text = ""
+    except OSError as exc:  # NotAFile: a link to /dev/zero or a FIFO is never read
+        text, odd = "", f" ({exc}; --fix writes a regular file in its place)"
     missing = missing_ignores(text)
     if not missing:
         return []
     finding = Finding(
         "warning",
         "gitignore",
-        f"{ignore} does not ignore {', '.join(missing)}: local files would be committed",
+        f"{ignore} does not ignore {', '.join(missing)}: local files would be committed{odd}",
     )
     if fix:
         fixed_text = text.rstrip("\n") + "\n" + "\n".join(missing) + "\n" if text else ""

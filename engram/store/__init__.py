@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engram.config import write_template
+from engram.fileio import read_own
 from engram.model import line_id
 from engram.store.files import GITIGNORE, missing_ignores
 from engram.store.jsonl import MEMORIES, MemoryStore, Problem, Scan
@@ -34,7 +35,7 @@ def init_layout(engram_dir: Path, project: str) -> list[Path]:
         ignore.write_text(GITIGNORE, encoding="utf-8")
         created.append(ignore)
     else:
-        text = ignore.read_text(encoding="utf-8")
+        text = read_own(ignore)[0].decode("utf-8")
         missing = missing_ignores(text)
         if missing:
             ignore.write_text(text.rstrip("\n") + "\n" + "\n".join(missing) + "\n", "utf-8")

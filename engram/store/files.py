@@ -35,6 +35,7 @@ from engram.fileio import (
     atomic_write,
     fsync_dir,
     is_temp,
+    read_own,
     remove_stale_temps,
     stale_temps,
     temp_file,
@@ -116,8 +117,8 @@ def ignore_temps(engram_dir: Path) -> bool:
     """
     path = engram_dir / GITIGNORE_FILE
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_own(path)[0].decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # NotAFile too: left for doctor to name
         return False
     if TEMP_PATTERN not in missing_ignores(text):
         return False

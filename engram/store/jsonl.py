@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from engram.errors import CorruptStore, InvalidInput, StoreChanged
-from engram.fileio import ProcessLock, fsync_dir, mode_for, temp_file
+from engram.errors import CorruptStore, InvalidInput, StoreChanged, UnsafePath
+from engram.fileio import NotAFile, ProcessLock, fsync_dir, mode_for, read_own, temp_file
 from engram.model import (
     REQUIRED,
     Record,
@@ -161,11 +161,15 @@ class MemoryStore:
     def read_bytes(self) -> tuple[bytes, str]:
         """Return the file's bytes and the signature of exactly those bytes."""
         try:
-            with self.path.open("rb") as handle:
-                st = os.fstat(handle.fileno())
-                data = handle.read()
+            data, st = read_own(self.path)
         except FileNotFoundError:
             return b"", "missing"
+        except NotAFile as exc:  # a committed link to /dev/zero would be read forever
+            raise UnsafePath(
+                f"{exc}: engram reads its memories only from a regular file",
+                hint=f"remove it (rm {self.path}; if the repository commits a link there, "
+                "remove it from git too) and put back the memories file",
+            ) from exc
         return data, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
     def scan(self, data: bytes | None = None) -> Scan:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram import gitfiles
 from engram.errors import InvalidInput
+from engram.fileio import NotAFile, read_own
 from engram.plural import counted
 from engram.sync.gitmerge import write_file
 
@@ -109,8 +110,10 @@ def _attributes_by_pattern(text: str) -> dict[str, set[str]]:
 def _missing_attributes(path: Path) -> list[tuple[str, list[str]]]:
     """Return each pattern of ATTRIBUTES with the attributes .gitattributes lacks for it."""
     try:
-        text = path.read_bytes().decode("utf-8", "replace")
+        text = read_own(path)[0].decode("utf-8", "replace")
     except FileNotFoundError:
+        text = ""
+    except NotAFile:  # a link to /dev/zero or a FIFO: none of its lines can be read
         text = ""
     present = _attributes_by_pattern(text)
     missing = []
