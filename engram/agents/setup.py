@@ -35,7 +35,7 @@ from engram.agents.commands import (
 from engram.agents.hookspec import HOOKS, HookSpec
 from engram.agents.opencode import OWNED, PLUGIN_FILE, plugin_text
 from engram.errors import ConfigError, InvalidInput
-from engram.fileio import temp_file
+from engram.fileio import NotAFile, read_own, temp_file
 from engram.jsonc import Document, JsoncError
 
 AGENTS: Final = ("claude-code", "codex", "gemini-cli", "opencode", "cursor", "vscode")
@@ -637,10 +637,17 @@ def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequ
 
 
 def read_text(path: Path) -> str | None:
+    """Return an agent file's text (None: absent). A committed link to ``/dev/zero`` or a FIFO
+    in its place is refused at once (``fileio.read_own``), never read forever."""
     try:
-        data = path.read_bytes()
+        data = read_own(path)[0]
     except FileNotFoundError:
         return None
+    except NotAFile as exc:
+        raise ConfigError(
+            f"{exc}: setup reads and writes only regular files",
+            hint=f"remove {path} (and from git, if the repository commits it), then run again",
+        ) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -648,6 +655,21 @@ def read_text(path: Path) -> str | None:
             f"{path} is not UTF-8 text (byte {exc.start})",
             hint=f"fix or move {path}, then run again",
         ) from exc
+
+
+def _refuse_leaving(path: Path, root: Path) -> None:
+    """Refuse a project file that a symbolic link (the file's or a folder's on the way) puts
+    outside the project: a repository committing ``.claude -> ~/.claude`` or ``CLAUDE.md ->
+    ~/.bashrc`` would have setup write there. A link within the project (``CLAUDE.md ->
+    AGENTS.md``) is followed, as everywhere."""
+    real = Path(os.path.realpath(path))
+    if real.is_relative_to(root):
+        return
+    raise ConfigError(
+        f"{path} leads outside the project, to {real}, through a symbolic link: setup writes "
+        "a project's files only inside it",
+        hint="remove the link (and from git, if the repository commits it), then run again",
+    )
 
 
 def _write(path: Path, text: str) -> None:
@@ -713,6 +735,9 @@ def setup(
     home = home or Path.home()
     root = root.resolve()
     targets, notes = agent_targets(agent, scope, root, home)
+    if scope == "project":
+        for target in targets:
+            _refuse_leaving(target.path, root)
     planned: list[tuple[Target, str | None, str]] = []
     texts: dict[Path, str | None] = {}  # each file as the edits planned so far leave it
     originals: dict[Path, str | None] = {}

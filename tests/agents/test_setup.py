@@ -495,6 +495,45 @@ def test_writes_keep_mode_and_symlinks(repo: Path, home: Path, tmp_path: Path) -
     assert not list(home.rglob("*.tmp"))
 
 
+def test_a_project_file_a_link_leads_outside_the_project_is_refused(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A repository committing ``.claude -> <a folder of the user's>`` had setup merge engram's
+    hooks into the user's file there; ``CLAUDE.md -> /dev/zero`` had it read forever."""
+    outside = tmp_path / "users-own-claude"
+    outside.mkdir()
+    (outside / "settings.json").write_text('{"model": "opus"}\n')
+    (repo / ".claude").symlink_to(outside)
+    before = snapshot(outside)
+    code, _, err = setup(repo, "claude-code", "--project")
+    assert code == 1
+    assert f"{repo}/.claude/settings.json leads outside the project, to {outside}" in err
+    assert snapshot(outside) == before and not (repo / ".mcp.json").exists()  # nothing written
+    (repo / ".claude").unlink()
+    (repo / "CLAUDE.md").symlink_to("/dev/zero")
+    done = run_cli("setup", "claude-code", "--project", cwd=repo)  # a timeout, were it read
+    assert done.returncode == 1
+    assert "CLAUDE.md leads outside the project, to /dev/zero" in done.stderr.decode()
+
+
+def test_a_link_within_the_project_is_followed(repo: Path) -> None:
+    (repo / "AGENTS.md").write_text("# Team notes\n")
+    (repo / "CLAUDE.md").symlink_to("AGENTS.md")
+    setup_json(repo, "claude-code", "--project")
+    assert (repo / "CLAUDE.md").is_symlink()
+    text = (repo / "AGENTS.md").read_text()
+    assert text.startswith("# Team notes\n") and "engram" in text
+
+
+def test_an_agent_file_that_is_a_fifo_is_refused_at_once(repo: Path) -> None:
+    os.mkfifo(repo / ".mcp.json")
+    done = run_cli("setup", "claude-code", "--project", cwd=repo)
+    assert done.returncode == 1
+    assert ".mcp.json is a named pipe (FIFO), not a regular file: setup reads and writes only" in (
+        done.stderr.decode()
+    )
+
+
 # -- hooks -------------------------------------------------------------------------------------
 
 # The Claude Code hooks of an earlier engram setup (a grep/sed one-liner into `engram check`).
