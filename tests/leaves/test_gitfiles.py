@@ -10,7 +10,6 @@ the real command line, each under a timeout a blocked open would exceed.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,26 +18,9 @@ from dulwich.errors import NotGitRepository
 from engram import gitfiles
 from engram.sync.gitsetup import open_repo
 from tests.conftest import run_cli
+from tests.helpers.gitrepo import git
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Ada",
-    "GIT_AUTHOR_EMAIL": "ada@example.com",
-    "GIT_COMMITTER_NAME": "Ada",
-    "GIT_COMMITTER_EMAIL": "ada@example.com",
-}
-
-
-def git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(root), *args],
-        capture_output=True,
-        check=True,
-        env={**os.environ, **IDENTITY},
-        timeout=60,
-    )
-    return done.stdout.decode()
 
 
 @pytest.fixture

@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from engram.fileio import NotAFile, read_own
 from tests.conftest import run_cli
+from tests.helpers.gitrepo import git
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Mallory",
-    "GIT_AUTHOR_EMAIL": "m@example.com",
-    "GIT_COMMITTER_NAME": "Mallory",
-    "GIT_COMMITTER_EMAIL": "m@example.com",
-}
-
-
-def git(root: Path, *args: str) -> None:
-    env = {**os.environ, **IDENTITY}
-    subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=True, env=env)
 
 
 @pytest.fixture
