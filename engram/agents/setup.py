@@ -637,8 +637,7 @@ def _ensure_hook(doc: Document, event: str, group: dict[str, Any], markers: Sequ
 
 
 def read_text(path: Path) -> str | None:
-    """Return an agent file's text (None: absent). A committed link to ``/dev/zero`` or a FIFO
-    in its place is refused at once (``fileio.read_own``), never read forever."""
+    """Return an agent file's text (None: absent); a FIFO or device is refused (``read_own``)."""
     try:
         data = read_own(path)[0]
     except FileNotFoundError:
@@ -658,10 +657,9 @@ def read_text(path: Path) -> str | None:
 
 
 def _refuse_leaving(path: Path, root: Path) -> None:
-    """Refuse a project file that a symbolic link (the file's or a folder's on the way) puts
-    outside the project: a repository committing ``.claude -> ~/.claude`` or ``CLAUDE.md ->
-    ~/.bashrc`` would have setup write there. A link within the project (``CLAUDE.md ->
-    AGENTS.md``) is followed, as everywhere."""
+    """Refuse a project file a link (its own or a folder's) puts outside the project, as a
+    committed ``.claude -> ~/.claude`` would; a link within it (``CLAUDE.md -> AGENTS.md``) is
+    followed."""
     real = Path(os.path.realpath(path))
     if real.is_relative_to(root):
         return
@@ -735,9 +733,8 @@ def setup(
     home = home or Path.home()
     root = root.resolve()
     targets, notes = agent_targets(agent, scope, root, home)
-    if scope == "project":
-        for target in targets:
-            _refuse_leaving(target.path, root)
+    for target in targets if scope == "project" else ():  # before anything is read or written
+        _refuse_leaving(target.path, root)
     planned: list[tuple[Target, str | None, str]] = []
     texts: dict[Path, str | None] = {}  # each file as the edits planned so far leave it
     originals: dict[Path, str | None] = {}
