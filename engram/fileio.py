@@ -237,6 +237,24 @@ def kind_of(mode: int) -> str:
 class NotAFile(OSError):
     """A path engram reads is there but is not a regular file (a FIFO, a device, a folder)."""
 
+    def __init__(self, path: str | os.PathLike[str], kind: str) -> None:
+        super().__init__(f"{os.fspath(path)} is {kind}, not a regular file")
+        self.kind = kind  # what it is instead (``kind_of``)
+
+
+def _open_file(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+    """Open ``path`` to read without blocking (a named pipe never waits for a writer) and check
+    the open descriptor: NotAFile unless it is a regular file. The caller closes the fd."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(path, kind_of(info.st_mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
 
 def read_own(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
     """Read one of the files a repository holds for engram (memories.jsonl, config.yaml,
@@ -247,16 +265,9 @@ def read_own(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
     out, one to a named pipe waited on forever. FileNotFoundError as ``open``; anything else is
     NotAFile, an OSError naming the path and what it is.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAFile(f"{os.fspath(path)} is {kind_of(info.st_mode)}, not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(), info
-    finally:
-        os.close(fd)
+    fd, info = _open_file(path)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(), info
 
 
 def read_regular(
@@ -275,16 +286,13 @@ def read_regular(
     InvalidInput naming ``what`` (default: the path): InputTooLarge for the size.
     """
     name = what or os.fspath(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd, info = _open_file(path)
+    except NotAFile as exc:
+        raise InvalidInput(f"{name}: is {exc.kind}, not a regular file; refused") from exc
     except OSError as exc:
         raise InvalidInput(f"{name}: cannot be read: {exc.strerror or exc}") from exc
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = kind_of(info.st_mode)
-            raise InvalidInput(f"{name}: is {kind}, not a regular file; refused")
         if info.st_size > limit:
             raise InputTooLarge(
                 f"{name}: {info.st_size:,} bytes is over the limit of {limit:,} bytes; refused"

@@ -60,6 +60,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast
 
+from engram.fileio import NotAFile, kind_of
 from engram.gitfiles import check_object
 from engram.indexer.anchorrecord import (
     blob_of_file,
@@ -228,7 +229,7 @@ class AnchorChecker:
             return None
         try:
             found = self._read_ref("HEAD", 0)
-        except _NotAFile:
+        except NotAFile:
             return None  # nor would dulwich read it: it would wait on a FIFO forever
         if found is not None:
             return found
@@ -256,7 +257,7 @@ class AnchorChecker:
 
     def _kept(self, path: str, limit: int, parse: Callable[[str], _T]) -> _T | None:
         """Return ``parse`` of a git file's text (at most ``limit`` characters, -1: all), None
-        when there is none or it cannot be read; raise _NotAFile when something else than a
+        when there is none or it cannot be read; raise NotAFile when something else than a
         file (a folder, a FIFO) stands at its path.
 
         Kept by the file's stat signature: git replaces a ref file (a new inode) or rewrites
@@ -268,7 +269,7 @@ class AnchorChecker:
             self._files.pop(path, None)
             return None
         if not stat.S_ISREG(info.st_mode):  # a FIFO would hold the read forever
-            raise _NotAFile(path)
+            raise NotAFile(path, kind_of(info.st_mode))
         signature = file_stat(info)
         known = self._files.get(path)
         if known is not None and known[0] == signature:
@@ -697,10 +698,6 @@ def _parse_packed(text: str) -> dict[str, str]:
         if _HEX_REF.fullmatch(sha) and name:
             refs[name.strip()] = sha
     return refs
-
-
-class _NotAFile(Exception):
-    """A ref's path holds something else than a file: HEAD cannot be read from it."""
 
 
 def _bucket(since: float | None) -> int | bool | None:

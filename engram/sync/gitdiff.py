@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engram import gitfiles
 from engram.errors import CorruptStore, InvalidInput
 from engram.model import Record, dumps, is_tombstone, parse_line
-from engram.sync.gitsetup import open_repo
+from engram.sync.gitsetup import discover
 from engram.terminal import visible
 
 if TYPE_CHECKING:
@@ -332,19 +331,14 @@ def _blob_at(repo: Repo, revision: str, path: str) -> bytes:
 
 def memory_diff(store_file: Path, spec: str | None = None) -> MemoryDiff:
     """Compare two versions of a store's memories.jsonl: ``A..B``, ``A`` or HEAD (see above)."""
-    from dulwich.errors import NotGitRepository
-
     old_rev, new_rev = split_range(spec)
     store_file = Path(store_file)
-    try:
-        repo = open_repo(store_file.parent, objects=True)
-    except gitfiles.GitUnreadable as exc:
-        raise InvalidInput(str(exc), hint=gitfiles.HINT) from exc
-    except (NotGitRepository, OSError) as exc:
+    repo = discover(store_file.parent, objects=True, strict=True)  # strict: a FIFO is named
+    if repo is None:
         raise InvalidInput(
             f"{store_file.parent} is not in a git repository: there is no history to compare",
             hint="commit .engram/ in a git repository first (git init; git add .engram)",
-        ) from exc
+        )
     with contextlib.closing(repo):
         top = Path(repo.path).resolve()
         try:
